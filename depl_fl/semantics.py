@@ -1,0 +1,402 @@
+"""Contract semantics (DESIGN.md section 3): cost model and loss Monte Carlo.
+
+This module is the single executable definition of what a plan *means*:
+
+* the **cost model** -- per-client time and energy of one round, round time
+  (maximum over the participating clients) and round energy (sum of client
+  energies plus the activation energy of every active cluster);
+* the **validity rules** of a plan (:func:`plan_errors`);
+* the **loss semantics** -- a vectorised Monte Carlo of the final loss
+  (:func:`simulate_final_losses`), looping over rounds with numpy arrays over
+  trajectories;
+* :func:`evaluate_plan`, which combines both into the figures that
+  ``depl-fl evaluate`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from depl_fl.errors import ScenarioError
+from depl_fl.plan import RoundDecision, Targets
+from depl_fl.scenario import Scenario
+
+# Relative slack when comparing a plan's total time with the deadline, so that
+# a plan built to end exactly at the deadline is not rejected by rounding.
+_DEADLINE_RTOL = 1e-9
+
+
+# ---------------------------------------------------------------------------
+# Cost model
+# ---------------------------------------------------------------------------
+def _lookup(scenario: Scenario, kind: str, ident: str) -> Any:
+    getter = getattr(scenario, kind)
+    try:
+        return getter(ident)
+    except KeyError:
+        raise ScenarioError(f"unknown {kind} id {ident!r}") from None
+
+
+def client_time(scenario: Scenario, client_id: str, model_id: str, level: int) -> float:
+    """Time in seconds of one client's part of a round.
+
+    ``W / flops_per_s + 2 * size_bytes / bytes_per_s`` with
+    ``W = local_epochs * num_samples * flops_per_sample`` (download and upload
+    of the model).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The validated scenario.
+    client_id : str
+        The client.
+    model_id : str
+        The model variant trained in the round.
+    level : int
+        Index into the ``levels`` list of the client's cluster.
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    ScenarioError
+        If an id is unknown or ``level`` is out of range.
+    """
+    client = _lookup(scenario, "client", client_id)
+    model = _lookup(scenario, "model", model_id)
+    cluster = scenario.cluster(client.cluster)
+    lv = _level(cluster, level)
+    work = scenario.local_epochs * client.num_samples * model.flops_per_sample
+    return work / lv.flops_per_s + 2.0 * model.size_bytes / cluster.bytes_per_s
+
+
+def client_energy(scenario: Scenario, client_id: str, model_id: str, level: int) -> float:
+    """Energy in joules of one client's part of a round.
+
+    ``W * joules_per_flop + 2 * size_bytes * joules_per_byte`` (see
+    :func:`client_time` for ``W`` and the parameters).
+    """
+    client = _lookup(scenario, "client", client_id)
+    model = _lookup(scenario, "model", model_id)
+    cluster = scenario.cluster(client.cluster)
+    lv = _level(cluster, level)
+    work = scenario.local_epochs * client.num_samples * model.flops_per_sample
+    return work * lv.joules_per_flop + 2.0 * model.size_bytes * cluster.joules_per_byte
+
+
+def _level(cluster: Any, level: int) -> Any:
+    if isinstance(level, bool) or not isinstance(level, (int, np.integer)) \
+            or not 0 <= level < len(cluster.levels):
+        raise ScenarioError(
+            f"cluster {cluster.id!r}: level {level!r} out of range "
+            f"(valid: 0..{len(cluster.levels) - 1})")
+    return cluster.levels[int(level)]
+
+
+def _decision_level(scenario: Scenario, decision: RoundDecision, client_id: str) -> int:
+    cluster_id = _lookup(scenario, "client", client_id).cluster
+    if cluster_id not in decision.levels:
+        raise ScenarioError(f"round has no level for active cluster {cluster_id!r}")
+    return decision.levels[cluster_id]
+
+
+def round_time(scenario: Scenario, decision: RoundDecision) -> float:
+    """Duration of one round: the maximum client time over the round's clients.
+
+    Raises
+    ------
+    ScenarioError
+        If the round has no clients, an id is unknown, or an active cluster has
+        no (or an out-of-range) level.
+    """
+    if not decision.clients:
+        raise ScenarioError("round has no clients")
+    return max(client_time(scenario, cid, decision.model,
+                           _decision_level(scenario, decision, cid))
+               for cid in decision.clients)
+
+
+def round_energy(scenario: Scenario, decision: RoundDecision) -> float:
+    """Cost of one round in joules: client energies plus active clusters' activation energy.
+
+    Raises
+    ------
+    ScenarioError
+        As :func:`round_time`.
+    """
+    if not decision.clients:
+        raise ScenarioError("round has no clients")
+    energy = sum(client_energy(scenario, cid, decision.model,
+                               _decision_level(scenario, decision, cid))
+                 for cid in decision.clients)
+    active = {_lookup(scenario, "client", cid).cluster for cid in decision.clients}
+    return energy + sum(scenario.cluster(c).activation_joules for c in active)
+
+
+def data_ratio(scenario: Scenario, clients: Sequence[str]) -> float:
+    """``r = sum(num_samples of clients) / loss.reference_samples`` of the loss semantics."""
+    total = sum(_lookup(scenario, "client", cid).num_samples for cid in clients)
+    return total / scenario.loss.reference_samples
+
+
+def plan_totals(scenario: Scenario, rounds: Sequence[RoundDecision]) -> tuple[float, float]:
+    """Total ``(cost_joules, time_s)`` of a round sequence (errors as :func:`round_time`)."""
+    return (float(sum(round_energy(scenario, d) for d in rounds)),
+            float(sum(round_time(scenario, d) for d in rounds)))
+
+
+# ---------------------------------------------------------------------------
+# Validity
+# ---------------------------------------------------------------------------
+def _round_errors(scenario: Scenario, index: int, decision: RoundDecision,
+                  previous: str | None) -> list[str]:
+    where = f"round {index}"
+    errors: list[str] = []
+    model_ok = True
+    try:
+        scenario.model(decision.model)
+    except KeyError:
+        errors.append(f"{where}: unknown model id {decision.model!r}")
+        model_ok = False
+    if model_ok and previous is not None and previous != decision.model \
+            and (previous, decision.model) not in scenario.loss.switch:
+        errors.append(f"{where}: switch {previous!r} -> {decision.model!r} is not allowed "
+                      "(no such pair in loss.switch)")
+    if not decision.clients:
+        errors.append(f"{where}: no clients")
+    counts = Counter(decision.clients)
+    for cid, count in counts.items():
+        if count > 1:
+            errors.append(f"{where}: client {cid!r} listed {count} times")
+    per_cluster: Counter[str] = Counter()
+    for cid in counts:
+        try:
+            per_cluster[scenario.client(cid).cluster] += 1
+        except KeyError:
+            errors.append(f"{where}: unknown client id {cid!r}")
+    for cluster_id, count in per_cluster.items():
+        cluster = scenario.cluster(cluster_id)
+        if count > cluster.max_clients:
+            errors.append(f"{where}: cluster {cluster_id!r} has {count} clients, "
+                          f"capacity is {cluster.max_clients}")
+        if cluster_id not in decision.levels:
+            errors.append(f"{where}: no level for active cluster {cluster_id!r}")
+    for cluster_id, level in decision.levels.items():
+        try:
+            cluster = scenario.cluster(cluster_id)
+        except KeyError:
+            errors.append(f"{where}: levels names unknown cluster {cluster_id!r}")
+            continue
+        if cluster_id not in per_cluster:
+            errors.append(f"{where}: levels names cluster {cluster_id!r}, "
+                          "which has no client in this round")
+        try:
+            _level(cluster, level)
+        except ScenarioError as exc:
+            errors.append(f"{where}: {exc}")
+    return errors
+
+
+def plan_errors(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Targets, *,
+                previous_model: str | None = None, elapsed_s: float = 0.0,
+                rounds_done: int = 0) -> list[str]:
+    """Every reason why a round sequence is not a valid plan (empty list = valid).
+
+    Checked, per round: the model id exists; a change of model is a switch
+    listed in ``loss.switch`` (a missing pair is a disallowed switch); the
+    round has at least one client; client ids exist and are not repeated; at
+    most ``max_clients`` clients per cluster; ``levels`` maps **every** active
+    cluster (one with a client in the round) to a valid index into its
+    ``levels`` list and names **no other** cluster (a level for a cluster
+    without clients in the round is an error, as is an unknown cluster).
+    Overall: the total time is within ``targets.deadline_s`` and the number of
+    rounds is at most ``targets.max_rounds`` (when given).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The validated scenario.
+    rounds : sequence of RoundDecision
+        The plan's rounds, in order.
+    targets : Targets
+        Deadline and round limit to check.
+    previous_model : str, optional
+        Model used just before the first round (re-planning mid-run); the first
+        round is then checked as a switch from it.
+    elapsed_s : float, optional
+        Time already spent (re-planning); counted against the deadline.
+    rounds_done : int, optional
+        Rounds already run (re-planning); counted against ``max_rounds``.
+
+    Returns
+    -------
+    list of str
+        One human-readable line per problem.
+    """
+    errors: list[str] = []
+    previous = previous_model
+    structurally_ok = True
+    for index, decision in enumerate(rounds):
+        round_errs = _round_errors(scenario, index, decision, previous)
+        structurally_ok = structurally_ok and not round_errs
+        errors.extend(round_errs)
+        previous = decision.model
+    if targets.max_rounds is not None and rounds_done + len(rounds) > targets.max_rounds:
+        errors.append(f"plan has {rounds_done + len(rounds)} rounds, "
+                      f"max_rounds is {targets.max_rounds}")
+    if structurally_ok:
+        total = elapsed_s + sum(round_time(scenario, d) for d in rounds)
+        if total > targets.deadline_s * (1.0 + _DEADLINE_RTOL):
+            errors.append(f"total time {total:.6g} s exceeds the deadline "
+                          f"{targets.deadline_s:.6g} s")
+    return errors
+
+
+# ---------------------------------------------------------------------------
+# Loss Monte Carlo
+# ---------------------------------------------------------------------------
+def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: int,
+                          rng: np.random.Generator | int | None,
+                          start_loss: float | np.ndarray | None = None,
+                          previous_model: str | None = None) -> np.ndarray:
+    """Sample the final loss of ``n`` independent trajectories of a round sequence.
+
+    Exactly the contract's loss semantics: per round with model ``m`` after
+    model ``p``, (1) if ``p != m``, ``L += Y ~ Normal(switch[p->m])``; (2)
+    ``L -= X ~ Normal(mu_m(L) r**a, sigma_m(L) r**(-b))`` with
+    ``r = sum(num_samples in S) / reference_samples``; (3) ``L = max(L, 0)``.
+    Loops over rounds, with arrays over trajectories.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The validated scenario.
+    rounds : sequence of RoundDecision
+        The rounds to simulate (only ``model`` and ``clients`` matter).
+    n : int
+        Number of trajectories (>= 1).
+    rng : numpy.random.Generator or int or None
+        Random source (an int is used as a seed).
+    start_loss : float or numpy.ndarray, optional
+        Initial loss: a scalar for all trajectories or an array of shape
+        ``(n,)`` with one initial loss per trajectory (re-planning with an
+        uncertain current loss). Default ``loss.initial``.
+    previous_model : str, optional
+        Model of the round before the first one (re-planning); the first
+        round then switches from it if it differs.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(n,)``, the final losses (>= 0).
+
+    Raises
+    ------
+    ScenarioError
+        On unknown ids, an empty round, a disallowed switch or a bad
+        ``start_loss`` shape.
+    """
+    if n < 1:
+        raise ScenarioError(f"number of trajectories must be >= 1, got {n!r}")
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    if start_loss is None:
+        losses = np.full(n, scenario.loss.initial, dtype=float)
+    else:
+        losses = np.array(np.broadcast_to(np.asarray(start_loss, dtype=float), (n,))) \
+            if np.ndim(start_loss) == 0 or np.shape(start_loss) == (n,) else None
+        if losses is None:
+            raise ScenarioError(f"start_loss: expected a scalar or shape ({n},), "
+                                f"got shape {np.shape(start_loss)}")
+    a = scenario.loss.data_exponent_mean
+    b = scenario.loss.data_exponent_std
+    previous = previous_model
+    for index, decision in enumerate(rounds):
+        if not decision.clients:
+            raise ScenarioError(f"round {index}: no clients")
+        model = decision.model
+        profile = scenario.loss.run.get(model)
+        if profile is None:
+            raise ScenarioError(f"round {index}: unknown model id {model!r}")
+        if previous is not None and previous != model:
+            jump = scenario.loss.switch.get((previous, model))
+            if jump is None:
+                raise ScenarioError(f"round {index}: switch {previous!r} -> {model!r} "
+                                    "is not allowed (no such pair in loss.switch)")
+            losses += jump.mean + jump.std * rng.standard_normal(n)
+        r = data_ratio(scenario, decision.clients)
+        mean_scale, std_scale = r ** a, r ** (-b)
+        mu = profile.mean_at(losses)
+        sigma = profile.std_at(losses)
+        losses -= mu * mean_scale + sigma * std_scale * rng.standard_normal(n)
+        np.maximum(losses, 0.0, out=losses)
+        previous = model
+    return losses
+
+
+def empirical_quantile(losses: np.ndarray, prob: float) -> float:
+    """Smallest sample ``q`` with ``mean(losses <= q) >= prob`` (inverted-CDF quantile).
+
+    With this definition ``loss_quantile <= L*`` holds exactly when the
+    empirical probability ``P[L <= L*]`` is at least ``prob``.
+    """
+    return float(np.quantile(losses, prob, method="inverted_cdf"))
+
+
+def evaluate_plan(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Targets,
+                  n: int = 20000, seed: int = 0) -> dict[str, Any]:
+    """Check a plan and estimate its dependability by Monte Carlo.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The validated scenario.
+    rounds : sequence of RoundDecision
+        The plan's rounds.
+    targets : Targets
+        Target loss, probability, deadline and round limit.
+    n : int, optional
+        Monte Carlo trajectories (the contract requires >= 20,000 to call a
+        plan dependable).
+    seed : int, optional
+        Seed of the Monte Carlo.
+
+    Returns
+    -------
+    dict
+        ``valid`` (no errors), ``errors`` (see :func:`plan_errors`),
+        ``probability`` (empirical ``P[L_K <= target_loss]``),
+        ``loss_quantile`` (empirical ``target_prob``-quantile of the final
+        loss, see :func:`empirical_quantile`), ``cost_joules``, ``time_s``,
+        ``rounds`` (number of rounds), ``dependable`` (valid and probability
+        >= target_prob) and ``trajectories``. When the rounds are structurally
+        broken (unknown ids, disallowed switch, missing level, ...) the figures
+        that cannot be computed are ``None``; deadline and ``max_rounds``
+        violations still get all figures.
+    """
+    errors = plan_errors(scenario, rounds, targets)
+    result: dict[str, Any] = {
+        "valid": not errors, "errors": errors, "probability": None, "loss_quantile": None,
+        "cost_joules": None, "time_s": None, "rounds": len(rounds),
+        "dependable": False, "trajectories": n,
+    }
+    try:
+        cost, time_s = plan_totals(scenario, rounds)
+        losses = simulate_final_losses(scenario, rounds, n, np.random.default_rng(seed))
+    except ScenarioError:
+        return result
+    probability = float(np.mean(losses <= targets.target_loss))
+    quantile = empirical_quantile(losses, targets.target_prob)
+    result.update(probability=probability,
+                  loss_quantile=quantile if math.isfinite(quantile) else None,
+                  cost_joules=cost, time_s=time_s,
+                  dependable=bool(not errors and probability >= targets.target_prob))
+    return result
