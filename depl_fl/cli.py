@@ -1,0 +1,236 @@
+"""The ``depl-fl`` command line (DESIGN.md section 3, "Command").
+
+Sub-commands
+------------
+``plan``
+    Read a scenario, compute a dependable minimum-cost plan and write it.
+    Exit 0 with a dependable plan, 3 when no dependable plan exists (the plan
+    file is still written, with ``"feasible": false`` and the best reachable
+    probability).
+``evaluate``
+    Check a plan against a scenario and targets and print the Monte Carlo
+    figures of :func:`depl_fl.semantics.evaluate_plan` as JSON on stdout.
+    Exit 0 whenever the figures were computed, **even when the plan is
+    invalid or not dependable** (the JSON's ``valid`` / ``dependable`` say so).
+``profile``, ``report``
+    Handed over to :mod:`depl_fl.profiling` and :mod:`depl_fl.report`.
+
+User mistakes (bad files, bad options) print exactly one line
+``depl-fl: <message>`` on stderr and exit with the error's status (2 for bad
+input); unexpected exceptions are bugs and propagate with their traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
+
+PROG = "depl-fl"
+MIN_TRAJECTORIES = 20000
+DELEGATED = {"profile": "depl_fl.profiling", "report": "depl_fl.report"}
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _number(text: str) -> float:
+    """Parse a float; NaN and infinities are passed on for the targets to reject."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _add_targets(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target-loss", type=_number, required=True, metavar="X",
+                        help="target loss L*")
+    parser.add_argument("--target-prob", type=_number, required=True, metavar="P",
+                        help="target probability pi, in (0, 1)")
+    parser.add_argument("--deadline-s", type=_number, required=True, metavar="T",
+                        help="deadline in seconds (sum of round times)")
+    parser.add_argument("--max-rounds", type=_integer, default=None, metavar="K",
+                        help="maximum number of rounds (optional)")
+    parser.add_argument("--seed", type=_integer, default=0, metavar="S",
+                        help="seed of the Monte Carlo (default 0)")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=PROG, description=(
+        "DepL for Flower: plan federated training that reaches a target loss with a "
+        "target probability within a deadline at minimum energy."))
+    subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                 parser_class=_OneLineParser)
+
+    plan = subs.add_parser("plan", help="compute a dependable plan",
+                           description="Compute a dependable minimum-cost plan. Exit 3 "
+                                       "(plan written with feasible false) when none exists.")
+    plan.add_argument("scenario", metavar="SCENARIO", help="scenario JSON file")
+    _add_targets(plan)
+    plan.add_argument("--method", choices=["depl", "expectation", "optimum", "full"],
+                      default="depl", help="planning method (default depl)")
+    plan.add_argument("--eta", type=_number, default=0.05, metavar="E",
+                      help="discretisation step of the expanded graph (default 0.05)")
+    plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
+                      help="quantile bound used while planning (default gaussian)")
+    plan.add_argument("--out", required=True, metavar="PLAN", help="plan JSON file to write")
+
+    evaluate = subs.add_parser(
+        "evaluate", help="check a plan by Monte Carlo",
+        description="Check a plan and print its Monte Carlo figures as JSON. Exit 0 even "
+                    "when the plan is invalid or not dependable (see 'valid'/'dependable').")
+    evaluate.add_argument("scenario", metavar="SCENARIO", help="scenario JSON file")
+    evaluate.add_argument("plan", metavar="PLAN", help="plan JSON file")
+    _add_targets(evaluate)
+    evaluate.add_argument("--trajectories", type=_integer, default=MIN_TRAJECTORIES,
+                          metavar="N", help=f"Monte Carlo trajectories (default and minimum "
+                                            f"{MIN_TRAJECTORIES})")
+    evaluate.add_argument("--allow-few", action="store_true",
+                          help=f"allow fewer than {MIN_TRAJECTORIES} trajectories (quick checks)")
+
+    for name, module in DELEGATED.items():
+        subs.add_parser(name, add_help=False, help=f"see '{PROG} {name} --help' ({module})")
+    return parser
+
+
+def _targets(args: argparse.Namespace) -> Any:
+    from depl_fl.plan import Targets
+
+    return Targets(target_loss=args.target_loss, target_prob=args.target_prob,
+                   deadline_s=args.deadline_s, max_rounds=args.max_rounds)
+
+
+def _write_plan(plan: Any, path: str) -> None:
+    from depl_fl.plan import save_plan
+
+    try:
+        save_plan(plan, path)
+    except OSError as exc:
+        raise ScenarioError(f"--out {path}: cannot write file ({exc.strerror or exc})") from None
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from depl_fl.plan import Plan
+    from depl_fl.scenario import load_scenario
+
+    if not (math.isfinite(args.eta) and args.eta > 0):
+        raise ScenarioError(f"--eta: must be a finite number > 0, got {args.eta!r}")
+    targets = _targets(args)
+    scenario = load_scenario(args.scenario)
+    from depl_fl.planner import make_plan
+
+    try:
+        plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
+                         guarantee=args.guarantee, seed=args.seed)
+    except InfeasibleError as exc:
+        # No plan at all (e.g. not even one round fits the deadline): still leave a plan
+        # file behind, as the contract asks, then report the reason.
+        _write_plan(Plan(method=args.method, feasible=False, rounds=[],
+                         predicted={"probability": 0.0}, extra={"reason": str(exc)}), args.out)
+        raise
+    _write_plan(plan, args.out)
+    predicted = plan.predicted or {}
+    if not plan.feasible:
+        best = predicted.get("probability")
+        best_text = f"{best:.4g}" if isinstance(best, (int, float)) else "unknown"
+        print(f"{PROG}: no dependable plan: best reachable probability {best_text} < target "
+              f"{targets.target_prob:g} (target loss {targets.target_loss:g}, deadline "
+              f"{targets.deadline_s:g} s, method {args.method}; wrote {args.out} with "
+              "feasible false)", file=sys.stderr)
+        return InfeasibleError.exit_status
+    print(f"{PROG}: plan written to {args.out}: {len(plan.rounds)} rounds, "
+          f"cost {_fmt(predicted.get('cost_joules'))} J, time {_fmt(predicted.get('time_s'))} s, "
+          f"P[loss <= {targets.target_loss:g}] = {_fmt(predicted.get('probability'))} "
+          f"(method {plan.method}, {plan.planner_seconds:.3g} s)")
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else "?"
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from depl_fl.plan import load_plan
+    from depl_fl.scenario import load_scenario
+    from depl_fl.semantics import evaluate_plan
+
+    if args.trajectories < 1 or (args.trajectories < MIN_TRAJECTORIES and not args.allow_few):
+        raise ScenarioError(f"--trajectories: must be >= {MIN_TRAJECTORIES} (the contract's "
+                            f"minimum; --allow-few lowers it to 1), got {args.trajectories}")
+    targets = _targets(args)
+    scenario = load_scenario(args.scenario)
+    plan = load_plan(args.plan)
+    result = evaluate_plan(scenario, plan.rounds, targets, n=args.trajectories, seed=args.seed)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _delegate(command: str, argv: list[str]) -> int:
+    module_name = DELEGATED[command]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            print(f"{PROG}: '{command}' is not available ({module_name} is missing)",
+                  file=sys.stderr)
+        else:
+            print(f"{PROG}: '{command}' needs the Python package {exc.name!r} "
+                  "(install depl-fl[fl])", file=sys.stderr)
+        return 2
+    status = module.main(argv)
+    return 0 if status is None else int(status)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``depl-fl`` command line.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status: 0 success, 2 bad input, 3 no dependable plan.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] in DELEGATED:
+            return _delegate(args_list[0], args_list[1:])
+        parser = _build_parser()
+        try:
+            args = parser.parse_args(args_list)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 2
+        if args.command == "plan":
+            return _cmd_plan(args)
+        return _cmd_evaluate(args)
+    except DeplError as exc:
+        print(f"{PROG}: {_one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_status
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
