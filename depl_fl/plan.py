@@ -93,13 +93,19 @@ def plan_from_dict(raw: Any) -> Plan:
                 isinstance(v, int) and not isinstance(v, bool) for v in levels.values()):
             raise ScenarioError(f"{where}.levels: expected an object mapping cluster id to level index")
         rounds.append(RoundDecision(model, tuple(clients), dict(levels)))
+    predicted = raw.get("predicted", {}) or {}
+    if not isinstance(predicted, dict):
+        raise ScenarioError("plan.predicted: expected an object")
+    planner_seconds = raw.get("planner_seconds", 0.0) or 0.0
+    if isinstance(planner_seconds, bool) or not isinstance(planner_seconds, (int, float)):
+        raise ScenarioError(f"plan.planner_seconds: expected a number, got {planner_seconds!r}")
     known = {"version", "method", "feasible", "rounds", "predicted", "planner_seconds"}
     return Plan(
         method=str(raw.get("method", "unknown")),
         feasible=bool(raw.get("feasible", True)),
         rounds=rounds,
-        predicted=dict(raw.get("predicted", {}) or {}),
-        planner_seconds=float(raw.get("planner_seconds", 0.0) or 0.0),
+        predicted=dict(predicted),
+        planner_seconds=float(planner_seconds),
         extra={k: v for k, v in raw.items() if k not in known},
     )
 

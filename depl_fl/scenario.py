@@ -150,7 +150,10 @@ def _number(value: Any, where: str, *, minimum: float | None = 0.0,
             strict: bool = False, allow_negative: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ScenarioError(f"{where}: expected a number, got {value!r}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ScenarioError(f"{where}: must be finite, got an integer too large for a float") from None
     if not math.isfinite(number):
         raise ScenarioError(f"{where}: must be finite, got {value!r}")
     if not allow_negative and minimum is not None:
@@ -367,11 +370,17 @@ def read_json(path: str | Path, what: str) -> Any:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{what} {path}: cannot read file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(
             f"{what} {path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        # e.g. integers beyond Python's digit limit, absurdly deep nesting
+        reason = str(exc).split(";")[0]
+        raise ScenarioError(f"{what} {path}: malformed JSON: {reason}") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:

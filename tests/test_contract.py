@@ -1,0 +1,116 @@
+"""Contract (DESIGN.md section 3): scenario and plan files round-trip and keep their meaning."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from depl_fl.plan import Plan, RoundDecision, load_plan, plan_from_dict, plan_to_dict, save_plan
+from depl_fl.scenario import load_scenario, save_scenario, scenario_from_dict, scenario_to_dict
+
+EXAMPLE = Path(__file__).parent / "data" / "example_scenario.json"
+
+
+@pytest.fixture()
+def example_doc() -> dict:
+    return json.loads(EXAMPLE.read_text(encoding="utf-8"))
+
+
+def test_example_scenario_fields_have_their_meaning(example_doc: dict) -> None:
+    scenario = scenario_from_dict(example_doc)
+    cluster = scenario.cluster("A")
+    assert [lv.flops_per_s for lv in cluster.levels] == [2e10, 4e10]
+    assert [lv.joules_per_flop for lv in cluster.levels] == [1e-10, 3e-10]
+    assert (cluster.bytes_per_s, cluster.joules_per_byte) == (1.25e6, 2e-7)
+    assert (cluster.activation_joules, cluster.max_clients) == (50.0, 8)
+    assert scenario.client("c0").cluster == "A" and scenario.client("c0").num_samples == 180
+    assert scenario.model("p75").compression == 0.75
+    assert scenario.model("full").flops_per_sample == 3.0e7
+    assert scenario.loss.initial == 2.30 and scenario.loss.reference_samples == 1797
+    assert scenario.loss.run["full"].mean_at(1.0) == pytest.approx(0.08)
+    # Linear interpolation between levels 1.0 and 2.3, clamped at the ends.
+    assert scenario.loss.run["full"].mean_at(1.65) == pytest.approx((0.08 + 0.35) / 2)
+    assert scenario.loss.run["full"].std_at(5.0) == pytest.approx(0.08)
+    assert scenario.loss.run["p75"].mean_at(0.0) == pytest.approx(0.0)
+    assert scenario.loss.switch[("full", "p75")].mean == pytest.approx(0.10)
+    assert scenario.loss.switch[("p75", "full")].std == pytest.approx(0.02)
+
+
+def test_scenario_file_round_trip(tmp_path: Path) -> None:
+    scenario = load_scenario(EXAMPLE)
+    out = tmp_path / "again.json"
+    save_scenario(scenario, out)
+    again = load_scenario(out)
+    assert again == scenario
+    assert scenario_to_dict(again) == scenario_to_dict(scenario)
+    # The written file is plain JSON (no NaN/Infinity literals) with the contract's version.
+    doc = json.loads(out.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    assert doc["version"] == 1
+
+
+def _reject_constant(name: str) -> None:
+    raise AssertionError(f"non-standard JSON constant {name} written")
+
+
+def test_extra_fields_are_accepted_and_ignored(example_doc: dict) -> None:
+    noisy = copy.deepcopy(example_doc)
+    noisy["comment"] = "made by hand"
+    noisy["clusters"][0]["location"] = "rack 3"
+    noisy["clusters"][0]["levels"][0]["name"] = "eco"
+    noisy["clients"][0]["partition_id"] = 7
+    noisy["models"][0]["arch"] = "digits_cnn"
+    noisy["loss"]["fitted_on"] = "2024-01-01"
+    noisy["loss"]["run"]["full"]["r2"] = 0.97
+    noisy["loss"]["switch"][0]["samples"] = 12
+    assert scenario_from_dict(noisy) == scenario_from_dict(example_doc)
+    # Top-level extras survive a save, nested ones are simply dropped.
+    assert scenario_to_dict(scenario_from_dict(noisy))["comment"] == "made by hand"
+
+
+def test_reference_samples_defaults_to_total_samples(example_doc: dict) -> None:
+    doc = copy.deepcopy(example_doc)
+    doc["clients"] = [{"id": "c0", "cluster": "A", "num_samples": 180},
+                      {"id": "c1", "cluster": "A", "num_samples": 70},
+                      {"id": "c2", "cluster": "A", "num_samples": 5}]
+    del doc["loss"]["reference_samples"]
+    assert scenario_from_dict(doc).loss.reference_samples == 255
+
+
+def test_optional_fields_have_documented_defaults(example_doc: dict) -> None:
+    doc = copy.deepcopy(example_doc)
+    del doc["version"], doc["local_epochs"], doc["loss"]["switch"]
+    scenario = scenario_from_dict(doc)
+    assert scenario.version == 1 and scenario.local_epochs == 1
+    assert scenario.loss.switch == {}
+
+
+def test_plan_file_round_trip(tmp_path: Path) -> None:
+    plan = Plan(method="depl", feasible=True,
+                rounds=[RoundDecision("full", ("c0",), {"A": 1}),
+                        RoundDecision("p75", ("c0",), {"A": 0})],
+                predicted={"cost_joules": 12.5, "time_s": 3.0, "loss_quantile": 0.3,
+                           "probability": 0.96},
+                planner_seconds=0.25)
+    out = tmp_path / "plan.json"
+    save_plan(plan, out)
+    again = load_plan(out)
+    assert again == plan
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert set(doc) == {"version", "method", "feasible", "rounds", "predicted", "planner_seconds"}
+    assert doc["rounds"][1] == {"model": "p75", "clients": ["c0"], "levels": {"A": 0}}
+
+
+def test_design_example_plan_parses_with_extras() -> None:
+    doc = {"version": 1, "method": "depl", "feasible": True,
+           "rounds": [{"model": "p75", "clients": ["c0", "c3"], "levels": {"A": 0},
+                       "note": "ignored"}],
+           "predicted": {"cost_joules": 0.0, "time_s": 0.0, "loss_quantile": 0.0,
+                         "probability": 0.0},
+           "planner_seconds": 0.0, "generator": "hand"}
+    plan = plan_from_dict(doc)
+    assert plan.rounds == [RoundDecision("p75", ("c0", "c3"), {"A": 0})]
+    assert plan.extra == {"generator": "hand"}
+    assert plan_to_dict(plan)["generator"] == "hand"
