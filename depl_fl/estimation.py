@@ -1,0 +1,560 @@
+"""Estimation of the loss-evolution parameters l_run and l_sw (DESIGN.md section 3).
+
+The contract's loss semantics for a round with model ``m`` after model ``p``:
+
+* switch (``p`` exists and differs from ``m``): ``L += Y``,
+  ``Y ~ Normal(switch[p->m].mean, switch[p->m].std)``;
+* run: ``L -= X``, ``X ~ Normal(mu_m(L) * r**a, sigma_m(L) * r**-b)`` with
+  ``mu_m`` / ``sigma_m`` linear interpolations over loss levels (clamped).
+
+Two estimators live here.
+
+:func:`fit_loss_profile` (batch, used by ``depl-fl profile``)
+    Run rounds (no switch) of model ``m`` give ``d = L_before - L_after = X``.
+    Writing ``y = d / r**a`` and ``s = r**-(a+b)``, ``y = mu_m(L) + s * sigma_m(L) * Z``.
+    Because the profile interpolates linearly, ``mu_m(L) = sum_j phi_j(L) mu_j`` with
+    the piecewise-linear "hat" basis ``phi_j`` of the levels, so the level means are a
+    weighted least-squares regression of ``y`` on ``phi(L)`` (weights ``1/(s sigma)^2``),
+    unbiased even when the mean varies inside a bin.  The level standard
+    deviations come from the same regression on ``|residual| / s * sqrt(pi/2)``
+    (``E|Z| = sqrt(2/pi)``, which is linear in ``sigma_j``), corrected for the fitted
+    degrees of freedom and floored at ``std_floor``.  Levels with less support than
+    ``min_points_per_level`` (sum of basis weights) are dropped, i.e. pooled into
+    their neighbours.
+
+    A switch round gives ``d = X - Y``, so each one yields the estimate
+    ``Y_i = mu_m(L_i + Ybar) * r_i**a - d_i`` (the observed decrease deficit
+    relative to the new model's fitted run mean, evaluated at the mean post-jump
+    loss; a short fixed-point iteration on ``Ybar``).  The jump's standard
+    deviation is the spread of the ``Y_i`` minus the run noise they carry:
+    ``var(Y) = var(Y_i) - mean(sigma_m(L_i + Ybar)**2 * r_i**-2b)``, floored.
+    Pairs never observed are left out (the contract then forbids that switch).
+
+:class:`OnlineLossEstimator` (used by the server after every round)
+    Starts from a prior :class:`~depl_fl.scenario.LossModel` and keeps its levels.
+    Per model, the level means get a Gaussian posterior from a Bayesian
+    linear regression on the hat basis (prior mean = prior profile, prior
+    precision ``prior_strength / sigma_j**2``, i.e. worth ``prior_strength``
+    observations per level); each level's variance gets an inverse-gamma
+    posterior fed by the basis-weighted squared residuals.  The reported std of a
+    level is the posterior predictive one,
+    ``sqrt(E[sigma_j**2] + horizon * Var(mu_j))``: ``E[sigma**2] = beta/(alpha-1)``
+    is the Student-t variance and ``Var(mu_j)`` the remaining uncertainty about the
+    mean, so few observations give a wider profile.  Switch jumps get a conjugate
+    Normal-inverse-gamma posterior per pair, on the ``Y_i`` estimates above.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from depl_fl.errors import ScenarioError
+from depl_fl.scenario import LossModel, RunProfile, SwitchProfile
+
+#: Smallest standard deviation any fitted profile reports.
+DEFAULT_STD_FLOOR = 1e-3
+_SQRT_PI_OVER_2 = math.sqrt(math.pi / 2.0)
+
+
+@dataclass(frozen=True)
+class LossObservation:
+    """One observed training round.
+
+    Attributes
+    ----------
+    round : int
+        Server round (1-based).
+    model : str
+        Model id trained in this round.
+    previous_model : str or None
+        Model id of the previous round (``None`` in round 1).
+    loss_before, loss_after : float
+        Global loss before and after the round (before any switch jump).
+    sample_fraction : float
+        ``r`` = samples used in the round / ``reference_samples``.
+    """
+
+    round: int
+    model: str
+    previous_model: str | None
+    loss_before: float
+    loss_after: float
+    sample_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("loss_before", "loss_after", "sample_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ScenarioError(f"observation round {self.round}: {name} must be a finite number, "
+                                    f"got {value!r}")
+        if self.sample_fraction <= 0.0:
+            raise ScenarioError(f"observation round {self.round}: sample_fraction must be > 0, "
+                                f"got {self.sample_fraction!r}")
+
+    @property
+    def is_switch(self) -> bool:
+        """True when this round switched from another model."""
+        return self.previous_model is not None and self.previous_model != self.model
+
+
+def observations_from_trajectory(losses: Sequence[float], models: Sequence[str],
+                                 sample_fractions: Sequence[float] | float = 1.0,
+                                 previous_model: str | None = None,
+                                 first_round: int = 1) -> list[LossObservation]:
+    """Turn one loss trajectory into per-round observations.
+
+    Parameters
+    ----------
+    losses : sequence of float
+        ``L_0, L_1, ..., L_K`` (loss before round 1, then after each round).
+    models : sequence of str
+        The ``K`` model ids used in rounds ``1..K``.
+    sample_fractions : float or sequence of float
+        ``r`` per round (a scalar applies to every round).
+    previous_model : str, optional
+        Model used before the first listed round (``None`` for a fresh run).
+    first_round : int
+        Round number of the first listed round.
+
+    Returns
+    -------
+    list of LossObservation
+    """
+    if len(losses) != len(models) + 1:
+        raise ScenarioError(f"trajectory: expected {len(models) + 1} losses for {len(models)} rounds, "
+                            f"got {len(losses)}")
+    fractions = ([float(sample_fractions)] * len(models) if np.isscalar(sample_fractions)
+                 else [float(v) for v in sample_fractions])  # type: ignore[union-attr]
+    if len(fractions) != len(models):
+        raise ScenarioError(f"trajectory: expected {len(models)} sample fractions, got {len(fractions)}")
+    out = []
+    prev = previous_model
+    for k, model in enumerate(models):
+        out.append(LossObservation(first_round + k, model, prev, float(losses[k]),
+                                   float(losses[k + 1]), fractions[k]))
+        prev = model
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Shared numerics
+# ---------------------------------------------------------------------------
+def hat_basis(loss: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Piecewise-linear interpolation weights, shape ``(len(loss), len(levels))``.
+
+    Row ``i`` holds the weights with which ``np.interp(loss[i], levels, values)``
+    combines ``values``; loss values outside the levels are clamped, as in
+    :class:`~depl_fl.scenario.RunProfile`.
+    """
+    loss = np.asarray(loss, dtype=float)
+    eye = np.eye(len(levels))
+    return np.stack([np.interp(loss, levels, eye[j]) for j in range(len(levels))], axis=-1)
+
+
+def _ridge_solve(gram: np.ndarray, rhs: np.ndarray, anchor: np.ndarray) -> np.ndarray:
+    """Solve ``gram x = rhs`` with a tiny ridge towards ``anchor`` (keeps it non-singular)."""
+    lam = 1e-8 * max(float(np.mean(np.diag(gram))), 1e-300)
+    return np.linalg.solve(gram + lam * np.eye(len(rhs)), rhs + lam * anchor)
+
+
+def _run_arrays(obs: Sequence[LossObservation], a: float, b: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Loss before, normalised decrease ``y = d / r**a`` and noise scale ``s = r**-(a+b)``."""
+    loss = np.array([o.loss_before for o in obs], dtype=float)
+    dec = np.array([o.loss_before - o.loss_after for o in obs], dtype=float)
+    r = np.array([o.sample_fraction for o in obs], dtype=float)
+    return loss, dec / r**a, r ** (-(a + b))
+
+
+def _switch_estimates(obs: Sequence[LossObservation], profile: RunProfile, a: float, b: float,
+                      iterations: int = 20) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-round jump estimates ``Y_i``, the run variance each carries, and their mean."""
+    loss = np.array([o.loss_before for o in obs], dtype=float)
+    dec = np.array([o.loss_before - o.loss_after for o in obs], dtype=float)
+    r = np.array([o.sample_fraction for o in obs], dtype=float)
+    ybar = 0.0
+    jumps = profile.mean_at(loss) * r**a - dec
+    for _ in range(iterations):
+        jumps = profile.mean_at(np.maximum(loss + ybar, 0.0)) * r**a - dec
+        new = float(np.mean(jumps))
+        if abs(new - ybar) < 1e-12:
+            break
+        ybar = new
+    run_var = (profile.std_at(np.maximum(loss + ybar, 0.0)) * r ** (-b)) ** 2
+    return jumps, run_var, ybar
+
+
+def _validate_observations(observations: Iterable[LossObservation],
+                           model_ids: Iterable[str]) -> tuple[list[LossObservation], list[str]]:
+    models = list(model_ids)
+    if not models:
+        raise ScenarioError("profile: no model ids given")
+    known = set(models)
+    obs = list(observations)
+    for o in obs:
+        if not isinstance(o, LossObservation):
+            raise ScenarioError(f"profile: expected LossObservation records, got {type(o).__name__}")
+        for name, ident in (("model", o.model), ("previous_model", o.previous_model)):
+            if ident is not None and ident not in known:
+                raise ScenarioError(f"observation round {o.round}: unknown {name} {ident!r} "
+                                    f"(known: {', '.join(models)})")
+    return obs, models
+
+
+# ---------------------------------------------------------------------------
+# Batch fit
+# ---------------------------------------------------------------------------
+def _auto_levels(loss: np.ndarray, max_levels: int, min_points: int) -> np.ndarray:
+    count = int(np.clip(len(loss) // max(min_points, 1), 1, max_levels))
+    if count == 1:
+        return np.array([float(np.mean(loss))])
+    return np.quantile(loss, np.linspace(0.0, 1.0, count))
+
+
+def _strictly_ascending(levels: np.ndarray) -> np.ndarray:
+    levels = np.unique(np.asarray(levels, dtype=float))
+    keep = [levels[0]]
+    for value in levels[1:]:
+        if value - keep[-1] > 1e-9 * max(1.0, abs(value)):
+            keep.append(value)
+    return np.array(keep)
+
+
+def _prune_levels(loss: np.ndarray, levels: np.ndarray, min_points: float) -> np.ndarray:
+    """Drop the least-supported level until every level has ``min_points`` of basis weight."""
+    while len(levels) > 1:
+        support = hat_basis(loss, levels).sum(axis=0)
+        worst = int(np.argmin(support))
+        if support[worst] >= min_points:
+            break
+        levels = np.delete(levels, worst)
+    return levels
+
+
+def fit_run_profile(observations: Sequence[LossObservation], levels: Sequence[float] | None = None, *,
+                    data_exponent_mean: float = 0.5, data_exponent_std: float = 0.5,
+                    max_levels: int = 6, min_points_per_level: int = 10,
+                    std_floor: float = DEFAULT_STD_FLOOR) -> RunProfile:
+    """Fit one model's run profile from its run (non-switch) rounds.
+
+    Parameters
+    ----------
+    observations : sequence of LossObservation
+        Rounds of a single model without a switch.
+    levels : sequence of float, optional
+        Loss levels to use; by default up to ``max_levels`` quantiles of the
+        observed ``loss_before``.  Levels with little support are dropped.
+    data_exponent_mean, data_exponent_std : float
+        The contract's ``a`` and ``b``.
+    max_levels, min_points_per_level : int
+        Level count limits (see module docstring).
+    std_floor : float
+        Smallest reported standard deviation.
+
+    Returns
+    -------
+    RunProfile
+    """
+    if not observations:
+        raise ScenarioError("profile: cannot fit a run profile without observations")
+    a, b = float(data_exponent_mean), float(data_exponent_std)
+    loss, y, s = _run_arrays(observations, a, b)
+    n = len(loss)
+    if levels is None:
+        grid = _auto_levels(loss, max_levels, min_points_per_level)
+    else:
+        grid = np.asarray(list(levels), dtype=float)
+        if grid.size == 0 or not np.all(np.isfinite(grid)):
+            raise ScenarioError(f"profile: levels must be a non-empty list of finite numbers, got {list(levels)}")
+    grid = _prune_levels(loss, _strictly_ascending(grid), min(min_points_per_level, n))
+    phi = hat_basis(loss, grid)
+    k = len(grid)
+    pooled_mean = np.full(k, float(np.average(y, weights=1.0 / s**2)))
+
+    sigma = np.full(k, max(float(np.std(y / s)), std_floor))
+    mean = pooled_mean
+    for _ in range(3):
+        weights = 1.0 / (s * np.maximum(phi @ sigma, std_floor)) ** 2
+        gram = phi.T @ (phi * weights[:, None])
+        mean = _ridge_solve(gram, phi.T @ (weights * y), pooled_mean)
+        abs_res = np.abs(y - phi @ mean) / s * _SQRT_PI_OVER_2 * math.sqrt(n / max(n - k, 1))
+        if n > k:
+            sigma = _ridge_solve(phi.T @ phi, phi.T @ abs_res, np.full(k, float(np.mean(abs_res))))
+        sigma = np.maximum(sigma, std_floor)
+    return RunProfile(tuple(float(v) for v in grid), tuple(float(v) for v in mean),
+                      tuple(float(v) for v in sigma))
+
+
+def fit_switch_profile(observations: Sequence[LossObservation], target_profile: RunProfile, *,
+                       data_exponent_mean: float = 0.5, data_exponent_std: float = 0.5,
+                       std_floor: float = DEFAULT_STD_FLOOR) -> tuple[float, float]:
+    """Estimate one switch pair's jump ``(mean, std)`` from its switch rounds.
+
+    With a single observation the spread cannot be estimated; the std is then
+    the new model's run std at that loss (a conservative guess).
+    """
+    if not observations:
+        raise ScenarioError("profile: cannot fit a switch without observations")
+    jumps, run_var, ybar = _switch_estimates(observations, target_profile,
+                                             data_exponent_mean, data_exponent_std)
+    if len(jumps) == 1:
+        return ybar, max(float(math.sqrt(run_var[0])), std_floor)
+    var = float(np.var(jumps, ddof=1) - np.mean(run_var))
+    return ybar, max(math.sqrt(max(var, 0.0)), std_floor)
+
+
+def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterable[str],
+                     levels: Sequence[float] | Mapping[str, Sequence[float]] | None = None, *,
+                     initial: float | None = None, reference_samples: float | None = None,
+                     data_exponent_mean: float = 0.5, data_exponent_std: float = 0.5,
+                     max_levels: int = 6, min_points_per_level: int = 10,
+                     std_floor: float = DEFAULT_STD_FLOOR) -> dict[str, Any]:
+    """Fit the contract's ``loss`` sub-document from observed rounds.
+
+    Parameters
+    ----------
+    observations : iterable of LossObservation
+        Rounds from one or more profiling runs.
+    model_ids : iterable of str
+        Every model of the scenario; each needs at least one run round.
+    levels : sequence of float or mapping model id -> sequence, optional
+        Loss levels (shared or per model); automatic by default.
+    initial : float, optional
+        ``loss.initial``; by default the mean ``loss_before`` of first rounds
+        (``previous_model is None``), else the largest observed loss.
+    reference_samples : float, optional
+        Written only when given (the contract defaults it to all samples).
+    data_exponent_mean, data_exponent_std : float
+        ``a`` and ``b`` (taken as given, not estimated).
+    max_levels, min_points_per_level, std_floor
+        See :func:`fit_run_profile`.
+
+    Returns
+    -------
+    dict
+        ``{"initial", ["reference_samples"], "data_exponent_mean",
+        "data_exponent_std", "run": {model: {levels, mean, std}},
+        "switch": [{from, to, mean, std}]}``, accepted by
+        :func:`depl_fl.scenario.scenario_from_dict`.
+
+    Raises
+    ------
+    ScenarioError
+        When a model has no run round or an observation names an unknown model.
+    """
+    obs, models = _validate_observations(observations, model_ids)
+    if not obs:
+        raise ScenarioError("profile: no observations to fit")
+    opts = dict(data_exponent_mean=data_exponent_mean, data_exponent_std=data_exponent_std)
+    run: dict[str, RunProfile] = {}
+    for model in models:
+        own = [o for o in obs if o.model == model and not o.is_switch]
+        if not own:
+            raise ScenarioError(f"profile: model {model!r} has no observed run round (only switches or none)")
+        model_levels = levels.get(model) if isinstance(levels, Mapping) else levels
+        run[model] = fit_run_profile(own, model_levels, max_levels=max_levels,
+                                     min_points_per_level=min_points_per_level,
+                                     std_floor=std_floor, **opts)
+    switches = []
+    pairs = sorted({(o.previous_model, o.model) for o in obs if o.is_switch})
+    for source, target in pairs:
+        own = [o for o in obs if o.is_switch and (o.previous_model, o.model) == (source, target)]
+        mean, std = fit_switch_profile(own, run[target], std_floor=std_floor, **opts)
+        switches.append({"from": source, "to": target, "mean": mean, "std": std})
+
+    if initial is None:
+        first = [o.loss_before for o in obs if o.previous_model is None]
+        initial = float(np.mean(first)) if first else max(o.loss_before for o in obs)
+    doc: dict[str, Any] = {"initial": float(initial)}
+    if reference_samples is not None:
+        doc["reference_samples"] = float(reference_samples)
+    doc.update({
+        "data_exponent_mean": float(data_exponent_mean),
+        "data_exponent_std": float(data_exponent_std),
+        "run": {m: {"levels": list(p.levels), "mean": list(p.mean), "std": list(p.std)}
+                for m, p in run.items()},
+        "switch": switches,
+    })
+    return doc
+
+
+# ---------------------------------------------------------------------------
+# Online estimator
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _RunPosterior:
+    mean: np.ndarray          # posterior mean of the level means
+    mean_var: np.ndarray      # posterior variance of the level means
+    noise_var: np.ndarray     # E[sigma_j**2] (Student-t predictive variance)
+    support: np.ndarray       # sum of basis weights per level (effective count)
+
+
+@dataclass(frozen=True)
+class _SwitchPosterior:
+    mean: float
+    mean_var: float
+    noise_var: float
+    count: int
+
+
+class OnlineLossEstimator:
+    """Bayesian online refinement of l_run / l_sw from observed rounds.
+
+    Parameters
+    ----------
+    prior_loss_model : LossModel
+        The profile the plan was made with (levels are kept).
+    prior_strength : float
+        How many observations the prior is worth, per level and per switch pair.
+    horizon_rounds : float
+        Multiplier of the mean's posterior variance in the reported std.  Errors
+        of the mean add up coherently over rounds; ``horizon_rounds = H`` makes the
+        independent per-round draws of the contract carry the right variance
+        over ``H`` rounds.  1 gives the plain posterior predictive.
+    std_floor : float
+        Smallest reported standard deviation.
+    """
+
+    def __init__(self, prior_loss_model: LossModel, prior_strength: float = 5.0,
+                 horizon_rounds: float = 1.0, std_floor: float = DEFAULT_STD_FLOOR) -> None:
+        if not (prior_strength > 0.0 and math.isfinite(prior_strength)):
+            raise ScenarioError(f"estimator: prior_strength must be a finite number > 0, got {prior_strength!r}")
+        if not (horizon_rounds >= 0.0 and math.isfinite(horizon_rounds)):
+            raise ScenarioError(f"estimator: horizon_rounds must be a finite number >= 0, got {horizon_rounds!r}")
+        self.prior = prior_loss_model
+        self.prior_strength = float(prior_strength)
+        self.horizon_rounds = float(horizon_rounds)
+        self.std_floor = float(std_floor)
+        self._run_obs: dict[str, list[LossObservation]] = {m: [] for m in prior_loss_model.run}
+        self._switch_obs: dict[tuple[str, str], list[LossObservation]] = {}
+        self._cache: tuple[dict[str, _RunPosterior], dict[tuple[str, str], _SwitchPosterior]] | None = None
+
+    @property
+    def num_observations(self) -> int:
+        """Number of rounds observed so far."""
+        return sum(map(len, self._run_obs.values())) + sum(map(len, self._switch_obs.values()))
+
+    def observe(self, obs: LossObservation) -> None:
+        """Add one observed round (run rounds update l_run, switch rounds l_sw)."""
+        for name, ident in (("model", obs.model), ("previous_model", obs.previous_model)):
+            if ident is not None and ident not in self._run_obs:
+                raise ScenarioError(f"observation round {obs.round}: unknown {name} {ident!r}")
+        if obs.is_switch:
+            self._switch_obs.setdefault((obs.previous_model, obs.model), []).append(obs)  # type: ignore[arg-type]
+        else:
+            self._run_obs[obs.model].append(obs)
+        self._cache = None
+
+    # -- posteriors ---------------------------------------------------------
+    def _run_posterior(self, model: str) -> _RunPosterior:
+        prior = self.prior.run[model]
+        k0 = self.prior_strength
+        mu0 = np.asarray(prior.mean, dtype=float)
+        sd0 = np.maximum(np.asarray(prior.std, dtype=float), self.std_floor)
+        alpha0 = k0 / 2.0 + 1.0
+        beta0 = sd0**2 * (alpha0 - 1.0)
+        obs = self._run_obs[model]
+        if not obs:
+            return _RunPosterior(mu0, sd0**2 / k0, sd0**2, np.zeros_like(mu0))
+        loss, y, s = _run_arrays(obs, self.prior.data_exponent_mean, self.prior.data_exponent_std)
+        phi = hat_basis(loss, prior.levels)
+        support = phi.sum(axis=0)
+        noise_var = sd0**2
+        for _ in range(3):
+            prior_prec = k0 / noise_var
+            weights = 1.0 / ((phi @ np.sqrt(noise_var)) ** 2 * s**2)
+            precision = np.diag(prior_prec) + phi.T @ (phi * weights[:, None])
+            cov = np.linalg.inv(precision)
+            mean = cov @ (prior_prec * mu0 + phi.T @ (weights * y))
+            res2 = ((y - phi @ mean) / s) ** 2
+            alpha = alpha0 + 0.5 * support
+            beta = beta0 + 0.5 * (phi.T @ res2)
+            noise_var = np.maximum(beta / (alpha - 1.0), self.std_floor**2)
+        return _RunPosterior(mean, np.diag(cov).copy(), noise_var, support)
+
+    def _switch_posterior(self, pair: tuple[str, str], run: Mapping[str, _RunPosterior]) -> _SwitchPosterior:
+        source, target = pair
+        k0 = self.prior_strength
+        prior = self.prior.switch.get(pair)
+        if prior is None:
+            # Not in the prior (a switch the plan never allowed): weak, centred prior.
+            k0 = 1.0
+            mean0 = 0.0
+            sd0 = max(float(np.max(self.prior.run[target].std)), self.std_floor)
+        else:
+            mean0, sd0 = prior.mean, max(prior.std, self.std_floor)
+        obs = self._switch_obs.get(pair, [])
+        if not obs:
+            return _SwitchPosterior(mean0, sd0**2 / k0, sd0**2, 0)
+        profile = self._profile_from(self.prior.run[target], run[target], include_mean_var=False)
+        jumps, run_var, _ = _switch_estimates(obs, profile, self.prior.data_exponent_mean,
+                                              self.prior.data_exponent_std)
+        n = len(jumps)
+        vbar = float(np.mean(run_var))
+        tau0 = sd0**2 + vbar
+        alpha0 = k0 / 2.0 + 1.0
+        beta0 = tau0 * (alpha0 - 1.0)
+        ybar = float(np.mean(jumps))
+        kn = k0 + n
+        mean = (k0 * mean0 + n * ybar) / kn
+        beta = beta0 + 0.5 * (float(np.sum((jumps - ybar) ** 2)) + k0 * n / kn * (ybar - mean0) ** 2)
+        total_var = beta / (alpha0 + n / 2.0 - 1.0)
+        noise_var = max(total_var - vbar, self.std_floor**2)
+        return _SwitchPosterior(mean, total_var / kn, noise_var, n)
+
+    def _posteriors(self) -> tuple[dict[str, _RunPosterior], dict[tuple[str, str], _SwitchPosterior]]:
+        if self._cache is None:
+            run = {m: self._run_posterior(m) for m in self.prior.run}
+            pairs = list(self.prior.switch) + [p for p in self._switch_obs if p not in self.prior.switch]
+            switch = {p: self._switch_posterior(p, run) for p in pairs}
+            self._cache = (run, switch)
+        return self._cache
+
+    def _profile_from(self, prior: RunProfile, post: _RunPosterior, include_mean_var: bool = True) -> RunProfile:
+        var = post.noise_var + (self.horizon_rounds * post.mean_var if include_mean_var else 0.0)
+        std = np.maximum(np.sqrt(var), self.std_floor)
+        return RunProfile(tuple(prior.levels), tuple(float(v) for v in post.mean),
+                          tuple(float(v) for v in std))
+
+    # -- outputs ------------------------------------------------------------
+    def loss_model(self) -> LossModel:
+        """The refined loss profile (posterior means, predictive stds), for re-planning."""
+        run, switch = self._posteriors()
+        profiles = {m: self._profile_from(self.prior.run[m], run[m]) for m in self.prior.run}
+        switches = {}
+        for (source, target), post in switch.items():
+            std = max(math.sqrt(post.noise_var + self.horizon_rounds * post.mean_var), self.std_floor)
+            switches[(source, target)] = SwitchProfile(source, target, float(post.mean), std)
+        return LossModel(
+            initial=self.prior.initial,
+            reference_samples=self.prior.reference_samples,
+            data_exponent_mean=self.prior.data_exponent_mean,
+            data_exponent_std=self.prior.data_exponent_std,
+            run=profiles,
+            switch=switches,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-friendly state for logging: per model/level and per switch pair."""
+        run, switch = self._posteriors()
+        model = self.loss_model()
+        return {
+            "observations": self.num_observations,
+            "run": {m: {
+                "levels": list(model.run[m].levels),
+                "mean": list(model.run[m].mean),
+                "std": list(model.run[m].std),
+                "mean_stderr": [float(v) for v in np.sqrt(run[m].mean_var)],
+                "support": [float(v) for v in run[m].support],
+            } for m in model.run},
+            "switch": [{
+                "from": src, "to": dst, "mean": model.switch[(src, dst)].mean,
+                "std": model.switch[(src, dst)].std,
+                "mean_stderr": float(math.sqrt(post.mean_var)), "count": post.count,
+            } for (src, dst), post in switch.items()],
+        }

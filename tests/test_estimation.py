@@ -1,0 +1,193 @@
+"""Tests for depl_fl.estimation: recovery of known l_run / l_sw from synthetic runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from depl_fl.errors import ScenarioError
+from depl_fl.estimation import (
+    LossObservation,
+    OnlineLossEstimator,
+    fit_loss_profile,
+    hat_basis,
+    observations_from_trajectory,
+)
+from depl_fl.scenario import LossModel, RunProfile, SwitchProfile, scenario_from_dict
+
+A_EXP, B_EXP = 0.5, 0.5
+TRUE_RUN = {
+    "full": RunProfile((0.5, 1.5, 2.5), (0.05, 0.15, 0.30), (0.02, 0.04, 0.06)),
+    "p75": RunProfile((0.5, 1.5, 2.5), (0.03, 0.12, 0.25), (0.02, 0.03, 0.05)),
+}
+TRUE_SWITCH = {("full", "p75"): (0.10, 0.04), ("p75", "full"): (-0.02, 0.03)}
+TRUE_MODEL = LossModel(2.5, 1000.0, A_EXP, B_EXP, TRUE_RUN,
+                       {k: SwitchProfile(k[0], k[1], *v) for k, v in TRUE_SWITCH.items()})
+
+
+def simulate(n_traj: int, rounds: int, seed: int, fractions=(0.5, 1.0)) -> list[LossObservation]:
+    """Trajectories from the contract semantics: start with one model, switch once."""
+    rng = np.random.default_rng(seed)
+    observations = []
+    for t in range(n_traj):
+        first, second = ("full", "p75") if t % 2 == 0 else ("p75", "full")
+        switch_at = int(rng.integers(3, rounds))
+        models = [first if k < switch_at else second for k in range(rounds)]
+        r = rng.choice(fractions, size=rounds)
+        loss = [2.5]
+        prev = None
+        for k, model in enumerate(models):
+            value = loss[-1]
+            if prev is not None and prev != model:
+                mean, std = TRUE_SWITCH[(prev, model)]
+                value += rng.normal(mean, std)
+            prof = TRUE_RUN[model]
+            value -= rng.normal(prof.mean_at(value) * r[k] ** A_EXP, prof.std_at(value) * r[k] ** -B_EXP)
+            loss.append(max(value, 0.0))
+            prev = model
+        observations += observations_from_trajectory(loss, models, r)
+    return observations
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> list[LossObservation]:
+    return simulate(n_traj=400, rounds=10, seed=7)
+
+
+def visited_losses(observations, model):
+    losses = np.array([o.loss_before for o in observations if o.model == model and not o.is_switch])
+    return np.quantile(losses, np.linspace(0.1, 0.9, 9))
+
+
+def test_hat_basis_reproduces_interpolation():
+    levels = (0.5, 1.5, 2.5)
+    values = np.array([0.05, 0.15, 0.30])
+    loss = np.array([0.0, 0.5, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(hat_basis(loss, levels) @ values, np.interp(loss, levels, values))
+
+
+def test_fit_recovers_run_and_switch_with_true_levels(synthetic):
+    doc = fit_loss_profile(synthetic, ["full", "p75"], levels=[0.5, 1.5, 2.5],
+                           data_exponent_mean=A_EXP, data_exponent_std=B_EXP, min_points_per_level=5)
+    for model, truth in TRUE_RUN.items():
+        fit = doc["run"][model]
+        fitted = RunProfile(tuple(fit["levels"]), tuple(fit["mean"]), tuple(fit["std"]))
+        grid = visited_losses(synthetic, model)
+        np.testing.assert_allclose(fitted.mean_at(grid), truth.mean_at(grid), atol=0.01)
+        np.testing.assert_allclose(fitted.std_at(grid), truth.std_at(grid), rtol=0.2)
+    switches = {(s["from"], s["to"]): (s["mean"], s["std"]) for s in doc["switch"]}
+    assert set(switches) == set(TRUE_SWITCH)
+    for pair, (mean, std) in TRUE_SWITCH.items():
+        assert switches[pair][0] == pytest.approx(mean, abs=0.01), pair
+        assert switches[pair][1] == pytest.approx(std, rel=0.3), pair
+    assert doc["initial"] == pytest.approx(2.5)
+
+
+def test_fit_with_automatic_levels_is_accepted_by_scenario(synthetic):
+    doc = fit_loss_profile(synthetic, ["full", "p75"], reference_samples=1000,
+                           data_exponent_mean=A_EXP, data_exponent_std=B_EXP)
+    for model, truth in TRUE_RUN.items():
+        fit = doc["run"][model]
+        assert all(b > a for a, b in zip(fit["levels"], fit["levels"][1:]))
+        assert len(fit["levels"]) == len(fit["mean"]) == len(fit["std"]) >= 3
+        fitted = RunProfile(tuple(fit["levels"]), tuple(fit["mean"]), tuple(fit["std"]))
+        grid = visited_losses(synthetic, model)
+        np.testing.assert_allclose(fitted.mean_at(grid), truth.mean_at(grid), atol=0.015)
+    scenario = scenario_from_dict({
+        "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                      "bytes_per_s": 1e6}],
+        "clients": [{"id": "c0", "cluster": "A", "num_samples": 1000}],
+        "models": [{"id": "full", "flops_per_sample": 1e6, "size_bytes": 1e4},
+                   {"id": "p75", "compression": 0.75, "flops_per_sample": 3e5, "size_bytes": 3e3}],
+        "loss": doc,
+    })
+    assert scenario.loss.reference_samples == 1000
+    assert set(scenario.loss.switch) == set(TRUE_SWITCH)
+
+
+def test_sparse_levels_are_pooled_and_std_is_floored():
+    # Five noiseless identical rounds: one level survives, std sits on the floor.
+    obs = observations_from_trajectory([2.0, 1.9, 1.8, 1.7, 1.6, 1.5], ["full"] * 5)
+    doc = fit_loss_profile(obs, ["full"], levels=[0.1, 1.0, 1.75, 2.3], std_floor=1e-3)
+    run = doc["run"]["full"]
+    assert len(run["levels"]) == 1
+    assert run["mean"][0] == pytest.approx(0.1)
+    assert run["std"][0] == pytest.approx(1e-3)
+    assert doc["switch"] == []
+
+
+def test_fit_errors_are_one_line():
+    obs = observations_from_trajectory([2.0, 1.9], ["full"])
+    with pytest.raises(ScenarioError, match="model 'p75' has no observed run round"):
+        fit_loss_profile(obs, ["full", "p75"])
+    with pytest.raises(ScenarioError, match="unknown model 'x'"):
+        fit_loss_profile(observations_from_trajectory([2.0, 1.9], ["x"]), ["full"])
+    with pytest.raises(ScenarioError, match="sample_fraction must be > 0"):
+        LossObservation(1, "full", None, 2.0, 1.9, 0.0)
+    with pytest.raises(ScenarioError, match="expected 3 losses"):
+        observations_from_trajectory([2.0, 1.9], ["full", "full"])
+
+
+def wrong_prior() -> LossModel:
+    """Means 60% too high, stds right, switch mean off by 0.1."""
+    run = {m: RunProfile(p.levels, tuple(1.6 * v for v in p.mean), p.std) for m, p in TRUE_RUN.items()}
+    switch = {k: SwitchProfile(k[0], k[1], v[0] + 0.1, v[1]) for k, v in TRUE_SWITCH.items()}
+    return LossModel(2.5, 1000.0, A_EXP, B_EXP, run, switch)
+
+
+def test_online_estimator_narrows_and_moves_towards_truth(synthetic):
+    prior = wrong_prior()
+    few, many = OnlineLossEstimator(prior, prior_strength=5), OnlineLossEstimator(prior, prior_strength=5)
+    for obs in synthetic[:3 * 10]:
+        few.observe(obs)
+    for obs in synthetic:
+        many.observe(obs)
+    assert many.num_observations == len(synthetic)
+    untouched = OnlineLossEstimator(prior).loss_model()
+    m_few, m_many = few.loss_model(), many.loss_model()
+    for model, truth in TRUE_RUN.items():
+        grid = visited_losses(synthetic, model)
+        err_prior = np.abs(prior.run[model].mean_at(grid) - truth.mean_at(grid)).mean()
+        err_few = np.abs(m_few.run[model].mean_at(grid) - truth.mean_at(grid)).mean()
+        err_many = np.abs(m_many.run[model].mean_at(grid) - truth.mean_at(grid)).mean()
+        assert err_many < err_few < err_prior
+        assert err_many < 0.015
+        # Predictive std: wider with few observations, close to the truth with many.
+        assert np.all(m_few.run[model].std_at(grid) > m_many.run[model].std_at(grid))
+        assert np.all(untouched.run[model].std_at(grid) > np.asarray(TRUE_RUN[model].std_at(grid)))
+        np.testing.assert_allclose(m_many.run[model].std_at(grid), truth.std_at(grid), rtol=0.25)
+    for pair, (mean, std) in TRUE_SWITCH.items():
+        assert abs(m_many.switch[pair].mean - mean) < 0.015
+        assert abs(m_many.switch[pair].mean - mean) < abs(prior.switch[pair].mean - mean)
+        assert m_many.switch[pair].std == pytest.approx(std, rel=0.35)
+    summary = many.summary()
+    assert summary["observations"] == len(synthetic)
+    assert {(s["from"], s["to"]) for s in summary["switch"]} == set(TRUE_SWITCH)
+    assert all(s["count"] > 100 for s in summary["switch"])
+
+
+def test_online_estimator_few_switch_observations_are_wider(synthetic):
+    prior = wrong_prior()
+    pair = ("full", "p75")
+    switch_obs = [o for o in synthetic if o.is_switch and (o.previous_model, o.model) == pair]
+    run_obs = [o for o in synthetic if not o.is_switch]
+    few, many = OnlineLossEstimator(prior), OnlineLossEstimator(prior)
+    for obs in run_obs:
+        few.observe(obs)
+        many.observe(obs)
+    for obs in switch_obs[:3]:
+        few.observe(obs)
+    for obs in switch_obs:
+        many.observe(obs)
+    few_stderr = next(s["mean_stderr"] for s in few.summary()["switch"] if (s["from"], s["to"]) == pair)
+    many_stderr = next(s["mean_stderr"] for s in many.summary()["switch"] if (s["from"], s["to"]) == pair)
+    assert few_stderr > 3 * many_stderr
+    assert few.loss_model().switch[pair].std > many.loss_model().switch[pair].std
+
+
+def test_online_estimator_rejects_unknown_model():
+    est = OnlineLossEstimator(TRUE_MODEL)
+    with pytest.raises(ScenarioError, match="unknown model 'p50'"):
+        est.observe(LossObservation(1, "p50", None, 2.0, 1.9))
+    with pytest.raises(ScenarioError, match="prior_strength"):
+        OnlineLossEstimator(TRUE_MODEL, prior_strength=0)
