@@ -1,0 +1,266 @@
+"""Bad input through the real command line: exit status 2 and exactly one stderr line naming the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from depl_fl.cli import main
+
+EXAMPLE = Path(__file__).parent / "data" / "example_scenario.json"
+TARGETS = ["--target-loss", "1.0", "--target-prob", "0.9", "--deadline-s", "100"]
+GOOD_PLAN = {"version": 1, "method": "depl", "feasible": True,
+             "rounds": [{"model": "full", "clients": ["c0"], "levels": {"A": 1}}]}
+
+
+def _example() -> dict:
+    return json.loads(EXAMPLE.read_text(encoding="utf-8"))
+
+
+def _set(path: tuple, value: object) -> Callable[[dict], None]:
+    def mutate(doc: dict) -> None:
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return mutate
+
+
+def _append(path: tuple, value: object) -> Callable[[dict], None]:
+    def mutate(doc: dict) -> None:
+        target = doc
+        for key in path:
+            target = target[key]
+        target.append(copy.deepcopy(value))
+    return mutate
+
+
+def _delete(path: tuple) -> Callable[[dict], None]:
+    def mutate(doc: dict) -> None:
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+    return mutate
+
+
+NAN, INF = float("nan"), float("inf")
+
+# (case id, mutation of the example scenario, text the error line must contain)
+SCENARIO_CASES = [
+    ("duplicate-cluster", _append(("clusters",), _example()["clusters"][0]), "clusters"),
+    ("duplicate-client", _append(("clients",), {"id": "c0", "cluster": "A", "num_samples": 5}),
+     "clients"),
+    ("duplicate-model", _append(("models",), _example()["models"][1]), "models"),
+    ("client-unknown-cluster", _set(("clients", 0, "cluster"), "Z"), "clients[0].cluster"),
+    ("run-unknown-model", _set(("loss", "run", "p99"), _example()["loss"]["run"]["p75"]),
+     "loss.run.p99"),
+    ("switch-unknown-model", _set(("loss", "switch", 0, "to"), "p99"), "loss.switch[0].to"),
+    ("model-without-profile", _delete(("loss", "run", "p75")), "loss.run"),
+    ("negative-samples", _set(("clients", 0, "num_samples"), -3), "clients[0].num_samples"),
+    ("fractional-samples", _set(("clients", 0, "num_samples"), 2.5), "clients[0].num_samples"),
+    ("negative-joules", _set(("clusters", 0, "levels", 0, "joules_per_flop"), -1e-10),
+     "clusters[0].levels[0].joules_per_flop"),
+    ("zero-speed", _set(("clusters", 0, "levels", 1, "flops_per_s"), 0),
+     "clusters[0].levels[1].flops_per_s"),
+    ("nan-speed", _set(("clusters", 0, "levels", 0, "flops_per_s"), NAN),
+     "clusters[0].levels[0].flops_per_s"),
+    ("inf-size", _set(("models", 0, "size_bytes"), INF), "models[0].size_bytes"),
+    ("minus-inf-initial", _set(("loss", "initial"), -INF), "loss.initial"),
+    ("nan-run-mean", _set(("loss", "run", "full", "mean", 1), NAN), "loss.run.full.mean[1]"),
+    ("negative-run-std", _set(("loss", "run", "full", "std", 0), -0.1), "loss.run.full.std[0]"),
+    ("nan-switch-std", _set(("loss", "switch", 1, "std"), NAN), "loss.switch[1].std"),
+    ("nan-exponent", _set(("loss", "data_exponent_mean"), NAN), "loss.data_exponent_mean"),
+    ("zero-capacity", _set(("clusters", 0, "max_clients"), 0), "clusters[0].max_clients"),
+    ("string-number", _set(("clusters", 0, "bytes_per_s"), "fast"), "clusters[0].bytes_per_s"),
+    ("bool-number", _set(("models", 1, "flops_per_sample"), True), "models[1].flops_per_sample"),
+    ("compression-one", _set(("models", 1, "compression"), 1.0), "models[1].compression"),
+    ("levels-not-ascending", _set(("loss", "run", "full", "levels"), [0.1, 2.3, 1.0]),
+     "loss.run.full.levels"),
+    ("levels-repeated", _set(("loss", "run", "p75", "levels"), [0.4, 0.4, 2.3]),
+     "loss.run.p75.levels"),
+    ("mean-length", _set(("loss", "run", "full", "mean"), [0.0, 0.35]), "loss.run.full"),
+    ("std-length", _set(("loss", "run", "p75", "std"), [0.01, 0.03, 0.08, 0.1]), "loss.run.p75"),
+    ("missing-clients", _delete(("clients",)), "clients"),
+    ("empty-models", _set(("models",), []), "models"),
+    ("clusters-not-list", _set(("clusters",), {"A": 1}), "clusters"),
+    ("self-switch", _set(("loss", "switch", 0, "to"), "full"), "loss.switch[0]"),
+    ("wrong-version", _set(("version",), 2), "version"),
+]
+
+
+def _run(capsys: pytest.CaptureFixture, argv: list[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def _assert_one_line_error(status: int, err: str, needle: str) -> None:
+    assert status == 2, err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("depl-fl"), lines[0]
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+@pytest.mark.parametrize("case, mutate, needle", SCENARIO_CASES,
+                         ids=[c[0] for c in SCENARIO_CASES])
+def test_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                         command: str, case: str,
+                                         mutate: Callable[[dict], None], needle: str) -> None:
+    doc = _example()
+    mutate(doc)
+    scenario = tmp_path / "scenario.json"
+    # allow_nan writes the NaN/Infinity literals that Python's json module reads back.
+    scenario.write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    if command == "plan":
+        argv = ["plan", str(scenario), *TARGETS, "--out", str(plan)]
+    else:
+        plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
+        argv = ["evaluate", str(scenario), str(plan), *TARGETS]
+    status, out, err = _run(capsys, argv)
+    _assert_one_line_error(status, err, needle)
+    assert out == ""
+    if command == "plan":
+        assert not plan.exists()
+
+
+def test_json_nan_literal_is_rejected_with_clear_message(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    text = EXAMPLE.read_text(encoding="utf-8").replace('"initial": 2.3', '"initial": NaN')
+    assert "NaN" in text
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(text, encoding="utf-8")
+    status, _, err = _run(capsys, ["evaluate", str(scenario), str(scenario), *TARGETS])
+    _assert_one_line_error(status, err, "loss.initial")
+    assert "finite" in err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"version": 1, "clusters": [', "malformed JSON"),
+    ("", "malformed JSON"),
+    ("[1, 2, 3]", "expected a JSON object"),
+    ("[" * 100000, "malformed JSON"),
+    ('{"version": 1' + "0" * 5000 + "}", "malformed JSON"),
+    (b"\xff\xfe\x00", "not UTF-8"),
+], ids=["truncated", "empty", "not-object", "too-deep", "huge-int", "binary"])
+def test_malformed_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                 content: str | bytes, needle: str) -> None:
+    scenario = tmp_path / "scenario.json"
+    if isinstance(content, bytes):
+        scenario.write_bytes(content)
+    else:
+        scenario.write_text(content, encoding="utf-8")
+    status, _, err = _run(capsys, ["evaluate", str(scenario), str(scenario), *TARGETS])
+    _assert_one_line_error(status, err, needle)
+    if needle != "expected a JSON object":  # a syntax problem names the file
+        assert "scenario.json" in err
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+def test_missing_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture,
+                               command: str) -> None:
+    missing = str(tmp_path / "nope.json")
+    argv = (["plan", missing, *TARGETS, "--out", str(tmp_path / "p.json")]
+            if command == "plan" else ["evaluate", missing, missing, *TARGETS])
+    status, _, err = _run(capsys, argv)
+    _assert_one_line_error(status, err, "nope.json")
+    assert "cannot read" in err
+
+
+@pytest.mark.parametrize("plan_doc, needle", [
+    ("{not json", "malformed JSON"),
+    ({"version": 1}, "plan.rounds"),
+    ({"rounds": [{"model": 3, "clients": ["c0"]}]}, "plan.rounds[0].model"),
+    ({"rounds": [{"model": "full", "clients": "c0"}]}, "plan.rounds[0].clients"),
+    ({"rounds": [{"model": "full", "clients": ["c0"], "levels": {"A": "fast"}}]},
+     "plan.rounds[0].levels"),
+    ({"rounds": [], "predicted": [1]}, "plan.predicted"),
+    ({"rounds": [], "version": 7}, "plan.version"),
+], ids=["malformed", "no-rounds", "model-type", "clients-type", "level-type",
+        "predicted-type", "version"])
+def test_bad_plan_file(tmp_path: Path, capsys: pytest.CaptureFixture,
+                       plan_doc: object, needle: str) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_doc if isinstance(plan_doc, str) else json.dumps(plan_doc),
+                    encoding="utf-8")
+    status, _, err = _run(capsys, ["evaluate", str(EXAMPLE), str(plan), *TARGETS])
+    _assert_one_line_error(status, err, needle)
+
+
+def _targets(loss: str = "1.0", prob: str = "0.9", deadline: str = "100") -> list[str]:
+    return ["--target-loss", loss, "--target-prob", prob, "--deadline-s", deadline]
+
+
+TARGET_CASES = [
+    (_targets(prob="0"), "--target-prob"),
+    (_targets(prob="1"), "--target-prob"),
+    (_targets(prob="1.5"), "--target-prob"),
+    (_targets(prob="-0.2"), "--target-prob"),
+    (_targets(prob="nan"), "--target-prob"),
+    (_targets(prob="abc"), "--target-prob"),
+    (_targets(deadline="0"), "--deadline-s"),
+    (_targets(deadline="-5"), "--deadline-s"),
+    (_targets(deadline="nan"), "--deadline-s"),
+    (_targets(deadline="inf"), "--deadline-s"),
+    (_targets(deadline="soon"), "--deadline-s"),
+    (_targets(loss="nan"), "--target-loss"),
+    (_targets(loss="-1"), "--target-loss"),
+    ([*_targets(), "--max-rounds", "0"], "--max-rounds"),
+    ([*_targets(), "--max-rounds", "2.5"], "--max-rounds"),
+    (_targets()[2:], "--target-loss"),
+]
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+@pytest.mark.parametrize("targets, needle", TARGET_CASES,
+                         ids=[" ".join(c[0]) for c in TARGET_CASES])
+def test_bad_targets(tmp_path: Path, capsys: pytest.CaptureFixture, command: str,
+                     targets: list[str], needle: str) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
+    argv = (["plan", str(EXAMPLE), *targets, "--out", str(tmp_path / "out.json")]
+            if command == "plan" else ["evaluate", str(EXAMPLE), str(plan), *targets])
+    status, out, err = _run(capsys, argv)
+    _assert_one_line_error(status, err, needle)
+    assert out == ""
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["plan", str(EXAMPLE), *TARGETS, "--out", "x.json", "--eta", "nan"], "--eta"),
+    (["plan", str(EXAMPLE), *TARGETS, "--out", "x.json", "--eta", "0"], "--eta"),
+    (["plan", str(EXAMPLE), *TARGETS, "--out", "x.json", "--method", "magic"], "--method"),
+    (["plan", str(EXAMPLE), *TARGETS, "--out", "x.json", "--guarantee", "hope"], "--guarantee"),
+    (["plan", str(EXAMPLE), *TARGETS], "--out"),
+    (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--trajectories", "100"], "--trajectories"),
+    (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--trajectories", "many"], "--trajectories"),
+    (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--bogus"], "--bogus"),
+    (["frobnicate"], "frobnicate"),
+    ([], "COMMAND"),
+])
+def test_bad_options(capsys: pytest.CaptureFixture, argv: list[str], needle: str) -> None:
+    status, _, err = _run(capsys, argv)
+    _assert_one_line_error(status, err, needle)
+
+
+def test_subprocess_shows_no_traceback(tmp_path: Path) -> None:
+    doc = _example()
+    doc["clients"].append({"id": "c0", "cluster": "A", "num_samples": 10})
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(doc), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "depl_fl.cli", "evaluate", str(scenario), str(scenario),
+         *TARGETS], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == ["depl-fl: clients: duplicate id 'c0'"]
