@@ -1,0 +1,62 @@
+"""Tests for depl_fl.tracking: when the re-plan policy fires, and the record format."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from depl_fl.errors import ScenarioError
+from depl_fl.tracking import ReplanPolicy, ReplanRecord
+
+
+def test_behind_target_triggers_only_above_target():
+    policy = ReplanPolicy(every_rounds=None)
+    assert policy.decide(3, 0.41, 0.35) == "behind target: predicted q=0.41 > 0.35"
+    assert policy.decide(3, 0.35, 0.35) is None
+    assert policy.decide(3, 0.20, 0.35) is None
+    assert policy.decide(3, None, 0.35) is None
+    assert policy.decide(3, math.nan, 0.35) is None
+
+
+def test_margin_tolerates_small_overshoot():
+    policy = ReplanPolicy(margin=0.02)
+    assert policy.decide(2, 0.36, 0.35) is None
+    assert policy.decide(2, 0.38, 0.35) == "behind target: predicted q=0.38 > 0.35 + margin 0.02"
+
+
+def test_failed_clients_take_precedence():
+    policy = ReplanPolicy(every_rounds=2)
+    reason = policy.decide(2, 0.9, 0.35, failed_planned_clients=["c3", "c1"])
+    assert reason == "planned clients failed: c1, c3"
+
+
+def test_periodic_trigger():
+    policy = ReplanPolicy(every_rounds=5)
+    fired = [k for k in range(1, 21) if policy.decide(k, 0.30, 0.35) is not None]
+    assert fired == [5, 10, 15, 20]
+    assert policy.decide(5, 0.30, 0.35) == "periodic every 5 rounds"
+    assert policy.decide(5, 0.30, 0.35, remaining_rounds=0) is None
+    assert all(ReplanPolicy().decide(k, 0.30, 0.35) is None for k in range(1, 21))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"every_rounds": 0}, "every_rounds"),
+    ({"every_rounds": 2.5}, "every_rounds"),
+    ({"margin": -0.1}, "margin"),
+    ({"margin": math.inf}, "margin"),
+])
+def test_invalid_policy(kwargs, message):
+    with pytest.raises(ScenarioError, match=message):
+        ReplanPolicy(**kwargs)
+
+
+def test_record_to_dict_is_json():
+    record = ReplanRecord(4, "behind target: predicted q=0.41 > 0.35", 6, 8, 0.41, math.nan,
+                          feasible=False, planner_seconds=0.25)
+    doc = json.loads(json.dumps(record.to_dict(), allow_nan=False))
+    assert doc == {"round": 4, "reason": "behind target: predicted q=0.41 > 0.35",
+                   "old_remaining_rounds": 6, "new_remaining_rounds": 8,
+                   "quantile_before": 0.41, "quantile_after": None,
+                   "feasible": False, "planner_seconds": 0.25}
