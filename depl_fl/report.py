@@ -1,0 +1,392 @@
+"""``depl-fl report SWEEP_DIR [--out DIR]``: summarise a sweep of federated runs.
+
+Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
+``results.json`` files.  Each must hold a ``summary`` object with
+
+* ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
+  ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
+* optionally ``seed``, ``time_s`` (modelled learning time), ``wall_s``
+  (measured wall time) and ``met`` (ignored: success is recomputed as
+  ``final_loss <= target_loss`` so every method is judged the same way; a
+  non-finite final loss, e.g. a diverged run, counts as a failure).
+
+Runs are grouped by ``(method, target_loss, target_prob)``.  Per group the
+report gives the number of runs, the achieved probability
+``P[final_loss <= target_loss]`` with its 95% Wilson score interval, whether
+it reaches ``target_prob``, the mean and 95th percentile (numpy's linear
+interpolation) of the energy, its ratio to DepL's mean energy at the same
+targets, and the mean learning time.  It writes ``report.md``,
+``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
+empirical CDF per method, target marked) and ``energy.png`` into ``--out``
+(default: ``SWEEP_DIR``) and prints the table and the paths.
+
+Input problems: a missing folder, a folder without any ``results.json``, or
+one where no ``results.json`` is usable is a one-line :class:`ReportError`
+(exit status 2).  A malformed ``results.json`` next to good ones is skipped
+with a one-line warning on stderr and listed under ``skipped`` in
+``report.json``, so that one crashed run does not hide a whole sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+from scipy.stats import norm
+
+from depl_fl.errors import DeplError
+
+PROG = "depl-fl report"
+RESULTS_NAME = "results.json"
+#: Methods listed first, in this order; others follow alphabetically.
+METHOD_ORDER = ("depl", "expectation", "optimum", "full")
+
+
+class ReportError(DeplError):
+    """The sweep folder cannot be reported on (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The summary of one federated run."""
+
+    path: str
+    method: str
+    target_loss: float
+    target_prob: float
+    final_loss: float
+    cost_j: float
+    seed: Any = None
+    time_s: float | None = None
+    wall_s: float | None = None
+
+    @property
+    def met(self) -> bool:
+        """Whether the run reached the target loss (NaN/inf losses never do)."""
+        return bool(self.final_loss <= self.target_loss)
+
+
+# ---------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion.
+
+    Parameters
+    ----------
+    successes, n : int
+        Number of successes and of trials (``n >= 1``).
+    confidence : float
+        Two-sided confidence level.
+
+    Returns
+    -------
+    (float, float)
+        Lower and upper bound, within [0, 1].
+    """
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    p = successes / n
+    denom = 1.0 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+# ---------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------
+def _number(summary: dict[str, Any], key: str, *, finite: bool = True, optional: bool = False) -> float | None:
+    if key not in summary or summary[key] is None:
+        if optional:
+            return None
+        raise ValueError(f"summary.{key} is missing")
+    value = summary[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"summary.{key} must be a number, got {value!r}")
+    if finite and not math.isfinite(value):
+        raise ValueError(f"summary.{key} must be finite, got {value!r}")
+    return float(value)
+
+
+def parse_result(doc: Any, path: str) -> RunResult:
+    """Validate one decoded ``results.json`` (``ValueError`` with the reason if malformed)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict):
+        raise ValueError("no 'summary' object")
+    summary = doc["summary"]
+    method = summary.get("method")
+    if not isinstance(method, str) or not method:
+        raise ValueError(f"summary.method must be a non-empty string, got {method!r}")
+    if "cost_j" not in summary and "cost_joules" in summary:
+        summary = {**summary, "cost_j": summary["cost_joules"]}
+    target_loss = _number(summary, "target_loss")
+    target_prob = _number(summary, "target_prob")
+    cost = _number(summary, "cost_j")
+    assert target_loss is not None and target_prob is not None and cost is not None
+    if target_loss < 0:
+        raise ValueError(f"summary.target_loss must be >= 0, got {target_loss!r}")
+    if not 0.0 < target_prob < 1.0:
+        raise ValueError(f"summary.target_prob must be in (0, 1), got {target_prob!r}")
+    if cost < 0:
+        raise ValueError(f"summary.cost_j must be >= 0, got {cost!r}")
+    final_loss = _number(summary, "final_loss", finite=False)
+    assert final_loss is not None
+    return RunResult(path=path, method=method, target_loss=target_loss, target_prob=target_prob,
+                     final_loss=final_loss, cost_j=cost, seed=summary.get("seed"),
+                     time_s=_number(summary, "time_s", optional=True),
+                     wall_s=_number(summary, "wall_s", optional=True))
+
+
+def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str, str]]]:
+    """Find and parse every ``results.json`` under ``sweep_dir``.
+
+    Returns
+    -------
+    (list of RunResult, list of dict)
+        The usable runs (sorted by path) and the skipped files as
+        ``{"path", "reason"}``.
+
+    Raises
+    ------
+    ReportError
+        Folder missing, no ``results.json`` at all, or none usable.
+    """
+    root = Path(sweep_dir)
+    if not root.is_dir():
+        raise ReportError(f"sweep folder {root}: not found or not a directory")
+    files = sorted(p for p in root.rglob(RESULTS_NAME) if p.is_file())
+    if not files:
+        raise ReportError(f"sweep folder {root}: no {RESULTS_NAME} found")
+    runs: list[RunResult] = []
+    skipped: list[dict[str, str]] = []
+    for path in files:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            runs.append(parse_result(doc, str(path)))
+        except (OSError, UnicodeDecodeError, RecursionError) as exc:
+            skipped.append({"path": str(path), "reason": f"cannot read ({type(exc).__name__})"})
+        except json.JSONDecodeError as exc:
+            skipped.append({"path": str(path),
+                            "reason": f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"})
+        except ValueError as exc:
+            skipped.append({"path": str(path), "reason": str(exc)})
+    if not runs:
+        raise ReportError(f"sweep folder {root}: none of the {len(files)} {RESULTS_NAME} files is usable "
+                          f"(first problem: {skipped[0]['path']}: {skipped[0]['reason']})")
+    return runs, skipped
+
+
+# ---------------------------------------------------------------------------
+# Aggregation
+# ---------------------------------------------------------------------------
+def _method_key(method: str) -> tuple[int, str]:
+    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
+
+
+def _mean_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None
+
+
+def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per ``(method, target_loss, target_prob)`` figures, sorted by targets then method."""
+    groups: dict[tuple[str, float, float], list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault((run.method, run.target_loss, run.target_prob), []).append(run)
+    rows = []
+    for (method, target_loss, target_prob), members in groups.items():
+        n = len(members)
+        successes = sum(r.met for r in members)
+        low, high = wilson_interval(successes, n, confidence)
+        costs = np.array([r.cost_j for r in members])
+        rows.append({
+            "method": method, "target_loss": target_loss, "target_prob": target_prob,
+            "runs": n, "successes": successes, "probability": successes / n,
+            "wilson_low": low, "wilson_high": high, "guarantee_met": successes / n >= target_prob,
+            "energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
+            "energy_vs_depl": None,
+            "time_mean_s": _mean_or_none([r.time_s for r in members]),
+            "wall_mean_s": _mean_or_none([r.wall_s for r in members]),
+            "time_runs": sum(r.time_s is not None for r in members),
+            "wall_runs": sum(r.wall_s is not None for r in members),
+        })
+    depl_energy = {(r["target_loss"], r["target_prob"]): r["energy_mean_j"] for r in rows if r["method"] == "depl"}
+    for row in rows:
+        base = depl_energy.get((row["target_loss"], row["target_prob"]))
+        if base:
+            row["energy_vs_depl"] = row["energy_mean_j"] / base
+    rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _method_key(r["method"])))
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+def _fmt(value: float | None, spec: str = ".4g") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The report's markdown table, one line per group."""
+    header = ("| method | L* | π | runs | P[L ≤ L*] | 95% Wilson | P ≥ π | mean energy (J) "
+              "| p95 energy (J) | energy / DepL | mean time (s) | mean wall (s) |")
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for r in rows:
+        lines.append(
+            f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {r['runs']} "
+            f"| {r['probability']:.3f} | [{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] "
+            f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['energy_mean_j'])} "
+            f"| {_fmt(r['energy_p95_j'])} | {_fmt(r['energy_vs_depl'], '.3f')} "
+            f"| {_fmt(r['time_mean_s'])} | {_fmt(r['wall_mean_s'])} |")
+    return "\n".join(lines)
+
+
+def _target_groups(runs: Sequence[RunResult]) -> list[tuple[float, float]]:
+    return sorted({(r.target_loss, r.target_prob) for r in runs})
+
+
+def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
+    """Empirical CDF of the final loss per method, one panel per target pair."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targets = _target_groups(runs)
+    fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4), squeeze=False)
+    for ax, (target_loss, target_prob) in zip(axes[0], targets):
+        members = [r for r in runs if (r.target_loss, r.target_prob) == (target_loss, target_prob)]
+        for method in sorted({r.method for r in members}, key=_method_key):
+            losses = np.sort([r.final_loss for r in members if r.method == method])
+            ys = np.arange(1, len(losses) + 1) / len(losses)
+            finite = np.isfinite(losses)  # diverged runs keep the curve below 1
+            xs = losses[finite]
+            if xs.size:
+                ax.step(np.r_[xs[0], xs], np.r_[0.0, ys[finite]], where="post", label=method)
+        ax.axvline(target_loss, color="k", linestyle="--", linewidth=1, label=f"L* = {target_loss:g}")
+        ax.axhline(target_prob, color="gray", linestyle=":", linewidth=1, label=f"π = {target_prob:g}")
+        ax.set_xlabel("final loss")
+        ax.set_ylabel("P[final loss ≤ x]")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(f"L* = {target_loss:g}, π = {target_prob:g}")
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_energy(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Bars of mean energy per method and target pair, with the 95th percentile marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targets = sorted({(r["target_loss"], r["target_prob"]) for r in rows})
+    methods = sorted({r["method"] for r in rows}, key=_method_key)
+    width = 0.8 / len(methods)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.5 * len(targets) * len(methods)), 4))
+    for mi, method in enumerate(methods):
+        xs, means, p95 = [], [], []
+        for ti, target in enumerate(targets):
+            row = next((r for r in rows if r["method"] == method
+                        and (r["target_loss"], r["target_prob"]) == target), None)
+            if row is not None:
+                xs.append(ti + (mi - (len(methods) - 1) / 2) * width)
+                means.append(row["energy_mean_j"])
+                p95.append(row["energy_p95_j"])
+        ax.bar(xs, means, width=width, label=method)
+        ax.scatter(xs, p95, marker="_", s=300, color="k", zorder=3)
+    ax.set_xticks(range(len(targets)))
+    ax.set_xticklabels([f"L*={tl:g}\nπ={tp:g}" for tl, tp in targets])
+    ax.set_ylabel("energy per run (J): bar = mean, tick = p95")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Load a sweep, aggregate it and write ``report.md``, ``report.json`` and the plots.
+
+    Parameters
+    ----------
+    sweep_dir : path
+        Folder scanned recursively for ``results.json``.
+    out_dir : path, optional
+        Where to write (created if needed); default ``sweep_dir``.
+
+    Returns
+    -------
+    dict
+        The ``report.json`` document (``groups``, ``skipped``, ``files``, ...)
+        plus ``"table"``, the markdown table.
+    """
+    runs, skipped = load_results(sweep_dir)
+    out = Path(out_dir) if out_dir is not None else Path(sweep_dir)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--out {out}: exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"--out {out}: cannot create directory ({exc.strerror or exc})") from None
+    rows = summarise(runs)
+    table = markdown_table(rows)
+    files = {"markdown": out / "report.md", "json": out / "report.json",
+             "final_loss_cdf": out / "final_loss_cdf.png", "energy": out / "energy.png"}
+    doc = {
+        "sweep_dir": str(sweep_dir), "runs": len(runs), "confidence": 0.95,
+        "groups": rows, "skipped": skipped,
+        "files": {k: str(v) for k, v in files.items()},
+    }
+    try:
+        files["markdown"].write_text(f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
+                                     f"{f', {len(skipped)} skipped' if skipped else ''}.\n\n{table}\n",
+                                     encoding="utf-8")
+        files["json"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        plot_final_loss_cdf(runs, files["final_loss_cdf"])
+        plot_energy(rows, files["energy"])
+    except OSError as exc:
+        raise ReportError(f"--out {out}: cannot write report ({exc.strerror or exc})") from None
+    return {**doc, "table": table}
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``depl-fl report``; returns the exit status.
+
+    :class:`ReportError` propagates (the ``depl-fl`` CLI prints it as one line
+    and exits 2); bad options print one line and return 2.
+    """
+    parser = _OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
+    parser.add_argument("sweep_dir", metavar="SWEEP_DIR", help="folder scanned recursively for results.json")
+    parser.add_argument("--out", metavar="DIR", default=None, help="output folder (default: SWEEP_DIR)")
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    report = build_report(args.sweep_dir, args.out)
+    for item in report["skipped"]:
+        print(f"{PROG}: warning: skipped {item['path']}: {item['reason']}", file=sys.stderr)
+    print(report["table"])
+    for path in report["files"].values():
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    try:
+        sys.exit(main())
+    except DeplError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        sys.exit(error.exit_status)

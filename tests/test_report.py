@@ -1,0 +1,128 @@
+"""Tests for depl_fl.report on a hand-made Hydra-like sweep folder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from depl_fl import report
+from depl_fl.report import ReportError, build_report, wilson_interval
+
+# depl at (L*=0.35, pi=0.8): 8 of 10 runs reach the target; energies 100, 110, ..., 190.
+DEPL_LOSSES = [0.20, 0.25, 0.30, 0.31, 0.33, 0.34, 0.35, 0.29, 0.40, 0.50]
+FULL_LOSSES = [0.10, 0.12, 0.14, 0.16]
+
+
+def write_result(path: Path, **summary) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    doc = {"summary": {"target_loss": 0.35, "target_prob": 0.8, "met": None, **summary},
+           "rounds": [{"round": 1, "loss": 1.0}]}
+    (path / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+@pytest.fixture()
+def sweep(tmp_path: Path) -> Path:
+    root = tmp_path / "multirun" / "2025-01-01" / "12-00-00"
+    for i, loss in enumerate(DEPL_LOSSES):
+        write_result(root / str(i), method="depl", seed=i, final_loss=loss, cost_j=100.0 + 10 * i,
+                     time_s=50.0 + i, wall_s=2.0)
+    for i, loss in enumerate(FULL_LOSSES):
+        write_result(root / f"full-{i}", method="full", seed=i, final_loss=loss, cost_j=400.0,
+                     time_s=80.0)
+    (root / "0" / ".hydra").mkdir()
+    (root / "0" / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    return tmp_path / "multirun"
+
+
+def test_wilson_matches_hand_computed_values():
+    # 8/10 at 95%: (0.4902, 0.9433), e.g. Newcombe (1998) / any Wilson calculator.
+    low, high = wilson_interval(8, 10)
+    assert low == pytest.approx(0.49016, abs=1e-4)
+    assert high == pytest.approx(0.94332, abs=1e-4)
+    # 0/20: lower bound 0, upper z^2 / (n + z^2) = 3.8415 / 23.8415.
+    assert wilson_interval(0, 20) == pytest.approx((0.0, 3.841459 / 23.841459), abs=1e-6)
+    assert wilson_interval(20, 20)[1] == pytest.approx(1.0)
+
+
+def test_report_figures_and_files(sweep: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out"
+    assert report.main([str(sweep), "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "| depl | 0.35 | 0.8 | 10 | 0.800 | [0.490, 0.943] | yes |" in printed.out
+    assert f"wrote {out / 'report.md'}" in printed.out
+    assert printed.err == ""
+
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["runs"] == 14 and doc["skipped"] == []
+    depl, full = doc["groups"]
+    assert (depl["method"], full["method"]) == ("depl", "full")
+    assert depl["runs"] == 10 and depl["successes"] == 8
+    assert depl["probability"] == pytest.approx(0.8)
+    assert (depl["wilson_low"], depl["wilson_high"]) == pytest.approx((0.49016, 0.94332), abs=1e-4)
+    assert depl["guarantee_met"] is True
+    assert depl["energy_mean_j"] == pytest.approx(145.0)
+    # Linear-interpolated 95th percentile of 100..190: position 8.55 -> 180 + 0.55 * 10.
+    assert depl["energy_p95_j"] == pytest.approx(185.5)
+    assert depl["time_mean_s"] == pytest.approx(54.5)
+    assert depl["wall_mean_s"] == pytest.approx(2.0)
+    assert full["probability"] == pytest.approx(1.0)
+    assert full["energy_vs_depl"] == pytest.approx(400.0 / 145.0)
+    assert full["wall_mean_s"] is None
+
+    table = (out / "report.md").read_text()
+    assert "| full | 0.35 | 0.8 | 4 | 1.000 |" in table and "| 2.759 |" in table
+    for name in ("final_loss_cdf.png", "energy.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_default_out_and_target_groups(sweep: Path):
+    extra = sweep / "other"
+    for i, loss in enumerate([0.5, 0.7, math.inf]):
+        write_result(extra / str(i), method="depl", final_loss=loss, cost_j=10.0, target_loss=0.6,
+                     target_prob=0.9)
+    result = build_report(sweep)
+    assert (sweep / "report.md").is_file() and (sweep / "final_loss_cdf.png").is_file()
+    groups = [(g["method"], g["target_loss"], g["target_prob"], g["successes"], g["runs"])
+              for g in result["groups"]]
+    assert groups == [("depl", 0.35, 0.8, 8, 10), ("full", 0.35, 0.8, 4, 4), ("depl", 0.6, 0.9, 1, 3)]
+    assert result["groups"][2]["guarantee_met"] is False
+
+
+def test_malformed_file_is_skipped_with_warning(sweep: Path, tmp_path: Path, capsys):
+    bad = sweep / "broken"
+    bad.mkdir()
+    (bad / "results.json").write_text("{not json", encoding="utf-8")
+    write_result(sweep / "nocost", method="depl", final_loss=0.1)
+    assert report.main([str(sweep), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2
+    assert any("broken" in line and "malformed JSON at line 1" in line for line in err)
+    assert any("nocost" in line and "summary.cost_j is missing" in line for line in err)
+    doc = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert doc["runs"] == 14 and len(doc["skipped"]) == 2
+
+
+def test_bad_sweep_folders_are_one_line_errors(tmp_path: Path):
+    with pytest.raises(ReportError, match="not found or not a directory"):
+        build_report(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="no results.json found"):
+        build_report(tmp_path / "empty")
+    write_result(tmp_path / "bad" / "0", method="depl", final_loss=0.1, cost_j=1.0, target_prob=1.5)
+    with pytest.raises(ReportError, match=r"none of the 1 results.json.*target_prob must be in \(0, 1\)"):
+        build_report(tmp_path / "bad")
+
+
+def test_cli_dispatches_report(sweep: Path, tmp_path: Path, capsys):
+    from depl_fl.cli import main as cli_main
+
+    assert cli_main(["report", str(sweep), "--out", str(tmp_path / "c")]) == 0
+    assert (tmp_path / "c" / "report.json").is_file()
+    assert cli_main(["report", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "not found or not a directory" in err
+    assert report.main([]) == 2
