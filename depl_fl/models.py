@@ -48,6 +48,10 @@ class SpecNet(nn.Module):
                 module = nn.Conv2d(c_in, c_in, layer.kernel, layer.stride, layer.padding, groups=c_in)
             else:
                 module = nn.Linear(c_in * (spatial if layer.flatten_in else 1), c_out)
+            # He init (fan-in, ReLU) avoids the long initial plateau of torch's
+            # default init: digits then learns from the first federated round.
+            nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+            nn.init.zeros_(module.bias)
             setattr(self, layer.name, module)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102

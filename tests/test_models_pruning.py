@@ -1,0 +1,252 @@
+"""Model zoo, structured pruning, variant costs and local training."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from depl_fl.errors import ScenarioError
+from depl_fl.models import build_model, get_state, set_state
+from depl_fl.pruning import (
+    PruneError,
+    aggregate_pruned,
+    build_pruned_model,
+    compute_structure,
+    extract,
+    kept_width,
+    scatter,
+)
+from depl_fl.training import evaluate_model, train_local
+from depl_fl.variants import measure_variant
+
+GEOMETRY = {"digits_cnn": (1, 8), "alexnet_like": (3, 32), "mobilenet_like": (3, 32)}
+COMPRESSIONS = (0.0, 0.5, 0.75, 0.9)
+
+
+def _full(arch: str, seed: int = 0, widths=None) -> dict[str, np.ndarray]:
+    c, s = GEOMETRY[arch]
+    return get_state(build_model(arch, 10, c, s, widths=widths, seed=seed))
+
+
+def _kept_mask(full_state, structure) -> dict[str, np.ndarray]:
+    zeros = {k: np.zeros_like(v) for k, v in full_state.items()}
+    ones = {k: np.ones_like(v) for k, v in extract(full_state, structure).items()}
+    return {k: v.astype(bool) for k, v in scatter(zeros, ones, structure).items()}
+
+
+def test_kept_width_rounds_and_keeps_one():
+    assert [kept_width(32, c) for c in COMPRESSIONS] == [32, 16, 8, 3]
+    assert kept_width(2, 0.9) == 1
+    with pytest.raises(ScenarioError, match="compression"):
+        kept_width(32, 1.0)
+
+
+@pytest.mark.parametrize("arch", list(GEOMETRY))
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_pruned_model_smaller_and_shapes_match_extract(arch, compression):
+    c, s = GEOMETRY[arch]
+    full = _full(arch)
+    structure = compute_structure(arch, full, compression)
+    pruned = extract(full, structure)
+    model = build_pruned_model(arch, structure, 10, c, s)
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == \
+        {k: v.shape for k, v in pruned.items()}
+    assert list(pruned) == list(full)  # same names, same order
+    n_full = sum(v.size for v in full.values())
+    n_pruned = sum(p.numel() for p in model.parameters())
+    if compression == 0:
+        assert n_pruned == n_full
+        assert all(np.array_equal(pruned[k], full[k]) for k in full)
+    else:
+        assert n_pruned < n_full * (1 - compression) + 1e-9
+
+
+@pytest.mark.parametrize("arch", list(GEOMETRY))
+def test_pruned_model_computes_the_full_model_with_dropped_channels_zeroed(arch):
+    # Checks every index mapping, including the flatten expansion and the
+    # depthwise layers: dropped channels of a ReLU network contribute nothing.
+    c, s = GEOMETRY[arch]
+    full = _full(arch, seed=3)
+    structure = compute_structure(arch, full, 0.5)
+    pruned = extract(full, structure)
+    zeroed = scatter({k: np.zeros_like(v) for k, v in full.items()}, pruned, structure)
+    big = build_model(arch, 10, c, s)
+    set_state(big, zeroed)
+    small = build_pruned_model(arch, structure, 10, c, s)
+    set_state(small, pruned)
+    x = torch.randn(3, c, s, s, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(small(x), big(x), rtol=1e-4, atol=1e-5)
+
+
+def test_structure_keeps_largest_l1_channels_with_index_ties():
+    full = _full("digits_cnn")
+    full["conv1.weight"] = np.ones_like(full["conv1.weight"])  # all 16 tie
+    scale = np.arange(32, dtype=np.float32)[::-1].copy()
+    scale[[5, 20]] = 100.0
+    full["conv2.weight"] = np.ones_like(full["conv2.weight"]) * scale[:, None, None, None]
+    structure = compute_structure("digits_cnn", full, 0.75)
+    assert structure.keep[0] == (0, 1, 2, 3)          # ties -> lowest indices
+    assert structure.keep[1] == (0, 1, 2, 3, 4, 5, 6, 20)  # 5 and 20 largest, then 0..
+    assert structure.widths == (4, 8, 16)
+
+
+@pytest.mark.parametrize("arch", ["digits_cnn", "mobilenet_like"])
+def test_structure_is_deterministic_across_calls(arch):
+    c, s = GEOMETRY[arch]
+    full = _full(arch, seed=7)
+    copy = {k: v.copy() for k, v in full.items()}
+    a = compute_structure(arch, full, 0.75)
+    b = compute_structure(arch, copy, 0.75)
+    assert a == b
+    assert a != compute_structure(arch, _full(arch, seed=8), 0.75)
+    x = torch.randn(2, c, s, s, generator=torch.Generator().manual_seed(1))
+    outs = []
+    for st in (a, b):
+        m = build_pruned_model(arch, st, 10, c, s, seed=99)
+        set_state(m, extract(full, st))
+        with torch.no_grad():
+            outs.append(m(x))
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_prune_train_scatter_round_trip():
+    full = _full("digits_cnn")
+    structure = compute_structure("digits_cnn", full, 0.5)
+    model = build_pruned_model("digits_cnn", structure, 10, 1, 8)
+    set_state(model, extract(full, structure))
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 1, 8, 8), dtype=np.float32)
+    y = rng.integers(0, 10, 64)
+    train_local(model, x, y, epochs=1, lr=0.05, batch_size=16, seed=0)
+    trained = get_state(model)
+    back = scatter(full, trained, structure)
+    mask = _kept_mask(full, structure)
+    for name in full:
+        assert back[name].shape == full[name].shape
+        np.testing.assert_array_equal(back[name][~mask[name]], full[name][~mask[name]])
+        assert mask[name].sum() == trained[name].size
+    re_extracted = extract(back, structure)
+    for name in trained:
+        np.testing.assert_array_equal(re_extracted[name], trained[name])
+    assert not np.array_equal(back["conv2.weight"], full["conv2.weight"])  # training moved it
+
+
+def test_aggregate_weighted_mean_hand_example():
+    full = _full("digits_cnn", widths=(4, 2, 2))
+    structure = compute_structure("digits_cnn", full, 0.5)
+    assert structure.widths == (2, 1, 1)
+    shapes = structure.pruned_shapes()
+    a = {k: np.full(v, 1.0, dtype=np.float32) for k, v in shapes.items()}
+    b = {k: np.full(v, 4.0, dtype=np.float32) for k, v in shapes.items()}
+    out = aggregate_pruned(full, [(a, 10), (b, 30)], structure)
+    mask = _kept_mask(full, structure)
+    for name in full:
+        np.testing.assert_allclose(out[name][mask[name]], 3.25)  # (1*10 + 4*30) / 40
+        np.testing.assert_array_equal(out[name][~mask[name]], full[name][~mask[name]])
+        assert out[name].dtype == np.float32
+    # conv1 keeps 2 of 4 output rows: the other two rows are untouched
+    dropped = sorted(set(range(4)) - set(structure.keep[0]))
+    np.testing.assert_array_equal(out["conv1.weight"][dropped], full["conv1.weight"][dropped])
+    np.testing.assert_allclose(out["conv1.bias"][list(structure.keep[0])], 3.25)
+
+
+def test_compression_zero_aggregation_is_plain_fedavg():
+    full = _full("digits_cnn")
+    structure = compute_structure("digits_cnn", full, 0.0)
+    s1, s2 = _full("digits_cnn", seed=1), _full("digits_cnn", seed=2)
+    out = aggregate_pruned(full, [(s1, 1), (s2, 3)], structure)
+    for k in full:
+        np.testing.assert_allclose(out[k], 0.25 * s1[k] + 0.75 * s2[k], rtol=1e-6, atol=1e-7)
+
+
+def test_bad_replies_are_rejected_with_clear_errors():
+    full = _full("digits_cnn")
+    structure = compute_structure("digits_cnn", full, 0.75)
+    good = extract(full, structure)
+    wrong_shape = dict(good, **{"fc1.weight": np.zeros((16, 999), np.float32)})
+    with pytest.raises(PruneError, match=r"fc1\.weight has shape \(16, 999\)"):
+        aggregate_pruned(full, [(good, 1), (wrong_shape, 1)], structure)
+    with pytest.raises(ValueError, match="missing"):
+        scatter(full, {k: v for k, v in good.items() if k != "conv1.bias"}, structure)
+    with pytest.raises(ValueError, match="unexpected"):
+        scatter(full, dict(good, extra=np.zeros(1)), structure)
+    nan = dict(good, **{"fc2.bias": np.full_like(good["fc2.bias"], np.nan)})
+    with pytest.raises(PruneError, match="non-finite"):
+        scatter(full, nan, structure)
+    with pytest.raises(PruneError, match="weights"):
+        aggregate_pruned(full, [(good, 0)], structure)
+    with pytest.raises(PruneError, match="no replies"):
+        aggregate_pruned(full, [], structure)
+    with pytest.raises(PruneError, match="full state"):
+        compute_structure("alexnet_like", full, 0.5)
+
+
+def test_unknown_arch_and_bad_widths_are_one_line_errors():
+    with pytest.raises(ScenarioError, match="unknown architecture 'resnet'"):
+        build_model("resnet", 10, 3, 32)
+    with pytest.raises(ScenarioError, match="needs 3 positive widths"):
+        build_model("digits_cnn", 10, 1, 8, widths=(4, 4))
+
+
+@pytest.mark.parametrize("arch", list(GEOMETRY))
+def test_flops_and_size_shrink_monotonically(arch):
+    c, s = GEOMETRY[arch]
+    costs = [measure_variant(arch, comp, 10, c, s) for comp in COMPRESSIONS]
+    flops = [v.train_flops_per_sample for v in costs]
+    sizes = [v.size_bytes for v in costs]
+    assert all(a > b for a, b in zip(flops, flops[1:]))
+    assert all(a > b for a, b in zip(sizes, sizes[1:]))
+    assert costs[0].size_bytes == 4 * sum(v.size for v in _full(arch).values())
+    assert flops[2] < flops[0] / 8  # 0.75 removes 75% of channels: ~1/16 on conv-conv
+
+
+def test_digits_flops_match_hand_count():
+    macs = (8 * 8 * 16 * 1 * 9      # conv1 3x3, 8x8 output
+            + 8 * 8 * 32 * 16 * 9   # conv2
+            + 32 * 4 * 4 * 64       # fc1 after 2x2 pool
+            + 64 * 10)              # fc2
+    assert measure_variant("digits_cnn", 0.0, 10, 1, 8).train_flops_per_sample == 3 * 2 * macs
+
+
+def test_train_local_is_deterministic_and_learns_digits():
+    from depl_fl.data import load_dataset
+
+    d = load_dataset("digits")
+    x, y = d.x_train[:300], d.y_train[:300]
+    states, losses = [], []
+    for _ in range(2):
+        model = build_model("digits_cnn", 10, 1, 8, seed=0)
+        loss0, _ = evaluate_model(model, x, y)
+        mean_loss, seconds = train_local(model, x, y, epochs=3, lr=0.05, batch_size=32, seed=5)
+        assert seconds > 0 and np.isfinite(mean_loss)
+        states.append(get_state(model))
+        losses.append(evaluate_model(model, d.x_test, d.y_test))
+    for k in states[0]:
+        np.testing.assert_array_equal(states[0][k], states[1][k])
+    test_loss, acc = losses[0]
+    assert test_loss < 0.6 * loss0 and acc > 0.6
+
+
+def test_evaluate_model_hand_example():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(2, 2, bias=False))
+    with torch.no_grad():
+        model[1].weight.copy_(torch.eye(2))
+    x = np.array([[[[3.0, 0.0]]], [[[0.0, 3.0]]], [[[3.0, 0.0]]]], dtype=np.float32)
+    y = np.array([0, 1, 1])
+    loss, acc = evaluate_model(model, x, y, batch_size=2)
+    ce_right = np.log1p(np.exp(-3.0))
+    ce_wrong = np.log1p(np.exp(3.0))
+    assert acc == pytest.approx(2 / 3)
+    assert loss == pytest.approx((2 * ce_right + ce_wrong) / 3, rel=1e-5)
+
+
+def test_pruning_module_does_not_import_torch():
+    code = ("import sys, depl_fl.pruning as p; "
+            "assert 'torch' not in sys.modules, 'torch imported'; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
