@@ -270,11 +270,12 @@ def scenario_from_dict(raw: Any) -> Scenario:
     models: list[ModelVariant] = []
     for mi, mraw in enumerate(_list(_require(raw, "models", "scenario"), "models")):
         where = f"models[{mi}]"
+        model_id = _identifier(_require(mraw, "id", where), f"{where}.id")
         compression = _number(mraw.get("compression", 0.0), f"{where}.compression")
         if compression >= 1.0:
             raise ScenarioError(f"{where}.compression: must be in [0, 1), got {compression!r}")
         models.append(ModelVariant(
-            id=_identifier(_require(mraw, "id", where), f"{where}.id"),
+            id=model_id,
             compression=compression,
             flops_per_sample=_number(_require(mraw, "flops_per_sample", where),
                                      f"{where}.flops_per_sample", strict=True),

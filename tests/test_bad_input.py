@@ -88,6 +88,8 @@ SCENARIO_CASES = [
     ("mean-length", _set(("loss", "run", "full", "mean"), [0.0, 0.35]), "loss.run.full"),
     ("std-length", _set(("loss", "run", "p75", "std"), [0.01, 0.03, 0.08, 0.1]), "loss.run.p75"),
     ("missing-clients", _delete(("clients",)), "clients"),
+    ("model-not-object", _set(("models", 0), None), "models[0]"),
+    ("client-not-object", _set(("clients", 0), "c0"), "clients[0]"),
     ("empty-models", _set(("models",), []), "models"),
     ("clusters-not-list", _set(("clusters",), {"A": 1}), "clusters"),
     ("self-switch", _set(("loss", "switch", 0, "to"), "full"), "loss.switch[0]"),
