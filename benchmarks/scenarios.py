@@ -1,0 +1,144 @@
+"""Scenario generators for the planner's tests and benchmark (seeded, contract version 1).
+
+* :func:`random_small` -- 1-3 clusters, 3-6 clients, the full model and two
+  compressed ones, targets reachable by FedAvg in at most 25 rounds.
+* :func:`paper_like` -- the paper's setting: AlexNet-like and MobileNet-like
+  CIFAR-sized models, each full and compressed 0.5/0.75/0.9, two node classes
+  (A: fast and costly, B: slow and cheap) in 3 clusters, 30 clients.
+* :func:`scaled` -- many clients / models / rounds, for planner scalability.
+
+Model figures (approximate, CIFAR-10 32x32 inputs, training = 3x forward
+FLOPs): AlexNet-like ~0.3 GFLOP forward, ~2.5 M parameters (10 MB);
+MobileNet-like ~0.05 GFLOP forward, ~3.2 M parameters (13 MB). A structurally
+pruned model with compression ``c`` keeps a fraction ``1 - c`` of the FLOPs
+and bytes. Loss profiles are plausible, not measured: compressed models are
+cheaper, improve more slowly and have higher floors; a switch towards a more
+compressed model costs a small loss jump, towards a less compressed one it
+slightly helps. Switches exist only within an architecture family.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from depl_fl.plan import Targets
+from depl_fl.scenario import Scenario, scenario_from_dict
+
+CLASS_A = [{"flops_per_s": 2.0e10, "joules_per_flop": 2.0e-10},
+           {"flops_per_s": 4.0e10, "joules_per_flop": 4.5e-10}]
+CLASS_B = [{"flops_per_s": 5.0e9, "joules_per_flop": 0.6e-10},
+           {"flops_per_s": 1.0e10, "joules_per_flop": 1.0e-10}]
+
+
+def _profile(initial: float, floor: float, speed: float, noise: float) -> dict:
+    """Per-round decrease: 0 at the floor, ``speed`` at the initial loss."""
+    knee = floor + 0.35 * (initial - floor)
+    return {"levels": [floor, knee, initial + 0.2],
+            "mean": [0.0, 0.45 * speed, speed],
+            "std": [0.35 * noise, 0.7 * noise, noise]}
+
+
+def _family(name: str, flops: float, size: float, compressions: list[float], initial: float,
+            floor: float, speed: float, noise: float) -> tuple[list, dict, list]:
+    models, run, switch = [], {}, []
+    ids = []
+    for c in compressions:
+        mid = name if c == 0.0 else f"{name}-p{int(round(c * 100))}"
+        ids.append((mid, c))
+        models.append({"id": mid, "compression": c, "flops_per_sample": flops * (1.0 - c),
+                       "size_bytes": size * (1.0 - c)})
+        run[mid] = _profile(initial, floor + 0.5 * c * c, speed * (1.0 - 0.45 * c), noise * (1.0 + 0.3 * c))
+    for a, ca in ids:
+        for b, cb in ids:
+            if a != b:
+                up = cb > ca
+                switch.append({"from": a, "to": b,
+                               "mean": 0.08 * (cb - ca) if up else -0.02 * (ca - cb),
+                               "std": 0.02 + 0.03 * abs(cb - ca)})
+    return models, run, switch
+
+
+def _cluster(cid: str, levels: list, max_clients: int, activation: float) -> dict:
+    return {"id": cid, "levels": levels, "bytes_per_s": 1.25e7, "joules_per_byte": 1.0e-8,
+            "activation_joules": activation, "max_clients": max_clients}
+
+
+def paper_like(target_prob: float = 0.95) -> tuple[Scenario, Targets]:
+    """The paper-like scenario (30 clients, 8 models, 3 clusters) and its targets."""
+    rng = np.random.default_rng(2402)
+    clusters = [_cluster("A1", CLASS_A, 10, 400.0), _cluster("B1", CLASS_B, 10, 150.0),
+                _cluster("B2", CLASS_B, 10, 150.0)]
+    sizes = rng.dirichlet(np.full(30, 4.0)) * 50000
+    clients = [{"id": f"c{i:02d}", "cluster": clusters[i % 3]["id"],
+                "num_samples": int(max(200, s))} for i, s in enumerate(sizes)]
+    models, run, switch = [], {}, []
+    for fam in (_family("alexnet", 0.9e9, 1.0e7, [0.0, 0.5, 0.75, 0.9], 2.3, 0.55, 0.16, 0.09),
+                _family("mobilenet", 1.5e8, 1.3e7, [0.0, 0.5, 0.75, 0.9], 2.3, 0.45, 0.11, 0.08)):
+        models += fam[0]
+        run.update(fam[1])
+        switch += fam[2]
+    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
+           "models": models,
+           "loss": {"initial": 2.3, "reference_samples": 50000, "data_exponent_mean": 0.5,
+                    "data_exponent_std": 0.5, "run": run, "switch": switch}}
+    return scenario_from_dict(doc), Targets(1.0, target_prob, 12 * 3600.0, 60)
+
+
+def random_small(seed: int) -> tuple[Scenario, Targets]:
+    """A random small scenario (1-3 clusters, 3-6 clients, 3 models, <= 25 rounds) and targets.
+
+    The target loss is the predicted 0.9-quantile of plain FedAvg after a
+    random number (8-16) of rounds, so FedAvg is feasible within 25 rounds in
+    most cases and DepL has room to save.
+    """
+    from depl_fl.planner import predict_quantile
+    from depl_fl.plan import RoundDecision
+
+    rng = np.random.default_rng(seed)
+    n_clusters = int(rng.integers(1, 4))
+    n_clients = int(rng.integers(3, 7))
+    classes = [CLASS_A if rng.random() < 0.5 else CLASS_B for _ in range(n_clusters)]
+    clusters = [_cluster(f"K{i}", classes[i], int(rng.integers(2, 5)), float(rng.uniform(20, 150)))
+                for i in range(n_clusters)]
+    clients = [{"id": f"c{i}", "cluster": clusters[i % n_clusters]["id"],
+                "num_samples": int(rng.integers(100, 700))} for i in range(n_clients)]
+    compress = sorted(rng.choice([0.5, 0.75, 0.9], size=2, replace=False).tolist())
+    models, run, switch = _family("full", float(rng.uniform(1e8, 8e8)), 4.0e6, [0.0] + compress,
+                                  2.3, float(rng.uniform(0.2, 0.5)), float(rng.uniform(0.12, 0.3)),
+                                  float(rng.uniform(0.04, 0.1)))
+    if rng.random() < 0.3:  # sometimes a switch is not allowed
+        switch.pop(int(rng.integers(len(switch))))
+    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
+           "models": models,
+           "loss": {"initial": 2.3, "data_exponent_mean": 0.5, "data_exponent_std": 0.5,
+                    "run": run, "switch": switch}}
+    scen = scenario_from_dict(doc)
+    everyone = tuple(c["id"] for c in clients)
+    k = int(rng.integers(8, 17))
+    rounds = [RoundDecision("full", everyone, {})] * k
+    target = predict_quantile(scen, rounds, 0.9)[0]
+    prob = float(rng.choice([0.8, 0.9, 0.95]))
+    return scen, Targets(round(target, 4), prob, 1.0e7, 25)
+
+
+def scaled(n_clients: int, n_models: int, rounds: int, seed: int = 0) -> tuple[Scenario, Targets]:
+    """A large synthetic scenario whose target needs about half of ``rounds`` rounds.
+
+    ``n_clients`` clients in ``min(10, max(3, n_clients // 100))`` clusters,
+    ``n_models`` models (full plus compressions 0.5, 0.75, 0.9, 0.3, 0.6),
+    ``max_rounds = rounds``.
+    """
+    rng = np.random.default_rng(seed)
+    n_clusters = min(10, max(3, n_clients // 100))
+    clusters = [_cluster(f"K{i}", CLASS_A if i % 2 == 0 else CLASS_B, n_clients,
+                         float(rng.uniform(100, 400))) for i in range(n_clusters)]
+    clients = [{"id": f"c{i}", "cluster": f"K{i % n_clusters}",
+                "num_samples": int(rng.integers(50, 500))} for i in range(n_clients)]
+    comps = [0.0, 0.5, 0.75, 0.9, 0.3, 0.6][:n_models]
+    speed = 3.0 / rounds
+    models, run, switch = _family("full", 3e8, 4e6, comps, 2.3, 0.3, speed, 0.5 * speed)
+    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
+           "models": models,
+           "loss": {"initial": 2.3, "data_exponent_mean": 0.5, "data_exponent_std": 0.5,
+                    "run": run, "switch": switch}}
+    return scenario_from_dict(doc), Targets(1.2, 0.9, 1.0e9, rounds)

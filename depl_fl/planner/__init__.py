@@ -1,0 +1,92 @@
+"""The DepL planner: data -> model -> resources, checked by Monte Carlo.
+
+Public API: :func:`make_plan`, :class:`PlanStart`, :func:`predict_quantile`.
+Imports numpy, scipy and networkx only (never flwr or torch).
+"""
+
+from __future__ import annotations
+
+import time
+
+from depl_fl.errors import ScenarioError
+from depl_fl.plan import Plan, Targets
+from depl_fl.planner.baselines import plan_expectation, plan_full
+from depl_fl.planner.checking import finish_plan
+from depl_fl.planner.context import PlanContext
+from depl_fl.planner.depl import plan_depl
+from depl_fl.planner.quantile import GUARANTEES, PlanStart, kappa, predict_quantile
+from depl_fl.scenario import Scenario
+
+METHODS = ("depl", "expectation", "full", "optimum")
+
+__all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "predict_quantile"]
+
+
+def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float = 0.05,
+              guarantee: str = "gaussian", seed: int = 0, start: PlanStart | None = None,
+              mc_trajectories: int = 20000) -> Plan:
+    """Plan training that reaches ``target_loss`` with ``target_prob`` at minimum cost.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The validated scenario.
+    targets : Targets
+        Target loss and probability, deadline, optional round limit.
+    method : {"depl", "expectation", "full", "optimum"}
+        DepL, the mean-based baseline, plain FedAvg made dependable, or
+        exhaustive search (small instances).
+    eta : float
+        Discretisation step of the expanded graph, in (0, 1].
+    guarantee : {"gaussian", "cantelli"}
+        How the planner predicts the pi-quantile (see :mod:`.quantile`).
+    seed : int
+        Seed of every Monte Carlo run.
+    start : PlanStart, optional
+        Re-plan from the middle of a run.
+    mc_trajectories : int
+        Trajectories of the final Monte Carlo check (>= 20,000 to call a plan
+        dependable under the contract).
+
+    Returns
+    -------
+    Plan
+        ``feasible`` is False when no dependable plan exists; then
+        ``predicted["probability"]`` is the best probability reached.
+    """
+    started = time.perf_counter()
+    if method not in METHODS:
+        raise ScenarioError(f"--method: unknown method {method!r} (choose from {', '.join(METHODS)})")
+    if guarantee not in GUARANTEES:
+        raise ScenarioError(f"--guarantee: unknown guarantee {guarantee!r} "
+                            f"(choose from {', '.join(GUARANTEES)})")
+    if int(mc_trajectories) < 1:
+        raise ScenarioError(f"mc_trajectories: must be >= 1, got {mc_trajectories!r}")
+    n = int(mc_trajectories)
+    ctx = PlanContext.build(scenario, targets, start, eta)
+    if method == "full":
+        rounds, ok, best_p = plan_full(ctx, seed, n)
+        return finish_plan(ctx, method, rounds, ok, started, seed, n,
+                           probability_override=None if ok else best_p)
+    if method == "expectation":
+        rounds, info = plan_expectation(ctx)
+        if rounds is None:
+            full_rounds, _, best_p = plan_full(ctx, seed, n)
+            return finish_plan(ctx, method, full_rounds, False, started, seed, n, info,
+                               probability_override=best_p)
+        return finish_plan(ctx, method, rounds, True, started, seed, n, info)
+    if method == "optimum":
+        from depl_fl.planner.optimum import plan_optimum
+        return plan_optimum(ctx, seed, n, started)
+    best, most, info = plan_depl(ctx, guarantee, seed, n)
+    if best is not None:
+        return finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
+    full_rounds, full_ok, full_p = plan_full(ctx, seed, n)
+    if full_ok:  # DepL's search missed a plan that plain FedAvg finds: still return it.
+        info["fallback"] = "full"
+        return finish_plan(ctx, method, full_rounds, True, started, seed, n, info)
+    if most is not None and most.prob > full_p:
+        return finish_plan(ctx, method, most.rounds, False, started, seed, n, info,
+                           probability_override=most.prob)
+    return finish_plan(ctx, method, full_rounds, False, started, seed, n, info,
+                       probability_override=full_p)

@@ -1,0 +1,51 @@
+"""What every planner method needs to know: scenario, targets, where planning starts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from depl_fl.errors import ScenarioError
+from depl_fl.plan import Targets
+from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
+from depl_fl.scenario import Scenario
+
+# Rounds considered when the user gives no max_rounds.
+DEFAULT_MAX_ROUNDS = 1000
+
+
+@dataclass
+class PlanContext:
+    """Remaining budget and start state of one planning call."""
+
+    scenario: Scenario
+    targets: Targets
+    start: PlanStart | None
+    prop: LossPropagator
+    deadline: float          # remaining time
+    max_rounds: int          # remaining rounds
+    start_mean: float
+    start_var: float
+    previous: str | None
+    bin_width: float
+
+    @classmethod
+    def build(cls, scenario: Scenario, targets: Targets, start: PlanStart | None,
+              eta: float) -> "PlanContext":
+        """Check the inputs and derive the remaining budget."""
+        if not (isinstance(eta, (int, float)) and 0.0 < eta <= 1.0):
+            raise ScenarioError(f"--eta: must be in (0, 1], got {eta!r}")
+        mean, var, previous = start_moments(scenario, start)
+        elapsed = start.elapsed_s if start else 0.0
+        done = start.rounds_done if start else 0
+        limit = targets.max_rounds if targets.max_rounds is not None else DEFAULT_MAX_ROUNDS + done
+        span = abs(mean - targets.target_loss)
+        width = eta * max(span, 0.05 * max(mean, targets.target_loss, 1e-3)) / 4.0
+        return cls(scenario, targets, start, LossPropagator(scenario),
+                   targets.deadline_s - elapsed, max(limit - done, 0), mean, var, previous,
+                   width)
+
+    @property
+    def start_std(self) -> float:
+        """Standard deviation of the start loss."""
+        return math.sqrt(self.start_var)

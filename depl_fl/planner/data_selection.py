@@ -1,0 +1,213 @@
+"""Data selection: which clients take part (the decision taken least often).
+
+Objective (the paper's): minimise ``K(S) * c(S)`` -- rounds needed times cost
+per round -- over client sets ``S`` (subject to ``K(S) * t(S) <= deadline``,
+``K(S) <= max_rounds`` and the clusters' ``max_clients``). Under the contract
+``S`` enters the loss only through ``r = samples(S) / reference``: more
+samples give a larger mean decrease ``r**a`` and a smaller spread ``r**-b``,
+so ``K`` is non-increasing in ``samples(S)`` while ``c(S)`` is a modular
+(per-client energy) plus per-cluster activation term, i.e. concave in
+"clusters used" -- the product is the unbounded submodular-type objective of
+the paper.
+
+Algorithm (and how far from exact it is):
+
+* ``K(S)`` is evaluated with the quantile predictor for each model used
+  alone (:func:`rounds_needed`, vectorised over all candidate sample totals);
+  ``c(S)``/``t(S)`` come from the exact per-set Pareto front of levels
+  (:func:`depl_fl.planner.resources.round_options`), taking the cheapest
+  option that still fits the deadline for ``K(S)`` rounds; the score is the
+  best model's ``K * c``.
+* **Small instances** (at most ``EXACT_LIMIT`` clients): every
+  capacity-feasible subset is scored -- exact minimisation of the score.
+* **Larger instances**: since ``K`` depends only on the sample total, for a
+  given total the best set is the one that buys its samples cheapest. We score
+  every prefix (all up to 64 clients, then in 10% steps) of a few greedy
+  chains: clients by marginal joules per sample (cheapest level of their
+  cluster, upload/download amortised over their samples), largest first on
+  ties; each cluster alone by size; and clusters cumulatively in order of
+  cheapness. This is exact when clients of a cluster have equal per-sample
+  cost and deadlines do not bind; otherwise it is a heuristic (a general
+  submodular minimiser, e.g. Fujishige-Wolfe, would be ``O(n^5)`` evaluations
+  and is not used).
+
+The best few sets by score are then planned in full (model graph + resource
+allocation + Monte Carlo check) and the cheapest dependable plan wins, which
+repairs most of the proxy's error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from depl_fl.planner.context import PlanContext
+from depl_fl.planner.resources import ClientSet, round_options
+from depl_fl.scenario import Scenario
+
+EXACT_LIMIT = 10
+
+
+def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float) -> np.ndarray:
+    """Rounds of ``model`` alone until ``mean + kappa * std <= target``, per data ratio.
+
+    Parameters
+    ----------
+    ctx : PlanContext
+        Start state and budget.
+    model : str
+        The model used in every round.
+    ratios : numpy.ndarray
+        Data ratios ``r``.
+    kappa : float
+        Quantile multiplier.
+
+    Returns
+    -------
+    numpy.ndarray of int
+        Rounds needed; ``ctx.max_rounds + 1`` where the goal is not reached.
+    """
+    never = ctx.max_rounds + 1
+    ratios = np.asarray(ratios, dtype=float)
+    mean = np.full(ratios.shape, ctx.start_mean)
+    var = np.full(ratios.shape, ctx.start_var)
+    needed = np.full(ratios.shape, never, dtype=int)
+    target = ctx.targets.target_loss
+    if mean[0:1].size and ctx.start_mean + kappa * ctx.start_std <= target:
+        needed[:] = 0
+        return needed
+    if ctx.previous is not None and ctx.previous != model:
+        if (ctx.previous, model) not in ctx.prop.switch:
+            return needed
+        mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
+    for k in range(1, ctx.max_rounds + 1):
+        new_mean, new_var = ctx.prop.run_array(model, mean, var, ratios)
+        hit = (needed == never) & (new_mean + kappa * np.sqrt(new_var) <= target)
+        needed[hit] = k
+        open_ = needed == never
+        if not open_.any():
+            break
+        stalled = np.abs(new_mean - mean) + np.abs(new_var - var) < 1e-12
+        if stalled[open_].all():
+            break
+        mean, var = new_mean, new_var
+    return needed
+
+
+def _subsets(scenario: Scenario) -> Iterable[tuple[str, ...]]:
+    ids = [c.id for c in scenario.clients]
+    for size in range(1, len(ids) + 1):
+        for combo in itertools.combinations(ids, size):
+            yield combo
+
+
+def _capacity_ok(scenario: Scenario, ids: Sequence[str]) -> bool:
+    counts: dict[str, int] = {}
+    for cid in ids:
+        cl = scenario.client(cid).cluster
+        counts[cl] = counts.get(cl, 0) + 1
+    return all(n <= scenario.cluster(c).max_clients for c, n in counts.items())
+
+
+def _checkpoints(n: int) -> list[int]:
+    points = list(range(1, min(n, 64) + 1))
+    k = 64
+    while k < n:
+        k = max(k + 1, int(k * 1.1))
+        points.append(min(k, n))
+    return sorted(set(points))
+
+
+def _chains(scenario: Scenario, model_id: str) -> list[list[str]]:
+    """Greedy orders of the clients (see the module docstring)."""
+    model = scenario.model(model_id)
+    le = scenario.local_epochs
+
+    def score(c) -> tuple[float, int]:
+        cl = scenario.cluster(c.cluster)
+        jpf = min(lv.joules_per_flop for lv in cl.levels)
+        per_sample = le * model.flops_per_sample * jpf \
+            + 2.0 * model.size_bytes * cl.joules_per_byte / c.num_samples
+        return per_sample, -c.num_samples
+
+    by_score = sorted(scenario.clients, key=score)
+    chains = [[c.id for c in by_score]]
+    by_cluster: dict[str, list[str]] = {}
+    for c in sorted(scenario.clients, key=lambda c: -c.num_samples):
+        by_cluster.setdefault(c.cluster, []).append(c.id)
+    chains.extend(by_cluster.values())
+    cluster_rank = sorted(by_cluster, key=lambda cid: score(scenario.client(by_cluster[cid][0])))
+    chains.append([cid for cl in cluster_rank for cid in by_cluster[cl]])
+    return chains
+
+
+def _chain_prefixes(scenario: Scenario, chain: Sequence[str]) -> Iterable[ClientSet]:
+    """Capacity-respecting prefixes of a chain (clients over capacity are skipped)."""
+    kept: list[str] = []
+    used: dict[str, int] = {}
+    for cid in chain:
+        cl = scenario.client(cid).cluster
+        if used.get(cl, 0) < scenario.cluster(cl).max_clients:
+            used[cl] = used.get(cl, 0) + 1
+            kept.append(cid)
+    order = [c.id for c in scenario.clusters]
+    index = {c: i for i, c in enumerate(order)}
+    samples = np.zeros(len(order))
+    counts = np.zeros(len(order))
+    biggest = np.zeros(len(order))
+    checkpoints = set(_checkpoints(len(kept)))
+    for k, cid in enumerate(kept, start=1):
+        client = scenario.client(cid)
+        i = index[client.cluster]
+        samples[i] += client.num_samples
+        counts[i] += 1
+        biggest[i] = max(biggest[i], client.num_samples)
+        if k in checkpoints:
+            active = counts > 0
+            yield ClientSet(tuple(kept[:k]), tuple(c for c, a in zip(order, active) if a),
+                            samples[active].copy(), counts[active].copy(), biggest[active].copy(),
+                            int(samples.sum()))
+
+
+def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
+    """Client sets to score: all subsets when small, else prefixes of greedy chains."""
+    if len(scenario.clients) <= EXACT_LIMIT:
+        return [ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
+                if _capacity_ok(scenario, ids)]
+    seen: set[frozenset[str]] = set()
+    out: list[ClientSet] = []
+    for chain in _chains(scenario, model_id):
+        for cset in _chain_prefixes(scenario, chain):
+            key = frozenset(cset.ids)
+            if key not in seen:
+                seen.add(key)
+                out.append(cset)
+    return out
+
+
+def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
+              models: Sequence[str]) -> list[tuple[float, ClientSet]]:
+    """Score ``K(S) * c(S)`` of every set (best single model), ascending.
+
+    Sets for which no single model reaches the goal get score ``inf`` but are
+    kept (ordered by sample total, largest first) so that the model graph,
+    which may switch models, can still try them.
+    """
+    scen = ctx.scenario
+    ratios = np.array([s.total_samples for s in sets], dtype=float) / scen.loss.reference_samples
+    needed = {m: rounds_needed(ctx, m, ratios, kappa) for m in models}
+    scored: list[tuple[float, float, int, ClientSet]] = []
+    for i, cset in enumerate(sets):
+        best = np.inf
+        for m in models:
+            k = int(needed[m][i])
+            if k > ctx.max_rounds:
+                continue
+            fitting = [o for o in round_options(scen, cset, m) if k * o.time <= ctx.deadline]
+            if fitting:
+                best = min(best, k * fitting[-1].cost)
+        scored.append((best, -cset.total_samples, i, cset))
+    scored.sort(key=lambda t: (t[0], t[1], t[2]))
+    return [(s, c) for s, _, _, c in scored]
