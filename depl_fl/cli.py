@@ -158,8 +158,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"{PROG}: plan written to {args.out}: {len(plan.rounds)} rounds, "
           f"cost {_fmt(predicted.get('cost_joules'))} J, time {_fmt(predicted.get('time_s'))} s, "
           f"P[loss <= {targets.target_loss:g}] = {_fmt(predicted.get('probability'))} "
-          f"(method {plan.method}, {plan.planner_seconds:.3g} s)")
+          f"(method {plan.method}, {plan.planner_seconds:.3g} s)"
+          f"{_dependability_note(predicted.get('probability'), targets.target_prob)}")
     return 0
+
+
+def _dependability_note(probability: Any, target_prob: float) -> str:
+    # The expectation baseline plans on the mean only and may miss the target probability.
+    if isinstance(probability, (int, float)) and probability < target_prob:
+        return f"; NOT dependable: {probability:.4g} < target {target_prob:g}"
+    return ""
 
 
 def _fmt(value: Any) -> str:

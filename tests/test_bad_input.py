@@ -266,3 +266,11 @@ def test_subprocess_shows_no_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == ["depl-fl: clients: duplicate id 'c0'"]
+
+
+def test_unwritable_out_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "no" / "such" / "dir" / "plan.json"
+    status, _, err = _run(capsys, ["plan", str(EXAMPLE), "--target-loss", "1.5",
+                                   "--target-prob", "0.9", "--deadline-s", "200",
+                                   "--out", str(out)])
+    _assert_one_line_error(status, err, "--out")

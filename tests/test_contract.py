@@ -114,3 +114,97 @@ def test_design_example_plan_parses_with_extras() -> None:
     assert plan.rounds == [RoundDecision("p75", ("c0", "c3"), {"A": 0})]
     assert plan.extra == {"generator": "hand"}
     assert plan_to_dict(plan)["generator"] == "hand"
+
+
+# ---------------------------------------------------------------------------
+# The command: exit statuses and outputs of ``depl-fl plan`` / ``evaluate``
+# ---------------------------------------------------------------------------
+def _cli(capsys: pytest.CaptureFixture, argv: list[str]) -> tuple[int, str, str]:
+    from depl_fl.cli import main
+
+    status = main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_cli_plan_then_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    targets = ["--target-loss", "1.5", "--target-prob", "0.9", "--deadline-s", "200"]
+    out = tmp_path / "plan.json"
+    status, stdout, stderr = _cli(capsys, ["plan", str(EXAMPLE), *targets, "--out", str(out)])
+    assert status == 0, stderr
+    assert stderr == "" and len(stdout.splitlines()) == 1 and str(out) in stdout
+    plan = load_plan(out)
+    assert plan.feasible and plan.method == "depl" and plan.rounds
+    status, stdout, stderr = _cli(capsys, ["evaluate", str(EXAMPLE), str(out), *targets])
+    assert status == 0, stderr
+    result = json.loads(stdout)
+    assert {"valid", "errors", "probability", "loss_quantile", "cost_joules", "time_s",
+            "rounds"} <= set(result)
+    assert result["valid"] and result["rounds"] == len(plan.rounds)
+    assert result["probability"] >= 0.9 - 4 * (0.9 * 0.1 / 20000) ** 0.5
+    assert result["time_s"] <= 200
+    assert result["cost_joules"] == pytest.approx(plan.predicted["cost_joules"], rel=1e-6)
+
+
+def test_cli_plan_without_dependable_plan_exits_3(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "plan.json"
+    status, stdout, stderr = _cli(capsys, ["plan", str(EXAMPLE), "--target-loss", "0.05",
+                                           "--target-prob", "0.99", "--deadline-s", "5",
+                                           "--out", str(out)])
+    assert status == 3
+    assert stdout == ""
+    lines = stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("depl-fl: no dependable plan: best reachable probability ")
+    assert "< target 0.99" in lines[0]
+    plan = load_plan(out)
+    assert plan.feasible is False
+    assert 0.0 <= plan.predicted["probability"] < 0.99
+
+
+def test_cli_evaluate_invalid_plan_exits_0_with_valid_false(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"rounds": [
+        {"model": "p75", "clients": ["c0"], "levels": {"A": 0}},
+        {"model": "full", "clients": ["c0", "ghost"], "levels": {"A": 9}}]}), encoding="utf-8")
+    status, stdout, _ = _cli(capsys, ["evaluate", str(EXAMPLE), str(plan), "--target-loss", "1",
+                                      "--target-prob", "0.9", "--deadline-s", "100"])
+    assert status == 0
+    result = json.loads(stdout)
+    assert result["valid"] is False and result["probability"] is None
+    assert any("ghost" in e for e in result["errors"])
+    assert any("out of range" in e for e in result["errors"])
+
+
+def test_cli_evaluate_allow_few(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"rounds": [{"model": "full", "clients": ["c0"],
+                                            "levels": {"A": 1}}]}), encoding="utf-8")
+    status, stdout, _ = _cli(capsys, ["evaluate", str(EXAMPLE), str(plan), "--target-loss", "2.2",
+                                      "--target-prob", "0.5", "--deadline-s", "10",
+                                      "--trajectories", "500", "--allow-few", "--seed", "3"])
+    assert status == 0
+    result = json.loads(stdout)
+    assert result["trajectories"] == 500 and result["time_s"] == pytest.approx(0.775)
+    assert result["cost_joules"] == pytest.approx(1.62 + 0.16 + 50.0)
+
+
+def test_cli_delegates_profile_and_report(monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture) -> None:
+    import sys
+    import types
+
+    seen: list[list[str]] = []
+    fake = types.ModuleType("depl_fl.profiling")
+    fake.main = lambda argv: seen.append(list(argv)) or 7  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "depl_fl.profiling", fake)
+    status, _, _ = _cli(capsys, ["profile", "--arch", "digits_cnn", "x.json"])
+    assert status == 7 and seen == [["--arch", "digits_cnn", "x.json"]]
+
+    monkeypatch.setitem(sys.modules, "depl_fl.report", None)  # makes the import fail
+    status, _, stderr = _cli(capsys, ["report", "runs/"])
+    assert status == 2
+    assert stderr.splitlines() == ["depl-fl: 'report' is not available "
+                                   "(depl_fl.report is missing)"]
