@@ -167,6 +167,7 @@ def _round_errors(scenario: Scenario, index: int, decision: RoundDecision,
         errors.append(f"{where}: unknown model id {decision.model!r}")
         model_ok = False
     if model_ok and previous is not None and previous != decision.model \
+            and previous in scenario.loss.run \
             and (previous, decision.model) not in scenario.loss.switch:
         errors.append(f"{where}: switch {previous!r} -> {decision.model!r} is not allowed "
                       "(no such pair in loss.switch)")
@@ -242,8 +243,10 @@ def plan_errors(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Ta
         One human-readable line per problem.
     """
     errors: list[str] = []
+    if previous_model is not None and previous_model not in scenario.loss.run:
+        errors.append(f"previous model: unknown model id {previous_model!r}")
     previous = previous_model
-    structurally_ok = True
+    structurally_ok = not errors
     for index, decision in enumerate(rounds):
         round_errs = _round_errors(scenario, index, decision, previous)
         structurally_ok = structurally_ok and not round_errs
@@ -382,6 +385,8 @@ def evaluate_plan(scenario: Scenario, rounds: Sequence[RoundDecision], targets: 
         that cannot be computed are ``None``; deadline and ``max_rounds``
         violations still get all figures.
     """
+    if n < 1:
+        raise ScenarioError(f"number of trajectories must be >= 1, got {n!r}")
     errors = plan_errors(scenario, rounds, targets)
     result: dict[str, Any] = {
         "valid": not errors, "errors": errors, "probability": None, "loss_quantile": None,

@@ -210,6 +210,13 @@ def test_plan_errors_reports(rounds: list[RoundDecision], needle: str) -> None:
     assert any(needle in e for e in errors), errors
 
 
+def test_unknown_model_gives_one_error_not_a_spurious_switch() -> None:
+    rounds = [RoundDecision("tiny", ("a1",), {"A": 0}), RoundDecision("full", ("a1",), {"A": 0})]
+    assert plan_errors(_scenario(), rounds, _targets()) == ["round 0: unknown model id 'tiny'"]
+    assert plan_errors(_scenario(), rounds[1:], _targets(), previous_model="tiny") == [
+        "previous model: unknown model id 'tiny'"]
+
+
 def test_deadline_and_max_rounds() -> None:
     s = _scenario()
     total = plan_totals(s, GOOD)[1]
