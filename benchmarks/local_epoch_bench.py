@@ -2,13 +2,14 @@
 
 One local epoch = ``train_local`` over ``--samples`` random 32x32x3 images
 (batch 32, SGD), single-threaded torch (as a Flower client runs it). Each
-variant is timed ``--repeats`` times after one warm-up epoch; the median is
+variant is timed ``--repeats`` times (round-robin over the variants) after one
+warm-up epoch; the median is
 reported with the speed-up over the full model and the measured training
 FLOPs per sample. Writes ``benchmarks/results/local_epoch.md`` and ``.json``.
 
 Usage::
 
-    python benchmarks/local_epoch_bench.py [--samples 256] [--repeats 5]
+    python benchmarks/local_epoch_bench.py [--samples 256] [--repeats 7]
 """
 
 from __future__ import annotations
@@ -32,20 +33,31 @@ COMPRESSIONS = (0.0, 0.5, 0.75, 0.9)
 RESULTS = Path(__file__).parent / "results"
 
 
-def time_epochs(arch: str, compression: float, x: np.ndarray, y: np.ndarray,
-                repeats: int, batch_size: int) -> list[float]:
-    """Seconds of ``repeats`` local epochs (after one warm-up) of one variant."""
-    model = build_model(arch, 10, 3, 32, widths=variant_widths(arch, compression), seed=0)
-    train_local(model, x, y, epochs=1, lr=0.01, batch_size=batch_size, seed=0)  # warm-up
-    return [train_local(model, x, y, epochs=1, lr=0.01, batch_size=batch_size, seed=r + 1)[1]
-            for r in range(repeats)]
+def time_epochs(arch: str, x: np.ndarray, y: np.ndarray, repeats: int,
+                batch_size: int) -> dict[float, list[float]]:
+    """Seconds of ``repeats`` local epochs of every variant of ``arch``.
+
+    Variants are timed round-robin (one epoch each per cycle, after one
+    warm-up epoch each) so that load changes on a shared machine hit all of
+    them alike.
+    """
+    models = {c: build_model(arch, 10, 3, 32, widths=variant_widths(arch, c), seed=0)
+              for c in COMPRESSIONS}
+    for model in models.values():  # warm-up
+        train_local(model, x, y, epochs=1, lr=0.01, batch_size=batch_size, seed=0)
+    times: dict[float, list[float]] = {c: [] for c in COMPRESSIONS}
+    for r in range(repeats):
+        for c, model in models.items():
+            times[c].append(train_local(model, x, y, epochs=1, lr=0.01,
+                                        batch_size=batch_size, seed=r + 1)[1])
+    return times
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write the result files."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", type=Path, default=RESULTS / "local_epoch.md")
     args = parser.parse_args(argv)
@@ -57,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for arch in ARCHS:
         base = None
+        all_times = time_epochs(arch, x, y, args.repeats, args.batch_size)
         for c in COMPRESSIONS:
-            times = time_epochs(arch, c, x, y, args.repeats, args.batch_size)
+            times = all_times[c]
             median = statistics.median(times)
             base = median if base is None else base
             cost = measure_variant(arch, c, 10, 3, 32)
@@ -72,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         "# Local-epoch time per compression factor",
         "",
         f"{args.samples} random 32x32x3 samples, batch {args.batch_size}, SGD, "
-        f"torch.set_num_threads(1), median of {args.repeats} epochs after one warm-up. "
+        f"torch.set_num_threads(1), median of {args.repeats} epochs (variants interleaved) after one warm-up. "
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
         "(a shared machine inflates the noise, not the ratios' order of magnitude).",
