@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         "# Local-epoch time per compression factor",
         "",
         f"{args.samples} random 32x32x3 samples, batch {args.batch_size}, SGD, "
-        f"torch.set_num_threads(1), median of {args.repeats} epochs (variants interleaved) after one warm-up. "
+        f"torch.set_num_threads(1), median of {args.repeats} epochs (variants interleaved) "
+        "after one warm-up. "
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end "
         "(a shared machine inflates the noise, not the ratios' order of magnitude).",

@@ -77,7 +77,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
     if name not in IMAGE_DATASETS:
         raise DataError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     if data_dir is None or not os.path.isdir(data_dir):
-        where = "no data_dir given" if data_dir is None else f"data_dir {os.fspath(data_dir)!r} is not a folder"
+        where = ("no data_dir given" if data_dir is None
+                 else f"data_dir {os.fspath(data_dir)!r} is not a folder")
         raise DataError(
             f"{name}: {where}; nothing is downloaded - pass data_dir pointing to a Hugging Face dataset "
             f"saved with save_to_disk (train/test splits) or an imagefolder (train/<class>/*.png, "
@@ -216,7 +217,7 @@ def partition_indices(
         raise DataError(f"Dirichlet alpha must be > 0, got {alpha}")
     ds = datasets.Dataset.from_dict({"label": labels, "idx": np.arange(n)})
     if alpha is None:
-        ds = ds.shuffle(seed=seed).flatten_indices()
+        ds = ds.shuffle(seed=seed)
         partitioner = IidPartitioner(num_partitions=num_partitions)
     else:
         if min_partition_size is None:

@@ -2,10 +2,11 @@
 
 Optimiser: SGD with momentum 0.9 (fresh each call, i.e. each federated round).
 With the zoo's He initialisation, ``lr=0.05`` and ``batch_size=32``, eight
-IID digits clients bring the global test loss from 2.3 to about 0.5 in three
-rounds and below 0.2 in eight (one local epoch each). Mini-batch order comes from a generator seeded with ``seed``, so a call is
-deterministic for a given seed, model state and thread count. Setting the
-number of torch threads is the caller's job.
+IID digits clients (one local epoch per round) bring the global test loss from
+about 2.4 to below 1 within three FedAvg rounds. Mini-batch order comes from a
+generator seeded with ``seed``, so a call is deterministic for a given seed,
+model state and thread count. Setting the number of torch threads is the
+caller's job.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from depl_fl.errors import ScenarioError
 MOMENTUM = 0.9
 
 
-def _as_tensors(x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    xt = torch.as_tensor(np.asarray(x, dtype=np.float32) if not torch.is_tensor(x) else x).float()
-    yt = torch.as_tensor(np.asarray(y) if not torch.is_tensor(y) else y).long()
+def _as_tensors(
+    x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    xt = (x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x, dtype=np.float32))).float()
+    yt = (y if torch.is_tensor(y) else torch.as_tensor(np.asarray(y))).long()
     if xt.shape[0] != yt.shape[0]:
         raise ScenarioError(f"x has {xt.shape[0]} samples but y has {yt.shape[0]}")
     return xt, yt
