@@ -114,7 +114,7 @@ def test_structure_is_deterministic_across_calls(arch):
     assert torch.equal(outs[0], outs[1])
 
 
-def test_prune_train_scatter_round_trip():
+def test_prune_train_scatter_round_trip(one_thread):
     full = _full("digits_cnn")
     structure = compute_structure("digits_cnn", full, 0.5)
     model = build_pruned_model("digits_cnn", structure, 10, 1, 8)
@@ -213,7 +213,16 @@ def test_digits_flops_match_hand_count():
     assert measure_variant("digits_cnn", 0.0, 10, 1, 8).train_flops_per_sample == 3 * 2 * macs
 
 
-def test_train_local_is_deterministic_and_learns_digits():
+@pytest.fixture
+def one_thread():
+    """Single-threaded torch, as a Flower client runs it (much faster on a busy box)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_train_local_is_deterministic_and_learns_digits(one_thread):
     from depl_fl.data import load_dataset
 
     d = load_dataset("digits")
