@@ -1,0 +1,1 @@
+"""Flower client side of DepL: the ClientApp and its pure local-update step."""

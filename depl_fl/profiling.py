@@ -1,0 +1,245 @@
+"""Loss profile (l_run, l_sw) from short pilot federations, cached per configuration.
+
+``depl-fl profile [--out SCENARIO.json] [--force] [HYDRA_OVERRIDES...]`` and
+the first step of a run (:func:`ensure_profile`) measure how the global loss
+evolves under every model variant and across switches, fit the contract's
+``loss.run`` / ``loss.switch`` tables with
+:func:`depl_fl.estimation.fit_loss_profile`, and write a complete scenario file.
+
+Why in-process pilots: the pilots must be cheap (the whole default job,
+profiling included, fits in a few minutes on 2 cores), so they run as plain
+FedAvg rounds in this process, without Ray or Flower messaging, but with exactly
+the client code of the ClientApp (:func:`clients.local_update.local_update`:
+prune from the global weights, ``train_local``), the server's scatter-back
+aggregation (:func:`depl_fl.pruning.aggregate_pruned`, weighted by samples) and
+the server's evaluation of the trained variant on the test split. Every client
+takes part in every pilot round, so ``reference_samples`` is the total number
+of training samples.
+
+Pilots (``profile`` config): for every variant, ``seeds`` federations of
+``rounds`` rounds from a seeded random initialisation (partitioned with the
+pilot's seed); for every ordered pair of variants, from the snapshot of the
+source variant's pilot after each round in ``switch_at`` (clamped to
+``rounds``), ``switch_rounds`` rounds of the target variant. ``a``/``b`` of the
+data scaling are taken from ``profile.data_exponent_mean/std`` (not
+estimated).
+
+The cache key is a hash of what determines the loss evolution: dataset, model,
+num_clients, partition, train settings and the profile settings (not the run
+seed, the clusters or the targets). Files: ``<cache_dir>/profile-<key>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from depl_fl.errors import DeplError, ScenarioError
+from depl_fl.runconfig import (client_seed, cluster_assignment, compose_config, stable_hash,
+                               variant_list)
+
+LOG = logging.getLogger("depl_fl.profiling")
+PROFILE_VERSION = 1
+
+
+def profile_key(cfg: Mapping[str, Any]) -> str:
+    """Cache key: hash of the configuration parts that determine the loss evolution."""
+    prof = cfg["profile"]
+    relevant = {
+        "version": PROFILE_VERSION,
+        "dataset": cfg["dataset"], "model": cfg["model"], "num_clients": cfg["num_clients"],
+        "partition": cfg["partition"], "train": cfg["train"],
+        "profile": {k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
+                                             "data_exponent_mean", "data_exponent_std")},
+    }
+    return stable_hash(relevant)
+
+
+def cache_path(cfg: Mapping[str, Any]) -> Path:
+    """Where the profile of ``cfg`` is cached."""
+    return Path(str(cfg["profile"]["cache_dir"])) / f"profile-{profile_key(cfg)}.json"
+
+
+class _Pilot:
+    """In-process FedAvg rounds with pruned variants (the ClientApp's code, no messaging)."""
+
+    def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
+        import torch
+
+        from clients.partitions import client_partition, geometry, test_split
+
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        self.seed = seed
+        self.geometry = geometry(cfg)
+        n = int(cfg["num_clients"])
+        self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]
+        self.test = test_split(cfg)
+        self.comp = dict(variant_list(cfg))
+
+    def initial(self) -> dict[str, Any]:
+        from clients.local_update import initial_state
+
+        return initial_state(self.geometry, self.seed)
+
+    def loss(self, state: Mapping[str, Any], model: str) -> float:
+        from clients.local_update import evaluate_variant
+
+        return float(evaluate_variant(state, self.geometry, self.comp[model], *self.test)[0])
+
+    def round(self, state: Mapping[str, Any], model: str, server_round: int) -> dict[str, Any]:
+        from clients.local_update import local_update
+        from depl_fl.pruning import aggregate_pruned, compute_structure
+
+        train = self.cfg["train"]
+        compression = self.comp[model]
+        replies = []
+        for pid, (x, y) in enumerate(self.parts):
+            res = local_update(state, self.geometry, compression, x, y,
+                               epochs=int(train["local_epochs"]), lr=float(train["lr"]),
+                               batch_size=int(train["batch_size"]),
+                               seed=client_seed(self.seed, server_round, pid))
+            replies.append((res.kept_state, res.num_examples))
+        structure = compute_structure(self.geometry.arch, state, compression)
+        return aggregate_pruned(state, replies, structure)
+
+
+def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Run all pilot federations; returns (observations, stats)."""
+    from depl_fl.estimation import observations_from_trajectory
+
+    prof = cfg["profile"]
+    models = [m for m, _ in variant_list(cfg)]
+    rounds = int(prof["rounds"])
+    switch_at = sorted({min(max(int(k), 1), rounds) for k in (prof.get("switch_at") or [])})
+    switch_rounds = int(prof.get("switch_rounds") or 0)
+    observations: list[Any] = []
+    pilot_rounds = 0
+    t0 = time.perf_counter()
+    for s in range(int(prof["seeds"])):
+        seed = 1_000 + s  # pilot seeds, disjoint from run seeds by convention
+        pilot = _Pilot(cfg, seed)
+        for model in models:
+            state = pilot.initial()
+            losses = [pilot.loss(state, model)]
+            snapshots = {}
+            for k in range(1, rounds + 1):
+                state = pilot.round(state, model, k)
+                losses.append(pilot.loss(state, model))
+                pilot_rounds += 1
+                if k in switch_at:
+                    snapshots[k] = (state, losses[-1])
+            observations += observations_from_trajectory(losses, [model] * rounds)
+            LOG.info("pilot seed %d %s: loss %.3f -> %.3f in %d rounds", s, model, losses[0],
+                     losses[-1], rounds)
+            if switch_rounds < 1:
+                continue
+            for k, (snap, snap_loss) in snapshots.items():
+                for target in models:
+                    if target == model:
+                        continue
+                    sw_state, sw_losses = snap, [snap_loss]
+                    for j in range(switch_rounds):
+                        sw_state = pilot.round(sw_state, target, k + 1 + j)
+                        sw_losses.append(pilot.loss(sw_state, target))
+                        pilot_rounds += 1
+                    observations += observations_from_trajectory(
+                        sw_losses, [target] * switch_rounds, previous_model=model, first_round=k + 1)
+    stats = {"pilot_rounds": pilot_rounds, "seconds": time.perf_counter() - t0}
+    return observations, stats
+
+
+def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the pilots and return a complete scenario document for ``cfg``."""
+    from clients.partitions import client_partition, geometry
+    from depl_fl.estimation import fit_loss_profile
+    from strategies.scenario_builder import model_docs, scenario_doc
+
+    observations, stats = run_pilots(cfg)
+    geo = geometry(cfg)
+    n = int(cfg["num_clients"])
+    sizes = [len(client_partition(cfg, pid, n)[1]) for pid in range(n)]
+    prof = cfg["profile"]
+    loss = fit_loss_profile(observations, [m for m, _ in variant_list(cfg)],
+                            reference_samples=float(sum(sizes)),
+                            data_exponent_mean=float(prof.get("data_exponent_mean", 0.5)),
+                            data_exponent_std=float(prof.get("data_exponent_std", 0.5)))
+    clusters = cluster_assignment(n, cfg["clusters"]["classes"])
+    clients = [{"id": f"c{pid}", "cluster": clusters[pid], "num_samples": sizes[pid]} for pid in range(n)]
+    doc = scenario_doc(cfg, clients, model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size),
+                       loss)
+    doc["profile"] = {"key": profile_key(cfg), "observations": len(observations), **stats,
+                      "method": "in-process pilot federations (see depl_fl/profiling.py)"}
+    return doc
+
+
+def load_profile_file(path: str | Path) -> dict[str, Any]:
+    """A scenario/profile file's document (its ``loss`` section is what runs use)."""
+    from depl_fl.scenario import read_json, scenario_from_dict
+
+    doc = read_json(path, "profile")
+    scenario_from_dict(doc)  # validate
+    return doc
+
+
+def ensure_profile(cfg: Mapping[str, Any], force: bool = False) -> tuple[dict[str, Any], Path]:
+    """The scenario document with the fitted loss profile of ``cfg``: cached, or built now.
+
+    Returns
+    -------
+    (dict, Path)
+        The document and the file it was read from / written to.
+    """
+    if cfg["profile"].get("file"):
+        path = Path(str(cfg["profile"]["file"]))
+        return load_profile_file(path), path
+    path = cache_path(cfg)
+    if path.exists() and not force:
+        try:
+            return load_profile_file(path), path
+        except DeplError:
+            LOG.warning("cached profile %s is unreadable; rebuilding it", path)
+    LOG.info("no cached loss profile for this configuration: running pilot federations "
+             "(%s seeds x %s rounds per variant + switch pilots)", cfg["profile"]["seeds"],
+             cfg["profile"]["rounds"])
+    doc = build_profile(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    LOG.info("loss profile: %d pilot rounds in %.1f s, cached at %s", doc["profile"]["pilot_rounds"],
+             doc["profile"]["seconds"], path)
+    return doc, path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``depl-fl profile [--out SCENARIO.json] [--force] [HYDRA_OVERRIDES...]``."""
+    parser = argparse.ArgumentParser(
+        prog="depl-fl profile",
+        description="Fit the loss profile (l_run, l_sw) of a configuration from in-process pilot "
+                    "federations and write it as a scenario file (cached in profile.cache_dir).")
+    parser.add_argument("--out", default=None, help="write the scenario file here too")
+    parser.add_argument("--force", action="store_true", help="re-run the pilots even if cached")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. num_clients=20 model=digits_cnn")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cfg = compose_config(args.overrides)
+    doc, path = ensure_profile(cfg, force=args.force)
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ScenarioError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+        path = out
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

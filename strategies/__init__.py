@@ -1,0 +1,1 @@
+"""Flower server side of DepL: DepLStrategy, the ServerApp and their pure helpers."""

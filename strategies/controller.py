@@ -1,0 +1,197 @@
+"""Pure run controller of DepLStrategy: executes a plan, records rounds, tracks and re-plans.
+
+No flwr and no torch: the strategy feeds it the measured global loss of every
+round; it answers which decision comes next, computes the modeled cost and
+time of each round from the contract's cost model, the predicted
+pi-quantile of the final loss under the remaining plan, and (with tracking on)
+refines l_run / l_sw with :class:`~depl_fl.estimation.OnlineLossEstimator` and
+re-plans the remaining rounds via ``make_plan(start=PlanStart(...))`` when
+:class:`~depl_fl.tracking.ReplanPolicy` says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any, Callable, Sequence
+
+from depl_fl.plan import Plan, RoundDecision, Targets
+from depl_fl.scenario import Scenario
+from depl_fl.semantics import data_ratio, round_energy, round_time
+
+#: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
+Planner = Callable[[Scenario, Targets, Any], Plan]
+
+
+class RunController:
+    """Executes a plan round by round and keeps the per-round records.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The scenario the plan was made for.
+    targets : Targets
+        L*, pi, deadline, max rounds.
+    plan : Plan
+        The initial plan.
+    guarantee : str
+        Quantile rule of :func:`depl_fl.planner.predict_quantile`.
+    planner : callable, optional
+        ``planner(scenario, targets, start) -> Plan`` used for re-planning;
+        ``None`` disables re-planning.
+    tracking : bool
+        Refine the loss profile online and re-plan when the policy says so.
+    replan_policy : object, optional
+        A :class:`depl_fl.tracking.ReplanPolicy` (default: behind target only).
+    """
+
+    def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
+                 guarantee: str = "gaussian", planner: Planner | None = None,
+                 tracking: bool = False, replan_policy: Any = None) -> None:
+        self.scenario = scenario
+        self.targets = targets
+        self.plan = plan
+        self.guarantee = guarantee
+        self.planner = planner
+        self.rounds: list[RoundDecision] = list(plan.rounds)
+        self.records: list[dict[str, Any]] = []
+        self.replans: list[dict[str, Any]] = []
+        self.elapsed_s = 0.0
+        self.tracking = bool(tracking) and planner is not None
+        self.estimator = None
+        self.policy = replan_policy
+        if self.tracking:
+            from depl_fl.estimation import OnlineLossEstimator
+            from depl_fl.tracking import ReplanPolicy
+
+            self.estimator = OnlineLossEstimator(scenario.loss)
+            self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
+
+    # ------------------------------------------------------------------
+    @property
+    def rounds_done(self) -> int:
+        """Number of rounds recorded so far."""
+        return len(self.records)
+
+    def next_decision(self) -> RoundDecision | None:
+        """The decision of the next round, or ``None`` when the plan is finished."""
+        k = self.rounds_done
+        if k >= len(self.rounds):
+            return None
+        if self.targets.max_rounds is not None and k >= self.targets.max_rounds:
+            return None
+        return self.rounds[k]
+
+    def predict(self, loss: float, previous_model: str | None,
+                remaining: Sequence[RoundDecision]) -> float:
+        """Predicted pi-quantile of the final loss from a known ``loss`` under ``remaining``."""
+        if not remaining:
+            return float(loss)
+        from depl_fl.planner import PlanStart, predict_quantile
+
+        start = PlanStart(loss_mean=max(float(loss), 0.0), previous_model=previous_model,
+                          elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
+        q, _, _ = predict_quantile(self._current_scenario(), list(remaining),
+                                   self.targets.target_prob, self.guarantee, start=start)
+        return float(q)
+
+    def _current_scenario(self) -> Scenario:
+        if self.estimator is None or self.estimator.num_observations == 0:
+            return self.scenario
+        return dataclasses.replace(self.scenario, loss=self.estimator.loss_model())
+
+    # ------------------------------------------------------------------
+    def record(self, decision: RoundDecision, loss_before: float, loss_after: float, *,
+               accuracy: float | None, wall_s: float, replied: Sequence[str],
+               rejected: Sequence[str], train_loss: float | None = None) -> dict[str, Any]:
+        """Record one finished round and, with tracking on, maybe re-plan.
+
+        Parameters
+        ----------
+        decision : RoundDecision
+            What the round ran (planned clients; cost is charged for all of them,
+            since every planned client was sent the work).
+        loss_before, loss_after : float
+            Measured global evaluation loss before and after the round.
+        accuracy : float or None
+            Global evaluation accuracy after the round.
+        wall_s : float
+            Measured wall time of the round.
+        replied, rejected : sequence of str
+            Client ids whose update was aggregated / rejected or missing.
+        train_loss : float, optional
+            Weighted mean local training loss.
+
+        Returns
+        -------
+        dict
+            The round record (also appended to :attr:`records`).
+        """
+        k = self.rounds_done
+        previous = self.records[-1]["model"] if self.records else None
+        t_round = round_time(self.scenario, decision)
+        self.elapsed_s += t_round
+        rec: dict[str, Any] = {
+            "round": k + 1,
+            "model": decision.model,
+            "clients": list(decision.clients),
+            "levels": dict(decision.levels),
+            "num_clients": len(decision.clients),
+            "replied": list(replied),
+            "rejected": list(rejected),
+            "loss_before": float(loss_before),
+            "loss": float(loss_after),
+            "accuracy": None if accuracy is None else float(accuracy),
+            "train_loss": None if train_loss is None else float(train_loss),
+            "energy_j": float(round_energy(self.scenario, decision)),
+            "round_time_s": float(t_round),
+            "elapsed_s": float(self.elapsed_s),
+            "wall_s": float(wall_s),
+        }
+        self.records.append(rec)
+        if self.estimator is not None and math.isfinite(loss_before) and math.isfinite(loss_after):
+            from depl_fl.estimation import LossObservation
+
+            self.estimator.observe(LossObservation(
+                k + 1, decision.model, previous, float(loss_before), float(loss_after),
+                data_ratio(self.scenario, decision.clients)))
+        remaining = self.rounds[k + 1:]
+        rec["predicted_quantile"] = self.predict(loss_after, decision.model, remaining) \
+            if math.isfinite(loss_after) else float("nan")
+        rec["replanned"] = False
+        if self.tracking and self.policy is not None and math.isfinite(loss_after):
+            reason = self.policy.decide(k + 1, rec["predicted_quantile"], self.targets.target_loss,
+                                        failed_planned_clients=list(rejected),
+                                        remaining_rounds=len(remaining))
+            if reason is not None:
+                self._replan(rec, reason, remaining)
+        return rec
+
+    def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
+        from depl_fl.planner import PlanStart
+        from depl_fl.tracking import ReplanRecord
+
+        assert self.planner is not None
+        start = PlanStart(loss_mean=max(rec["loss"], 0.0), previous_model=rec["model"],
+                          elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
+        t0 = time.perf_counter()
+        try:
+            new = self.planner(self._current_scenario(), self.targets, start)
+        except Exception as exc:  # a failed re-plan keeps the current plan
+            self.replans.append({"round": rec["round"], "reason": reason, "error": str(exc)})
+            return
+        seconds = time.perf_counter() - t0
+        feasible = bool(new.feasible) and bool(new.rounds)
+        q_after = self.predict(rec["loss"], rec["model"], new.rounds) if new.rounds else float(rec["loss"])
+        self.replans.append(ReplanRecord(
+            round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
+            new_remaining_rounds=len(new.rounds) if feasible else len(remaining),
+            quantile_before=rec["predicted_quantile"], quantile_after=q_after,
+            feasible=feasible, planner_seconds=seconds).to_dict())
+        # An infeasible re-plan means no dependable continuation exists: keep the current
+        # plan (still the cheapest known continuation) rather than stopping.
+        if feasible:
+            self.rounds = self.rounds[: self.rounds_done] + list(new.rounds)
+            rec["replanned"] = True
+            rec["predicted_quantile_after_replan"] = q_after

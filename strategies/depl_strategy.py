@@ -1,0 +1,351 @@
+"""DepLStrategy: a Flower (Message API) strategy that executes a DepL plan.
+
+Flower glue only; the algorithmic parts live elsewhere:
+:mod:`strategies.controller` (plan execution, cost records, tracking and
+re-planning), :mod:`strategies.reply_checks` (reply validation),
+:func:`depl_fl.pruning.aggregate_pruned` (scatter-back aggregation) and the
+planner behind the ``plan_fn`` callable.
+
+Flow of :meth:`DepLStrategy.start`: wait for the nodes (with a timeout), query
+their properties (cluster, num-samples, partition-id), build the scenario and
+the plan through the injected callables, then for every planned round send the
+global weights plus the planned model and resource level to exactly the
+planned clients, aggregate the valid pruned replies into the full model,
+evaluate the global model centrally and hand the loss to the controller.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg, Result
+
+from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
+from depl_fl.plan import Plan, RoundDecision, Targets
+from depl_fl.pruning import PruneStructure, aggregate_pruned, compute_structure
+from depl_fl.scenario import Scenario
+from strategies.controller import Planner, RunController
+from strategies.reply_checks import WEIGHT_KEY, check_reply
+
+LOG = logging.getLogger("depl_fl.server")
+
+#: ``scenario_fn(properties) -> Scenario``; properties maps client id -> node properties.
+ScenarioFn = Callable[[Mapping[str, Mapping[str, Any]]], Scenario]
+#: ``plan_fn(scenario, targets, start) -> Plan`` (start is None for the initial plan).
+PlanFn = Planner
+#: ``evaluate_fn(server_round, arrays, compression) -> MetricRecord`` with ``loss``/``accuracy``
+#: of the variant ``compression`` pruned from the global weights (DepL tracks the loss of
+#: the model being trained; switching models makes it jump).
+EvaluateFn = Callable[[int, ArrayRecord, float], MetricRecord | None]
+
+
+class NodesUnavailableError(DeplError):
+    """Not enough clients connected or answered in time (one-line message)."""
+
+
+def client_id_of(partition_id: int) -> str:
+    """Scenario client id of a partition: ``c<partition-id>``."""
+    return f"c{int(partition_id)}"
+
+
+def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
+    """An ArrayRecord as a dict of numpy arrays."""
+    return {k: v.numpy() for k, v in record.items()}
+
+
+def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
+    """A dict of numpy arrays as an ArrayRecord (insertion order kept)."""
+    return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+
+
+class DepLStrategy(FedAvg):
+    """Run a DepL plan in Flower: planned clients, model variant and resource level per round.
+
+    Parameters
+    ----------
+    arch : str
+        Architecture of the global model (to recompute the pruning structure).
+    targets : Targets
+        Target loss, probability, deadline and max rounds.
+    scenario_fn : callable
+        Builds the scenario from the queried node properties.
+    plan_fn : callable
+        ``plan_fn(scenario, targets, start)`` -> Plan; also used for re-planning.
+    num_clients : int
+        Number of nodes to wait for.
+    train_settings : mapping
+        ``local-epochs``, ``lr``, ``batch-size`` and ``seed`` sent to the clients.
+    guarantee : str
+        Quantile rule for the predicted quantile (``gaussian`` or ``cantelli``).
+    tracking : bool
+        Online loss tracking and re-planning.
+    node_wait_timeout_s : float
+        How long to wait for ``num_clients`` nodes before giving up.
+    plan : Plan, optional
+        Use this plan instead of calling ``plan_fn`` for the initial plan.
+    replan_policy : object, optional
+        A :class:`depl_fl.tracking.ReplanPolicy`.
+    """
+
+    def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
+                 plan_fn: PlanFn | None, num_clients: int, train_settings: Mapping[str, Any],
+                 guarantee: str = "gaussian", tracking: bool = False,
+                 node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
+                 replan_policy: Any = None) -> None:
+        super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
+        self.arch = arch
+        self.targets = targets
+        self.scenario_fn = scenario_fn
+        self.plan_fn = plan_fn
+        self.num_clients = int(num_clients)
+        self.train_settings = dict(train_settings)
+        self.guarantee = guarantee
+        self.tracking = tracking
+        self.node_wait_timeout_s = float(node_wait_timeout_s)
+        self.given_plan = plan
+        self.replan_policy = replan_policy
+        # Run state, filled by start().
+        self.node_of: dict[str, int] = {}
+        self.client_of: dict[int, str] = {}
+        self.properties: dict[str, dict[str, Any]] = {}
+        self.scenario: Scenario | None = None
+        self.plan: Plan | None = None
+        self.controller: RunController | None = None
+        self.initial_loss: float | None = None
+        self._decision: RoundDecision | None = None
+        self._structure: PruneStructure | None = None
+        self._global_state: dict[str, np.ndarray] | None = None
+        self._last_round_clients: tuple[list[str], list[str]] = ([], [])
+
+    def summary(self) -> None:
+        """Log the strategy configuration."""
+        LOG.info("DepLStrategy: arch=%s, %d clients, target P[loss <= %.4g] >= %.3g within %.4g s, "
+                 "guarantee=%s, tracking=%s", self.arch, self.num_clients, self.targets.target_loss,
+                 self.targets.target_prob, self.targets.deadline_s, self.guarantee, self.tracking)
+
+    # ------------------------------------------------------------------ setup
+    def wait_for_nodes(self, grid: Grid) -> list[int]:
+        """Node ids once ``num_clients`` nodes are connected.
+
+        Raises
+        ------
+        NodesUnavailableError
+            When they do not appear within ``node_wait_timeout_s``.
+        """
+        deadline = time.monotonic() + self.node_wait_timeout_s
+        while True:
+            nodes = sorted(grid.get_node_ids())
+            if len(nodes) >= self.num_clients:
+                return nodes
+            if time.monotonic() >= deadline:
+                raise NodesUnavailableError(
+                    f"only {len(nodes)} of {self.num_clients} clients connected within "
+                    f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s)")
+            time.sleep(0.2)
+
+    def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float) -> dict[str, dict[str, Any]]:
+        """Ask every node for its properties; returns client id -> properties."""
+        messages = [Message(RecordDict({"config": ConfigRecord({"server-round": 0})}),
+                            dst_node_id=node, message_type=MessageType.QUERY) for node in nodes]
+        props: dict[str, dict[str, Any]] = {}
+        for reply in grid.send_and_receive(messages, timeout=timeout):
+            node = reply.metadata.src_node_id
+            if reply.has_error():
+                LOG.warning("query: node %s answered with an error, left out: %s", node, reply.error.reason)
+                continue
+            try:
+                record = dict(reply.content["properties"])
+                cid = client_id_of(int(record["partition-id"]))
+                record["num-samples"] = int(record["num-samples"])
+                record["cluster"] = str(record["cluster"])
+            except Exception as exc:  # a malformed answer leaves out that node only
+                LOG.warning("query: node %s sent malformed properties, left out: %s", node, exc)
+                continue
+            if cid in props:
+                LOG.warning("query: node %s duplicates partition %s, left out", node, cid)
+                continue
+            props[cid] = record
+            self.node_of[cid] = node
+            self.client_of[node] = cid
+        if not props:
+            raise NodesUnavailableError("no client answered the properties query")
+        return props
+
+    def make_initial_plan(self) -> Plan:
+        """The initial plan (given, or from ``plan_fn``); infeasible -> InfeasibleError."""
+        assert self.scenario is not None
+        plan = self.given_plan
+        if plan is None:
+            if self.plan_fn is None:
+                raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
+            plan = self.plan_fn(self.scenario, self.targets, None)
+        if not plan.feasible or not plan.rounds:
+            best = plan.predicted.get("probability")
+            best_txt = f" (best reachable probability {best:.3g})" if isinstance(best, (int, float)) else ""
+            raise InfeasibleError(
+                f"no dependable plan: P[loss <= {self.targets.target_loss:g}] >= "
+                f"{self.targets.target_prob:g} within {self.targets.deadline_s:g} s is not reachable"
+                f"{best_txt}; relax target.loss, target.prob or target.deadline_s")
+        unknown = sorted({c for r in plan.rounds for c in r.clients} - set(self.node_of))
+        if unknown:
+            raise ScenarioError(f"plan uses clients that are not connected: {', '.join(unknown)}")
+        return plan
+
+    # ------------------------------------------------------------------ rounds
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        """Messages for exactly the planned clients of the current decision."""
+        decision = self._decision
+        if decision is None or self.scenario is None:
+            return []
+        model = self.scenario.model(decision.model)
+        self._global_state = arrays_to_state(arrays)
+        self._structure = compute_structure(self.arch, self._global_state, model.compression)
+        messages = []
+        for cid in decision.clients:
+            cluster = self.scenario.client(cid).cluster
+            conf = ConfigRecord(dict(config))
+            conf.update({
+                "model-id": decision.model, "compression": float(model.compression),
+                "level": int(decision.levels.get(cluster, 0)),
+                "local-epochs": int(self.train_settings["local-epochs"]),
+                "lr": float(self.train_settings["lr"]),
+                "batch-size": int(self.train_settings["batch-size"]),
+                "server-round": int(server_round), "seed": int(self.train_settings["seed"]),
+            })
+            messages.append(Message(RecordDict({"arrays": arrays, "config": conf}),
+                                    dst_node_id=self.node_of[cid], message_type=MessageType.TRAIN,
+                                    group_id=str(server_round)))
+        return messages
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Scatter the valid pruned replies back into the full model (weighted by num-examples).
+
+        Error replies, replies with NaN/inf, wrong names or shapes, or a bad
+        ``num-examples`` are logged and left out; when none is valid the global
+        model is unchanged (``None`` is returned).
+        """
+        assert self._structure is not None and self._global_state is not None
+        expected = self._structure.pruned_shapes()
+        accepted: list[tuple[dict[str, np.ndarray], float]] = []
+        losses: list[tuple[float, float]] = []
+        times: list[float] = []
+        replied: list[str] = []
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            cid = self.client_of.get(node, f"node {node}")
+            state, metrics, problems = check_reply(reply, expected)
+            if problems:
+                LOG.warning("round %d: rejected reply from %s: %s", server_round, cid, "; ".join(problems))
+                continue
+            assert state is not None and metrics is not None
+            weight = float(metrics[WEIGHT_KEY])
+            accepted.append((state, weight))
+            replied.append(cid)
+            if isinstance(metrics.get("train-loss"), (int, float)):
+                losses.append((float(metrics["train-loss"]), weight))
+            if isinstance(metrics.get("train-time-s"), (int, float)):
+                times.append(float(metrics["train-time-s"]))
+        planned = list(self._decision.clients) if self._decision else []
+        missing = [c for c in planned if c not in replied]
+        self._last_round_clients = (replied, missing)
+        if missing:
+            LOG.warning("round %d: no valid update from %s", server_round, ", ".join(missing))
+        if not accepted:
+            LOG.warning("round %d: no valid reply, global model unchanged", server_round)
+            return None, None
+        new_state = aggregate_pruned(self._global_state, accepted, self._structure)
+        total = sum(w for _, w in losses) or 1.0
+        metrics_out = MetricRecord({
+            "train-loss": sum(l * w for l, w in losses) / total if losses else float("nan"),
+            "train-time-s": max(times) if times else 0.0,
+            "num-replies": len(accepted),
+        })
+        return state_to_arrays(new_state), metrics_out
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        """No federated evaluation: the global model is evaluated centrally."""
+        return []
+
+    # ------------------------------------------------------------------ main loop
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int | None = None,
+              timeout: float = 3600, train_config: ConfigRecord | None = None,
+              evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: EvaluateFn | None = None) -> Result:
+        """Set up (nodes, properties, scenario, plan) and run the planned rounds.
+
+        ``num_rounds`` only caps the number of rounds; the plan decides.
+        ``evaluate_fn(server_round, arrays, compression)`` (central evaluation
+        of the trained variant, returning ``loss`` and ``accuracy``) is
+        required: the loss drives tracking and results.
+        """
+        if evaluate_fn is None:
+            raise ScenarioError("DepLStrategy needs a central evaluate_fn (loss drives the plan)")
+        self.summary()
+        nodes = self.wait_for_nodes(grid)
+        self.properties = self.query_properties(grid, nodes, timeout)
+        LOG.info("clients: %s", ", ".join(f"{c}({p['cluster']}, {p['num-samples']})"
+                                           for c, p in sorted(self.properties.items(),
+                                                              key=lambda kv: int(kv[0][1:]))))
+        self.scenario = self.scenario_fn(self.properties)
+        self.plan = self.make_initial_plan()
+        LOG.info("plan (%s): %d rounds, predicted cost %.4g J, time %.4g s, quantile %.4g, "
+                 "probability %.4g", self.plan.method, len(self.plan.rounds),
+                 self.plan.predicted.get("cost_joules", float("nan")),
+                 self.plan.predicted.get("time_s", float("nan")),
+                 self.plan.predicted.get("loss_quantile", float("nan")),
+                 self.plan.predicted.get("probability", float("nan")))
+        self.controller = RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
+                                        planner=self.plan_fn, tracking=self.tracking,
+                                        replan_policy=self.replan_policy)
+        train_config = ConfigRecord() if train_config is None else train_config
+        result = Result()
+        first_model = self.scenario.model(self.plan.rounds[0].model)
+        first = evaluate_fn(0, initial_arrays, float(first_model.compression))
+        if first is not None:
+            result.evaluate_metrics_serverapp[0] = first
+        loss = float(first["loss"]) if first is not None else float("nan")
+        self.initial_loss = loss
+        arrays = initial_arrays
+        result.arrays = arrays
+        while (decision := self.controller.next_decision()) is not None:
+            server_round = self.controller.rounds_done + 1
+            if num_rounds is not None and server_round > num_rounds:
+                break
+            t0 = time.perf_counter()
+            self._decision = decision
+            replies = grid.send_and_receive(
+                messages=self.configure_train(server_round, arrays, train_config, grid), timeout=timeout)
+            agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
+            if agg_arrays is not None:
+                arrays = agg_arrays
+                result.arrays = arrays
+            if agg_metrics is not None:
+                result.train_metrics_clientapp[server_round] = agg_metrics
+            res = evaluate_fn(server_round, arrays,
+                              float(self.scenario.model(decision.model).compression))
+            wall = time.perf_counter() - t0
+            if res is not None:
+                result.evaluate_metrics_serverapp[server_round] = res
+            new_loss = float(res["loss"]) if res is not None else float("nan")
+            replied, missing = self._last_round_clients
+            rec = self.controller.record(
+                decision, loss, new_loss, accuracy=float(res["accuracy"]) if res is not None and
+                "accuracy" in res else None, wall_s=wall, replied=replied, rejected=missing,
+                train_loss=float(agg_metrics["train-loss"]) if agg_metrics is not None else None)
+            loss = new_loss
+            LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted q%.0f %.4f vs target %.4g%s",
+                     rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
+                     100 * self.targets.target_prob, rec["predicted_quantile"], self.targets.target_loss,
+                     " (re-planned)" if rec["replanned"] else "")
+        self._decision = None
+        return result

@@ -1,0 +1,95 @@
+"""Validation of client training replies before aggregation (pure numpy, no flwr import).
+
+A reply is aggregated only when it carries no error, exactly the expected
+kept-weight names with the expected (pruned) shapes, only finite values, and a
+positive finite ``num-examples``. Everything else is rejected with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+WEIGHT_KEY = "num-examples"
+
+
+def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, Any] | None,
+                 expected_shapes: Mapping[str, tuple[int, ...]]) -> list[str]:
+    """Problems of one pruned update (empty list = acceptable).
+
+    Parameters
+    ----------
+    state : mapping of str to array, or None
+        The kept weights sent by the client.
+    metrics : mapping, or None
+        The reply's metrics (must hold a positive finite ``num-examples``).
+    expected_shapes : mapping of str to tuple of int
+        Names and shapes of the planned sub-network's weights.
+
+    Returns
+    -------
+    list of str
+        One human-readable reason per problem found.
+    """
+    problems: list[str] = []
+    if state is None:
+        problems.append("no ArrayRecord 'arrays'")
+    else:
+        missing = sorted(set(expected_shapes) - set(state))
+        extra = sorted(set(state) - set(expected_shapes))
+        if missing:
+            problems.append(f"missing arrays {missing}")
+        if extra:
+            problems.append(f"unexpected arrays {extra}")
+        for name in sorted(set(state) & set(expected_shapes)):
+            arr = np.asarray(state[name])
+            if tuple(arr.shape) != tuple(expected_shapes[name]):
+                problems.append(f"{name} has shape {tuple(arr.shape)}, expected {tuple(expected_shapes[name])}")
+            elif not np.issubdtype(arr.dtype, np.number):
+                problems.append(f"{name} is not numeric ({arr.dtype})")
+            elif not np.all(np.isfinite(arr)):
+                problems.append(f"{name} contains NaN or inf")
+    if metrics is None:
+        problems.append("no MetricRecord 'metrics'")
+    else:
+        weight = metrics.get(WEIGHT_KEY)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) \
+                or not math.isfinite(weight) or weight <= 0:
+            problems.append(f"{WEIGHT_KEY} must be a positive finite number, got {weight!r}")
+        loss = metrics.get("train-loss")
+        if isinstance(loss, (int, float)) and not isinstance(loss, bool) and not math.isfinite(loss):
+            problems.append(f"train-loss is {loss!r}")
+    return problems
+
+
+def unpack_reply(msg: Any) -> tuple[dict[str, np.ndarray] | None, dict[str, Any] | None, str | None]:
+    """Split a Flower reply ``Message`` into (state, metrics, error reason).
+
+    Duck-typed on the Message API (``has_error``, ``error.reason``,
+    ``content["arrays"]``, ``content["metrics"]``) so that it imports no flwr.
+    """
+    if msg.has_error():
+        err = msg.error
+        return None, None, f"error reply (code {err.code}): {err.reason}"
+    if not msg.has_content():
+        return None, None, "reply without content"
+    content = msg.content
+    state = None
+    if "arrays" in content.array_records:
+        state = {k: v.numpy() for k, v in content.array_records["arrays"].items()}
+    metrics = dict(content.metric_records["metrics"]) if "metrics" in content.metric_records else None
+    return state, metrics, None
+
+
+def check_reply(msg: Any, expected_shapes: Mapping[str, tuple[int, ...]]
+                ) -> tuple[dict[str, np.ndarray] | None, dict[str, Any] | None, list[str]]:
+    """Unpack and check one training reply: ``(state, metrics, problems)``."""
+    try:
+        state, metrics, error = unpack_reply(msg)
+    except Exception as exc:  # malformed payloads must be rejected, never crash the round
+        return None, None, [f"unreadable reply: {type(exc).__name__}: {exc}"]
+    if error is not None:
+        return None, None, [error]
+    return state, metrics, check_update(state, metrics, expected_shapes)

@@ -1,0 +1,68 @@
+"""Assemble a contract scenario document from the run config, the clients and a loss profile.
+
+Clusters come from ``cfg.clusters.classes`` (units of DESIGN.md section 3),
+models from the configured variants with FLOPs and bytes measured on the real
+(pruned) networks (:func:`depl_fl.variants.measure_variant`), clients from the
+queried node properties (or the partition sizes, for ``depl-fl profile``) and
+the ``loss`` section from the fitted profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from depl_fl.errors import ScenarioError
+from depl_fl.runconfig import variant_list
+from depl_fl.scenario import Scenario, scenario_from_dict
+
+_CLUSTER_KEYS = ("levels", "bytes_per_s", "joules_per_byte", "activation_joules", "max_clients")
+
+
+def cluster_docs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The configured clusters as scenario entries (``fraction`` is config-only)."""
+    out = []
+    for cid, raw in cfg["clusters"]["classes"].items():
+        doc: dict[str, Any] = {"id": str(cid)}
+        for key in _CLUSTER_KEYS:
+            if key in raw and raw[key] is not None:
+                doc[key] = raw[key]
+        out.append(doc)
+    return out
+
+
+def model_docs(cfg: Mapping[str, Any], num_classes: int, in_channels: int,
+               image_size: int) -> list[dict[str, Any]]:
+    """The configured variants with FLOPs/sample and bytes measured on the real networks."""
+    from depl_fl.variants import measure_variant
+
+    arch = str(cfg["model"]["arch"])
+    out = []
+    for model_id, compression in variant_list(cfg):
+        cost = measure_variant(arch, compression, num_classes, in_channels, image_size)
+        out.append({"id": model_id, "compression": compression,
+                    "flops_per_sample": cost.train_flops_per_sample, "size_bytes": cost.size_bytes})
+    return out
+
+
+def scenario_doc(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],
+                 models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any]) -> dict[str, Any]:
+    """A contract-version-1 scenario document."""
+    known = {c["id"] for c in cluster_docs(cfg)}
+    for client in clients:
+        if client["cluster"] not in known:
+            raise ScenarioError(f"client {client['id']} reports cluster {client['cluster']!r}, "
+                                f"which is not configured (clusters: {', '.join(sorted(known))})")
+    loss = dict(loss)
+    # The profile's reference is the pilots' total samples; re-anchor on this run's clients
+    # only when the profile did not say (the contract's default).
+    return {"version": 1, "local_epochs": int(cfg["train"]["local_epochs"]),
+            "clusters": cluster_docs(cfg), "clients": [dict(c) for c in clients],
+            "models": [dict(m) for m in models], "loss": loss}
+
+
+def build_scenario(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]],
+                   models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
+    """Validated scenario of a run from the queried node properties (client id -> properties)."""
+    clients = [{"id": cid, "cluster": str(p["cluster"]), "num_samples": int(p["num-samples"])}
+               for cid, p in sorted(properties.items(), key=lambda kv: kv[0])]
+    return scenario_from_dict(scenario_doc(cfg, clients, models, loss))

@@ -1,0 +1,161 @@
+"""The DepL Flower ServerApp: wires DepLStrategy to the config, the planner and the results.
+
+The run configuration reaches the app by closure (:func:`make_server_app`,
+used by ``depl_fl.main``) or, for ``flwr run .``, from the run config
+(``overrides`` = Hydra overrides, see :func:`depl_fl.runconfig.config_from_run_config`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from flwr.app import ArrayRecord, Context, MetricRecord
+from flwr.serverapp import Grid, ServerApp
+
+from depl_fl.errors import DeplError
+from depl_fl.plan import Plan, Targets
+from depl_fl.runconfig import config_from_run_config
+from depl_fl.scenario import Scenario
+from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
+
+LOG = logging.getLogger("depl_fl.server")
+
+
+def targets_of(cfg: Mapping[str, Any]) -> Targets:
+    """The run's :class:`Targets` from ``cfg.target``."""
+    t = cfg["target"]
+    return Targets(float(t["loss"]), float(t["prob"]), float(t["deadline_s"]),
+                   None if t.get("max_rounds") is None else int(t["max_rounds"]))
+
+
+def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], Plan]:
+    """``plan_fn(scenario, targets, start)`` calling :func:`depl_fl.planner.make_plan`."""
+    planner = cfg["planner"]
+
+    def plan_fn(scenario: Scenario, targets: Targets, start: Any) -> Plan:
+        from depl_fl.planner import make_plan
+
+        return make_plan(scenario, targets, method=str(cfg["method"]), eta=float(planner["eta"]),
+                         guarantee=str(planner["guarantee"]), seed=int(cfg["seed"]), start=start,
+                         mc_trajectories=int(planner["mc_trajectories"]))
+
+    return plan_fn
+
+
+def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
+    """Central evaluation on the server's test split.
+
+    ``evaluate_fn(server_round, arrays, compression=0.0)`` evaluates the model
+    variant ``compression`` pruned from the global weights (the variant
+    trained in that round; the full model for FedAvg), returning ``loss``
+    and ``accuracy``.
+    """
+    from clients.local_update import evaluate_variant
+    from clients.partitions import geometry, test_split
+
+    def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
+        import torch
+
+        torch.set_num_threads(1)
+        loss, acc = evaluate_variant(arrays_to_state(arrays), geometry(cfg), float(compression),
+                                     *test_split(cfg))
+        return MetricRecord({"loss": float(loss), "accuracy": float(acc)})
+
+    return evaluate_fn
+
+
+def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStrategy:
+    """DepLStrategy for ``cfg`` (scenario from the cached loss profile and measured variants)."""
+    from clients.partitions import geometry
+    from depl_fl.profiling import ensure_profile
+    from strategies.scenario_builder import build_scenario, model_docs
+
+    geo = geometry(cfg)
+
+    def scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
+        profile, path = ensure_profile(cfg)
+        LOG.info("loss profile: %s", path)
+        models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
+        return build_scenario(cfg, properties, models, profile["loss"])
+
+    train = cfg["train"]
+    replan_policy = None
+    tracking_cfg = cfg.get("tracking") or {}
+    if tracking_cfg.get("enabled"):
+        from depl_fl.tracking import ReplanPolicy
+
+        replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
+                                     margin=float(tracking_cfg.get("margin", 0.0)))
+    return DepLStrategy(
+        arch=geo.arch, targets=targets_of(cfg), scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
+        num_clients=int(cfg["num_clients"]),
+        train_settings={"local-epochs": int(train["local_epochs"]), "lr": float(train["lr"]),
+                        "batch-size": int(train["batch_size"]), "seed": int(cfg["seed"])},
+        guarantee=str(cfg["planner"]["guarantee"]), tracking=bool(tracking_cfg.get("enabled")),
+        node_wait_timeout_s=float(cfg["server"]["node_wait_timeout_s"]), plan=plan,
+        replan_policy=replan_policy)
+
+
+def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
+               plan: Plan | None = None) -> Path:
+    """Run the whole DepL job on ``grid`` and write ``results.json`` (+ plot) into ``out_dir``.
+
+    Returns
+    -------
+    Path
+        The path of ``results.json``.
+    """
+    from clients.local_update import initial_state
+    from clients.partitions import geometry
+    from depl_fl.results import build_results, write_results
+
+    t0 = time.perf_counter()
+    strategy = build_strategy(cfg, plan=plan)
+    initial = state_to_arrays(initial_state(geometry(cfg), int(cfg["seed"])))
+    evaluate = make_evaluate_fn(cfg)
+    strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
+    doc = build_results(strategy, cfg, wall_s=time.perf_counter() - t0)
+    return write_results(doc, out_dir, plot=bool(cfg.get("output", {}).get("plot", True)))
+
+
+def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | None = None,
+                    outcome: dict[str, Any] | None = None) -> ServerApp:
+    """Build the ServerApp.
+
+    Parameters
+    ----------
+    cfg : mapping, optional
+        The composed run configuration; ``None`` reads it from ``context.run_config``.
+    out_dir : path, optional
+        Output folder (default: ``run_config["output-dir"]`` or ``outputs/flwr-<time>``).
+    outcome : dict, optional
+        Filled with ``results`` (the results.json path) or ``error`` (a
+        :class:`DeplError`), so the caller can report user mistakes in one line
+        instead of the simulation runtime's traceback.
+    """
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        run_cfg = cfg if cfg is not None else config_from_run_config(context.run_config)
+        target = out_dir or context.run_config.get("output-dir") or \
+            Path("outputs") / time.strftime("flwr-%Y-%m-%d_%H-%M-%S")
+        try:
+            path = run_server(grid, run_cfg, target)
+        except DeplError as exc:
+            if outcome is None:
+                raise
+            outcome["error"] = exc
+            return
+        if outcome is not None:
+            outcome["results"] = path
+        LOG.info("results: %s", path)
+
+    return app
+
+
+#: ServerApp for ``flwr run .`` (configuration from the run config).
+app = make_server_app()
