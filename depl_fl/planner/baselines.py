@@ -20,11 +20,11 @@ import math
 import numpy as np
 
 from depl_fl.plan import RoundDecision
-from depl_fl.planner.checking import required_probability, start_losses
+from depl_fl.planner.checking import required_probability, start_losses, totals
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.depl import SETS_LARGE, SETS_SMALL, plan_for_set, reference_model
-from depl_fl.semantics import plan_totals, round_time, simulate_final_losses
+from depl_fl.semantics import round_time, simulate_final_losses
 
 
 def plan_expectation(ctx: PlanContext) -> tuple[list[RoundDecision] | None, dict]:
@@ -39,7 +39,7 @@ def plan_expectation(ctx: PlanContext) -> tuple[list[RoundDecision] | None, dict
         rounds = plan_for_set(ctx, cset, 0.0)
         if rounds is None:
             continue
-        cost = plan_totals(scen, rounds)[0] if rounds else 0.0
+        cost = totals(ctx, rounds)[0]
         if cost < best_cost:
             best, best_cost = rounds, cost
     return best, {"sets_planned": len(chosen)}

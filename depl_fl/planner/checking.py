@@ -12,7 +12,7 @@ import numpy as np
 from depl_fl.plan import Plan, RoundDecision
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import Option
-from depl_fl.semantics import empirical_quantile, plan_totals, simulate_final_losses
+from depl_fl.semantics import empirical_quantile, round_energy, round_time, simulate_final_losses
 
 # A plan is accepted when its Monte Carlo probability exceeds pi by this many
 # Monte Carlo standard errors, so that an independent check (another seed)
@@ -48,6 +48,19 @@ def probability(ctx: PlanContext, rounds: Sequence[RoundDecision], n: int, seed:
     return float(np.mean(losses <= ctx.targets.target_loss))
 
 
+def totals(ctx: PlanContext, rounds: Sequence[RoundDecision]) -> tuple[float, float]:
+    """``(cost, time)`` of rounds via the cost model, each distinct round evaluated once."""
+    seen: dict[tuple, tuple[float, float]] = {}
+    cost = time_s = 0.0
+    for r in rounds:
+        key = (r.model, r.clients, tuple(sorted(r.levels.items())))
+        if key not in seen:
+            seen[key] = (round_energy(ctx.scenario, r), round_time(ctx.scenario, r))
+        cost += seen[key][0]
+        time_s += seen[key][1]
+    return cost, time_s
+
+
 def decisions(models: Sequence[str], options: Sequence[Option],
               clients: Sequence[str]) -> list[RoundDecision]:
     """Plan rounds from per-round models and level options on a fixed client set."""
@@ -63,10 +76,7 @@ def finish_plan(ctx: PlanContext, method: str, rounds: list[RoundDecision], feas
     ``probability_override`` is used for infeasible results, whose reported
     probability is the best one reachable rather than that of ``rounds``.
     """
-    if rounds:
-        cost, time_s = plan_totals(ctx.scenario, rounds)
-    else:
-        cost, time_s = 0.0, 0.0
+    cost, time_s = totals(ctx, rounds)
     losses = final_losses(ctx, rounds, n, seed)
     prob = float(np.mean(losses <= ctx.targets.target_loss))
     predicted = {

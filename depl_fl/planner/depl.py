@@ -31,18 +31,17 @@ from depl_fl.planner.checking import (SEARCH_TRAJECTORIES, decisions, probabilit
                                       required_probability)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
-from depl_fl.planner.model_selection import EdgeSpec, cheapest_path
+from depl_fl.planner.model_selection import EdgeSpec, layered_path
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import (ClientSet, Option, allocate_levels, lagrangian_option,
                                        round_options)
-from depl_fl.semantics import plan_totals
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6
 SETS_LARGE = 2
 # Gaussian calibration: how far below Phi^-1(pi) kappa may go.
 LOOSEN = 1.5
-BISECTIONS = 5
+BISECTIONS = 3
 
 
 @dataclass
@@ -72,7 +71,7 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
         for m, o in opts.items():
             chosen = lagrangian_option(o, lam)
             edges[m] = EdgeSpec(chosen.cost, chosen.time)
-        return cheapest_path(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
+        return layered_path(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
                              kappa, ctx.targets.target_loss, ctx.deadline, ctx.max_rounds,
                              ctx.bin_width, round_price=nu)
 
@@ -102,8 +101,10 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
     return decisions(result.models, alloc, cset.ids)
 
 
-def _cost(ctx: PlanContext, rounds: list[RoundDecision]) -> float:
-    return plan_totals(ctx.scenario, rounds)[0] if rounds else 0.0
+def _cost(opts: dict[str, list[Option]], rounds: list[RoundDecision]) -> float:
+    """Total cost of rounds on one client set, from the options' costs (= the cost model)."""
+    table = {(m, o.levels): o.cost for m, lst in opts.items() for o in lst}
+    return float(sum(table[(r.model, tuple(r.levels.items()))] for r in rounds))
 
 
 def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
@@ -136,7 +137,7 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
             key = tuple(r.model for r in rounds)
             if key not in seq_cache:
                 seq_cache[key] = probability(ctx, rounds, n_search, seed + 7919)
-            cand = Candidate(rounds, _cost(ctx, rounds), seq_cache[key], k)
+            cand = Candidate(rounds, _cost(opts, rounds), seq_cache[key], k)
             if most_probable is None or cand.prob > most_probable.prob:
                 most_probable = cand
         seen[k] = cand
@@ -191,7 +192,8 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
     for cand in sorted(passing, key=lambda c: c.cost):
         p = probability(ctx, cand.rounds, n_final, seed)
         if p >= need_final:
-            return Candidate(cand.rounds, cand.cost, p, cand.kappa), most_probable
+            return trim(ctx, cset, opts, Candidate(cand.rounds, cand.cost, p, cand.kappa),
+                        need_final, n_final, seed), most_probable
     k = max((c.kappa for c in passing), default=k0)
     for _ in range(8):
         k += 0.25
@@ -200,8 +202,57 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
             break
         p = probability(ctx, c.rounds, n_final, seed)
         if p >= need_final:
-            return Candidate(c.rounds, c.cost, p, c.kappa), most_probable
+            return trim(ctx, cset, opts, Candidate(c.rounds, c.cost, p, c.kappa),
+                        need_final, n_final, seed), most_probable
     return None, most_probable
+
+
+def _blocks(models: list[str]) -> list[int]:
+    """Index of the last round of every run of equal models."""
+    return [i for i in range(len(models)) if i + 1 == len(models) or models[i + 1] != models[i]]
+
+
+def trim(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]], cand: Candidate,
+         need: float, n: int, seed: int, max_checks: int = 40) -> Candidate:
+    """Monte Carlo refinement of a dependable plan: drop rounds while it stays dependable.
+
+    The graph's discretisation and the quantile prediction make the path
+    slightly conservative; here each step tries removing one round of one
+    block (cheapest result first), re-allocates levels and keeps the first
+    change whose Monte Carlo probability (``n`` trajectories, same seed) still
+    meets ``need``.
+    """
+    models = [r.model for r in cand.rounds]
+    best = cand
+    checks = 0
+    while checks < max_checks:
+        trials = []
+        for i in _blocks(models):
+            seq = models[:i] + models[i + 1:]
+            if not seq:
+                continue
+            prev = ctx.previous
+            if any(a != b and (a, b) not in ctx.prop.switch
+                   for a, b in zip([prev] + seq[:-1], seq) if a is not None):
+                continue
+            alloc = allocate_levels(seq, opts, ctx.deadline)
+            if alloc is None:
+                continue
+            rounds = decisions(seq, alloc, cset.ids)
+            trials.append((_cost(opts, rounds), seq, rounds))
+        trials.sort(key=lambda t: t[0])
+        accepted = False
+        for cost, seq, rounds in trials:
+            if checks >= max_checks or cost >= best.cost:
+                break
+            checks += 1
+            p = probability(ctx, rounds, n, seed)
+            if p >= need:
+                best, models, accepted = Candidate(rounds, cost, p, best.kappa), seq, True
+                break
+        if not accepted:
+            break
+    return best
 
 
 def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int

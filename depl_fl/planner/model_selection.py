@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 
 from depl_fl.planner.quantile import LossPropagator
 
@@ -49,10 +50,14 @@ class GraphResult:
     cost: float
     time: float
     vertices: int
-    edges: list[tuple[int, int, float]] = field(default_factory=list)
+    edges: list[tuple[object, object, float]] = field(default_factory=list)
+    goal: object = "start"
 
     def to_networkx(self) -> nx.DiGraph:
-        """The explored part of the expanded graph (only when edges were recorded)."""
+        """The explored part of the expanded graph (vertices are discretised states).
+
+        Only available when edges were recorded; the start vertex is ``"start"``.
+        """
         graph = nx.DiGraph()
         graph.add_weighted_edges_from(self.edges)
         return graph
@@ -115,7 +120,7 @@ def cheapest_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
     best: dict[tuple, float] = {}
     heap = [(0.0, 0)]
     settled = 0
-    recorded: list[tuple[int, int, float]] = []
+    recorded: list[tuple[object, object, float]] = []
     weights = {m: e.cost + round_price + time_price * e.time for m, e in edges.items()}
     while heap:
         w, v = heapq.heappop(heap)
@@ -129,7 +134,8 @@ def cheapest_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
                 path.append(mods[u])
                 u = parents[u]
             path.reverse()
-            return GraphResult(path, mean, var, costs[v], times[v], len(means), recorded)
+            return GraphResult(path, mean, var, costs[v], times[v], len(means), recorded,
+                               keys[v] if keys[v] is not None else "start")
         settled += 1
         if settled > max_vertices:
             break
@@ -144,7 +150,7 @@ def cheapest_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
             nm, nv = (mean, var) if cur is None or cur == m else prop.switch_scalar(cur, m, mean, var)
             nm, nv = prop.run_scalar(m, nm, nv, r)
             nw = w + weights[m]
-            key = (m, int(nm * inv_w), int(math.sqrt(nv) * inv_w))
+            key = (rounds[v] + 1, m, int(nm * inv_w), int(math.sqrt(nv) * inv_w))
             if best.get(key, math.inf) <= nw:
                 continue
             best[key] = nw
@@ -158,7 +164,7 @@ def cheapest_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
             keys.append(key)
             u = len(means) - 1
             if record_edges:
-                recorded.append((v, u, weights[m]))
+                recorded.append((keys[v] if keys[v] is not None else "start", key, weights[m]))
             heapq.heappush(heap, (nw, u))
     return None
 
@@ -166,3 +172,108 @@ def cheapest_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
 def sequence_cost(models: Sequence[str], edges: dict[str, EdgeSpec]) -> float:
     """Total cost of a model sequence under per-model round costs."""
     return float(sum(edges[m].cost for m in models))
+
+
+def layered_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
+                 start_mean: float, start_var: float, previous: str | None,
+                 kappa: float, target: float, deadline: float, max_rounds: int,
+                 bin_width: float, round_price: float = 0.0, time_price: float = 0.0
+                 ) -> GraphResult | None:
+    """The same expanded graph as :func:`cheapest_path`, solved layer by layer.
+
+    Vertices ``(round k, model, mean bin, std bin)`` form a DAG in ``k``, so
+    Dijkstra reduces to a forward pass over rounds; each layer is processed
+    with numpy (all vertices x all models at once, duplicates merged keeping
+    the lightest). The pass stops as soon as the lightest vertex of a layer
+    weighs at least the best goal found (every edge has positive weight), or
+    at ``max_rounds``. Same parameters and result as :func:`cheapest_path`.
+    """
+    models = list(edges)
+    n_m = len(models)
+    index = {m: i for i, m in enumerate(models)}
+    allowed = np.zeros((n_m + 1, n_m), dtype=bool)  # row n_m: "no previous model"
+    sw_mean = np.zeros((n_m + 1, n_m))
+    sw_var = np.zeros((n_m + 1, n_m))
+    for i, p in enumerate(models):
+        for j, m in enumerate(models):
+            if p == m:
+                allowed[i, j] = True
+            elif (p, m) in prop.switch:
+                allowed[i, j] = True
+                sw_mean[i, j], sw_var[i, j] = prop.switch[(p, m)]
+    if previous is None:
+        allowed[n_m, :] = True
+        start_idx = n_m
+    elif previous in index:
+        start_idx = index[previous]
+    else:
+        return None
+    cost_e = np.array([edges[m].cost for m in models])
+    time_e = np.array([edges[m].time for m in models])
+    weight_e = cost_e + round_price + time_price * time_e
+    inv_w = 1.0 / bin_width
+    mean = np.array([start_mean])
+    var = np.array([start_var])
+    model = np.array([start_idx])
+    weight = np.zeros(1)
+    cost = np.zeros(1)
+    time_ = np.zeros(1)
+    if start_mean + kappa * math.sqrt(start_var) <= target:
+        return GraphResult([], start_mean, start_var, 0.0, 0.0, 1)
+    history: list[tuple[np.ndarray, np.ndarray]] = []   # per layer: (parent index, model)
+    best: tuple[float, int, int] | None = None           # (weight, layer, index)
+    best_state = None
+    vertices = 1
+    for k in range(1, max_rounds + 1):
+        parts = []
+        for j in range(n_m):
+            src = np.nonzero(allowed[model, j])[0]
+            if src.size == 0:
+                continue
+            t = time_[src] + time_e[j]
+            ok = t <= deadline * (1.0 + 1e-9)
+            src, t = src[ok], t[ok]
+            if src.size == 0:
+                continue
+            sm = sw_mean[model[src], j]
+            sv = sw_var[model[src], j]
+            m0, v0 = mean[src] + sm, var[src] + sv
+            m1, v1 = prop.run_array(models[j], m0, v0, r)
+            parts.append((src, np.full(src.size, j), m1, v1, weight[src] + weight_e[j],
+                          cost[src] + cost_e[j], t))
+        if not parts:
+            break
+        src, mod, m1, v1, w1, c1, t1 = (np.concatenate(x) for x in zip(*parts))
+        kb_mean = np.floor(m1 * inv_w).astype(np.int64)
+        kb_std = np.floor(np.sqrt(v1) * inv_w).astype(np.int64)
+        order = np.lexsort((w1, kb_std, kb_mean, mod))
+        keys = np.stack([mod[order], kb_mean[order], kb_std[order]])
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = np.any(keys[:, 1:] != keys[:, :-1], axis=0)
+        keep = order[first]
+        if best is not None:
+            keep = keep[w1[keep] < best[0]]
+        if keep.size == 0:
+            break
+        mean, var, model = m1[keep], v1[keep], mod[keep]
+        weight, cost, time_ = w1[keep], c1[keep], t1[keep]
+        history.append((src[keep], mod[keep]))
+        vertices += keep.size
+        goal = mean + kappa * np.sqrt(var) <= target
+        if goal.any():
+            g = np.nonzero(goal)[0]
+            i = int(g[np.argmin(weight[g])])
+            if best is None or weight[i] < best[0]:
+                best = (float(weight[i]), k, i)
+                best_state = (float(mean[i]), float(var[i]), float(cost[i]), float(time_[i]))
+    if best is None:
+        return None
+    path = []
+    i = best[2]
+    for layer in range(best[1] - 1, -1, -1):
+        parents, mods = history[layer]
+        path.append(models[int(mods[i])])
+        i = int(parents[i])
+    path.reverse()
+    return GraphResult(path, best_state[0], best_state[1], best_state[2], best_state[3], vertices)
+

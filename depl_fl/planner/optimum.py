@@ -37,11 +37,11 @@ import numpy as np
 from depl_fl.errors import ScenarioError
 from depl_fl.plan import Plan, RoundDecision
 from depl_fl.planner.checking import (decisions, finish_plan, probability, required_probability,
-                                      start_losses)
+                                      start_losses, totals)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import _capacity_ok
 from depl_fl.planner.resources import ClientSet, Option, round_options
-from depl_fl.semantics import plan_totals, simulate_final_losses
+from depl_fl.semantics import simulate_final_losses
 
 MAX_CLIENTS = 12
 MAX_SWITCHES = 1
@@ -85,7 +85,7 @@ def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
         from depl_fl.planner.depl import plan_depl
         rounds, ok, p = plan_full(ctx, seed, n_final)
         if ok:
-            best_cost, best_rounds, best_p = plan_totals(scen, rounds)[0], rounds, p
+            best_cost, best_rounds, best_p = totals(ctx, rounds)[0], rounds, p
         cand, _, _ = plan_depl(ctx, "gaussian", seed, n_final)
         if cand is not None and cand.cost < best_cost:
             best_cost, best_rounds, best_p = cand.cost, cand.rounds, cand.prob

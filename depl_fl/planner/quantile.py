@@ -10,7 +10,8 @@ The contract's loss dynamics (DESIGN.md section 3) are, per round with model
 We track only the mean ``M`` and variance ``V`` of ``L`` and propagate them
 round by round:
 
-* **switch** -- exact: ``M += sw_mean``, ``V += sw_std**2``;
+* **switch** -- exact: ``M += sw_mean``, ``V += sw_std**2`` (no clamp
+  before the run, as in the contract);
 * **run** -- ``mu_m`` and ``sigma_m`` are linearised around the current mean,
   ``mu(L) ~ mu(M) + mu'(M)(L - M)`` and ``sigma(L) ~ sigma(M) + sigma'(M)(L - M)``
   (``mu'``, ``sigma'`` are the slopes of the piecewise-linear profiles, 0
@@ -139,7 +140,7 @@ class LossPropagator:
     def switch_scalar(self, source: str, target: str, mean: float, var: float) -> tuple[float, float]:
         """Loss jump of a switch ``source -> target`` (KeyError if not allowed)."""
         sw_mean, sw_var = self.switch[(source, target)]
-        return _rectify_scalar(mean + sw_mean, var + sw_var)
+        return mean + sw_mean, var + sw_var  # the contract clamps only after the run
 
     # -- vectorised form (many data ratios / states at once) --------------------
     def run_array(self, model: str, mean: np.ndarray, var: np.ndarray,
@@ -166,7 +167,7 @@ class LossPropagator:
                      var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`switch_scalar`."""
         sw_mean, sw_var = self.switch[(source, target)]
-        return _rectify_array(mean + sw_mean, var + sw_var)
+        return mean + sw_mean, var + sw_var
 
 
 def _rectify_scalar(mean: float, var: float) -> tuple[float, float]:
@@ -187,6 +188,8 @@ def _rectify_scalar(mean: float, var: float) -> tuple[float, float]:
 def _rectify_array(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Vectorised :func:`_rectify_scalar`."""
     std = np.sqrt(np.maximum(var, 0.0))
+    if np.all(mean > 8.0 * std):  # far from the clamp: nothing to do (the common case)
+        return mean, var
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(std > 0, mean / np.where(std > 0, std, 1.0), np.sign(mean) * np.inf)
     cdf = ndtr(alpha)

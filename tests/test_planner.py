@@ -1,0 +1,216 @@
+"""Unit tests of the planner's pieces: quantile prediction, resources, graph, API errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from depl_fl.errors import ScenarioError
+from depl_fl.plan import RoundDecision, Targets
+from depl_fl.planner import PlanStart, make_plan, predict_quantile
+from depl_fl.planner.context import PlanContext
+from depl_fl.planner.model_selection import EdgeSpec, cheapest_path
+from depl_fl.planner.quantile import LossPropagator, kappa
+from depl_fl.planner.resources import ClientSet, allocate_levels, round_options
+from depl_fl.semantics import evaluate_plan, plan_errors, round_energy, round_time, simulate_final_losses
+
+_SPEC = importlib.util.spec_from_file_location(
+    "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")
+scenarios = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(scenarios)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return scenarios.random_small(3)
+
+
+def _rounds(scen, models, clients=None):
+    ids = tuple(clients or [c.id for c in scen.clients])
+    return [RoundDecision(m, ids, {}) for m in models]
+
+
+def test_gaussian_prediction_matches_monte_carlo_moments(small):
+    scen, _ = small
+    models = [m.id for m in scen.models]
+    seq = [models[2]] * 5 + [models[1]] * 3 + [models[0]] * 6
+    q, mean, std = predict_quantile(scen, _rounds(scen, seq), 0.9)
+    losses = simulate_final_losses(scen, _rounds(scen, seq), 40000, np.random.default_rng(1))
+    assert abs(mean - losses.mean()) < 0.03
+    assert abs(std - losses.std()) < 0.25 * losses.std() + 0.005
+    assert abs(q - np.quantile(losses, 0.9)) < 0.05
+    assert q == pytest.approx(mean + kappa(0.9) * std)
+
+
+def test_cantelli_is_more_conservative_and_distribution_free(small):
+    scen, _ = small
+    rounds = _rounds(scen, [scen.models[0].id] * 8)
+    qg, mean, std = predict_quantile(scen, rounds, 0.95, "gaussian")
+    qc, _, _ = predict_quantile(scen, rounds, 0.95, "cantelli")
+    assert qc == pytest.approx(mean + std * math.sqrt(0.95 / 0.05))
+    assert qc > qg
+    losses = simulate_final_losses(scen, rounds, 20000, np.random.default_rng(2))
+    assert np.mean(losses <= qc) >= 0.95
+
+
+def test_predict_quantile_from_a_start_state(small):
+    scen, _ = small
+    m = scen.models[0].id
+    q0, mean0, std0 = predict_quantile(scen, [], 0.9, start=PlanStart(1.5, 0.1))
+    assert (mean0, std0) == pytest.approx((1.5, 0.1))
+    q1, mean1, _ = predict_quantile(scen, _rounds(scen, [m] * 3), 0.9, start=PlanStart(1.5, 0.1))
+    assert mean1 < mean0 and q1 < q0
+
+
+def test_unknown_model_and_disallowed_switch_are_one_line_errors(small):
+    scen, _ = small
+    with pytest.raises(ScenarioError, match="unknown model"):
+        predict_quantile(scen, _rounds(scen, ["nope"]), 0.9)
+    with pytest.raises(ScenarioError, match="unknown guarantee"):
+        predict_quantile(scen, _rounds(scen, [scen.models[0].id]), 0.9, guarantee="chebyshev")
+
+
+def test_round_options_agree_with_the_cost_model(small):
+    scen, _ = small
+    cset = ClientSet.from_ids(scen, [c.id for c in scen.clients][:3])
+    for model in scen.models:
+        opts = round_options(scen, cset, model.id)
+        assert opts, model.id
+        times = [o.time for o in opts]
+        costs = [o.cost for o in opts]
+        assert times == sorted(times) and costs == sorted(costs, reverse=True)
+        for o in opts:
+            dec = RoundDecision(model.id, cset.ids, o.level_map())
+            assert round_time(scen, dec) == pytest.approx(o.time)
+            assert round_energy(scen, dec) == pytest.approx(o.cost)
+
+
+def test_level_allocation_meets_the_deadline_and_prefers_cheap_levels():
+    scen, _ = scenarios.paper_like()
+    cset = ClientSet.from_ids(scen, [c.id for c in scen.clients])
+    opts = {m.id: round_options(scen, cset, m.id) for m in scen.models[:2]}
+    seq = [scen.models[0].id] * 6 + [scen.models[1].id] * 4
+    fastest = sum(opts[m][0].time for m in seq)
+    slowest = sum(opts[m][-1].time for m in seq)
+    assert allocate_levels(seq, opts, 0.99 * fastest) is None
+    loose = allocate_levels(seq, opts, 10 * slowest)
+    assert [o.cost for o in loose] == [opts[m][-1].cost for m in seq]
+    mid = 0.5 * (fastest + slowest)
+    chosen = allocate_levels(seq, opts, mid)
+    assert sum(o.time for o in chosen) <= mid
+    assert sum(o.cost for o in loose) <= sum(o.cost for o in chosen) <= sum(opts[m][0].cost for m in seq)
+
+
+def test_lazy_dijkstra_matches_networkx_on_the_explored_graph(small):
+    scen, targets = small
+    ctx = PlanContext.build(scen, targets, None, 0.05)
+    edges = {m.id: EdgeSpec(10.0 * (1.0 - m.compression) + 1.0, 1.0) for m in scen.models}
+    res = cheapest_path(ctx.prop, 1.0, edges, ctx.start_mean, 0.0, None, kappa(0.9),
+                        targets.target_loss, 1e9, 25, ctx.bin_width, record_edges=True)
+    assert res is not None and res.models
+    graph = res.to_networkx()
+    assert graph.number_of_nodes() > len(res.models)
+    assert res.cost == pytest.approx(sum(edges[m].cost for m in res.models))
+    # networkx's Dijkstra on the explored state graph finds the same weight to the goal
+    assert nx.dijkstra_path_length(graph, "start", res.goal) == pytest.approx(res.cost)
+    q, _, _ = predict_quantile(scen, _rounds(scen, res.models), 0.9)
+    assert q <= targets.target_loss + 1e-9
+
+
+def test_finer_eta_explores_more_vertices(small):
+    scen, targets = small
+    counts = []
+    for eta in (0.2, 0.02):
+        ctx = PlanContext.build(scen, targets, None, eta)
+        edges = {m.id: EdgeSpec(1.0 + m.flops_per_sample / 1e8, 1.0) for m in scen.models}
+        res = cheapest_path(ctx.prop, 1.0, edges, ctx.start_mean, 0.0, None, kappa(0.9),
+                            targets.target_loss, 1e9, 25, ctx.bin_width)
+        counts.append(res.vertices)
+    assert counts[1] > counts[0]
+
+
+def test_depl_plan_is_dependable_and_reports_its_figures(small):
+    scen, targets = small
+    plan = make_plan(scen, targets, seed=5)
+    assert plan.feasible and plan.method == "depl"
+    ev = evaluate_plan(scen, plan.rounds, targets, n=20000, seed=77)
+    assert ev["valid"] and ev["probability"] >= targets.target_prob - 0.005
+    assert plan.predicted["cost_joules"] == pytest.approx(ev["cost_joules"])
+    assert plan.predicted["time_s"] == pytest.approx(ev["time_s"])
+    assert plan.predicted["probability"] >= targets.target_prob
+    assert plan.predicted["loss_quantile"] <= targets.target_loss
+    assert 0.0 < plan.planner_seconds < 30.0
+
+
+def test_cantelli_plan_costs_at_least_the_gaussian_one(small):
+    scen, targets = small
+    g = make_plan(scen, targets, guarantee="gaussian")
+    c = make_plan(scen, targets, guarantee="cantelli")
+    assert c.feasible and c.predicted["probability"] >= targets.target_prob
+    assert c.predicted["cost_joules"] >= g.predicted["cost_joules"] * 0.999
+
+
+def test_tight_deadline_uses_faster_levels_and_holds():
+    scen, _ = scenarios.random_small(1)
+    loose_t = Targets(scenarios.random_small(1)[1].target_loss, 0.9, 1e7, 25)
+    loose = make_plan(scen, loose_t)
+    assert loose.feasible
+    tight_t = Targets(loose_t.target_loss, 0.9, 0.8 * loose.predicted["time_s"], 25)
+    tight = make_plan(scen, tight_t)
+    if tight.feasible:
+        assert plan_errors(scen, tight.rounds, tight_t) == []
+        assert tight.predicted["time_s"] <= tight_t.deadline_s
+        assert tight.predicted["cost_joules"] >= loose.predicted["cost_joules"] * 0.999
+    else:
+        assert tight.predicted["probability"] < 0.9
+
+
+def test_unreachable_target_is_infeasible_with_best_probability(small):
+    scen, targets = small
+    hard = Targets(0.01, 0.9, targets.deadline_s, 10)
+    for method in ("depl", "full", "expectation"):
+        plan = make_plan(scen, hard, method=method)
+        assert plan.feasible is False, method
+        assert 0.0 <= plan.predicted["probability"] < 0.9
+        assert plan_errors(scen, plan.rounds, hard) == []
+
+
+def test_replanning_from_a_start_state_respects_remaining_budget(small):
+    scen, targets = small
+    m = scen.models[1].id
+    start = PlanStart(loss_mean=1.4, loss_std=0.05, previous_model=m, elapsed_s=10.0, rounds_done=5)
+    plan = make_plan(scen, targets, start=start)
+    assert plan.feasible
+    assert len(plan.rounds) <= targets.max_rounds - 5
+    assert plan_errors(scen, plan.rounds, targets, previous_model=m, elapsed_s=10.0,
+                       rounds_done=5) == []
+    fresh = make_plan(scen, targets)
+    assert len(plan.rounds) < len(fresh.rounds)
+
+
+def test_bad_arguments_are_one_line_scenario_errors(small):
+    scen, targets = small
+    for kwargs, pattern in (({"method": "magic"}, "unknown method"),
+                            ({"guarantee": "x"}, "unknown guarantee"),
+                            ({"eta": 0.0}, "eta"),
+                            ({"start": PlanStart(1.0, previous_model="nope")}, "previous model")):
+        with pytest.raises(ScenarioError, match=pattern) as err:
+            make_plan(scen, targets, **kwargs)
+        assert "\n" not in str(err.value)
+    with pytest.raises(ScenarioError, match="exhaustive"):
+        make_plan(scenarios.paper_like()[0], scenarios.paper_like()[1], method="optimum")
+
+
+def test_planner_never_imports_flwr_or_torch():
+    code = ("import sys, depl_fl.planner, depl_fl.planner.optimum; "
+            "bad = [m for m in ('flwr', 'torch') if m in sys.modules]; print(bad); "
+            "sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
