@@ -1,0 +1,108 @@
+"""Hydra entry point: one federated DepL job (``python -m depl_fl.main [overrides]``).
+
+Composes ``conf/config.yaml``, makes sure the loss profile of the
+configuration is cached (pilot federations on the first run), then runs the
+Flower simulation: ``flwr.simulation.run_simulation`` on Ray with
+``client_resources.num_cpus = simulation.client_num_cpus`` (default), or the
+same ServerApp strategy and ClientApp code on the small in-process Grid
+(``simulation=inprocess``). The configuration reaches both apps by closure.
+Every job writes ``results.json`` and ``loss.png`` into its Hydra output
+folder (one per job with ``-m``); the last line printed is the path of
+``results.json``. User mistakes print one line (``depl-fl: ...``) and exit
+with status 2 (3 when no dependable plan exists).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import hydra
+from omegaconf import DictConfig
+
+from depl_fl.errors import DeplError
+from depl_fl.runconfig import conf_dir, to_plain, validate
+
+LOG = logging.getLogger("depl_fl.main")
+
+
+def _quiet_flower() -> None:
+    os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    logger = logging.getLogger("depl_fl")
+    logger.setLevel(logging.INFO)
+    if not any(getattr(h, "_depl", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("[depl] %(message)s"))
+        handler._depl = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
+    """Run one job of a validated plain config; returns the results.json path."""
+    from depl_fl.profiling import ensure_profile
+
+    ensure_profile(cfg)  # before the simulation starts, so pilots never run inside Ray
+    backend = cfg["simulation"]["backend"]
+    if backend == "inprocess":
+        from clients.client_app import make_client_app
+        from strategies.inprocess_grid import InProcessGrid
+        from strategies.server_app import run_server
+
+        grid = InProcessGrid(make_client_app(cfg), int(cfg["num_clients"]))
+        return run_server(grid, cfg, out_dir)
+
+    from flwr.simulation import run_simulation
+
+    from clients.client_app import make_client_app
+    from strategies.server_app import make_server_app
+
+    outcome: dict[str, Any] = {}
+    sim = cfg["simulation"]
+    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+    if sim.get("ray_num_cpus"):
+        init_args["num_cpus"] = int(sim["ray_num_cpus"])
+    run_simulation(
+        server_app=make_server_app(cfg, out_dir=out_dir, outcome=outcome),
+        client_app=make_client_app(cfg),
+        num_supernodes=int(cfg["num_clients"]),
+        backend_config={"client_resources": {"num_cpus": float(sim["client_num_cpus"]), "num_gpus": 0.0},
+                        "init_args": init_args},
+    )
+    if "error" in outcome:
+        raise outcome["error"]
+    if "results" not in outcome:
+        raise RuntimeError("the Flower simulation ended without results (see the log above)")
+    return Path(outcome["results"])
+
+
+@hydra.main(config_path=None, config_name="config", version_base=None)
+def _hydra_main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    _quiet_flower()
+    out_dir = HydraConfig.get().runtime.output_dir
+    try:
+        plain = to_plain(cfg)
+        validate(plain)
+        path = run_job(plain, out_dir)
+    except DeplError as exc:
+        print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
+        sys.exit(exc.exit_status)
+    print(Path(path).resolve())
+
+
+def main() -> None:
+    """Console entry: ``python -m depl_fl.main [HYDRA_OVERRIDES...]``."""
+    if not any(a.startswith(("--config-path", "-cp", "--config-dir", "-cd")) for a in sys.argv[1:]):
+        sys.argv.insert(1, f"--config-dir={conf_dir()}")
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()
