@@ -1,0 +1,89 @@
+"""ClientApp train/query handlers: prune -> train -> scatter-back, deterministic sub-networks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("torch")
+
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict  # noqa: E402
+
+from clients.client_app import handle_query, handle_train  # noqa: E402
+from clients.local_update import initial_state  # noqa: E402
+from clients.partitions import client_partition, geometry  # noqa: E402
+from depl_fl.pruning import aggregate_pruned, compute_structure  # noqa: E402
+from depl_fl.runconfig import compose_config  # noqa: E402
+from strategies.depl_strategy import arrays_to_state, state_to_arrays  # noqa: E402
+from strategies.inprocess_grid import InProcessGrid  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return compose_config(["num_clients=4", "simulation=inprocess"])
+
+
+def _context(pid: int, num: int, **extra) -> Context:
+    return Context(run_id=1, node_id=100 + pid, node_config={"partition-id": pid, "num-partitions": num, **extra},
+                   state=RecordDict(), run_config={})
+
+
+def _train_msg(state, compression: float, server_round: int = 1) -> Message:
+    InProcessGrid(lambda m, c: m, 1)  # sets Flower's task identity needed by Message()
+    conf = ConfigRecord({"model-id": "p50", "compression": compression, "level": 0, "local-epochs": 1,
+                         "lr": 0.05, "batch-size": 32, "server-round": server_round, "seed": 0})
+    return Message(RecordDict({"arrays": state_to_arrays(state), "config": conf}), dst_node_id=100,
+                   message_type=MessageType.TRAIN)
+
+
+def test_train_handler_prunes_trains_and_scatters_back(cfg):
+    geo = geometry(cfg)
+    full = initial_state(geo, seed=0)
+    structure = compute_structure(geo.arch, full, 0.5)
+    reply = handle_train(_train_msg(full, 0.5), _context(1, 4), cfg)
+    assert not reply.has_error()
+    kept = arrays_to_state(reply.content["arrays"])
+    metrics = reply.content["metrics"]
+    # Only the kept weights come back, with the pruned (smaller) shapes.
+    assert {k: v.shape for k, v in kept.items()} == structure.pruned_shapes()
+    assert sum(v.size for v in kept.values()) < 0.5 * sum(v.size for v in full.values())
+    assert metrics["num-examples"] == len(client_partition(cfg, 1, 4)[1])
+    assert np.isfinite(metrics["train-loss"]) and metrics["train-time-s"] > 0
+    merged = aggregate_pruned(full, [(kept, metrics["num-examples"])], structure)
+    # Trained entries changed, pruned-away conv1 channels kept their global values.
+    dropped = sorted(set(range(full["conv1.weight"].shape[0])) - set(structure.keep[0]))
+    assert dropped
+    np.testing.assert_array_equal(merged["conv1.weight"][dropped], full["conv1.weight"][dropped])
+    assert not np.allclose(merged["conv1.weight"][list(structure.keep[0])],
+                           full["conv1.weight"][list(structure.keep[0])])
+
+
+def test_every_client_derives_the_same_subnetwork(cfg):
+    geo = geometry(cfg)
+    full = initial_state(geo, seed=3)
+    replies = [handle_train(_train_msg(full, 0.5), _context(pid, 4), cfg) for pid in range(4)]
+    names = [sorted(arrays_to_state(r.content["arrays"])) for r in replies]
+    shapes = [{k: v.shape for k, v in arrays_to_state(r.content["arrays"]).items()} for r in replies]
+    assert all(n == names[0] for n in names) and all(s == shapes[0] for s in shapes)
+    # The structure is a function of the global weights only.
+    assert compute_structure(geo.arch, full, 0.5) == compute_structure(geo.arch, dict(full), 0.5)
+
+
+def test_train_is_deterministic_for_a_seed(cfg):
+    full = initial_state(geometry(cfg), seed=1)
+    a = arrays_to_state(handle_train(_train_msg(full, 0.0), _context(2, 4), cfg).content["arrays"])
+    b = arrays_to_state(handle_train(_train_msg(full, 0.0), _context(2, 4), cfg).content["arrays"])
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_query_reports_cluster_samples_and_partition(cfg):
+    InProcessGrid(lambda m, c: m, 1)
+    msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)
+    props = handle_query(msg, _context(3, 4), cfg).content["properties"]
+    # 4 clients split 0.4/0.6 across A/B -> partitions 0,1 in A and 2,3 in B.
+    assert props["cluster"] == "B" and props["partition-id"] == 3
+    assert props["num-samples"] == len(client_partition(cfg, 3, 4)[1])
+    # A node config cluster (real deployment) takes precedence.
+    assert handle_query(msg, _context(3, 4, cluster="A"), cfg).content["properties"]["cluster"] == "A"

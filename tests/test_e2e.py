@@ -1,0 +1,68 @@
+"""End-to-end: a 2-round federated job writes a valid results.json (in-process; Ray marked slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["num_clients=3", "profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]",
+        "target.loss=2.2", "target.prob=0.6", "target.max_rounds=2", "tracking.enabled=false",
+        "planner.mc_trajectories=20000"]
+
+
+def _run(tmp_path: Path, extra: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "depl_fl.main", *TINY, f"profile.cache_dir={tmp_path / 'cache'}",
+         f"hydra.run.dir={tmp_path / 'out'}", *extra],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _check(proc: subprocess.CompletedProcess, tmp_path: Path) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    path = Path(last)
+    assert path == (tmp_path / "out" / "results.json").resolve()
+    doc = json.loads(path.read_text())
+    s = doc["summary"]
+    assert 1 <= len(doc["rounds"]) <= 2 and s["rounds"] == len(doc["rounds"])
+    for r in doc["rounds"]:
+        assert {"round", "model", "clients", "loss", "accuracy", "predicted_quantile", "energy_j",
+                "round_time_s", "wall_s"} <= set(r)
+        assert r["energy_j"] > 0 and r["round_time_s"] > 0 and r["loss"] >= 0
+    assert s["cost_j"] == pytest.approx(sum(r["energy_j"] for r in doc["rounds"]))
+    assert s["met"] == (s["final_loss"] <= 2.2) and s["method"] == "depl" and doc["seed"] == 0
+    assert doc["config"]["num_clients"] == 3 and (path.parent / "loss.png").stat().st_size > 1000
+    return doc
+
+
+def test_inprocess_job_writes_results(tmp_path):
+    _check(_run(tmp_path, ["simulation=inprocess"]), tmp_path)
+
+
+def test_impossible_target_is_one_line(tmp_path):
+    proc = _run(tmp_path, ["simulation=inprocess", "target.loss=0.0", "target.prob=0.99"])
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    err = [line for line in proc.stderr.strip().splitlines() if line.startswith("depl-fl:")]
+    assert len(err) == 1 and "no dependable plan" in err[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_config_value_is_one_line(tmp_path):
+    proc = _run(tmp_path, ["simulation=inprocess", "target.prob=2"])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("depl-fl: config target.prob")
+
+
+@pytest.mark.slow
+def test_ray_job_writes_results(tmp_path):
+    _check(_run(tmp_path, ["simulation=ray"]), tmp_path)
