@@ -32,7 +32,7 @@ def plan_expectation(ctx: PlanContext) -> tuple[list[RoundDecision] | None, dict
     scen = ctx.scenario
     models = [m.id for m in scen.models]
     ranked = rank_sets(ctx, candidate_sets(scen, reference_model(ctx)), 0.0, models)
-    limit = SETS_SMALL if len(scen.clients) <= 12 else SETS_LARGE
+    limit = SETS_SMALL if len(scen.clients) <= 12 and ctx.max_rounds <= 60 else SETS_LARGE
     chosen = [c for s, c in ranked if math.isfinite(s)][:limit] or [c for _, c in ranked[:limit]]
     best, best_cost = None, math.inf
     for cset in chosen:

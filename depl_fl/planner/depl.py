@@ -27,14 +27,17 @@ import math
 from dataclasses import dataclass
 
 from depl_fl.plan import RoundDecision
+import numpy as np
+
 from depl_fl.planner.checking import (SEARCH_TRAJECTORIES, decisions, probability,
-                                      required_probability)
+                                      required_probability, start_losses)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.model_selection import EdgeSpec, layered_path
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import (ClientSet, Option, allocate_levels, lagrangian_option,
                                        round_options)
+from depl_fl.semantics import simulate_final_losses
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6
@@ -168,10 +171,11 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
     else:
         if first is None:
             return None, most_probable
-        lo, step, hi = k0, 0.5, None
+        lo, step, hi, no_path = k0, 0.5, None, None
         while step <= 16.0:
             c = attempt(k0 + step)
             if c is None:
+                no_path = k0 + step
                 break
             if ok(c):
                 passing.append(c)
@@ -179,6 +183,20 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
                 break
             lo = k0 + step
             step *= 2.0
+        if hi is None and no_path is not None:
+            # The prediction says "unreachable" above some kappa: probe the most
+            # conservative plans that still exist, the Monte Carlo may accept them.
+            for _ in range(BISECTIONS + 1):
+                mid = 0.5 * (lo + no_path)
+                c = attempt(mid)
+                if c is None:
+                    no_path = mid
+                elif ok(c):
+                    passing.append(c)
+                    hi = mid
+                    break
+                else:
+                    lo = mid
         if hi is not None:
             for _ in range(BISECTIONS):
                 mid = 0.5 * (lo + hi)
@@ -195,7 +213,7 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
             return trim(ctx, cset, opts, Candidate(cand.rounds, cand.cost, p, cand.kappa),
                         need_final, n_final, seed), most_probable
     k = max((c.kappa for c in passing), default=k0)
-    for _ in range(8):
+    for _ in range(8 if passing else 0):
         k += 0.25
         c = attempt(k)
         if c is None:
@@ -204,7 +222,48 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
         if p >= need_final:
             return trim(ctx, cset, opts, Candidate(c.rounds, c.cost, p, c.kappa),
                         need_final, n_final, seed), most_probable
+    fallback = single_model_plan(ctx, cset, opts, need_final, n_final, seed)
+    if fallback is not None:
+        return trim(ctx, cset, opts, fallback, need_final, n_final, seed), most_probable
     return None, most_probable
+
+
+def single_model_plan(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]],
+                      need: float, n: int, seed: int) -> Candidate | None:
+    """Last resort on one client set: the cheapest "one model for K rounds" plan that is dependable.
+
+    Used when the quantile prediction is too pessimistic near the round or
+    time limit (it then finds no conservative-enough path although the Monte
+    Carlo would accept one). ``K`` is found by a round-by-round Monte Carlo
+    (the same random stream as a fresh check with ``seed``).
+    """
+    best: Candidate | None = None
+    for model in opts:
+        if ctx.previous is not None and ctx.previous != model \
+                and (ctx.previous, model) not in ctx.prop.switch:
+            continue
+        rng = np.random.default_rng(seed)
+        losses = np.array(np.broadcast_to(start_losses(ctx, n, rng), (n,)), dtype=float)
+        probe = RoundDecision(model, cset.ids, {})
+        previous = ctx.previous
+        for k in range(1, ctx.max_rounds + 1):
+            if k * opts[model][0].time > ctx.deadline * (1.0 + 1e-9):
+                break
+            losses = simulate_final_losses(ctx.scenario, [probe], n, rng, start_loss=losses,
+                                           previous_model=previous)
+            previous = model
+            if np.mean(losses <= ctx.targets.target_loss) >= need:
+                seq = [model] * k
+                alloc = allocate_levels(seq, opts, ctx.deadline)
+                if alloc is None:
+                    break
+                rounds = decisions(seq, alloc, cset.ids)
+                p = probability(ctx, rounds, n, seed)
+                cost = _cost(opts, rounds)
+                if p >= need and (best is None or cost < best.cost):
+                    best = Candidate(rounds, cost, p, math.inf)
+                break
+    return best
 
 
 def _blocks(models: list[str]) -> list[int]:
@@ -263,7 +322,7 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     k0 = kappa_of(ctx.targets.target_prob, guarantee)
     sets = candidate_sets(scen, reference_model(ctx))
     ranked = rank_sets(ctx, sets, k0, models)
-    limit = SETS_SMALL if len(scen.clients) <= 12 else SETS_LARGE
+    limit = SETS_SMALL if len(scen.clients) <= 12 and ctx.max_rounds <= 60 else SETS_LARGE
     chosen = [c for s, c in ranked if math.isfinite(s)][:limit]
     if not chosen:
         # No single model reaches the goal: let the graph (with switches) try
@@ -278,5 +337,5 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
         if probable is not None and (most is None or probable.prob > most.prob):
             most = probable
     info = {"candidate_sets": len(sets), "sets_planned": len(chosen),
-            "kappa": best.kappa if best else None}
+            "kappa": best.kappa if best and math.isfinite(best.kappa) else None}
     return best, most, info

@@ -67,10 +67,15 @@ def _block_costs(opts: dict[str, list[Option]], blocks: list[tuple[str, int]],
 
 
 def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
-                 seed_incumbents: bool = True) -> Plan:
-    """Exhaustive branch-and-bound search; see the module docstring for the space."""
+                 seed_incumbents: bool = True,
+                 client_sets: list[tuple[str, ...]] | None = None) -> Plan:
+    """Exhaustive branch-and-bound search; see the module docstring for the space.
+
+    ``client_sets`` restricts the search to the given client sets (for
+    instances too large for all subsets, e.g. the benchmark's 30 clients).
+    """
     scen = ctx.scenario
-    if len(scen.clients) > MAX_CLIENTS:
+    if client_sets is None and len(scen.clients) > MAX_CLIENTS:
         raise ScenarioError(f"--method optimum: exhaustive search is limited to {MAX_CLIENTS} "
                             f"clients, the scenario has {len(scen.clients)} (use depl)")
     target, pi = ctx.targets.target_loss, ctx.targets.target_prob
@@ -92,13 +97,15 @@ def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
     incumbent_cost = best_cost
 
     ids = [c.id for c in scen.clients]
+    if client_sets is None:
+        client_sets = [combo for size in range(1, len(ids) + 1)
+                       for combo in itertools.combinations(ids, size)]
     groups: dict[int, list[tuple[ClientSet, dict[str, list[Option]]]]] = {}
-    for size in range(1, len(ids) + 1):
-        for combo in itertools.combinations(ids, size):
-            if _capacity_ok(scen, combo):
-                cset = ClientSet.from_ids(scen, combo)
-                opts = {m: round_options(scen, cset, m) for m in models}
-                groups.setdefault(cset.total_samples, []).append((cset, opts))
+    for combo in client_sets:
+        if _capacity_ok(scen, combo):
+            cset = ClientSet.from_ids(scen, combo)
+            opts = {m: round_options(scen, cset, m) for m in models}
+            groups.setdefault(cset.total_samples, []).append((cset, opts))
     nodes = verified = 0
     streams: dict[tuple[int, bool], np.random.Generator] = {}
     states: dict[tuple[int, bool], dict] = {}
@@ -157,8 +164,8 @@ def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
                     if found:
                         continue  # extensions only cost more
                 stack.append((new, nblocks, nsw, nc, nt))
-    info = {"search_space": f"fixed client set (all subsets), <= {MAX_SWITCHES} switches, "
-                            "one level vector per block",
+    info = {"search_space": f"fixed client set ({len(client_sets)} sets), "
+                            f"<= {MAX_SWITCHES} switches, one level vector per block",
             "nodes": nodes, "verified": verified, "search_trajectories": n_search,
             "from_incumbent": bool(best_rounds is not None and best_cost >= incumbent_cost)}
     if best_rounds is None:

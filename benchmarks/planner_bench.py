@@ -1,0 +1,188 @@
+"""Planner benchmark: cost/time/probability of the methods and planner scalability.
+
+Run ``python benchmarks/planner_bench.py`` (add ``--quick`` for a short run).
+Writes ``benchmarks/results/planner_bench.md`` (tables) and
+``benchmarks/results/planner_bench.png`` (scalability plot).
+
+(a) Paper-like scenario (:func:`scenarios.paper_like`): DepL, expectation,
+    full and a *restricted* optimum at pi = 0.8, 0.9, 0.95. The optimum is
+    the exhaustive branch-and-bound of :mod:`depl_fl.planner.optimum`, but
+    over 5 client sets only (DepL's, all clients, each cluster alone) instead
+    of all 2^30 subsets.
+(b) Scalability: planner wall time and peak resident memory
+    (``resource.getrusage`` of a fresh process per point, so it includes the
+    interpreter and numpy, ~100 MB) as clients, rounds, models and 1/eta grow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from scenarios import paper_like, scaled  # noqa: E402
+
+from depl_fl.planner import make_plan  # noqa: E402
+from depl_fl.planner.context import PlanContext  # noqa: E402
+from depl_fl.planner.optimum import plan_optimum  # noqa: E402
+from depl_fl.semantics import evaluate_plan  # noqa: E402
+
+RESULTS = HERE / "results"
+
+
+def one_point(spec: dict) -> dict:
+    """Plan one scaled scenario in this process; wall time and peak RSS."""
+    import resource
+    scen, targets = scaled(spec["clients"], spec["models"], spec["rounds"])
+    started = time.perf_counter()
+    plan = make_plan(scen, targets, eta=spec["eta"])
+    seconds = time.perf_counter() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {**spec, "seconds": seconds, "peak_mib": peak_kib / 1024.0, "feasible": plan.feasible,
+            "planned_rounds": len(plan.rounds), "probability": plan.predicted["probability"]}
+
+
+def run_point(spec: dict, timeout: float) -> dict:
+    """Run :func:`one_point` in a fresh interpreter (clean memory peak)."""
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--point", json.dumps(spec)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**spec, "seconds": float("nan"), "peak_mib": float("nan"),
+                "feasible": None, "note": f"timeout {timeout:.0f} s"}
+    if proc.returncode != 0:
+        return {**spec, "seconds": float("nan"), "peak_mib": float("nan"), "feasible": None,
+                "note": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def paper_table(quick: bool) -> tuple[list[dict], list[str]]:
+    rows, lines = [], []
+    for pi in ((0.95,) if quick else (0.8, 0.9, 0.95)):
+        scen, targets = paper_like(pi)
+        plans = {}
+        for method in ("depl", "expectation", "full"):
+            plans[method] = make_plan(scen, targets, method=method)
+        if not quick:
+            started = time.perf_counter()
+            ctx = PlanContext.build(scen, targets, None, 0.05)
+            depl_set = tuple(plans["depl"].rounds[0].clients)
+            sets = [depl_set, tuple(c.id for c in scen.clients)]
+            sets += [tuple(c.id for c in scen.clients if c.cluster == cl.id) for cl in scen.clusters]
+            plans["optimum (5 sets)"] = plan_optimum(ctx, 0, 20000, started, client_sets=sets)
+        for method, plan in plans.items():
+            ev = evaluate_plan(scen, plan.rounds, targets, n=20000, seed=2024)
+            rows.append({"pi": pi, "method": method, "feasible": plan.feasible,
+                         "rounds": len(plan.rounds), "cost_j": ev["cost_joules"],
+                         "time_s": ev["time_s"], "probability": ev["probability"],
+                         "planner_s": plan.planner_seconds,
+                         "models": sorted({r.model for r in plan.rounds}),
+                         "clients": len(plan.rounds[0].clients) if plan.rounds else 0})
+    lines.append("| pi | method | feasible | rounds | clients | cost (kJ) | time (h) | "
+                 "P[L<=L*] (indep. MC) | planner (s) | models used |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        lines.append(f"| {r['pi']} | {r['method']} | {r['feasible']} | {r['rounds']} | {r['clients']} | "
+                     f"{r['cost_j'] / 1e3:.1f} | {r['time_s'] / 3600:.2f} | {r['probability']:.4f} | "
+                     f"{r['planner_s']:.2f} | {', '.join(r['models'])} |")
+    return rows, lines
+
+
+def summary(rows: list[dict]) -> list[str]:
+    out = []
+    for pi in sorted({r["pi"] for r in rows}):
+        by = {r["method"]: r for r in rows if r["pi"] == pi}
+        d = by["depl"]
+        text = f"- pi={pi}: depl dependable={d['probability'] >= pi - 0.005}"
+        if by["full"]["feasible"]:
+            text += f", {100 * (1 - d['cost_j'] / by['full']['cost_j']):.1f}% cheaper than full"
+        if "optimum (5 sets)" in by:
+            text += f", depl/optimum cost = {d['cost_j'] / by['optimum (5 sets)']['cost_j']:.3f}"
+        text += f", expectation P={by['expectation']['probability']:.3f}"
+        text += f", depl planned in {d['planner_s']:.2f} s"
+        out.append(text)
+    return out
+
+
+def scalability(quick: bool) -> list[dict]:
+    base = {"clients": 100, "models": 4, "rounds": 200, "eta": 0.05}
+    axes = {
+        "clients": [10, 100, 1000] if quick else [10, 100, 1000, 10000],
+        "rounds": [50, 200] if quick else [50, 100, 200, 500],
+        "models": [2, 4] if quick else [2, 4, 6],
+        "eta": [0.2, 0.05] if quick else [0.2, 0.05, 0.02, 0.0125],
+    }
+    points = []
+    for axis, values in axes.items():
+        for v in values:
+            spec = dict(base, **{axis: v}, axis=axis)
+            if axis == "clients" and v == 1000:
+                spec["rounds"] = 200
+            points.append(run_point(spec, timeout=300 if quick else 600))
+            print(f"  {axis}={v}: {points[-1].get('seconds', float('nan')):.2f} s, "
+                  f"{points[-1].get('peak_mib', float('nan')):.0f} MiB {points[-1].get('note', '')}",
+                  flush=True)
+    return points
+
+
+def plot(points: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 4, figsize=(14, 6))
+    for col, axis in enumerate(("clients", "rounds", "models", "eta")):
+        pts = [p for p in points if p["axis"] == axis]
+        xs = [1.0 / p["eta"] if axis == "eta" else p[axis] for p in pts]
+        axes[0, col].plot(xs, [p["seconds"] for p in pts], "o-")
+        axes[1, col].plot(xs, [p["peak_mib"] for p in pts], "s-", color="tab:red")
+        for row in (0, 1):
+            axes[row, col].set_xlabel("1/eta" if axis == "eta" else axis)
+            if axis in ("clients", "eta"):
+                axes[row, col].set_xscale("log")
+        axes[0, col].set_ylabel("planner wall time (s)")
+        axes[1, col].set_ylabel("peak RSS (MiB)")
+    fig.suptitle("DepL planner scalability (base: 100 clients, 4 models, 200 rounds, eta=0.05)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer points, no optimum")
+    parser.add_argument("--point", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.point:
+        print(json.dumps(one_point(json.loads(args.point))))
+        return 0
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    print("(a) paper-like scenario", flush=True)
+    rows, lines = paper_table(args.quick)
+    print("\n".join(lines + summary(rows)), flush=True)
+    print("(b) scalability", flush=True)
+    points = scalability(args.quick)
+    stem = "planner_bench_quick" if args.quick else "planner_bench"
+    plot(points, RESULTS / f"{stem}.png")
+    md = ["# Planner benchmark" + (" (--quick)" if args.quick else ""), "",
+          "## (a) Paper-like scenario (30 clients, 3 clusters, AlexNet-/MobileNet-like x 4 "
+          "compressions, L* = 1.0, deadline 12 h, <= 60 rounds)", ""] + lines + [""] + summary(rows)
+    md += ["", "## (b) Scalability (fresh process per point; peak RSS includes interpreter + numpy)", "",
+           "| axis | clients | models | rounds | 1/eta | planner (s) | peak RSS (MiB) | feasible | note |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for p in points:
+        md.append(f"| {p['axis']} | {p['clients']} | {p['models']} | {p['rounds']} | {1 / p['eta']:.0f} | "
+                  f"{p['seconds']:.2f} | {p['peak_mib']:.0f} | {p['feasible']} | {p.get('note', '')} |")
+    md += ["", f"![scalability]({stem}.png)", ""]
+    (RESULTS / f"{stem}.md").write_text("\n".join(md), encoding="utf-8")
+    print(f"wrote {RESULTS / (stem + '.md')} and {stem}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
