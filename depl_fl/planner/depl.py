@@ -17,8 +17,16 @@
    (more rounds / less-compressed models) until it is; with the Gaussian
    guarantee, whose linearised prediction may also be pessimistic, ``kappa``
    is also lowered while the plan stays dependable (calibration against the
-   Monte Carlo). Cantelli's bound is never loosened. The returned plan has
-   passed ``P >= pi + se`` on ``mc_trajectories`` (>= 20,000) trajectories.
+   Monte Carlo). Cantelli's bound is never loosened. When the prediction says
+   "unreachable" before any plan passes (round/time limit close), the most
+   conservative existing paths are probed, and as a last resort the cheapest
+   dependable "one model for K rounds" plan on the set is taken.
+5. **Refine**: rounds are dropped one at a time (cheapest first) while the
+   plan stays dependable (:func:`trim`), since the discretised graph and the
+   prediction are slightly conservative.
+
+The returned plan has passed ``P >= pi + se`` (one Monte Carlo standard
+error) on ``mc_trajectories`` (>= 20,000) trajectories.
 """
 
 from __future__ import annotations
@@ -314,6 +322,17 @@ def trim(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]], cand:
     return best
 
 
+def largest_set(ctx: PlanContext) -> ClientSet:
+    """The ``max_clients`` largest clients of every cluster."""
+    scen = ctx.scenario
+    ids: list[str] = []
+    for cluster in scen.clusters:
+        members = sorted((c for c in scen.clients if c.cluster == cluster.id),
+                         key=lambda c: -c.num_samples)[:cluster.max_clients]
+        ids.extend(c.id for c in members)
+    return ClientSet.from_ids(scen, ids)
+
+
 def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
               ) -> tuple[Candidate | None, Candidate | None, dict]:
     """Run DepL; returns (best dependable candidate, most probable candidate, info)."""
@@ -328,6 +347,12 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
         # No single model reaches the goal: let the graph (with switches) try
         # the largest sets.
         chosen = sorted(sets, key=lambda c: -c.total_samples)[:limit]
+    # Always also plan the largest set (every cluster at capacity): the proxy
+    # scores single-model plans only and can undervalue data when switching
+    # models (or a tight pi) favours it.
+    largest = largest_set(ctx)
+    if all(set(c.ids) != set(largest.ids) for c in chosen):
+        chosen.append(largest)
     best: Candidate | None = None
     most: Candidate | None = None
     for cset in chosen:
