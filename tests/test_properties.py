@@ -111,7 +111,11 @@ def test_make_plan_gives_valid_plan_or_clear_error(data: st.DataObject, doc: dic
     assert isinstance(plan, Plan)
     if not plan.feasible:
         best = plan.predicted.get("probability")
-        assert isinstance(best, (int, float)) and 0.0 <= best < targets.target_prob
+        assert isinstance(best, (int, float)) and 0.0 <= best <= 1.0
+        if method != "expectation":
+            # depl/full refuse only when no plan reaches pi; the mean-based baseline
+            # refuses when the *mean* misses the target, whatever the probability.
+            assert best < targets.target_prob
         return
     assert plan.rounds
     assert plan_errors(scenario, plan.rounds, targets) == []
