@@ -57,6 +57,8 @@ class RunController:
         self.rounds: list[RoundDecision] = list(plan.rounds)
         self.records: list[dict[str, Any]] = []
         self.replans: list[dict[str, Any]] = []
+        #: Planned clients that did not deliver a valid update; re-plans leave them out.
+        self.failed_clients: set[str] = set()
         self.elapsed_s = 0.0
         self.tracking = bool(tracking) and planner is not None
         self.estimator = None
@@ -95,6 +97,18 @@ class RunController:
         q, _, _ = predict_quantile(self._current_scenario(), list(remaining),
                                    self.targets.target_prob, self.guarantee, start=start)
         return float(q)
+
+    def _replanning_scenario(self) -> Scenario:
+        """The current scenario without the clients that failed (if any client is left).
+
+        A client that dropped out or sent a rejected update is not planned again in
+        this run: planning on it would risk the guarantee a second time.
+        """
+        scenario = self._current_scenario()
+        alive = tuple(c for c in scenario.clients if c.id not in self.failed_clients)
+        if not self.failed_clients or not alive:
+            return scenario
+        return dataclasses.replace(scenario, clients=alive)
 
     def _current_scenario(self) -> Scenario:
         if self.estimator is None or self.estimator.num_observations == 0:
@@ -150,6 +164,7 @@ class RunController:
             "wall_s": float(wall_s),
         }
         self.records.append(rec)
+        self.failed_clients.update(rejected)
         if self.estimator is not None and math.isfinite(loss_before) and math.isfinite(loss_after):
             from depl_fl.estimation import LossObservation
 
@@ -177,7 +192,7 @@ class RunController:
                           elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
         t0 = time.perf_counter()
         try:
-            new = self.planner(self._current_scenario(), self.targets, start)
+            new = self.planner(self._replanning_scenario(), self.targets, start)
         except Exception as exc:  # a failed re-plan keeps the current plan
             self.replans.append({"round": rec["round"], "reason": reason, "error": str(exc)})
             return

@@ -1,0 +1,75 @@
+"""Run controller (the pure core of DepLStrategy): records, tracking and re-planning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from depl_fl.plan import Targets
+from depl_fl.planner import make_plan
+from depl_fl.scenario import scenario_from_dict
+from depl_fl.tracking import ReplanPolicy
+from strategies.controller import RunController
+
+DATA = Path(__file__).parent / "data" / "example_scenario.json"
+
+
+@pytest.fixture()
+def setting():
+    doc = json.loads(DATA.read_text())
+    base = doc["clusters"][0]
+    doc["clusters"] = [dict(base, id="A"), dict(base, id="B", activation_joules=5.0)]
+    doc["clients"] = [{"id": f"c{i}", "cluster": "AB"[i % 2], "num_samples": 150 + 10 * i}
+                      for i in range(6)]
+    doc["loss"].pop("reference_samples", None)
+    scenario = scenario_from_dict(doc)
+    targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0)
+
+    def planner(scn, tgt, start):
+        return make_plan(scn, tgt, method="depl", seed=0, start=start)
+
+    plan = planner(scenario, targets, None)
+    assert plan.feasible
+    return scenario, targets, plan, planner
+
+
+def test_failed_client_triggers_replan_without_it(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        replan_policy=ReplanPolicy(margin=10.0))  # only failures trigger
+    first = ctl.next_decision()
+    victim = first.clients[0]
+    rec = ctl.record(first, 2.30, 2.10, accuracy=0.2, wall_s=0.1,
+                     replied=[c for c in first.clients if c != victim], rejected=[victim])
+    assert rec["replanned"] is True
+    assert len(ctl.replans) == 1 and victim in ctl.replans[0]["reason"]
+    later = {c for r in ctl.rounds[1:] for c in r.clients}
+    assert later and victim not in later
+
+
+def test_loss_falling_behind_triggers_replan_with_more_work(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        replan_policy=ReplanPolicy())
+    first = ctl.next_decision()
+    # No progress at all in round 1: the predicted quantile must exceed the target.
+    rec = ctl.record(first, 2.30, 2.30, accuracy=0.1, wall_s=0.1,
+                     replied=list(first.clients), rejected=[])
+    assert rec["predicted_quantile"] > targets.target_loss
+    assert rec["replanned"] is True and ctl.replans[0]["reason"].startswith("behind target")
+    assert ctl.replans[0]["quantile_after"] < rec["predicted_quantile"]
+
+
+def test_on_track_run_is_not_replanned_and_costs_are_modeled(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        replan_policy=ReplanPolicy(margin=10.0))
+    first = ctl.next_decision()
+    rec = ctl.record(first, 2.30, 2.0, accuracy=0.3, wall_s=0.1,
+                     replied=list(first.clients), rejected=[])
+    assert rec["replanned"] is False and ctl.replans == []
+    from depl_fl.semantics import round_energy, round_time
+    assert rec["energy_j"] == pytest.approx(round_energy(scenario, first))
+    assert rec["round_time_s"] == pytest.approx(round_time(scenario, first))
