@@ -44,12 +44,17 @@ class RunController:
         Refine the loss profile online and re-plan when the policy says so.
     replan_policy : object, optional
         A :class:`depl_fl.tracking.ReplanPolicy` (default: behind target only).
+    track_mean : bool
+        Track the predicted *mean* of the final loss instead of its pi-quantile:
+        the mean-based ``expectation`` baseline re-plans on its own criterion.
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
                  guarantee: str = "gaussian", planner: Planner | None = None,
-                 tracking: bool = False, replan_policy: Any = None) -> None:
+                 tracking: bool = False, replan_policy: Any = None,
+                 track_mean: bool = False) -> None:
         self.scenario = scenario
+        self.track_mean = bool(track_mean)
         self.targets = targets
         self.plan = plan
         self.guarantee = guarantee
@@ -87,16 +92,16 @@ class RunController:
 
     def predict(self, loss: float, previous_model: str | None,
                 remaining: Sequence[RoundDecision]) -> float:
-        """Predicted pi-quantile of the final loss from a known ``loss`` under ``remaining``."""
+        """Predicted pi-quantile (or mean, with ``track_mean``) of the final loss under ``remaining``."""
         if not remaining:
             return float(loss)
         from depl_fl.planner import PlanStart, predict_quantile
 
         start = PlanStart(loss_mean=max(float(loss), 0.0), previous_model=previous_model,
                           elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
-        q, _, _ = predict_quantile(self._current_scenario(), list(remaining),
-                                   self.targets.target_prob, self.guarantee, start=start)
-        return float(q)
+        q, mean, _ = predict_quantile(self._current_scenario(), list(remaining),
+                                      self.targets.target_prob, self.guarantee, start=start)
+        return float(mean if self.track_mean else q)
 
     def _replanning_scenario(self) -> Scenario:
         """The current scenario without the clients that failed (if any client is left).

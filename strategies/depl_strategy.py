@@ -92,13 +92,16 @@ class DepLStrategy(FedAvg):
         Use this plan instead of calling ``plan_fn`` for the initial plan.
     replan_policy : object, optional
         A :class:`depl_fl.tracking.ReplanPolicy`.
+    track_mean : bool
+        Track the predicted mean of the final loss instead of its pi-quantile
+        (the mean-based ``expectation`` baseline).
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
                  plan_fn: PlanFn | None, num_clients: int, train_settings: Mapping[str, Any],
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
-                 replan_policy: Any = None) -> None:
+                 replan_policy: Any = None, track_mean: bool = False) -> None:
         super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
         self.arch = arch
         self.targets = targets
@@ -111,6 +114,7 @@ class DepLStrategy(FedAvg):
         self.node_wait_timeout_s = float(node_wait_timeout_s)
         self.given_plan = plan
         self.replan_policy = replan_policy
+        self.track_mean = bool(track_mean)
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -306,7 +310,8 @@ class DepLStrategy(FedAvg):
                  self.plan.predicted.get("probability", float("nan")))
         self.controller = RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
                                         planner=self.plan_fn, tracking=self.tracking,
-                                        replan_policy=self.replan_policy)
+                                        replan_policy=self.replan_policy,
+                                        track_mean=self.track_mean)
         train_config = ConfigRecord() if train_config is None else train_config
         result = Result()
         first_model = self.scenario.model(self.plan.rounds[0].model)
@@ -343,9 +348,10 @@ class DepLStrategy(FedAvg):
                 "accuracy" in res else None, wall_s=wall, replied=replied, rejected=missing,
                 train_loss=float(agg_metrics["train-loss"]) if agg_metrics is not None else None)
             loss = new_loss
-            LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted q%.0f %.4f vs target %.4g%s",
+            LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s",
                      rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
-                     100 * self.targets.target_prob, rec["predicted_quantile"], self.targets.target_loss,
+                     "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
+                     rec["predicted_quantile"], self.targets.target_loss,
                      " (re-planned)" if rec["replanned"] else "")
         self._decision = None
         return result

@@ -96,7 +96,10 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
                         "batch-size": int(train["batch_size"]), "seed": int(cfg["seed"])},
         guarantee=str(cfg["planner"]["guarantee"]), tracking=bool(tracking_cfg.get("enabled")),
         node_wait_timeout_s=float(cfg["server"]["node_wait_timeout_s"]), plan=plan,
-        replan_policy=replan_policy)
+        replan_policy=replan_policy,
+        # The mean-based baseline tracks its own criterion (the predicted mean), so
+        # that online re-planning does not turn it into a quantile method.
+        track_mean=cfg["method"] == "expectation")
 
 
 def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,

@@ -73,3 +73,24 @@ def test_on_track_run_is_not_replanned_and_costs_are_modeled(setting):
     from depl_fl.semantics import round_energy, round_time
     assert rec["energy_j"] == pytest.approx(round_energy(scenario, first))
     assert rec["round_time_s"] == pytest.approx(round_time(scenario, first))
+
+
+def test_mean_tracking_baseline_replans_on_the_mean_only(setting):
+    scenario, targets, _, planner = setting
+    plan = make_plan(scenario, targets, method="expectation", seed=0)
+
+    def run(track_mean: bool) -> dict:
+        ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                            replan_policy=ReplanPolicy(), track_mean=track_mean)
+        first = ctl.next_decision()
+        # A round exactly on the mean path: the mean-based plan stays on track,
+        # while its pi-quantile is above the target (it promised only the mean).
+        from depl_fl.planner import predict_quantile
+        _, mean1, _ = predict_quantile(scenario, [first], 0.5)
+        return ctl.record(first, scenario.loss.initial, mean1, accuracy=None, wall_s=0.0,
+                          replied=list(first.clients), rejected=[])
+
+    by_quantile, by_mean = run(False), run(True)
+    assert by_quantile["predicted_quantile"] > targets.target_loss and by_quantile["replanned"]
+    assert by_mean["predicted_quantile"] <= targets.target_loss + 1e-6
+    assert by_mean["replanned"] is False
