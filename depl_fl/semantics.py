@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -307,20 +307,43 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
         On unknown ids, an empty round, a disallowed switch or a bad
         ``start_loss`` shape.
     """
+    final = None
+    for final in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model):
+        pass
+    return final if final is not None else _start_array(scenario, n, start_loss)
+
+
+def _start_array(scenario: Scenario, n: int,
+                 start_loss: float | np.ndarray | None) -> np.ndarray:
+    """A fresh array of the ``n`` initial losses (see :func:`simulate_final_losses`)."""
+    if start_loss is None:
+        return np.full(n, scenario.loss.initial, dtype=float)
+    if np.ndim(start_loss) == 0 or np.shape(start_loss) == (n,):
+        return np.array(np.broadcast_to(np.asarray(start_loss, dtype=float), (n,)))
+    raise ScenarioError(f"start_loss: expected a scalar or shape ({n},), "
+                        f"got shape {np.shape(start_loss)}")
+
+
+def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: int,
+                      rng: np.random.Generator | int | None,
+                      start_loss: float | np.ndarray | None = None,
+                      previous_model: str | None = None) -> Iterator[np.ndarray]:
+    """The losses of ``n`` trajectories after each round, as :func:`simulate_final_losses` computes them.
+
+    Yields one array per round: the **same** array, updated in place, so a
+    caller that keeps a round's losses must copy them. Same parameters,
+    random stream and errors as :func:`simulate_final_losses`, which is this
+    generator run to its end. Per distinct ``(model, clients)`` the profile
+    and the data-ratio scales are computed once.
+    """
     if n < 1:
         raise ScenarioError(f"number of trajectories must be >= 1, got {n!r}")
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
-    if start_loss is None:
-        losses = np.full(n, scenario.loss.initial, dtype=float)
-    else:
-        losses = np.array(np.broadcast_to(np.asarray(start_loss, dtype=float), (n,))) \
-            if np.ndim(start_loss) == 0 or np.shape(start_loss) == (n,) else None
-        if losses is None:
-            raise ScenarioError(f"start_loss: expected a scalar or shape ({n},), "
-                                f"got shape {np.shape(start_loss)}")
+    losses = _start_array(scenario, n, start_loss)
     a = scenario.loss.data_exponent_mean
     b = scenario.loss.data_exponent_std
+    tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
     previous = previous_model
     for index, decision in enumerate(rounds):
         if not decision.clients:
@@ -334,15 +357,32 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
             if jump is None:
                 raise ScenarioError(f"round {index}: switch {previous!r} -> {model!r} "
                                     "is not allowed (no such pair in loss.switch)")
-            losses += jump.mean + jump.std * rng.standard_normal(n)
-        r = data_ratio(scenario, decision.clients)
-        mean_scale, std_scale = r ** a, r ** (-b)
-        mu = profile.mean_at(losses)
-        sigma = profile.std_at(losses)
-        losses -= mu * mean_scale + sigma * std_scale * rng.standard_normal(n)
+            # L += mean + std * Y, in place (same operations as the formula).
+            y = rng.standard_normal(n)
+            y *= jump.std
+            y += jump.mean
+            losses += y
+        clients = decision.clients
+        key = (model, clients if isinstance(clients, tuple) else tuple(clients))
+        table = tables.get(key)
+        if table is None:
+            r = data_ratio(scenario, clients)
+            table = (np.asarray(profile.levels, dtype=float), np.asarray(profile.mean, dtype=float),
+                     np.asarray(profile.std, dtype=float), r ** a, r ** (-b))
+            tables[key] = table
+        levels, means, stds, mean_scale, std_scale = table
+        mu = np.interp(losses, levels, means)
+        sigma = np.interp(losses, levels, stds)
+        # L -= mu * r**a + sigma * r**-b * X, in place, same operation order.
+        x = rng.standard_normal(n)
+        sigma *= std_scale
+        sigma *= x
+        mu *= mean_scale
+        mu += sigma
+        losses -= mu
         np.maximum(losses, 0.0, out=losses)
         previous = model
-    return losses
+        yield losses
 
 
 def empirical_quantile(losses: np.ndarray, prob: float) -> float:

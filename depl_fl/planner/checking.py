@@ -12,7 +12,7 @@ import numpy as np
 from depl_fl.plan import Plan, RoundDecision
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import Option
-from depl_fl.semantics import empirical_quantile, round_energy, round_time, simulate_final_losses
+from depl_fl.semantics import empirical_quantile, round_energy, round_time
 
 # A plan is accepted when its Monte Carlo probability exceeds pi by this many
 # Monte Carlo standard errors, so that an independent check (another seed)
@@ -29,17 +29,17 @@ def required_probability(prob: float, n: int) -> float:
 
 def start_losses(ctx: PlanContext, n: int, rng: np.random.Generator) -> np.ndarray | float:
     """Initial losses of the trajectories (a draw when the start loss is uncertain)."""
-    if ctx.start is None or ctx.start_var == 0.0:
-        return ctx.start_mean
-    return np.maximum(rng.normal(ctx.start_mean, ctx.start_std, n), 0.0)
+    return ctx.start_losses(n, rng)
 
 
 def final_losses(ctx: PlanContext, rounds: Sequence[RoundDecision], n: int, seed: int) -> np.ndarray:
-    """Final losses of ``n`` trajectories of ``rounds`` from the plan's start state."""
-    rng = np.random.default_rng(seed)
-    return simulate_final_losses(ctx.scenario, rounds, n, rng,
-                                 start_loss=start_losses(ctx, n, rng),
-                                 previous_model=ctx.previous)
+    """Final losses of ``n`` trajectories of ``rounds`` from the plan's start state.
+
+    The same losses as ``simulate_final_losses`` with ``default_rng(seed)``
+    after the start draws, resumed from a shared prefix when one was
+    simulated before (see :mod:`.trajectories`); the array is read-only.
+    """
+    return ctx.mc_cache.final_losses(rounds, n, seed)
 
 
 def probability(ctx: PlanContext, rounds: Sequence[RoundDecision], n: int, seed: int) -> float:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from depl_fl.errors import ScenarioError
 from depl_fl.plan import Targets
+import numpy as np
+
 from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
+from depl_fl.planner.trajectories import TrajectoryCache
 from depl_fl.scenario import Scenario
 
 # Rounds considered when the user gives no max_rounds.
@@ -28,6 +32,18 @@ class PlanContext:
     start_var: float
     previous: str | None
     bin_width: float
+    mc_cache: TrajectoryCache = field(init=False, repr=False)
+    # Expanded graphs already built, by (data ratio, edges, round price): see plan_for_set.
+    graphs: dict[tuple, Any] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.mc_cache = TrajectoryCache(self.scenario, self.previous, self.start_losses)
+
+    def start_losses(self, n: int, rng: np.random.Generator) -> np.ndarray | float:
+        """Initial losses of ``n`` trajectories (a draw from ``rng`` when the start loss is uncertain)."""
+        if self.start is None or self.start_var == 0.0:
+            return self.start_mean
+        return np.maximum(rng.normal(self.start_mean, self.start_std, n), 0.0)
 
     @classmethod
     def build(cls, scenario: Scenario, targets: Targets, start: PlanStart | None,

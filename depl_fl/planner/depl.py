@@ -41,7 +41,7 @@ from depl_fl.planner.checking import (SEARCH_TRAJECTORIES, decisions, probabilit
                                       required_probability, start_losses)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
-from depl_fl.planner.model_selection import EdgeSpec, layered_path
+from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import (ClientSet, Option, allocate_levels, lagrangian_option,
                                        round_options)
@@ -82,9 +82,14 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
         for m, o in opts.items():
             chosen = lagrangian_option(o, lam)
             edges[m] = EdgeSpec(chosen.cost, chosen.time)
-        return layered_path(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
-                             kappa, ctx.targets.target_loss, ctx.deadline, ctx.max_rounds,
-                             ctx.bin_width, round_price=nu)
+        # The graph does not depend on kappa: build it once per (set, prices).
+        key = (r, tuple(edges.items()), nu)
+        graph = ctx.graphs.get(key)
+        if graph is None:
+            graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
+                                 ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
+            ctx.graphs[key] = graph
+        return graph.solve(kappa, ctx.targets.target_loss)
 
     result = search(0.0, 0.0)
     if result is None:

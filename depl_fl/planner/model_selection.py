@@ -195,111 +195,170 @@ def layered_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
     one has a lower-or-equal mean bin, lower-or-equal std bin and a smaller
     weight (it is at least as close to every goal, for less). This keeps each
     layer a Pareto staircase of ``O(1/eta)`` vertices instead of
-    ``O(1/eta^2)``.
+    ``O(1/eta^2)``. See :class:`LayeredGraph` to solve one graph for several
+    ``kappa``.
     """
-    models = list(edges)
-    n_m = len(models)
-    index = {m: i for i, m in enumerate(models)}
-    allowed = np.zeros((n_m + 1, n_m), dtype=bool)  # row n_m: "no previous model"
-    sw_mean = np.zeros((n_m + 1, n_m))
-    sw_var = np.zeros((n_m + 1, n_m))
-    for i, p in enumerate(models):
-        for j, m in enumerate(models):
-            if p == m:
-                allowed[i, j] = True
-            elif (p, m) in prop.switch:
-                allowed[i, j] = True
-                sw_mean[i, j], sw_var[i, j] = prop.switch[(p, m)]
-    if previous is None:
-        allowed[n_m, :] = True
-        start_idx = n_m
-    elif previous in index:
-        start_idx = index[previous]
-    else:
-        return None
-    cost_e = np.array([edges[m].cost for m in models])
-    time_e = np.array([edges[m].time for m in models])
-    weight_e = cost_e + round_price + time_price * time_e
-    inv_w = 1.0 / bin_width
-    mean = np.array([start_mean])
-    var = np.array([start_var])
-    model = np.array([start_idx])
-    weight = np.zeros(1)
-    cost = np.zeros(1)
-    time_ = np.zeros(1)
-    if start_mean + kappa * math.sqrt(start_var) <= target:
-        return GraphResult([], start_mean, start_var, 0.0, 0.0, 1)
-    history: list[tuple[np.ndarray, np.ndarray]] = []   # per layer: (parent index, model)
-    best: tuple[float, int, int] | None = None           # (weight, layer, index)
-    best_state = None
-    vertices = 1
-    for k in range(1, max_rounds + 1):
-        parts = []
-        for j in range(n_m):
-            src = np.nonzero(allowed[model, j])[0]
-            if src.size == 0:
-                continue
-            t = time_[src] + time_e[j]
-            ok = t <= deadline * (1.0 + 1e-9)
-            src, t = src[ok], t[ok]
-            if src.size == 0:
-                continue
-            sm = sw_mean[model[src], j]
-            sv = sw_var[model[src], j]
-            m0, v0 = mean[src] + sm, var[src] + sv
-            m1, v1 = prop.run_array(models[j], m0, v0, r)
-            parts.append((src, np.full(src.size, j), m1, v1, weight[src] + weight_e[j],
-                          cost[src] + cost_e[j], t))
-        if not parts:
-            break
-        src, mod, m1, v1, w1, c1, t1 = (np.concatenate(x) for x in zip(*parts))
-        kb_mean = np.floor(m1 * inv_w).astype(np.int64)
-        kb_std = np.floor(np.sqrt(v1) * inv_w).astype(np.int64)
-        order = np.lexsort((w1, kb_std, kb_mean, mod))
-        keys = np.stack([mod[order], kb_mean[order], kb_std[order]])
-        first = np.ones(order.size, dtype=bool)
-        first[1:] = np.any(keys[:, 1:] != keys[:, :-1], axis=0)
-        keep = order[first]
-        if best is not None:
-            keep = keep[w1[keep] < best[0]]
-        if dominance and keep.size > 1:
-            keep = keep[_undominated(mod[keep], kb_mean[keep], kb_std[keep], w1[keep])]
-        if keep.size == 0:
-            break
-        mean, var, model = m1[keep], v1[keep], mod[keep]
-        weight, cost, time_ = w1[keep], c1[keep], t1[keep]
-        history.append((src[keep], mod[keep]))
-        vertices += keep.size
-        goal = mean + kappa * np.sqrt(var) <= target
-        if goal.any():
-            g = np.nonzero(goal)[0]
-            i = int(g[np.argmin(weight[g])])
-            if best is None or weight[i] < best[0]:
-                best = (float(weight[i]), k, i)
-                best_state = (float(mean[i]), float(var[i]), float(cost[i]), float(time_[i]))
-    if best is None:
-        return None
-    path = []
-    i = best[2]
-    for layer in range(best[1] - 1, -1, -1):
-        parents, mods = history[layer]
-        path.append(models[int(mods[i])])
-        i = int(parents[i])
-    path.reverse()
-    return GraphResult(path, best_state[0], best_state[1], best_state[2], best_state[3], vertices)
+    graph = LayeredGraph(prop, r, edges, start_mean, start_var, previous, deadline, max_rounds,
+                         bin_width, round_price, time_price, dominance)
+    return graph.solve(kappa, target)
 
+
+@dataclass
+class _Layer:
+    mean: np.ndarray
+    var: np.ndarray
+    model: np.ndarray
+    weight: np.ndarray
+    cost: np.ndarray
+    time: np.ndarray
+    parent: np.ndarray
+    min_weight: float
+
+
+class LayeredGraph:
+    """The layers of the expanded graph, built once and solved for any ``kappa``.
+
+    Only the goal test depends on ``kappa``, so the layers are built without
+    pruning by the best goal's weight (lazily, as far as a query needs) and
+    each :meth:`solve` scans them. Pruning by weight only ever removes
+    vertices at least as heavy as the best goal, which can neither lead to a
+    lighter goal nor win a merge or dominance test against a lighter vertex,
+    so :meth:`solve` returns exactly the path of the pruned forward pass
+    described in :func:`layered_path` (same parameters, without ``kappa`` and
+    ``target``).
+    """
+
+    def __init__(self, prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
+                 start_mean: float, start_var: float, previous: str | None,
+                 deadline: float, max_rounds: int, bin_width: float,
+                 round_price: float = 0.0, time_price: float = 0.0,
+                 dominance: bool = True) -> None:
+        self.prop, self.r, self.dominance = prop, r, dominance
+        self.models = list(edges)
+        n_m = len(self.models)
+        index = {m: i for i, m in enumerate(self.models)}
+        allowed = np.zeros((n_m + 1, n_m), dtype=bool)  # row n_m: "no previous model"
+        sw_mean = np.zeros((n_m + 1, n_m))
+        sw_var = np.zeros((n_m + 1, n_m))
+        for i, p in enumerate(self.models):
+            for j, m in enumerate(self.models):
+                if p == m:
+                    allowed[i, j] = True
+                elif (p, m) in prop.switch:
+                    allowed[i, j] = True
+                    sw_mean[i, j], sw_var[i, j] = prop.switch[(p, m)]
+        self.reachable = True
+        start_idx = n_m
+        if previous is None:
+            allowed[n_m, :] = True
+        elif previous in index:
+            start_idx = index[previous]
+        else:
+            self.reachable = False
+        self.allowed_t = allowed.T.copy()
+        self.sw_mean, self.sw_var = sw_mean, sw_var
+        self.cost_e = np.array([edges[m].cost for m in self.models])
+        self.time_e = np.array([edges[m].time for m in self.models])
+        self.weight_e = self.cost_e + round_price + time_price * self.time_e
+        self.inv_w = 1.0 / bin_width
+        self.limit_t = deadline * (1.0 + 1e-9)
+        self.max_rounds = max_rounds
+        self.start_mean, self.start_var = start_mean, start_var
+        self.layers: list[_Layer] = []
+        self._last = _Layer(np.array([start_mean]), np.array([start_var]), np.array([start_idx]),
+                            np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1, dtype=np.int64), 0.0)
+        self._done = not self.reachable
+
+    def _grow(self) -> bool:
+        """Append the next layer; False when there is none (round limit, deadline)."""
+        if self._done or len(self.layers) >= self.max_rounds:
+            self._done = True
+            return False
+        prev = self._last
+        # Every (model j, parent src) edge of the layer at once, ordered by j then src.
+        mod, src = np.nonzero(self.allowed_t[:, prev.model])
+        t1 = prev.time[src] + self.time_e[mod]
+        ok = t1 <= self.limit_t
+        if not ok.all():
+            mod, src, t1 = mod[ok], src[ok], t1[ok]
+        if src.size == 0:
+            self._done = True
+            return False
+        from_model = prev.model[src]
+        m0 = prev.mean[src] + self.sw_mean[from_model, mod]
+        v0 = prev.var[src] + self.sw_var[from_model, mod]
+        m1, v1 = self.prop.run_many(self.models, mod, m0, v0, self.r)
+        w1 = prev.weight[src] + self.weight_e[mod]
+        c1 = prev.cost[src] + self.cost_e[mod]
+        kb_mean = np.floor(m1 * self.inv_w).astype(np.int64)
+        kb_std = np.floor(np.sqrt(v1) * self.inv_w).astype(np.int64)
+        order = np.lexsort((w1, kb_std, kb_mean, mod))
+        s_mod, s_mean, s_std = mod[order], kb_mean[order], kb_std[order]
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = (s_mod[1:] != s_mod[:-1]) | (s_mean[1:] != s_mean[:-1]) \
+            | (s_std[1:] != s_std[:-1])
+        keep = order[first]
+        if self.dominance and keep.size > 1:
+            keep = keep[_undominated(mod[keep], kb_mean[keep], kb_std[keep], w1[keep])]
+        layer = _Layer(m1[keep], v1[keep], mod[keep], w1[keep], c1[keep], t1[keep], src[keep],
+                       float(w1[keep].min()))
+        self.layers.append(layer)
+        self._last = layer
+        return True
+
+    def solve(self, kappa: float, target: float) -> GraphResult | None:
+        """Lightest goal (``mean + kappa * std <= target``); None when none is reachable."""
+        if not self.reachable:
+            return None
+        if self.start_mean + kappa * math.sqrt(self.start_var) <= target:
+            return GraphResult([], self.start_mean, self.start_var, 0.0, 0.0, 1)
+        best: tuple[float, int, int] | None = None           # (weight, layer, index)
+        k = 0
+        while k < len(self.layers) or self._grow():
+            layer = self.layers[k]
+            k += 1
+            if best is not None and layer.min_weight >= best[0]:
+                break
+            goal = layer.mean + kappa * np.sqrt(layer.var) <= target
+            if goal.any():
+                g = np.nonzero(goal)[0]
+                i = int(g[np.argmin(layer.weight[g])])
+                if best is None or layer.weight[i] < best[0]:
+                    best = (float(layer.weight[i]), k, i)
+        if best is None:
+            return None
+        path = []
+        i = best[2]
+        for layer_idx in range(best[1] - 1, -1, -1):
+            layer = self.layers[layer_idx]
+            path.append(self.models[int(layer.model[i])])
+            i = int(layer.parent[i])
+        path.reverse()
+        goal_layer = self.layers[best[1] - 1]
+        j = best[2]
+        vertices = 1 + sum(layer.mean.size for layer in self.layers[:k])
+        return GraphResult(path, float(goal_layer.mean[j]), float(goal_layer.var[j]),
+                           float(goal_layer.cost[j]), float(goal_layer.time[j]), vertices)
 
 
 def _undominated(model: np.ndarray, mean_bin: np.ndarray, std_bin: np.ndarray,
                  weight: np.ndarray) -> np.ndarray:
-    """Mask of vertices not dominated (same model, both bins <=, strictly lighter)."""
-    keep = np.ones(model.size, dtype=bool)
-    for j in np.unique(model):
-        idx = np.nonzero(model == j)[0]
-        mb = mean_bin[idx] - mean_bin[idx].min()
-        sb = std_bin[idx] - std_bin[idx].min()
-        grid = np.full((int(mb.max()) + 1, int(sb.max()) + 1), np.inf)
-        grid[mb, sb] = weight[idx]  # keys are unique per (model, mb, sb)
-        prefix = np.minimum.accumulate(np.minimum.accumulate(grid, axis=0), axis=1)
-        keep[idx] = weight[idx] <= prefix[mb, sb]
-    return keep
+    """Mask of vertices not dominated (same model, both bins <=, strictly lighter).
+
+    Keys ``(model, mean_bin, std_bin)`` must be unique. All models are handled
+    in one 3-D grid (model x mean bin x std bin, bins relative to the model's
+    smallest) whose 2-D prefix minimum gives, per cell, the lightest vertex
+    with both bins lower or equal.
+    """
+    groups, inv = np.unique(model, return_inverse=True)
+    mb_min = np.full(groups.size, np.iinfo(np.int64).max)
+    sb_min = mb_min.copy()
+    np.minimum.at(mb_min, inv, mean_bin)
+    np.minimum.at(sb_min, inv, std_bin)
+    mb = mean_bin - mb_min[inv]
+    sb = std_bin - sb_min[inv]
+    grid = np.full((groups.size, int(mb.max()) + 1, int(sb.max()) + 1), np.inf)
+    grid[inv, mb, sb] = weight
+    np.minimum.accumulate(grid, axis=1, out=grid)
+    np.minimum.accumulate(grid, axis=2, out=grid)
+    return weight <= grid[inv, mb, sb]
