@@ -130,8 +130,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.plan import Plan
     from depl_fl.scenario import load_scenario
 
-    if not (math.isfinite(args.eta) and args.eta > 0):
-        raise ScenarioError(f"--eta: must be a finite number > 0, got {args.eta!r}")
+    if not (math.isfinite(args.eta) and 0.0 < args.eta <= 1.0):
+        raise ScenarioError(f"--eta: must be in (0, 1], got {args.eta!r}")
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
     from depl_fl.planner import make_plan

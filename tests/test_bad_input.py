@@ -255,6 +255,18 @@ def test_bad_options(capsys: pytest.CaptureFixture, argv: list[str], needle: str
     _assert_one_line_error(status, err, needle)
 
 
+@pytest.mark.parametrize("eta", ["1.5", "-0.1", "inf"])
+def test_eta_outside_unit_interval_is_rejected_before_planning(
+        tmp_path: Path, capsys: pytest.CaptureFixture, eta: str) -> None:
+    # The scenario file does not exist: the --eta check must come first.
+    out = tmp_path / "out.json"
+    status, stdout, err = _run(capsys, ["plan", str(tmp_path / "missing.json"), *TARGETS,
+                                        "--out", str(out), "--eta", eta])
+    _assert_one_line_error(status, err, "--eta: must be in (0, 1]")
+    assert stdout == ""
+    assert not out.exists()
+
+
 def test_subprocess_shows_no_traceback(tmp_path: Path) -> None:
     doc = _example()
     doc["clients"].append({"id": "c0", "cluster": "A", "num_samples": 10})
