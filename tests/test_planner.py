@@ -214,3 +214,21 @@ def test_planner_never_imports_flwr_or_torch():
             "sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_trajectory_cache_resumes_prefixes_bit_for_bit():
+    from depl_fl.planner.checking import final_losses
+
+    scen, targets = scenarios.paper_like(0.9)
+    start = PlanStart(loss_mean=1.8, loss_std=0.1, previous_model="mobilenet")
+    ctx = PlanContext.build(scen, targets, start, 0.05)
+    ids = tuple(c.id for c in scen.clients[:9])
+    models = ["mobilenet"] * 5 + ["mobilenet-p50"] * 4 + ["mobilenet"] * 3
+    seqs = [models, models[:7] + models[8:], models[:3], models, models + ["mobilenet"] * 2]
+    for seq in seqs:
+        rounds = [RoundDecision(m, ids, {}) for m in seq]
+        rng = np.random.default_rng(11)
+        fresh = simulate_final_losses(scen, rounds, 3000, rng,
+                                      start_loss=np.maximum(rng.normal(1.8, 0.1, 3000), 0.0),
+                                      previous_model="mobilenet")
+        assert np.array_equal(final_losses(ctx, rounds, 3000, 11), fresh)

@@ -263,3 +263,32 @@ def test_empirical_quantile_is_inverted_cdf() -> None:
     assert empirical_quantile(values, 0.5) == 2.0
     assert empirical_quantile(values, 0.51) == 3.0
     assert empirical_quantile(values, 0.99) == 4.0
+
+
+def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
+    from depl_fl.semantics import _InterpTable
+
+    rng = np.random.default_rng(5)
+    for n_levels in (1, 2, 3, 5, 12):  # 12: the binary-search branch
+        levels = np.sort(rng.choice(np.linspace(0.0, 3.0, 301), n_levels, replace=False))
+        mean, std = rng.uniform(-0.2, 0.5, n_levels), rng.uniform(0.0, 0.2, n_levels)
+        x = rng.uniform(-1.0, 4.0, 2000)
+        x[::9] = rng.choice(levels, x[::9].size)  # exactly on nodes
+        mu, sigma = _InterpTable(tuple(levels), tuple(mean), tuple(std))(x)
+        assert np.array_equal(mu, np.interp(x, levels, mean))
+        assert np.array_equal(sigma, np.interp(x, levels, std))
+
+
+def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
+    from depl_fl.semantics import iter_round_losses
+
+    scen = _scenario(run={"full": {"levels": [0.0, 50.0, 200.0], "mean": [0.1, 0.5, 0.9],
+                                   "std": [0.1, 0.2, 0.4]},
+                          "half": {"levels": [0.0, 200.0], "mean": [0.3, 0.3], "std": [0.1, 0.1]}})
+    rounds = [RoundDecision(m, ("a1", "b1"), {}) for m in ("full", "full", "half", "half")]
+    prefixes = [losses.copy() for losses in iter_round_losses(scen, rounds, 500, 3)]
+    assert len(prefixes) == len(rounds)
+    # same seed: the first k rounds consume the same random stream as a k-round run
+    for k, losses in enumerate(prefixes, start=1):
+        assert np.array_equal(losses, simulate_final_losses(scen, rounds[:k], 500, 3))
+    assert not np.array_equal(prefixes[0], prefixes[1])

@@ -66,6 +66,7 @@ class TrajectoryCache:
         self.previous = previous
         self.start = start
         self._entries: dict[tuple[int, int], list[_Entry]] = {}
+        self._tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
 
     def final_losses(self, rounds: Sequence[RoundDecision], n: int, seed: int) -> np.ndarray:
         """Final losses of ``n`` trajectories of ``rounds`` with ``default_rng(seed)``.
@@ -99,7 +100,8 @@ class TrajectoryCache:
         previous = rounds[at - 1].model if at > 0 else self.previous
         final = None
         for k, final in enumerate(iter_round_losses(self.scenario, rounds[at:], n, rng,
-                                                    start_loss=losses, previous_model=previous),
+                                                    start_loss=losses, previous_model=previous,
+                                                    tables=self._tables),
                                   start=at + 1):
             if k == len(keys):  # the last yield: the array is not updated any more
                 new.states[k] = (final, rng.bit_generator.state)
