@@ -8,6 +8,7 @@ used by ``depl_fl.main``) or, for ``flwr run .``, from the run config
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -124,6 +125,21 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     return write_results(doc, out_dir, plot=bool(cfg.get("output", {}).get("plot", True)))
 
 
+def _log_to_stdout() -> None:
+    """Send the ``depl_fl`` INFO lines to stdout, which ``flwr run --stream`` shows.
+
+    In a deployment nothing else configures the ``depl_fl`` loggers, so the
+    plan and per-round lines would be dropped.
+    """
+    logger = logging.getLogger("depl_fl")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("[depl] %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
 def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | None = None,
                     outcome: dict[str, Any] | None = None) -> ServerApp:
     """Build the ServerApp.
@@ -133,7 +149,8 @@ def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | 
     cfg : mapping, optional
         The composed run configuration; ``None`` reads it from ``context.run_config``.
     out_dir : path, optional
-        Output folder (default: ``run_config["output-dir"]`` or ``outputs/flwr-<time>``).
+        Output folder (default: ``run_config["output-dir"]``, else the config's
+        ``output.dir``, else ``outputs/flwr-<time>`` under the ServerApp's working directory).
     outcome : dict, optional
         Filled with ``results`` (the results.json path) or ``error`` (a
         :class:`DeplError`), so the caller can report user mistakes in one line
@@ -143,8 +160,13 @@ def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | 
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        if cfg is None:
+            _log_to_stdout()
         run_cfg = cfg if cfg is not None else config_from_run_config(context.run_config)
+        # A deployment (flwr run) can only pass run config keys declared in
+        # pyproject.toml, so the folder also comes from the override output.dir.
         target = out_dir or context.run_config.get("output-dir") or \
+            (run_cfg.get("output") or {}).get("dir") or \
             Path("outputs") / time.strftime("flwr-%Y-%m-%d_%H-%M-%S")
         try:
             path = run_server(grid, run_cfg, target)
