@@ -52,11 +52,11 @@ def test_loopback_deployment_runs_two_rounds(tmp_path):
     env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path)}
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        ["bash", str(SCRIPT), "-n", "3", "-r", "2", "-o", str(out), "-t", "140", *TINY],
+        ["bash", str(SCRIPT), "-n", "3", "-r", "2", "-o", str(out), "-t", "400", *TINY],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=155)
+        stdout, stderr = proc.communicate(timeout=420)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)  # the script's trap stops what it started
         stdout, stderr = proc.communicate(timeout=40)
