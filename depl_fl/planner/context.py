@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from depl_fl.errors import ScenarioError
@@ -37,13 +38,16 @@ class PlanContext:
     graphs: dict[tuple, Any] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.mc_cache = TrajectoryCache(self.scenario, self.previous, self.start_losses)
+        # A partial, not a bound method: no reference cycle, so the cache is
+        # freed as soon as the planning call drops its context.
+        std = self.start_std if self.start is not None else 0.0
+        self.mc_cache = TrajectoryCache(self.scenario, self.previous,
+                                        partial(_start_losses, self.start_mean, std))
 
     def start_losses(self, n: int, rng: np.random.Generator) -> np.ndarray | float:
         """Initial losses of ``n`` trajectories (a draw from ``rng`` when the start loss is uncertain)."""
-        if self.start is None or self.start_var == 0.0:
-            return self.start_mean
-        return np.maximum(rng.normal(self.start_mean, self.start_std, n), 0.0)
+        std = self.start_std if self.start is not None else 0.0
+        return _start_losses(self.start_mean, std, n, rng)
 
     @classmethod
     def build(cls, scenario: Scenario, targets: Targets, start: PlanStart | None,
@@ -65,3 +69,10 @@ class PlanContext:
     def start_std(self) -> float:
         """Standard deviation of the start loss."""
         return math.sqrt(self.start_var)
+
+
+def _start_losses(mean: float, std: float, n: int, rng: np.random.Generator) -> np.ndarray | float:
+    """``mean`` when the start loss is known, else ``n`` draws of ``max(N(mean, std**2), 0)``."""
+    if std == 0.0:
+        return mean
+    return np.maximum(rng.normal(mean, std, n), 0.0)
