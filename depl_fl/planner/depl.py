@@ -162,25 +162,29 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
     def ok(c: Candidate | None) -> bool:
         return c is not None and c.prob >= need_search
 
+    passing: list[Candidate] = []
+
+    def bisect(lo: float, hi: float) -> None:
+        """Narrow the kappa interval (lo fails, hi passes), keeping every passing plan."""
+        for _ in range(BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            c = attempt(mid)
+            if ok(c):
+                passing.append(c)
+                hi = mid
+            else:
+                lo = mid
+
     k0 = kappa_of(pi, guarantee)
     first = attempt(k0)
-    passing: list[Candidate] = []
     if ok(first):
         passing.append(first)
         if guarantee == "gaussian":
-            lo, hi = k0 - LOOSEN, k0
-            low = attempt(lo)
+            low = attempt(k0 - LOOSEN)
             if ok(low):
                 passing.append(low)
             else:
-                for _ in range(BISECTIONS):
-                    mid = 0.5 * (lo + hi)
-                    c = attempt(mid)
-                    if ok(c):
-                        passing.append(c)
-                        hi = mid
-                    else:
-                        lo = mid
+                bisect(k0 - LOOSEN, k0)
     else:
         if first is None:
             return None, most_probable
@@ -211,14 +215,7 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
                 else:
                     lo = mid
         if hi is not None:
-            for _ in range(BISECTIONS):
-                mid = 0.5 * (lo + hi)
-                c = attempt(mid)
-                if ok(c):
-                    passing.append(c)
-                    hi = mid
-                else:
-                    lo = mid
+            bisect(lo, hi)
     # Final check on the full trajectory count, cheapest first; tighten on failure.
     for cand in sorted(passing, key=lambda c: c.cost):
         p = probability(ctx, cand.rounds, n_final, seed)
