@@ -103,6 +103,20 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
         track_mean=cfg["method"] == "expectation")
 
 
+def summary_line(summary: Mapping[str, Any]) -> str:
+    """One human-readable line of a job's ``results.json`` summary (missing figures as n/a)."""
+    def num(key: str, fmt: str) -> str:
+        value = summary.get(key)
+        return format(value, fmt) if isinstance(value, (int, float)) else "n/a"
+
+    verdict = "met" if summary.get("met") else "NOT met"
+    return (f"summary: {summary.get('method')} seed {summary.get('seed')}: final loss "
+            f"{num('final_loss', '.4f')} vs target {num('target_loss', 'g')} ({verdict}; "
+            f"pi={num('target_prob', 'g')}), energy {num('cost_j', '.4g')} J, modeled time "
+            f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
+            f"{summary.get('replans', 0)} re-plans")
+
+
 def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
                plan: Plan | None = None) -> Path:
     """Run the whole DepL job on ``grid`` and write ``results.json`` (+ plot) into ``out_dir``.
@@ -122,6 +136,7 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     evaluate = make_evaluate_fn(cfg)
     strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
     doc = build_results(strategy, cfg, wall_s=time.perf_counter() - t0)
+    LOG.info("%s", summary_line(doc["summary"]))
     return write_results(doc, out_dir, plot=bool(cfg.get("output", {}).get("plot", True)))
 
 
