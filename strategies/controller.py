@@ -12,6 +12,7 @@ re-plans the remaining rounds via ``make_plan(start=PlanStart(...))`` when
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from typing import Any, Callable, Sequence
@@ -19,6 +20,8 @@ from typing import Any, Callable, Sequence
 from depl_fl.plan import Plan, RoundDecision, Targets
 from depl_fl.scenario import Scenario
 from depl_fl.semantics import data_ratio, round_energy, round_time
+
+LOG = logging.getLogger(__name__)
 
 #: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
 Planner = Callable[[Scenario, Targets, Any], Plan]
@@ -198,8 +201,13 @@ class RunController:
         t0 = time.perf_counter()
         try:
             new = self.planner(self._replanning_scenario(), self.targets, start)
-        except Exception as exc:  # a failed re-plan keeps the current plan
-            self.replans.append({"round": rec["round"], "reason": reason, "error": str(exc)})
+        except Exception as exc:
+            # Deliberately broad: hours of training must not be lost to a failed
+            # re-plan; the current plan goes on and the failure is logged and recorded.
+            LOG.warning("round %d: re-plan (%s) failed, keeping the current plan: %s: %s",
+                        rec["round"], reason, type(exc).__name__, exc)
+            self.replans.append({"round": rec["round"], "reason": reason,
+                                 "error": f"{type(exc).__name__}: {exc}"})
             return
         seconds = time.perf_counter() - t0
         feasible = bool(new.feasible) and bool(new.rounds)

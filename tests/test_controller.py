@@ -94,3 +94,20 @@ def test_mean_tracking_baseline_replans_on_the_mean_only(setting):
     assert by_quantile["predicted_quantile"] > targets.target_loss and by_quantile["replanned"]
     assert by_mean["predicted_quantile"] <= targets.target_loss + 1e-6
     assert by_mean["replanned"] is False
+
+
+def test_failed_replan_keeps_the_plan_and_is_logged(setting, caplog):
+    scenario, targets, plan, _ = setting
+
+    def broken_planner(scn, tgt, start):
+        raise RuntimeError("planner exploded")
+
+    ctl = RunController(scenario, targets, plan, planner=broken_planner, tracking=True,
+                        replan_policy=ReplanPolicy())
+    first = ctl.next_decision()
+    with caplog.at_level("WARNING", logger="strategies.controller"):
+        rec = ctl.record(first, 2.30, 2.30, accuracy=None, wall_s=0.0,
+                         replied=list(first.clients), rejected=[])
+    assert rec["replanned"] is False and ctl.rounds == list(plan.rounds)
+    assert ctl.replans[0]["error"] == "RuntimeError: planner exploded"
+    assert "re-plan" in caplog.text and "planner exploded" in caplog.text
