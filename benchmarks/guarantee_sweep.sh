@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The guarantee experiment (README "Does the guarantee hold?"):
 # non-IID digits (Dirichlet alpha=0.5), 10 clients, 30 seeds per point,
-# pi in {0.8, 0.9, 0.95}, methods depl / expectation / full, in-process backend
-# (the same ServerApp strategy and ClientApp code as under Ray, without Ray's
-# start-up cost per job). Two Hydra multiruns in parallel (one per core), then
-# the report.
+# pi in {0.8, 0.9, 0.95}, in-process backend (the same ServerApp strategy and
+# ClientApp code as under Ray, without Ray's start-up cost per job).
+#
+# Arms (the report labels runs with online tracking "<method>+tracking"):
+#   depl+tracking         DepL as it runs by default (online tracking, re-planning)
+#   expectation           the state-of-the-art baseline: a static mean-based plan
+#   expectation+tracking  the same planner re-planning online on its mean (ablation)
+#   full                  plain FedAvg: full model, every client, static plan
+# Two Hydra multiruns in parallel (one per core), then the report.
 #
 #   bash benchmarks/guarantee_sweep.sh [SWEEP_DIR] [SEEDS]
 set -euo pipefail
@@ -13,9 +18,13 @@ SWEEP=${1:-multirun/guarantee}
 SEEDS=${2:-"range(0,30)"}
 PY=${PYTHON:-.venv/bin/python}
 common=(simulation=inprocess partition.alpha=0.5 "target.prob=0.8,0.9,0.95" "seed=$SEEDS")
-"$PY" -m depl_fl.main -m "${common[@]}" method=depl \
-    hydra.sweep.dir="$SWEEP/depl" > "$SWEEP.depl.log" 2>&1 &
-"$PY" -m depl_fl.main -m "${common[@]}" method=expectation,full \
-    hydra.sweep.dir="$SWEEP/baselines" > "$SWEEP.baselines.log" 2>&1 &
+(
+  "$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=true \
+      hydra.sweep.dir="$SWEEP/depl"
+  "$PY" -m depl_fl.main -m "${common[@]}" method=full tracking.enabled=false \
+      hydra.sweep.dir="$SWEEP/full"
+) > "$SWEEP.a.log" 2>&1 &
+"$PY" -m depl_fl.main -m "${common[@]}" method=expectation tracking.enabled=false,true \
+    hydra.sweep.dir="$SWEEP/expectation" > "$SWEEP.b.log" 2>&1 &
 wait
 "$PY" -m depl_fl.cli report "$SWEEP" --out benchmarks/results/guarantee

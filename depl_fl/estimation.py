@@ -383,6 +383,78 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
     return doc
 
 
+def _run_log_likelihood(observations: Sequence[LossObservation], profile: RunProfile,
+                        a: float, b: float) -> float:
+    """Gaussian log-likelihood of run rounds under the contract's run semantics."""
+    loss = np.array([o.loss_before for o in observations], dtype=float)
+    dec = np.array([o.loss_before - o.loss_after for o in observations], dtype=float)
+    r = np.array([o.sample_fraction for o in observations], dtype=float)
+    mean = profile.mean_at(loss) * r**a
+    std = profile.std_at(loss) * r ** (-b)
+    return float(np.sum(-np.log(std) - 0.5 * ((dec - mean) / std) ** 2))
+
+
+def fit_data_exponents(observations: Iterable[LossObservation], model_ids: Iterable[str], *,
+                       exponent_grid: Sequence[float] = tuple(np.round(np.arange(0.0, 1.51, 0.05), 2)),
+                       max_levels: int = 6, min_points_per_level: int = 10,
+                       std_floor: float = DEFAULT_STD_FLOOR) -> tuple[float, float]:
+    """Estimate the data exponents ``a`` and ``b`` by profile likelihood.
+
+    For every pair ``(a, b)`` of ``exponent_grid`` the run profiles are fitted
+    with :func:`fit_run_profile` and scored by the Gaussian log-likelihood of
+    all run rounds, ``d ~ Normal(mu_m(L) r**a, sigma_m(L) r**-b)``; the best
+    pair wins.  The exponents are only identified by rounds with different
+    sample fractions ``r`` (pilots over client subsets), so at least two
+    distinct fractions are required.
+
+    Parameters
+    ----------
+    observations : iterable of LossObservation
+        Rounds from profiling runs, including rounds with ``sample_fraction < 1``.
+    model_ids : iterable of str
+        Every model of the scenario.
+    exponent_grid : sequence of float
+        Candidate values for both ``a`` and ``b`` (non-negative).
+    max_levels, min_points_per_level, std_floor
+        See :func:`fit_run_profile`.
+
+    Returns
+    -------
+    (float, float)
+        ``(a, b)``.
+
+    Raises
+    ------
+    ScenarioError
+        When the run rounds do not cover two distinct sample fractions, or the
+        grid is empty or has a negative or non-finite value.
+    """
+    obs, models = _validate_observations(observations, model_ids)
+    grid = [float(v) for v in exponent_grid]
+    if not grid or not all(math.isfinite(v) and v >= 0.0 for v in grid):
+        raise ScenarioError(f"profile: exponent_grid must be non-negative finite numbers, got {grid}")
+    per_model = {m: [o for o in obs if o.model == m and not o.is_switch] for m in models}
+    per_model = {m: own for m, own in per_model.items() if own}
+    fractions = {round(o.sample_fraction, 9) for own in per_model.values() for o in own}
+    if len(fractions) < 2:
+        raise ScenarioError("profile: the data exponents need run rounds with at least two different "
+                            "sample fractions (pilots over client subsets)")
+    best: tuple[float, float, float] | None = None
+    for a in grid:
+        for b in grid:
+            total = 0.0
+            for own in per_model.values():
+                profile = fit_run_profile(own, max_levels=max_levels,
+                                          min_points_per_level=min_points_per_level,
+                                          std_floor=std_floor, data_exponent_mean=a,
+                                          data_exponent_std=b)
+                total += _run_log_likelihood(own, profile, a, b)
+            if best is None or total > best[0]:
+                best = (total, a, b)
+    assert best is not None
+    return best[1], best[2]
+
+
 # ---------------------------------------------------------------------------
 # Online estimator
 # ---------------------------------------------------------------------------

@@ -12,17 +12,22 @@ FedAvg rounds in this process, without Ray or Flower messaging, but with exactly
 the client code of the ClientApp (:func:`clients.local_update.local_update`:
 prune from the global weights, ``train_local``), the server's scatter-back
 aggregation (:func:`depl_fl.pruning.aggregate_pruned`, weighted by samples) and
-the server's evaluation of the trained variant on the test split. Every client
-takes part in every pilot round, so ``reference_samples`` is the total number
-of training samples.
+the server's evaluation of the trained variant on the test split.
+``reference_samples`` is the total number of training samples (``r = 1`` when
+every client takes part).
 
 Pilots (``profile`` config): for every variant, ``seeds`` federations of
 ``rounds`` rounds from a seeded random initialisation (partitioned with the
 pilot's seed); for every ordered pair of variants, from the snapshot of the
 source variant's pilot after each round in ``switch_at`` (clamped to
-``rounds``), ``switch_rounds`` rounds of the target variant. ``a``/``b`` of the
-data scaling are taken from ``profile.data_exponent_mean/std`` (not
-estimated).
+``rounds``), ``switch_rounds`` rounds of the target variant; for every fraction
+in ``subset_fractions`` and every variant, a pilot of ``rounds`` rounds over a
+seeded random subset of that fraction of the clients (the same subset in every
+round, like a plan). The subset pilots make the data exponents ``a``/``b``
+(how the per-round decrease and its spread scale with the samples used)
+identifiable: they are estimated by profile likelihood
+(:func:`depl_fl.estimation.fit_data_exponents`). Without subset pilots
+(``subset_fractions: []``) they are taken from ``profile.data_exponent_mean/std``.
 
 The cache key is a hash of what determines the loss evolution: dataset, model,
 num_clients, partition, train settings and the profile settings (not the run
@@ -44,7 +49,7 @@ from depl_fl.runconfig import (client_seed, cluster_assignment, compose_config, 
                                variant_list)
 
 LOG = logging.getLogger("depl_fl.profiling")
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -55,7 +60,8 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
         "dataset": cfg["dataset"], "model": cfg["model"], "num_clients": cfg["num_clients"],
         "partition": cfg["partition"], "train": cfg["train"],
         "profile": {k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
-                                             "data_exponent_mean", "data_exponent_std")},
+                                             "subset_fractions", "data_exponent_mean",
+                                             "data_exponent_std")},
     }
     return stable_hash(relevant)
 
@@ -92,14 +98,30 @@ class _Pilot:
 
         return float(evaluate_variant(state, self.geometry, self.comp[model], *self.test)[0])
 
-    def round(self, state: Mapping[str, Any], model: str, server_round: int) -> dict[str, Any]:
+    def subset(self, fraction: float) -> list[int]:
+        """A seeded random subset of ``round(fraction * n)`` clients (at least one)."""
+        import numpy as np
+
+        n = len(self.parts)
+        size = min(max(int(round(fraction * n)), 1), n - 1)  # a proper subset (n >= 2)
+        rng = np.random.default_rng([self.seed, int(round(fraction * 1_000_000))])
+        return sorted(int(i) for i in rng.choice(n, size=size, replace=False))
+
+    def sample_fraction(self, clients: Sequence[int]) -> float:
+        """``r`` of a round over ``clients``: their samples / all samples."""
+        sizes = [len(y) for _, y in self.parts]
+        return sum(sizes[i] for i in clients) / sum(sizes)
+
+    def round(self, state: Mapping[str, Any], model: str, server_round: int,
+              clients: Sequence[int] | None = None) -> dict[str, Any]:
         from clients.local_update import local_update
         from depl_fl.pruning import aggregate_pruned, compute_structure
 
         train = self.cfg["train"]
         compression = self.comp[model]
         replies = []
-        for pid, (x, y) in enumerate(self.parts):
+        for pid in (range(len(self.parts)) if clients is None else clients):
+            x, y = self.parts[pid]
             res = local_update(state, self.geometry, compression, x, y,
                                epochs=int(train["local_epochs"]), lr=float(train["lr"]),
                                batch_size=int(train["batch_size"]),
@@ -118,6 +140,10 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     rounds = int(prof["rounds"])
     switch_at = sorted({min(max(int(k), 1), rounds) for k in (prof.get("switch_at") or [])})
     switch_rounds = int(prof.get("switch_rounds") or 0)
+    subset_fractions = [float(f) for f in (prof.get("subset_fractions") or [])]
+    if subset_fractions and int(cfg["num_clients"]) < 2:
+        LOG.warning("profile.subset_fractions ignored: a client subset needs num_clients >= 2")
+        subset_fractions = []
     observations: list[Any] = []
     pilot_rounds = 0
     t0 = time.perf_counter()
@@ -150,6 +176,20 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
                         pilot_rounds += 1
                     observations += observations_from_trajectory(
                         sw_losses, [target] * switch_rounds, previous_model=model, first_round=k + 1)
+        for fraction in subset_fractions:
+            clients = pilot.subset(fraction)
+            r = pilot.sample_fraction(clients)
+            for model in models:
+                state = pilot.initial()
+                losses = [pilot.loss(state, model)]
+                for k in range(1, rounds + 1):
+                    state = pilot.round(state, model, k, clients)
+                    losses.append(pilot.loss(state, model))
+                    pilot_rounds += 1
+                observations += observations_from_trajectory(losses, [model] * rounds,
+                                                             sample_fractions=r)
+                LOG.info("pilot seed %d %s over %d clients (r=%.2f): loss %.3f -> %.3f", s, model,
+                         len(clients), r, losses[0], losses[-1])
     stats = {"pilot_rounds": pilot_rounds, "seconds": time.perf_counter() - t0}
     return observations, stats
 
@@ -157,7 +197,7 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Run the pilots and return a complete scenario document for ``cfg``."""
     from clients.partitions import client_partition, geometry
-    from depl_fl.estimation import fit_loss_profile
+    from depl_fl.estimation import fit_data_exponents, fit_loss_profile
     from strategies.scenario_builder import model_docs, scenario_doc
 
     observations, stats = run_pilots(cfg)
@@ -165,10 +205,15 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     n = int(cfg["num_clients"])
     sizes = [len(client_partition(cfg, pid, n)[1]) for pid in range(n)]
     prof = cfg["profile"]
-    loss = fit_loss_profile(observations, [m for m, _ in variant_list(cfg)],
-                            reference_samples=float(sum(sizes)),
-                            data_exponent_mean=float(prof.get("data_exponent_mean", 0.5)),
-                            data_exponent_std=float(prof.get("data_exponent_std", 0.5)))
+    models = [m for m, _ in variant_list(cfg)]
+    if len({round(o.sample_fraction, 9) for o in observations}) >= 2:
+        a, b = fit_data_exponents(observations, models)
+        LOG.info("data exponents from the subset pilots: a=%.2f, b=%.2f", a, b)
+    else:
+        a = float(prof.get("data_exponent_mean", 0.5))
+        b = float(prof.get("data_exponent_std", 0.5))
+    loss = fit_loss_profile(observations, models, reference_samples=float(sum(sizes)),
+                            data_exponent_mean=a, data_exponent_std=b)
     clusters = cluster_assignment(n, cfg["clusters"]["classes"])
     clients = [{"id": f"c{pid}", "cluster": clusters[pid], "num_samples": sizes[pid]} for pid in range(n)]
     doc = scenario_doc(cfg, clients, model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size),

@@ -5,17 +5,19 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
-* optionally ``seed``, ``time_s`` (modelled learning time), ``wall_s``
+* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s`` (modelled learning time), ``wall_s``
   (measured wall time) and ``met`` (ignored: success is recomputed as
   ``final_loss <= target_loss`` so every method is judged the same way; a
   non-finite final loss, e.g. a diverged run, counts as a failure).
 
-Runs are grouped by ``(method, target_loss, target_prob)``.  Per group the
+Runs are grouped by ``(method, target_loss, target_prob)``, where a run with
+online tracking on is labelled ``<method>+tracking``, so a sweep can compare a
+static plan with the same planner re-planning online.  Per group the
 report gives the number of runs, the achieved probability
 ``P[final_loss <= target_loss]`` with its 95% Wilson score interval, whether
 it reaches ``target_prob``, the mean and 95th percentile (numpy's linear
 interpolation) of the energy, its ratio to DepL's mean energy at the same
-targets, and the mean learning time.  It writes ``report.md``,
+targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It writes ``report.md``,
 ``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
 empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 (default: ``SWEEP_DIR``) and prints the table and the paths.
@@ -125,6 +127,11 @@ def parse_result(doc: Any, path: str) -> RunResult:
     method = summary.get("method")
     if not isinstance(method, str) or not method:
         raise ValueError(f"summary.method must be a non-empty string, got {method!r}")
+    tracking = summary.get("tracking", False)
+    if not isinstance(tracking, bool):
+        raise ValueError(f"summary.tracking must be true or false, got {tracking!r}")
+    if tracking:
+        method = f"{method}+tracking"
     if "cost_j" not in summary and "cost_joules" in summary:
         summary = {**summary, "cost_j": summary["cost_joules"]}
     target_loss = _number(summary, "target_loss")
@@ -188,7 +195,8 @@ def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str,
 # Aggregation
 # ---------------------------------------------------------------------------
 def _method_key(method: str) -> tuple[int, str]:
-    return (METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER), method)
+    base = method.split("+", 1)[0]
+    return (METHOD_ORDER.index(base) if base in METHOD_ORDER else len(METHOD_ORDER), method)
 
 
 def _mean_or_none(values: list[float | None]) -> float | None:
@@ -218,7 +226,10 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
             "time_runs": sum(r.time_s is not None for r in members),
             "wall_runs": sum(r.wall_s is not None for r in members),
         })
-    depl_energy = {(r["target_loss"], r["target_prob"]): r["energy_mean_j"] for r in rows if r["method"] == "depl"}
+    # The reference is DepL as it runs by default (with tracking), else static DepL.
+    depl_energy = {(r["target_loss"], r["target_prob"]): r["energy_mean_j"]
+                   for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
+                   if r["method"] in ("depl", "depl+tracking")}
     for row in rows:
         base = depl_energy.get((row["target_loss"], row["target_prob"]))
         if base:

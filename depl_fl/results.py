@@ -53,6 +53,7 @@ def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initia
         "time_s": float(sum(r["round_time_s"] for r in rounds)),
         "wall_s": float(wall_s),
         "method": str(cfg["method"]),
+        "tracking": bool((cfg.get("tracking") or {}).get("enabled", False)),
         "seed": int(cfg["seed"]),
         "met": bool(met),
         "rounds": len(rounds),

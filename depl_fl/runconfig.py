@@ -84,6 +84,15 @@ def validate(cfg: Mapping[str, Any]) -> None:
     _positive(cfg, "train.local_epochs", integer=True)
     _positive(cfg, "train.lr")
     _positive(cfg, "train.batch_size", integer=True)
+    _positive(cfg, "profile.seeds", integer=True)
+    _positive(cfg, "profile.rounds", integer=True)
+    fractions = _get(cfg, "profile.subset_fractions")
+    if fractions is None:
+        fractions = []
+    if not isinstance(fractions, Sequence) or isinstance(fractions, str) or not all(
+            isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 < f < 1.0 for f in fractions):
+        raise ScenarioError(f"config profile.subset_fractions: expected a list of numbers in (0, 1), "
+                            f"got {fractions!r}")
     backend = _get(cfg, "simulation.backend")
     if backend not in BACKENDS:
         raise ScenarioError(

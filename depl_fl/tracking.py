@@ -5,7 +5,16 @@ After every round the server refines l_run / l_sw
 the final loss of the remaining plan, and asks :class:`ReplanPolicy` whether to
 re-plan.  Reasons are checked in this order and the first that applies is
 returned: planned clients failed (the plan cannot be executed as written),
-behind target (predicted quantile above ``target_loss + margin``), periodic.
+behind target (predicted quantile above ``target_loss + margin``), ahead of
+target (predicted quantile below ``target_loss - ahead_margin``: the remaining
+plan is more than the target needs, and a re-plan can save energy), periodic.
+
+Why re-plan when ahead too: the observed global loss fluctuates from round to
+round around its trend.  A policy that reacts only to bad rounds adds rounds
+after every upward fluctuation and never gives them back, so every method ends
+well below the target at a needless energy cost (and a mean-based plan looks
+dependable when it is not).  Reacting in both directions keeps the final loss
+distribution where the plan put it.
 """
 
 from __future__ import annotations
@@ -30,10 +39,15 @@ class ReplanPolicy:
         Tolerance (>= 0, in loss units) on the behind-target test: re-plan when the
         predicted quantile exceeds ``target_loss + margin``.  A small margin avoids
         re-planning on estimation noise when the plan is tight.
+
+    ahead_margin : float or None
+        Re-plan when the predicted quantile is below ``target_loss - ahead_margin``
+        (``None``: never for being ahead).  Not on the last round.
     """
 
     every_rounds: int | None = None
     margin: float = 0.0
+    ahead_margin: float | None = None
 
     def __post_init__(self) -> None:
         if self.every_rounds is not None and (
@@ -43,6 +57,11 @@ class ReplanPolicy:
         if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) \
                 or not math.isfinite(self.margin) or self.margin < 0:
             raise ScenarioError(f"replan margin: must be a finite number >= 0, got {self.margin!r}")
+        if self.ahead_margin is not None and (
+                isinstance(self.ahead_margin, bool) or not isinstance(self.ahead_margin, (int, float))
+                or not math.isfinite(self.ahead_margin) or self.ahead_margin < 0):
+            raise ScenarioError(f"replan ahead_margin: must be a finite number >= 0 or None, "
+                                f"got {self.ahead_margin!r}")
 
     def decide(self, round: int, predicted_quantile: float | None, target_loss: float,
                failed_planned_clients: Sequence[str] = (), remaining_rounds: int | None = None) -> str | None:
@@ -61,7 +80,8 @@ class ReplanPolicy:
             Clients the plan used in this round (or needs next) that did not reply.
         remaining_rounds : int, optional
             Rounds left in the plan; with 0 left, only failures and the
-            behind-target test apply (a periodic re-plan of nothing is pointless).
+            behind-target test apply (a periodic or ahead-of-target re-plan of
+            nothing is pointless).
 
         Returns
         -------
@@ -74,6 +94,11 @@ class ReplanPolicy:
                 and predicted_quantile > target_loss + self.margin:
             bound = f"{target_loss:.4g}" + (f" + margin {self.margin:.4g}" if self.margin else "")
             return f"behind target: predicted q={predicted_quantile:.4g} > {bound}"
+        if self.ahead_margin is not None and remaining_rounds != 0 and predicted_quantile is not None \
+                and not math.isnan(predicted_quantile) \
+                and predicted_quantile < target_loss - self.ahead_margin:
+            return (f"ahead of target: predicted q={predicted_quantile:.4g} < "
+                    f"{target_loss:.4g} - margin {self.ahead_margin:.4g}")
         if self.every_rounds is not None and round > 0 and round % self.every_rounds == 0 \
                 and remaining_rounds != 0:
             return f"periodic every {self.every_rounds} rounds"

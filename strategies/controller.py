@@ -210,7 +210,9 @@ class RunController:
                                  "error": f"{type(exc).__name__}: {exc}"})
             return
         seconds = time.perf_counter() - t0
-        feasible = bool(new.feasible) and bool(new.rounds)
+        # A feasible empty plan means the target is already met with the required
+        # probability (the current loss is known): the cheapest continuation is to stop.
+        feasible = bool(new.feasible)
         q_after = self.predict(rec["loss"], rec["model"], new.rounds) if new.rounds else float(rec["loss"])
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
@@ -223,3 +225,5 @@ class RunController:
             self.rounds = self.rounds[: self.rounds_done] + list(new.rounds)
             rec["replanned"] = True
             rec["predicted_quantile_after_replan"] = q_after
+            if not new.rounds:
+                LOG.info("round %d: the target is met now; stopping (%s)", rec["round"], reason)

@@ -89,7 +89,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
         from depl_fl.tracking import ReplanPolicy
 
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
-                                     margin=float(tracking_cfg.get("margin", 0.0)))
+                                     margin=float(tracking_cfg.get("margin", 0.0)),
+                                     ahead_margin=tracking_cfg.get("ahead_margin"))
     return DepLStrategy(
         arch=geo.arch, targets=targets_of(cfg), scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
         num_clients=int(cfg["num_clients"]),

@@ -12,11 +12,10 @@ round by round:
 
 * **switch** -- exact: ``M += sw_mean``, ``V += sw_std**2`` (no clamp
   before the run, as in the contract);
-* **run** -- ``mu_m`` and ``sigma_m`` are linearised around the current mean,
-  ``mu(L) ~ mu(M) + mu'(M)(L - M)`` and ``sigma(L) ~ sigma(M) + sigma'(M)(L - M)``
-  (``mu'``, ``sigma'`` are the slopes of the piecewise-linear profiles, 0
-  outside their ``levels``), giving ``M' = M - mu(M) r**a`` and
-  ``V' = (1 - mu'(M) r**a)**2 V + (sigma(M)**2 + sigma'(M)**2 V) r**(-2b)``;
+* **run** -- exact for a Gaussian ``L ~ N(M, V)``: ``M' = M - r**a E[mu(L)]``
+  and ``V' = Var(L - r**a mu(L)) + r**(-2b) E[sigma(L)**2]``, with the
+  expectations of the clamped piecewise-linear profiles in closed form (see
+  :class:`LossPropagator`);
 * **clamp** -- exact moments of the rectified Gaussian ``max(N(M', V'), 0)``.
 
 The pi-quantile is then ``q = M + kappa * sqrt(V)`` with
@@ -24,14 +23,13 @@ The pi-quantile is then ``q = M + kappa * sqrt(V)`` with
 ``kappa = sqrt(pi / (1 - pi))`` (``guarantee="cantelli"``: Cantelli's one-sided
 inequality ``P[L - M >= t] <= V / (V + t**2)`` holds for any distribution
 with these two moments). The propagation itself is an approximation
-(linearisation, Gaussian closure of the clamp); the planner therefore checks
+(Gaussian closure after every round); the planner therefore checks
 every plan by Monte Carlo of the exact semantics before returning it.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,39 +102,57 @@ def kappa(prob: float, guarantee: str = "gaussian") -> float:
 
 
 class LossPropagator:
-    """Moment propagation of the loss for one scenario (scalar and vectorised forms)."""
+    """Moment propagation of the loss for one scenario (scalar and vectorised forms).
+
+    A run round needs ``E[mu(L)]``, ``E[mu(L)**2]``, ``E[L mu(L)]`` and
+    ``E[sigma(L)**2]`` for ``L ~ N(M, V)``.  A clamped piecewise-linear profile
+    is ``f(L) = f_0 + sum_j k_j (L - l_j)_+`` (``k_j`` the slope change at level
+    ``l_j``), and the Gaussian moments of ``(L - l)_+`` have closed forms, so
+    these expectations are exact for a Gaussian ``L``:
+
+    * ``M' = M - r**a E[mu(L)]``;
+    * ``V' = Var(L - r**a mu(L)) + r**(-2b) E[sigma(L)**2]``.
+
+    (A first-order linearisation around ``M`` instead is biased wherever the
+    spread of ``L`` covers a kink of the profile: with the fitted profiles of
+    real pilots it over-stated the mean final loss of 25-round plans by ~0.1.)
+    """
 
     def __init__(self, scenario: Scenario) -> None:
         self.a = scenario.loss.data_exponent_mean
         self.b = scenario.loss.data_exponent_std
         self.initial = scenario.loss.initial
         self.switch = {key: (sw.mean, sw.std ** 2) for key, sw in scenario.loss.switch.items()}
-        self._profiles: dict[str, tuple[list[float], list[float], list[float],
-                                        list[float], list[float]]] = {}
+        self._profiles: dict[str, tuple[list[float], float, list[float], float, list[float]]] = {}
         for mid, prof in scenario.loss.run.items():
-            lv, mu, sd = list(prof.levels), list(prof.mean), list(prof.std)
-            dmu = [(mu[i + 1] - mu[i]) / (lv[i + 1] - lv[i]) for i in range(len(lv) - 1)]
-            dsd = [(sd[i + 1] - sd[i]) / (lv[i + 1] - lv[i]) for i in range(len(lv) - 1)]
-            self._profiles[mid] = (lv, mu, sd, dmu, dsd)
+            lv = list(prof.levels)
+            self._profiles[mid] = (lv, prof.mean[0], _kinks(lv, prof.mean),
+                                   prof.std[0], _kinks(lv, prof.std))
         self._table_cache: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
 
     # -- scalar form (used inside the expanded graph, where it is fastest) ------
     def run_scalar(self, model: str, mean: float, var: float, r: float) -> tuple[float, float]:
         """One round of ``model`` on data ratio ``r``: new ``(mean, var)`` (floats)."""
-        lv, mu, sd, dmu, dsd = self._profiles[model]
-        if mean <= lv[0]:
-            m_mu, m_sd, g_mu, g_sd = mu[0], sd[0], 0.0, 0.0
-        elif mean >= lv[-1]:
-            m_mu, m_sd, g_mu, g_sd = mu[-1], sd[-1], 0.0, 0.0
-        else:
-            i = bisect_right(lv, mean) - 1
-            t = mean - lv[i]
-            g_mu, g_sd = dmu[i], dsd[i]
-            m_mu, m_sd = mu[i] + g_mu * t, sd[i] + g_sd * t
+        lv, mu0, kmu, sd0, ksd = self._profiles[model]
+        std = max(math.sqrt(var) if var > 0.0 else 0.0, _MIN_STD)
+        e1, e2 = [], []
+        for level in lv:
+            d = mean - level
+            z = d / std
+            cdf = 0.5 * math.erfc(-z / math.sqrt(2.0))
+            pdf = math.exp(-0.5 * min(z * z, 1e6)) / _SQRT_2PI
+            e1.append(d * cdf + std * pdf)
+            e2.append((d * d + std * std) * cdf + d * std * pdf)
+        n = len(lv)
+        e_mu = mu0 + sum(kmu[j] * e1[j] for j in range(n))
+        e_lmu = mu0 * mean + sum(kmu[j] * (e2[j] + lv[j] * e1[j]) for j in range(n))
+        e_mu2 = _quadratic_scalar(mu0, kmu, lv, e1, e2)
+        e_sd2 = _quadratic_scalar(sd0, ksd, lv, e1, e2)
         ra, rb = r ** self.a, r ** (-2.0 * self.b)
-        new_mean = mean - m_mu * ra
-        new_var = (1.0 - g_mu * ra) ** 2 * var + (m_sd * m_sd + g_sd * g_sd * var) * rb
-        return _rectify_scalar(new_mean, new_var)
+        new_mean = mean - e_mu * ra
+        new_var = (var - 2.0 * ra * (e_lmu - mean * e_mu) + ra * ra * max(e_mu2 - e_mu * e_mu, 0.0)
+                   + rb * max(e_sd2, 0.0))
+        return _rectify_scalar(new_mean, max(new_var, 0.0))
 
     def switch_scalar(self, source: str, target: str, mean: float, var: float) -> tuple[float, float]:
         """Loss jump of a switch ``source -> target`` (KeyError if not allowed)."""
@@ -147,84 +163,68 @@ class LossPropagator:
     def run_array(self, model: str, mean: np.ndarray, var: np.ndarray,
                   r: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`run_scalar` over arrays of states and data ratios."""
-        lv, mu, sd, dmu, dsd = self._profiles[model]
-        lv_a = np.asarray(lv)
-        m_mu = np.interp(mean, lv_a, mu)
-        m_sd = np.interp(mean, lv_a, sd)
-        if len(lv) > 1:
-            seg = np.clip(np.searchsorted(lv_a, mean, side="right") - 1, 0, len(lv) - 2)
-            inside = (mean > lv[0]) & (mean < lv[-1])
-            g_mu = np.where(inside, np.asarray(dmu)[seg], 0.0)
-            g_sd = np.where(inside, np.asarray(dsd)[seg], 0.0)
-        else:
-            g_mu = g_sd = np.zeros_like(mean)
+        mean = np.asarray(mean, dtype=float)
+        var = np.asarray(var, dtype=float)
         r = np.asarray(r, dtype=float)
-        ra, rb = r ** self.a, r ** (-2.0 * self.b)
-        new_mean = mean - m_mu * ra
-        new_var = (1.0 - g_mu * ra) ** 2 * var + (m_sd ** 2 + g_sd ** 2 * var) * rb
-        return _rectify_array(new_mean, new_var)
+        shape = np.broadcast_shapes(mean.shape, var.shape, r.shape)
+        mean, var, r = (np.broadcast_to(x, shape).ravel() for x in (mean, var, r))
+        tables = self._tables((model,))
+        rows = np.zeros(mean.size, dtype=np.int64)
+        new_mean, new_var = self._run_rows(tables, rows, mean, var, r)
+        return new_mean.reshape(shape), new_var.reshape(shape)
 
     def run_many(self, models: Sequence[str], which: np.ndarray, mean: np.ndarray,
                  var: np.ndarray, r: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`run_array` for many models at once: element ``i`` runs ``models[which[i]]``.
 
-        Gives bit-for-bit what calling :meth:`run_array` on each model's
-        elements separately gives (same floating-point operations, including
-        the per-model "far from the clamp" shortcut of the rectification), in
-        one numpy pass instead of one per model.
+        The same arithmetic as :meth:`run_array` on each model's elements (equal
+        up to rounding), in one numpy pass instead of one per model.
         """
-        lv, mu, sd, dmu, dsd, n_lv = self._tables(tuple(models))
-        rows = which
-        lvr = lv[rows]                                         # (n, L), padded with +inf
-        below = mean < lvr[:, 0]
-        seg = np.sum(mean[:, None] >= lvr, axis=1) - 1         # searchsorted(right) - 1
-        last = n_lv[rows] - 1
-        above = seg >= last
-        seg_c = np.clip(seg, 0, np.maximum(last - 1, 0))
-        x0 = lvr[np.arange(rows.size), seg_c]
-        mu0, sd0 = mu[rows, seg_c], sd[rows, seg_c]
-        g_mu_seg, g_sd_seg = dmu[rows, seg_c], dsd[rows, seg_c]
-        # np.interp: left value below, right value at/above the last level, the
-        # node's value exactly on a node, else slope * (x - x_j) + y_j.
-        on_node = mean == x0
-        t = mean - x0
-        m_mu = np.where(on_node, mu0, g_mu_seg * t + mu0)
-        m_sd = np.where(on_node, sd0, g_sd_seg * t + sd0)
-        m_mu = np.where(below, mu[rows, 0], np.where(above, mu[rows, last], m_mu))
-        m_sd = np.where(below, sd[rows, 0], np.where(above, sd[rows, last], m_sd))
-        inside = (mean > lvr[:, 0]) & ~above
-        g_mu = np.where(inside, g_mu_seg, 0.0)
-        g_sd = np.where(inside, g_sd_seg, 0.0)
-        r_a = np.asarray(r, dtype=float)
-        ra, rb = r_a ** self.a, r_a ** (-2.0 * self.b)
-        new_mean = mean - m_mu * ra
-        new_var = (1.0 - g_mu * ra) ** 2 * var + (m_sd ** 2 + g_sd ** 2 * var) * rb
-        # _rectify_array decides "nothing to do" per call, i.e. per model here.
-        far = new_mean > 8.0 * np.sqrt(np.maximum(new_var, 0.0))
-        near_count = np.bincount(rows, weights=~far, minlength=len(models))
-        if not near_count.any():
-            return new_mean, new_var
-        r_mean, r_var = _rectify_array(new_mean, new_var, force=True)
-        shortcut = (near_count == 0)[rows]
-        return np.where(shortcut, new_mean, r_mean), np.where(shortcut, new_var, r_var)
+        tables = self._tables(tuple(models))
+        return self._run_rows(tables, np.asarray(which), np.asarray(mean, dtype=float),
+                              np.asarray(var, dtype=float), np.asarray(r, dtype=float))
+
+    def _run_rows(self, tables: tuple[np.ndarray, ...], rows: np.ndarray, mean: np.ndarray,
+                  var: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lv_t, mu0_t, kmu_t, sd0_t, ksd_t, valid_t = tables
+        lv, valid = lv_t[rows], valid_t[rows]                 # (n, K), padded columns invalid
+        kmu, ksd = kmu_t[rows], ksd_t[rows]                   # 0 in padded columns
+        mu0, sd0 = mu0_t[rows], sd0_t[rows]
+        std = np.maximum(np.sqrt(np.maximum(var, 0.0)), _MIN_STD)[:, None]
+        d = np.where(valid, mean[:, None] - np.where(valid, lv, 0.0), 0.0)
+        z = d / std
+        cdf = ndtr(z)
+        pdf = np.exp(-0.5 * np.minimum(z * z, 1e6)) / _SQRT_2PI
+        e1 = np.where(valid, d * cdf + std * pdf, 0.0)
+        e2 = np.where(valid, (d * d + std * std) * cdf + d * std * pdf, 0.0)
+        lv0 = np.where(valid, lv, 0.0)
+        e_mu = mu0 + np.sum(kmu * e1, axis=1)
+        e_lmu = mu0 * mean + np.sum(kmu * (e2 + lv0 * e1), axis=1)
+        e_mu2 = _quadratic_array(mu0, kmu, lv0, e1, e2)
+        e_sd2 = _quadratic_array(sd0, ksd, lv0, e1, e2)
+        ra, rb = r ** self.a, r ** (-2.0 * self.b)
+        new_mean = mean - e_mu * ra
+        new_var = (var - 2.0 * ra * (e_lmu - mean * e_mu) + ra * ra * np.maximum(e_mu2 - e_mu ** 2, 0.0)
+                   + rb * np.maximum(e_sd2, 0.0))
+        return _rectify_array(new_mean, np.maximum(new_var, 0.0))
 
     def _tables(self, models: tuple[str, ...]) -> tuple[np.ndarray, ...]:
-        """Padded per-model arrays (levels, mean, std, slopes, level count) for :meth:`run_many`."""
+        """Padded per-model arrays (levels, f_0 and kinks of mean and std, validity)."""
         cached = self._table_cache.get(models)
         if cached is not None:
             return cached
         width = max(len(self._profiles[m][0]) for m in models)
         shape = (len(models), width)
-        lv = np.full(shape, np.inf)
-        mu, sd, dmu, dsd = (np.zeros(shape) for _ in range(4))
-        n_lv = np.zeros(len(models), dtype=np.int64)
+        lv, kmu, ksd = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        valid = np.zeros(shape, dtype=bool)
+        mu0, sd0 = np.zeros(len(models)), np.zeros(len(models))
         for i, m in enumerate(models):
-            p_lv, p_mu, p_sd, p_dmu, p_dsd = self._profiles[m]
+            p_lv, p_mu0, p_kmu, p_sd0, p_ksd = self._profiles[m]
             n = len(p_lv)
-            lv[i, :n], mu[i, :n], sd[i, :n] = p_lv, p_mu, p_sd
-            dmu[i, :n - 1], dsd[i, :n - 1] = p_dmu, p_dsd
-            n_lv[i] = n
-        cached = (lv, mu, sd, dmu, dsd, n_lv)
+            lv[i, :n], kmu[i, :n], ksd[i, :n] = p_lv, p_kmu, p_ksd
+            valid[i, :n] = True
+            mu0[i], sd0[i] = p_mu0, p_sd0
+        cached = (lv, mu0, kmu, sd0, ksd, valid)
         self._table_cache[models] = cached
         return cached
 
@@ -233,6 +233,41 @@ class LossPropagator:
         """Vectorised :meth:`switch_scalar`."""
         sw_mean, sw_var = self.switch[(source, target)]
         return mean + sw_mean, var + sw_var
+
+
+#: Spread below which a loss is treated as known (keeps ``(M - l) / S`` finite).
+_MIN_STD = 1e-12
+
+
+def _kinks(levels: Sequence[float], values: Sequence[float]) -> list[float]:
+    """Slope changes ``k_j`` at each level of a clamped piecewise-linear profile."""
+    slopes = [(values[i + 1] - values[i]) / (levels[i + 1] - levels[i]) for i in range(len(levels) - 1)]
+    padded = [0.0] + slopes + [0.0]
+    return [padded[j + 1] - padded[j] for j in range(len(levels))]
+
+
+def _quadratic_scalar(f0: float, kinks: Sequence[float], levels: Sequence[float],
+                      e1: Sequence[float], e2: Sequence[float]) -> float:
+    """``E[f(L)**2]`` for ``f = f0 + sum_j k_j (L - l_j)_+`` from the hinge moments."""
+    n = len(levels)
+    total = f0 * f0 + 2.0 * f0 * sum(kinks[j] * e1[j] for j in range(n))
+    for i in range(n):
+        for j in range(n):
+            h = max(i, j)  # levels ascend: (L-l_i)_+ (L-l_j)_+ = (L-l_h)_+ ((L-l_h) + l_h - l_min)
+            total += kinks[i] * kinks[j] * (e2[h] + (levels[h] - levels[min(i, j)]) * e1[h])
+    return total
+
+
+def _quadratic_array(f0: np.ndarray, kinks: np.ndarray, levels: np.ndarray,
+                     e1: np.ndarray, e2: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`_quadratic_scalar` over rows (padded columns have ``k = 0``)."""
+    width = levels.shape[1]
+    idx = np.arange(width)
+    hi = np.maximum(idx[:, None], idx[None, :])
+    lo = np.minimum(idx[:, None], idx[None, :])
+    cross = e2[:, hi] + (levels[:, hi] - levels[:, lo]) * e1[:, hi]          # (n, K, K)
+    quad = np.sum(kinks[:, :, None] * cross * kinks[:, None, :], axis=(1, 2))
+    return f0 * f0 + 2.0 * f0 * np.sum(kinks * e1, axis=1) + quad
 
 
 def _rectify_scalar(mean: float, var: float) -> tuple[float, float]:
