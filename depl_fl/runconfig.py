@@ -93,6 +93,11 @@ def validate(cfg: Mapping[str, Any]) -> None:
             isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 < f < 1.0 for f in fractions):
         raise ScenarioError(f"config profile.subset_fractions: expected a list of numbers in (0, 1), "
                             f"got {fractions!r}")
+    _positive(cfg, "tracking.margin", allow_zero=True)
+    if _get(cfg, "tracking.ahead_margin") is not None:
+        _positive(cfg, "tracking.ahead_margin", allow_zero=True)
+    if _get(cfg, "tracking.every_rounds") is not None:
+        _positive(cfg, "tracking.every_rounds", integer=True)
     backend = _get(cfg, "simulation.backend")
     if backend not in BACKENDS:
         raise ScenarioError(

@@ -96,6 +96,34 @@ def test_mean_tracking_baseline_replans_on_the_mean_only(setting):
     assert by_mean["replanned"] is False
 
 
+def test_ahead_of_target_with_the_target_met_stops_the_run(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        replan_policy=ReplanPolicy(margin=0.05, ahead_margin=0.05))
+    first = ctl.next_decision()
+    assert len(plan.rounds) > 1
+    # A very good first round: the loss is already below the target.
+    rec = ctl.record(first, scenario.loss.initial, 1.2, accuracy=0.9, wall_s=0.1,
+                     replied=list(first.clients), rejected=[])
+    assert rec["replanned"] is True and ctl.replans[0]["reason"].startswith("ahead of target")
+    assert ctl.replans[0]["feasible"] is True and ctl.replans[0]["new_remaining_rounds"] == 0
+    assert ctl.next_decision() is None
+
+
+def test_ahead_of_target_not_yet_met_shortens_the_plan(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        replan_policy=ReplanPolicy(margin=0.05, ahead_margin=0.05))
+    first = ctl.next_decision()
+    rec = ctl.record(first, scenario.loss.initial, 1.6, accuracy=0.5, wall_s=0.1,
+                     replied=list(first.clients), rejected=[])
+    assert rec["predicted_quantile"] < targets.target_loss - 0.05
+    assert rec["replanned"] is True
+    replan = ctl.replans[0]
+    assert 0 < replan["new_remaining_rounds"] < replan["old_remaining_rounds"]
+    assert replan["quantile_after"] > rec["predicted_quantile"]
+
+
 def test_failed_replan_keeps_the_plan_and_is_logged(setting, caplog):
     scenario, targets, plan, _ = setting
 

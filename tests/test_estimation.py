@@ -9,6 +9,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.estimation import (
     LossObservation,
     OnlineLossEstimator,
+    fit_data_exponents,
     fit_loss_profile,
     hat_basis,
     observations_from_trajectory,
@@ -25,7 +26,8 @@ TRUE_MODEL = LossModel(2.5, 1000.0, A_EXP, B_EXP, TRUE_RUN,
                        {k: SwitchProfile(k[0], k[1], *v) for k, v in TRUE_SWITCH.items()})
 
 
-def simulate(n_traj: int, rounds: int, seed: int, fractions=(0.5, 1.0)) -> list[LossObservation]:
+def simulate(n_traj: int, rounds: int, seed: int, fractions=(0.5, 1.0), a: float = A_EXP,
+             b: float = B_EXP) -> list[LossObservation]:
     """Trajectories from the contract semantics: start with one model, switch once."""
     rng = np.random.default_rng(seed)
     observations = []
@@ -42,7 +44,7 @@ def simulate(n_traj: int, rounds: int, seed: int, fractions=(0.5, 1.0)) -> list[
                 mean, std = TRUE_SWITCH[(prev, model)]
                 value += rng.normal(mean, std)
             prof = TRUE_RUN[model]
-            value -= rng.normal(prof.mean_at(value) * r[k] ** A_EXP, prof.std_at(value) * r[k] ** -B_EXP)
+            value -= rng.normal(prof.mean_at(value) * r[k] ** a, prof.std_at(value) * r[k] ** -b)
             loss.append(max(value, 0.0))
             prev = model
         observations += observations_from_trajectory(loss, models, r)
@@ -191,3 +193,19 @@ def test_online_estimator_rejects_unknown_model():
         est.observe(LossObservation(1, "p50", None, 2.0, 1.9))
     with pytest.raises(ScenarioError, match="prior_strength"):
         OnlineLossEstimator(TRUE_MODEL, prior_strength=0)
+
+
+@pytest.mark.parametrize("a, b", [(0.25, 0.9), (0.8, 0.2)])
+def test_data_exponents_are_recovered_from_two_sample_fractions(a, b):
+    observations = simulate(n_traj=300, rounds=10, seed=11, fractions=(0.3, 1.0), a=a, b=b)
+    fitted_a, fitted_b = fit_data_exponents(observations, ["full", "p75"])
+    assert fitted_a == pytest.approx(a, abs=0.1)
+    assert fitted_b == pytest.approx(b, abs=0.15)
+
+
+def test_data_exponents_need_two_sample_fractions():
+    observations = simulate(n_traj=20, rounds=5, seed=3, fractions=(1.0,))
+    with pytest.raises(ScenarioError, match="two different sample fractions"):
+        fit_data_exponents(observations, ["full", "p75"])
+    with pytest.raises(ScenarioError, match="exponent_grid"):
+        fit_data_exponents(simulate(5, 5, 3), ["full", "p75"], exponent_grid=[-0.5, 0.5])

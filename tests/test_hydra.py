@@ -32,6 +32,10 @@ def test_all_groups_have_options():
 @pytest.mark.parametrize("override,message", [
     ("method=magic", "method"), ("target.prob=1.5", "target.prob"), ("num_clients=0", "num_clients"),
     ("partition.alpha=-1", "partition.alpha"), ("target.deadline_s=0", "target.deadline_s"),
+    ("profile.subset_fractions=[1.0]", "profile.subset_fractions"),
+    ("profile.subset_fractions=[0]", "profile.subset_fractions"),
+    ("profile.subset_fractions=half", "profile.subset_fractions"),
+    ("profile.rounds=0", "profile.rounds"), ("tracking.ahead_margin=-1", "tracking.ahead_margin"),
 ])
 def test_bad_values_are_one_line_errors(override, message):
     with pytest.raises(ScenarioError, match=message) as info:

@@ -49,6 +49,69 @@ def test_gaussian_prediction_matches_monte_carlo_moments(small):
     assert q == pytest.approx(mean + kappa(0.9) * std)
 
 
+def _kinked_scenario():
+    """One model whose mean decrease has a sharp kink (as fitted from real pilots)."""
+    from depl_fl.scenario import scenario_from_dict
+
+    return scenario_from_dict({
+        "version": 1,
+        "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                      "bytes_per_s": 1e6}],
+        "clients": [{"id": "c0", "cluster": "A", "num_samples": 100}],
+        "models": [{"id": "m", "flops_per_sample": 1e6, "size_bytes": 1e4},
+                   {"id": "n", "flops_per_sample": 5e5, "size_bytes": 5e3}],
+        "loss": {"initial": 2.5, "data_exponent_mean": 0.25, "data_exponent_std": 0.9,
+                 "run": {"m": {"levels": [0.6, 0.95, 1.4, 2.0], "mean": [0.03, 0.2, 0.15, 0.27],
+                               "std": [0.07, 0.04, 0.14, 0.08]},
+                         "n": {"levels": [1.0], "mean": [0.1], "std": [0.05]}},
+                 "switch": []},
+    })
+
+
+@pytest.mark.parametrize("mean, var", [(0.7, 0.05), (1.0, 0.3 ** 2), (0.3, 0.0), (2.4, 0.01), (0.05, 0.04)])
+def test_one_run_round_has_the_exact_moments_of_a_gaussian_loss(mean, var):
+    scen = _kinked_scenario()
+    prof = scen.loss.run["m"]
+    r = 0.6
+    rng = np.random.default_rng(5)
+    loss = rng.normal(mean, math.sqrt(var), 1_000_000)
+    step = rng.normal(prof.mean_at(loss) * r ** 0.25, prof.std_at(loss) * r ** -0.9)
+    after = np.maximum(loss - step, 0.0)
+    got_mean, got_var = LossPropagator(scen).run_scalar("m", mean, var, r)
+    # 1e6 draws: the Monte Carlo moments are good to ~1e-3 here
+    assert got_mean == pytest.approx(after.mean(), abs=2e-3)
+    assert got_var == pytest.approx(after.var(), rel=0.01, abs=1e-4)
+
+
+def test_gaussian_prediction_is_unbiased_over_a_kink():
+    """The mean of a long plan over a kinked profile (linearisation was biased by ~0.1)."""
+    scen = _kinked_scenario()
+    rounds = [RoundDecision("m", ("c0",), {})] * 25
+    _, mean, _ = predict_quantile(scen, rounds, 0.9)
+    losses = simulate_final_losses(scen, rounds, 40000, np.random.default_rng(2))
+    assert abs(mean - losses.mean()) < 0.02
+
+
+def test_scalar_array_and_many_forms_agree():
+    prop = LossPropagator(_kinked_scenario())
+    rng = np.random.default_rng(0)
+    mean = rng.uniform(0.0, 2.6, 300)
+    var = rng.uniform(0.0, 0.1, 300) ** 2
+    var[:30] = 0.0
+    r = rng.uniform(0.2, 1.0, 300)
+    for model in ("m", "n"):
+        arr_mean, arr_var = prop.run_array(model, mean, var, r)
+        scalar = np.array([prop.run_scalar(model, mean[i], var[i], r[i]) for i in range(300)])
+        np.testing.assert_allclose(arr_mean, scalar[:, 0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(arr_var, scalar[:, 1], rtol=1e-10, atol=1e-14)
+    which = rng.integers(0, 2, 300)
+    many_mean, many_var = prop.run_many(["m", "n"], which, mean, var, 0.5)
+    for k, model in enumerate(("m", "n")):
+        arr_mean, arr_var = prop.run_array(model, mean, var, 0.5)
+        np.testing.assert_allclose(many_mean[which == k], arr_mean[which == k], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(many_var[which == k], arr_var[which == k], rtol=1e-10, atol=1e-14)
+
+
 def test_cantelli_is_more_conservative_and_distribution_free(small):
     scen, _ = small
     rounds = _rounds(scen, [scen.models[0].id] * 8)

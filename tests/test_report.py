@@ -126,3 +126,20 @@ def test_cli_dispatches_report(sweep: Path, tmp_path: Path, capsys):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "not found or not a directory" in err
     assert report.main([]) == 2
+
+
+def test_tracking_runs_are_labelled_and_depl_with_tracking_is_the_energy_reference(tmp_path: Path):
+    root = tmp_path / "sweep"
+    for i in range(4):
+        write_result(root / f"d{i}", method="depl", tracking=True, final_loss=0.3, cost_j=100.0)
+        write_result(root / f"s{i}", method="depl", tracking=False, final_loss=0.3, cost_j=50.0)
+        write_result(root / f"e{i}", method="expectation", tracking=False, final_loss=0.2 + 0.1 * i,
+                     cost_j=20.0)
+        write_result(root / f"t{i}", method="expectation", tracking=True, final_loss=0.3, cost_j=30.0)
+    rows = {g["method"]: g for g in build_report(root)["groups"]}
+    assert set(rows) == {"depl", "depl+tracking", "expectation", "expectation+tracking"}
+    assert rows["expectation"]["successes"] == 2 and rows["expectation+tracking"]["successes"] == 4
+    assert rows["expectation"]["energy_vs_depl"] == pytest.approx(0.2)
+    assert rows["depl"]["energy_vs_depl"] == pytest.approx(0.5)
+    write_result(root / "bad", method="depl", tracking="yes", final_loss=0.3, cost_j=1.0)
+    assert len(build_report(root)["skipped"]) == 1

@@ -41,7 +41,22 @@ def test_periodic_trigger():
     assert all(ReplanPolicy().decide(k, 0.30, 0.35) is None for k in range(1, 21))
 
 
+def test_ahead_of_target_triggers_below_the_ahead_margin_but_not_on_the_last_round():
+    policy = ReplanPolicy(margin=0.05, ahead_margin=0.05)
+    assert policy.decide(4, 0.29, 0.35, remaining_rounds=6) == \
+        "ahead of target: predicted q=0.29 < 0.35 - margin 0.05"
+    assert policy.decide(4, 0.31, 0.35, remaining_rounds=6) is None
+    assert policy.decide(4, 0.29, 0.35, remaining_rounds=0) is None
+    assert policy.decide(4, math.nan, 0.35, remaining_rounds=6) is None
+    assert ReplanPolicy(margin=0.05).decide(4, 0.01, 0.35, remaining_rounds=6) is None
+    # behind still wins over everything but failures
+    assert policy.decide(4, 0.41, 0.35, remaining_rounds=6).startswith("behind target")
+
+
 @pytest.mark.parametrize("kwargs, message", [
+    ({"ahead_margin": -0.1}, "ahead_margin"),
+    ({"ahead_margin": math.nan}, "ahead_margin"),
+    ({"ahead_margin": True}, "ahead_margin"),
     ({"every_rounds": 0}, "every_rounds"),
     ({"every_rounds": 2.5}, "every_rounds"),
     ({"margin": -0.1}, "margin"),
