@@ -19,10 +19,10 @@ TINY = ["num_clients=3", "profile.seeds=1", "profile.rounds=3", "profile.switch_
         "planner.mc_trajectories=20000"]
 
 
-def _run(tmp_path: Path, extra: list[str]) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, extra: list[str], flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "depl_fl.main", *TINY, f"profile.cache_dir={tmp_path / 'cache'}",
+        [sys.executable, "-m", "depl_fl.main", *flags, *TINY, f"profile.cache_dir={tmp_path / 'cache'}",
          f"hydra.run.dir={tmp_path / 'out'}", *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
@@ -66,3 +66,27 @@ def test_bad_config_value_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_ray_job_writes_results(tmp_path):
     _check(_run(tmp_path, ["simulation=ray"]), tmp_path)
+
+
+def test_short_multirun_produces_a_report(tmp_path):
+    """2 seeds x 2 methods x 2 rounds through Hydra multirun, then ``depl-fl report``."""
+    sweep = tmp_path / "multi"
+    proc = _run(tmp_path, ["simulation=inprocess", "seed=0,1", "method=depl,expectation",
+                           f"hydra.sweep.dir={sweep}"], flags=("-m",))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    docs = [json.loads(p.read_text()) for p in sorted(sweep.rglob("results.json"))]
+    assert len(docs) == 4
+    out = tmp_path / "report"
+    rep = subprocess.run([sys.executable, "-m", "depl_fl.cli", "report", str(sweep), "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    groups = {g["method"]: g for g in report["groups"]}
+    assert set(groups) == {"depl", "expectation"}
+    for method, group in groups.items():
+        mine = [d for d in docs if d["summary"]["method"] == method]
+        assert group["runs"] == len(mine) == 2
+        assert group["successes"] == sum(d["summary"]["final_loss"] <= 2.2 for d in mine)
+        assert group["energy_mean_j"] == pytest.approx(sum(d["summary"]["cost_j"] for d in mine) / 2)
+    for name in ("report.md", "final_loss_cdf.png", "energy.png"):
+        assert (out / name).stat().st_size > 0
