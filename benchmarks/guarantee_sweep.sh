@@ -18,13 +18,13 @@ SWEEP=${1:-multirun/guarantee}
 SEEDS=${2:-"range(0,30)"}
 PY=${PYTHON:-.venv/bin/python}
 common=(simulation=inprocess partition.alpha=0.5 "target.prob=0.8,0.9,0.95" "seed=$SEEDS")
+"$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=true \
+    hydra.sweep.dir="$SWEEP/depl" > "$SWEEP.a.log" 2>&1 &
 (
-  "$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=true \
-      hydra.sweep.dir="$SWEEP/depl"
+  "$PY" -m depl_fl.main -m "${common[@]}" method=expectation tracking.enabled=false,true \
+      hydra.sweep.dir="$SWEEP/expectation"
   "$PY" -m depl_fl.main -m "${common[@]}" method=full tracking.enabled=false \
       hydra.sweep.dir="$SWEEP/full"
-) > "$SWEEP.a.log" 2>&1 &
-"$PY" -m depl_fl.main -m "${common[@]}" method=expectation tracking.enabled=false,true \
-    hydra.sweep.dir="$SWEEP/expectation" > "$SWEEP.b.log" 2>&1 &
+) > "$SWEEP.b.log" 2>&1 &
 wait
 "$PY" -m depl_fl.cli report "$SWEEP" --out benchmarks/results/guarantee

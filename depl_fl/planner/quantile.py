@@ -42,6 +42,7 @@ from depl_fl.scenario import Scenario
 
 GUARANTEES = ("gaussian", "cantelli")
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / _SQRT_2PI
 
 
 @dataclass(frozen=True)
@@ -123,31 +124,27 @@ class LossPropagator:
         self.b = scenario.loss.data_exponent_std
         self.initial = scenario.loss.initial
         self.switch = {key: (sw.mean, sw.std ** 2) for key, sw in scenario.loss.switch.items()}
-        self._profiles: dict[str, tuple[list[float], float, list[float], float, list[float]]] = {}
-        for mid, prof in scenario.loss.run.items():
-            lv = list(prof.levels)
-            self._profiles[mid] = (lv, prof.mean[0], _kinks(lv, prof.mean),
-                                   prof.std[0], _kinks(lv, prof.std))
+        self._profiles: dict[str, _HingeProfile] = {
+            mid: _HingeProfile.of(prof.levels, prof.mean, prof.std) for mid, prof in scenario.loss.run.items()}
         self._table_cache: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
 
     # -- scalar form (used inside the expanded graph, where it is fastest) ------
     def run_scalar(self, model: str, mean: float, var: float, r: float) -> tuple[float, float]:
         """One round of ``model`` on data ratio ``r``: new ``(mean, var)`` (floats)."""
-        lv, mu0, kmu, sd0, ksd = self._profiles[model]
+        hp = self._profiles[model]
         std = max(math.sqrt(var) if var > 0.0 else 0.0, _MIN_STD)
-        e1, e2 = [], []
-        for level in lv:
+        e = [hp.const[q] for q in range(4)]
+        for j, level in enumerate(hp.levels):
             d = mean - level
             z = d / std
             cdf = 0.5 * math.erfc(-z / math.sqrt(2.0))
             pdf = math.exp(-0.5 * min(z * z, 1e6)) / _SQRT_2PI
-            e1.append(d * cdf + std * pdf)
-            e2.append((d * d + std * std) * cdf + d * std * pdf)
-        n = len(lv)
-        e_mu = mu0 + sum(kmu[j] * e1[j] for j in range(n))
-        e_lmu = mu0 * mean + sum(kmu[j] * (e2[j] + lv[j] * e1[j]) for j in range(n))
-        e_mu2 = _quadratic_scalar(mu0, kmu, lv, e1, e2)
-        e_sd2 = _quadratic_scalar(sd0, ksd, lv, e1, e2)
+            e1 = d * cdf + std * pdf
+            e2 = (d * d + std * std) * cdf + d * std * pdf
+            for q in range(4):
+                e[q] += hp.w1[q][j] * e1 + hp.w2[q][j] * e2
+        e_mu, e_lmu, e_mu2, e_sd2 = e
+        e_lmu += hp.const_lmu * mean
         ra, rb = r ** self.a, r ** (-2.0 * self.b)
         new_mean = mean - e_mu * ra
         new_var = (var - 2.0 * ra * (e_lmu - mean * e_mu) + ra * ra * max(e_mu2 - e_mu * e_mu, 0.0)
@@ -186,22 +183,21 @@ class LossPropagator:
 
     def _run_rows(self, tables: tuple[np.ndarray, ...], rows: np.ndarray, mean: np.ndarray,
                   var: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lv_t, mu0_t, kmu_t, sd0_t, ksd_t, valid_t = tables
-        lv, valid = lv_t[rows], valid_t[rows]                 # (n, K), padded columns invalid
-        kmu, ksd = kmu_t[rows], ksd_t[rows]                   # 0 in padded columns
-        mu0, sd0 = mu0_t[rows], sd0_t[rows]
-        std = np.maximum(np.sqrt(np.maximum(var, 0.0)), _MIN_STD)[:, None]
-        d = np.where(valid, mean[:, None] - np.where(valid, lv, 0.0), 0.0)
+        lv_t, const_t, lmu_t, w1_t, w2_t = tables
+        lv = lv_t[rows]                                   # (n, K); padded columns far above
+        var_c = np.maximum(var, _MIN_STD * _MIN_STD)[:, None]
+        std = np.sqrt(var_c)
+        d = mean[:, None] - lv
         z = d / std
         cdf = ndtr(z)
-        pdf = np.exp(-0.5 * np.minimum(z * z, 1e6)) / _SQRT_2PI
-        e1 = np.where(valid, d * cdf + std * pdf, 0.0)
-        e2 = np.where(valid, (d * d + std * std) * cdf + d * std * pdf, 0.0)
-        lv0 = np.where(valid, lv, 0.0)
-        e_mu = mu0 + np.sum(kmu * e1, axis=1)
-        e_lmu = mu0 * mean + np.sum(kmu * (e2 + lv0 * e1), axis=1)
-        e_mu2 = _quadratic_array(mu0, kmu, lv0, e1, e2)
-        e_sd2 = _quadratic_array(sd0, ksd, lv0, e1, e2)
+        std_pdf = std * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+        e1 = d * cdf + std_pdf                            # E[(L - l_j)_+]   (0 in padding)
+        e2 = d * e1 + var_c * cdf                         # E[(L - l_j)_+^2] (0 in padding)
+        # Every model's weights at once (one small matmul), then each element's model.
+        per_model = (e1 @ w1_t + e2 @ w2_t).reshape(len(rows), -1, 4)
+        e = const_t[rows] + per_model[np.arange(len(rows)), rows]
+        e_mu, e_lmu, e_mu2, e_sd2 = e.T
+        e_lmu = e_lmu + lmu_t[rows] * mean
         ra, rb = r ** self.a, r ** (-2.0 * self.b)
         new_mean = mean - e_mu * ra
         new_var = (var - 2.0 * ra * (e_lmu - mean * e_mu) + ra * ra * np.maximum(e_mu2 - e_mu ** 2, 0.0)
@@ -209,22 +205,23 @@ class LossPropagator:
         return _rectify_array(new_mean, np.maximum(new_var, 0.0))
 
     def _tables(self, models: tuple[str, ...]) -> tuple[np.ndarray, ...]:
-        """Padded per-model arrays (levels, f_0 and kinks of mean and std, validity)."""
+        """Padded per-model arrays (levels, constants and hinge weights) for :meth:`_run_rows`."""
         cached = self._table_cache.get(models)
         if cached is not None:
             return cached
-        width = max(len(self._profiles[m][0]) for m in models)
-        shape = (len(models), width)
-        lv, kmu, ksd = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-        valid = np.zeros(shape, dtype=bool)
-        mu0, sd0 = np.zeros(len(models)), np.zeros(len(models))
+        width = max(len(self._profiles[m].levels) for m in models)
+        lv = np.full((len(models), width), _PAD_LEVEL)
+        const = np.zeros((len(models), 4))
+        lmu = np.zeros(len(models))
+        w1, w2 = np.zeros((width, len(models), 4)), np.zeros((width, len(models), 4))
         for i, m in enumerate(models):
-            p_lv, p_mu0, p_kmu, p_sd0, p_ksd = self._profiles[m]
-            n = len(p_lv)
-            lv[i, :n], kmu[i, :n], ksd[i, :n] = p_lv, p_kmu, p_ksd
-            valid[i, :n] = True
-            mu0[i], sd0[i] = p_mu0, p_sd0
-        cached = (lv, mu0, kmu, sd0, ksd, valid)
+            hp = self._profiles[m]
+            n = len(hp.levels)
+            lv[i, :n] = hp.levels
+            const[i] = hp.const
+            lmu[i] = hp.const_lmu
+            w1[:n, i, :], w2[:n, i, :] = np.transpose(hp.w1), np.transpose(hp.w2)
+        cached = (lv, const, lmu, w1.reshape(width, -1), w2.reshape(width, -1))
         self._table_cache[models] = cached
         return cached
 
@@ -237,37 +234,53 @@ class LossPropagator:
 
 #: Spread below which a loss is treated as known (keeps ``(M - l) / S`` finite).
 _MIN_STD = 1e-12
+#: Level of padded table columns: so far above any loss that their hinge moments are 0.
+_PAD_LEVEL = 1e12
 
 
-def _kinks(levels: Sequence[float], values: Sequence[float]) -> list[float]:
+@dataclass(frozen=True)
+class _HingeProfile:
+    """A run profile as hinge weights: the four expectations a run round needs.
+
+    With ``f = f0 + sum_j k_j (L - l_j)_+`` (``k_j`` the slope change at
+    ``l_j``; clamped at both ends) and the hinge moments ``E1_j = E[(L - l_j)_+]``,
+    ``E2_j = E[(L - l_j)_+**2]``, each of ``E[mu]``, ``E[L mu] - mu0 M``,
+    ``E[mu**2]`` and ``E[sigma**2]`` is ``const + w1 . E1 + w2 . E2``: for a
+    product of hinges ``i <= j``, ``(L-l_i)_+ (L-l_j)_+ = (L-l_j)_+**2 + (l_j-l_i)(L-l_j)_+``.
+    """
+
+    levels: tuple[float, ...]
+    const: tuple[float, float, float, float]
+    const_lmu: float                              # E[L mu] = const_lmu * M + ...
+    w1: tuple[tuple[float, ...], ...]             # 4 rows of weights on E1
+    w2: tuple[tuple[float, ...], ...]             # 4 rows of weights on E2
+
+    @classmethod
+    def of(cls, levels: Sequence[float], mean: Sequence[float], std: Sequence[float]) -> "_HingeProfile":
+        lv = np.asarray(levels, dtype=float)
+        k_mu, k_sd = _kinks(lv, mean), _kinks(lv, std)
+        mu0, sd0 = float(mean[0]), float(std[0])
+        sq_mu, sq_sd = _square_weights(lv, k_mu), _square_weights(lv, k_sd)
+        w1 = (k_mu, k_mu * lv, 2.0 * mu0 * k_mu + sq_mu[0], 2.0 * sd0 * k_sd + sq_sd[0])
+        w2 = (np.zeros_like(lv), k_mu, sq_mu[1], sq_sd[1])
+        return cls(tuple(float(v) for v in lv), (mu0, 0.0, mu0 * mu0, sd0 * sd0), mu0,
+                   tuple(tuple(float(v) for v in row) for row in w1),
+                   tuple(tuple(float(v) for v in row) for row in w2))
+
+
+def _kinks(levels: np.ndarray, values: Sequence[float]) -> np.ndarray:
     """Slope changes ``k_j`` at each level of a clamped piecewise-linear profile."""
-    slopes = [(values[i + 1] - values[i]) / (levels[i + 1] - levels[i]) for i in range(len(levels) - 1)]
-    padded = [0.0] + slopes + [0.0]
-    return [padded[j + 1] - padded[j] for j in range(len(levels))]
+    slopes = np.diff(np.asarray(values, dtype=float)) / np.diff(levels)
+    return np.diff(np.concatenate(([0.0], slopes, [0.0])))
 
 
-def _quadratic_scalar(f0: float, kinks: Sequence[float], levels: Sequence[float],
-                      e1: Sequence[float], e2: Sequence[float]) -> float:
-    """``E[f(L)**2]`` for ``f = f0 + sum_j k_j (L - l_j)_+`` from the hinge moments."""
-    n = len(levels)
-    total = f0 * f0 + 2.0 * f0 * sum(kinks[j] * e1[j] for j in range(n))
-    for i in range(n):
-        for j in range(n):
-            h = max(i, j)  # levels ascend: (L-l_i)_+ (L-l_j)_+ = (L-l_h)_+ ((L-l_h) + l_h - l_min)
-            total += kinks[i] * kinks[j] * (e2[h] + (levels[h] - levels[min(i, j)]) * e1[h])
-    return total
-
-
-def _quadratic_array(f0: np.ndarray, kinks: np.ndarray, levels: np.ndarray,
-                     e1: np.ndarray, e2: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`_quadratic_scalar` over rows (padded columns have ``k = 0``)."""
-    width = levels.shape[1]
-    idx = np.arange(width)
-    hi = np.maximum(idx[:, None], idx[None, :])
-    lo = np.minimum(idx[:, None], idx[None, :])
-    cross = e2[:, hi] + (levels[:, hi] - levels[:, lo]) * e1[:, hi]          # (n, K, K)
-    quad = np.sum(kinks[:, :, None] * cross * kinks[:, None, :], axis=(1, 2))
-    return f0 * f0 + 2.0 * f0 * np.sum(kinks * e1, axis=1) + quad
+def _square_weights(levels: np.ndarray, kinks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weights on ``(E1, E2)`` of ``E[(sum_j k_j (L - l_j)_+)**2]``."""
+    before = np.concatenate(([0.0], np.cumsum(kinks)[:-1]))                 # sum_{i<j} k_i
+    before_l = np.concatenate(([0.0], np.cumsum(kinks * levels)[:-1]))      # sum_{i<j} k_i l_i
+    on_e2 = kinks * kinks + 2.0 * kinks * before
+    on_e1 = 2.0 * kinks * (levels * before - before_l)
+    return on_e1, on_e2
 
 
 def _rectify_scalar(mean: float, var: float) -> tuple[float, float]:
