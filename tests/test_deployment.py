@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
 BIN = Path(sys.executable).parent
-TINY = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=2.2",
+TINY = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=2.0",
         "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
 
 
