@@ -112,6 +112,22 @@ class _Pilot:
         sizes = [len(y) for _, y in self.parts]
         return sum(sizes[i] for i in clients) / sum(sizes)
 
+    def run(self, state: Mapping[str, Any], start_loss: float, model: str, first_round: int,
+            count: int, clients: Sequence[int] | None = None,
+            keep: Sequence[int] = ()) -> tuple[list[float], dict[int, tuple[Any, float]]]:
+        """``count`` rounds of ``model`` from ``state``.
+
+        Returns the losses (``start_loss`` first, then one per round) and the
+        ``(state, loss)`` after each round number in ``keep``.
+        """
+        losses, kept = [start_loss], {}
+        for k in range(first_round, first_round + count):
+            state = self.round(state, model, k, clients)
+            losses.append(self.loss(state, model))
+            if k in keep:
+                kept[k] = (state, losses[-1])
+        return losses, kept
+
     def round(self, state: Mapping[str, Any], model: str, server_round: int,
               clients: Sequence[int] | None = None) -> dict[str, Any]:
         from clients.local_update import local_update
@@ -152,14 +168,9 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         pilot = _Pilot(cfg, seed)
         for model in models:
             state = pilot.initial()
-            losses = [pilot.loss(state, model)]
-            snapshots = {}
-            for k in range(1, rounds + 1):
-                state = pilot.round(state, model, k)
-                losses.append(pilot.loss(state, model))
-                pilot_rounds += 1
-                if k in switch_at:
-                    snapshots[k] = (state, losses[-1])
+            losses, snapshots = pilot.run(state, pilot.loss(state, model), model, 1, rounds,
+                                          keep=switch_at)
+            pilot_rounds += rounds
             observations += observations_from_trajectory(losses, [model] * rounds)
             LOG.info("pilot seed %d %s: loss %.3f -> %.3f in %d rounds", s, model, losses[0],
                      losses[-1], rounds)
@@ -169,11 +180,8 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
                 for target in models:
                     if target == model:
                         continue
-                    sw_state, sw_losses = snap, [snap_loss]
-                    for j in range(switch_rounds):
-                        sw_state = pilot.round(sw_state, target, k + 1 + j)
-                        sw_losses.append(pilot.loss(sw_state, target))
-                        pilot_rounds += 1
+                    sw_losses, _ = pilot.run(snap, snap_loss, target, k + 1, switch_rounds)
+                    pilot_rounds += switch_rounds
                     observations += observations_from_trajectory(
                         sw_losses, [target] * switch_rounds, previous_model=model, first_round=k + 1)
         for fraction in subset_fractions:
@@ -181,11 +189,8 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
             r = pilot.sample_fraction(clients)
             for model in models:
                 state = pilot.initial()
-                losses = [pilot.loss(state, model)]
-                for k in range(1, rounds + 1):
-                    state = pilot.round(state, model, k, clients)
-                    losses.append(pilot.loss(state, model))
-                    pilot_rounds += 1
+                losses, _ = pilot.run(state, pilot.loss(state, model), model, 1, rounds, clients)
+                pilot_rounds += rounds
                 observations += observations_from_trajectory(losses, [model] * rounds,
                                                              sample_fractions=r)
                 LOG.info("pilot seed %d %s over %d clients (r=%.2f): loss %.3f -> %.3f", s, model,

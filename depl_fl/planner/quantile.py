@@ -298,11 +298,10 @@ def _rectify_scalar(mean: float, var: float) -> tuple[float, float]:
     return m1, max(m2 - m1 * m1, 0.0)
 
 
-def _rectify_array(mean: np.ndarray, var: np.ndarray,
-                   force: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`_rectify_scalar` (``force``: no shortcut when far from the clamp)."""
+def _rectify_array(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised :func:`_rectify_scalar`."""
     std = np.sqrt(np.maximum(var, 0.0))
-    if not force and np.all(mean > 8.0 * std):  # far from the clamp: nothing to do (the common case)
+    if np.all(mean > 8.0 * std):  # far from the clamp: nothing to do (the common case)
         return mean, var
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(std > 0, mean / np.where(std > 0, std, 1.0), np.sign(mean) * np.inf)
