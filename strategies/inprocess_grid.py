@@ -91,8 +91,15 @@ class InProcessGrid(Grid):
             ids.append(msg_id)
         return ids
 
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:  # noqa: D102 - Grid API
-        return [self._pending.pop(i) for i in message_ids if i in self._pending]
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        """Replies to ``message_ids`` that arrived, in source-node order.
+
+        Flower's FedAvg sums float32 arrays in reply order and samples nodes
+        with an unseeded ``random``; returning replies in node order keeps
+        in-process runs bit-for-bit reproducible.
+        """
+        replies = [self._pending.pop(i) for i in message_ids if i in self._pending]
+        return sorted(replies, key=lambda reply: reply.metadata.src_node_id)
 
     def send_and_receive(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> Iterable[Message]:  # noqa: D102 - Grid API
