@@ -6,6 +6,7 @@
 #
 # Arms (the report labels runs with online tracking "<method>+tracking"):
 #   depl+tracking         DepL as it runs by default (online tracking, re-planning)
+#   depl                  DepL's static plan alone (tracking off): the planner's own promise
 #   expectation           the state-of-the-art baseline: a static mean-based plan
 #   expectation+tracking  the same planner re-planning online on its mean (ablation)
 #   full                  plain FedAvg: full model, every client, static plan
@@ -18,7 +19,7 @@ SWEEP=${1:-multirun/guarantee}
 SEEDS=${2:-"range(0,30)"}
 PY=${PYTHON:-.venv/bin/python}
 common=(simulation=inprocess partition.alpha=0.5 "target.prob=0.8,0.9,0.95" "seed=$SEEDS")
-"$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=true \
+"$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=true,false \
     hydra.sweep.dir="$SWEEP/depl" > "$SWEEP.a.log" 2>&1 &
 (
   "$PY" -m depl_fl.main -m "${common[@]}" method=expectation tracking.enabled=false,true \

@@ -308,12 +308,97 @@ def fit_switch_profile(observations: Sequence[LossObservation], target_profile: 
     return ybar, max(math.sqrt(max(var, 0.0)), std_floor)
 
 
+def run_segments(observations: Iterable[LossObservation]) -> list[list[LossObservation]]:
+    """Split observations into trajectories of consecutive run rounds of one model.
+
+    A segment continues while the model, the sample fraction and the round
+    number (+1) carry on and each round starts from the previous round's loss;
+    a switch round ends it.
+    """
+    segments: list[list[LossObservation]] = []
+    current: list[LossObservation] = []
+    for o in observations:
+        if current:
+            last = current[-1]
+            if (o.is_switch or o.model != last.model or o.round != last.round + 1
+                    or o.loss_before != last.loss_after or o.sample_fraction != last.sample_fraction):
+                segments.append(current)
+                current = []
+        if not o.is_switch:
+            current.append(o)
+    if current:
+        segments.append(current)
+    return segments
+
+
+def fit_spread_factors(observations: Sequence[LossObservation], profile: RunProfile, horizon: int, *,
+                       data_exponent_mean: float = 0.5, data_exponent_std: float = 0.5,
+                       prior_windows: float = 2.0, bounds: tuple[float, float] = (0.2, 2.0)) -> np.ndarray:
+    """Per-level factors on ``sigma`` that make the random walk match ``horizon``-round spread.
+
+    The contract adds independent per-round draws, so the spread of the loss
+    change over ``h`` rounds grows like ``h * sigma**2``. Observed losses are
+    not like that: a round that happens to evaluate badly is mostly made up
+    in the next one (negative correlation of successive decreases), so the
+    per-round ``sigma`` over-states the spread over many rounds. With the
+    standardised residuals ``z_k = (y_k - mu(L_k)) / (s_k sigma(L_k))`` of one
+    trajectory, the variance ratio ``VR(h) = E[(z_k + ... + z_{k+h-1})**2] / h``
+    is 1 for a true random walk and below 1 under such mean reversion. Every
+    window of ``horizon`` rounds is attributed to the levels by the hat basis
+    at its mean loss; a level's ratio is the weighted mean of the windows'
+    ``sum(z)**2 / h``, shrunk towards 1 by ``prior_windows`` pseudo-windows.
+    The factor is ``sqrt(ratio)``, clipped to ``bounds``.
+
+    The calibrated random walk matches the observed spread over ``horizon``
+    rounds; over longer plans it stays conservative, over much shorter ones
+    (a re-plan with a few rounds left) it can be narrower than the truth.
+
+    Parameters
+    ----------
+    observations : sequence of LossObservation
+        Run rounds of one model (several trajectories; see :func:`run_segments`).
+    profile : RunProfile
+        The model's profile fitted from the same rounds (per-round ``sigma``).
+    horizon : int
+        Window length ``h`` (>= 2); trajectories shorter than it are not used.
+    data_exponent_mean, data_exponent_std : float
+        ``a`` and ``b``.
+    prior_windows : float
+        Pseudo-windows with ratio 1 per level (few windows: factor near 1).
+    bounds : (float, float)
+        Smallest and largest factor.
+
+    Returns
+    -------
+    numpy.ndarray
+        One factor per level of ``profile``.
+    """
+    if int(horizon) != horizon or horizon < 2:
+        raise ScenarioError(f"profile: spread horizon must be an integer >= 2, got {horizon!r}")
+    h = int(horizon)
+    levels = profile.levels
+    num = np.full(len(levels), float(prior_windows))
+    den = np.full(len(levels), float(prior_windows))
+    for segment in run_segments(observations):
+        if len(segment) < h:
+            continue
+        loss, y, s = _run_arrays(segment, data_exponent_mean, data_exponent_std)
+        z = (y - profile.mean_at(loss)) / (s * profile.std_at(loss))
+        window_sums = np.convolve(z, np.ones(h), mode="valid")
+        window_loss = np.convolve(loss, np.ones(h) / h, mode="valid")
+        phi = hat_basis(window_loss, levels)
+        num += phi.T @ (window_sums**2 / h)
+        den += phi.sum(axis=0)
+    return np.clip(np.sqrt(num / den), bounds[0], bounds[1])
+
+
 def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterable[str],
                      levels: Sequence[float] | Mapping[str, Sequence[float]] | None = None, *,
                      initial: float | None = None, reference_samples: float | None = None,
                      data_exponent_mean: float = 0.5, data_exponent_std: float = 0.5,
                      max_levels: int = 6, min_points_per_level: int = 10,
-                     std_floor: float = DEFAULT_STD_FLOOR) -> dict[str, Any]:
+                     std_floor: float = DEFAULT_STD_FLOOR,
+                     spread_horizon: int | None = None) -> dict[str, Any]:
     """Fit the contract's ``loss`` sub-document from observed rounds.
 
     Parameters
@@ -333,12 +418,17 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
         ``a`` and ``b`` (taken as given, not estimated).
     max_levels, min_points_per_level, std_floor
         See :func:`fit_run_profile`.
+    spread_horizon : int, optional
+        When given, every run profile's ``std`` is calibrated to the spread
+        over this many rounds (:func:`fit_spread_factors`) and the factors are
+        recorded as ``spread_factor``. Switch jumps are fitted with the
+        per-round (uncalibrated) run spread, which their single rounds carry.
 
     Returns
     -------
     dict
         ``{"initial", ["reference_samples"], "data_exponent_mean",
-        "data_exponent_std", "run": {model: {levels, mean, std}},
+        "data_exponent_std", "run": {model: {levels, mean, std[, spread_factor]}},
         "switch": [{from, to, mean, std}]}``, accepted by
         :func:`depl_fl.scenario.scenario_from_dict`.
 
@@ -366,6 +456,13 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
         own = [o for o in obs if o.is_switch and (o.previous_model, o.model) == (source, target)]
         mean, std = fit_switch_profile(own, run[target], std_floor=std_floor, **opts)
         switches.append({"from": source, "to": target, "mean": mean, "std": std})
+    if spread_horizon is not None:
+        for model, profile in run.items():
+            own = [o for o in obs if o.model == model and not o.is_switch]
+            factor = fit_spread_factors(own, profile, spread_horizon, **opts)
+            std = np.maximum(np.asarray(profile.std) * factor, std_floor)
+            run[model] = RunProfile(profile.levels, profile.mean, tuple(float(v) for v in std),
+                                    tuple(float(v) for v in factor))
 
     if initial is None:
         first = [o.loss_before for o in obs if o.previous_model is None]
@@ -376,7 +473,8 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
     doc.update({
         "data_exponent_mean": float(data_exponent_mean),
         "data_exponent_std": float(data_exponent_std),
-        "run": {m: {"levels": list(p.levels), "mean": list(p.mean), "std": list(p.std)}
+        "run": {m: {"levels": list(p.levels), "mean": list(p.mean), "std": list(p.std),
+                    **({"spread_factor": list(p.spread_factor)} if p.spread_factor else {})}
                 for m, p in run.items()},
         "switch": switches,
     })
@@ -474,6 +572,13 @@ class _SwitchPosterior:
     count: int
 
 
+def _factor(profile: RunProfile) -> np.ndarray:
+    """The profile's spread factors (ones when it is not calibrated)."""
+    if profile.spread_factor is None:
+        return np.ones(len(profile.levels))
+    return np.asarray(profile.spread_factor, dtype=float)
+
+
 class OnlineLossEstimator:
     """Bayesian online refinement of l_run / l_sw from observed rounds.
 
@@ -527,12 +632,16 @@ class OnlineLossEstimator:
         prior = self.prior.run[model]
         k0 = self.prior_strength
         mu0 = np.asarray(prior.mean, dtype=float)
-        sd0 = np.maximum(np.asarray(prior.std, dtype=float), self.std_floor)
-        alpha0 = k0 / 2.0 + 1.0
-        beta0 = sd0**2 * (alpha0 - 1.0)
+        # A calibrated prior (spread_factor) holds multi-round spread; the
+        # posterior is computed on the per-round scale the residuals have and
+        # calibrated back at the end.
+        factor = _factor(prior)
+        sd0 = np.maximum(np.asarray(prior.std, dtype=float), self.std_floor) / factor
         obs = self._run_obs[model]
         if not obs:
-            return _RunPosterior(mu0, sd0**2 / k0, sd0**2, np.zeros_like(mu0))
+            return _RunPosterior(mu0, sd0**2 / k0, (sd0 * factor) ** 2, np.zeros_like(mu0))
+        alpha0 = k0 / 2.0 + 1.0
+        beta0 = sd0**2 * (alpha0 - 1.0)
         loss, y, s = _run_arrays(obs, self.prior.data_exponent_mean, self.prior.data_exponent_std)
         phi = hat_basis(loss, prior.levels)
         support = phi.sum(axis=0)
@@ -547,6 +656,7 @@ class OnlineLossEstimator:
             alpha = alpha0 + 0.5 * support
             beta = beta0 + 0.5 * (phi.T @ res2)
             noise_var = np.maximum(beta / (alpha - 1.0), self.std_floor**2)
+        noise_var = np.maximum(noise_var * factor**2, self.std_floor**2)
         return _RunPosterior(mean, np.diag(cov).copy(), noise_var, support)
 
     def _switch_posterior(self, pair: tuple[str, str], run: Mapping[str, _RunPosterior]) -> _SwitchPosterior:
@@ -563,7 +673,10 @@ class OnlineLossEstimator:
         obs = self._switch_obs.get(pair, [])
         if not obs:
             return _SwitchPosterior(mean0, sd0**2 / k0, sd0**2, 0)
-        profile = self._profile_from(self.prior.run[target], run[target], include_mean_var=False)
+        calibrated = self._profile_from(self.prior.run[target], run[target], include_mean_var=False)
+        # A switch round carries one round of run noise: the per-round spread.
+        profile = RunProfile(calibrated.levels, calibrated.mean,
+                             tuple(np.asarray(calibrated.std) / _factor(calibrated)))
         jumps, run_var, _ = _switch_estimates(obs, profile, self.prior.data_exponent_mean,
                                               self.prior.data_exponent_std)
         n = len(jumps)
@@ -591,7 +704,7 @@ class OnlineLossEstimator:
         var = post.noise_var + (self.horizon_rounds * post.mean_var if include_mean_var else 0.0)
         std = np.maximum(np.sqrt(var), self.std_floor)
         return RunProfile(tuple(prior.levels), tuple(float(v) for v in post.mean),
-                          tuple(float(v) for v in std))
+                          tuple(float(v) for v in std), prior.spread_factor)
 
     # -- outputs ------------------------------------------------------------
     def loss_model(self) -> LossModel:

@@ -49,7 +49,7 @@ from depl_fl.runconfig import (client_seed, cluster_assignment, compose_config, 
                                variant_list)
 
 LOG = logging.getLogger("depl_fl.profiling")
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -61,7 +61,7 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
         "partition": cfg["partition"], "train": cfg["train"],
         "profile": {k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
                                              "subset_fractions", "data_exponent_mean",
-                                             "data_exponent_std")},
+                                             "data_exponent_std", "spread_horizon")},
     }
     return stable_hash(relevant)
 
@@ -217,8 +217,19 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     else:
         a = float(prof.get("data_exponent_mean", 0.5))
         b = float(prof.get("data_exponent_std", 0.5))
+    horizon = prof.get("spread_horizon")
     loss = fit_loss_profile(observations, models, reference_samples=float(sum(sizes)),
-                            data_exponent_mean=a, data_exponent_std=b)
+                            data_exponent_mean=a, data_exponent_std=b,
+                            spread_horizon=int(horizon) if horizon is not None else None)
+    for model, run in loss["run"].items():
+        if run.get("spread_factor"):
+            LOG.info("%s: spread over %d rounds / per-round random walk = %s at loss levels %s", model,
+                     int(horizon), _fmt(run["spread_factor"]), _fmt(run["levels"]))
+        lowest = min(o.loss_after for o in observations if o.model == model)
+        if lowest > float(cfg["target"]["loss"]):
+            LOG.warning("profile: the pilots of %s never got below %.3f, above target.loss %.3f; the "
+                        "profile extrapolates there (more profile.rounds would measure it)",
+                        model, lowest, float(cfg["target"]["loss"]))
     clusters = cluster_assignment(n, cfg["clusters"]["classes"])
     clients = [{"id": f"c{pid}", "cluster": clusters[pid], "num_samples": sizes[pid]} for pid in range(n)]
     doc = scenario_doc(cfg, clients, model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size),
@@ -226,6 +237,10 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     doc["profile"] = {"key": profile_key(cfg), "observations": len(observations), **stats,
                       "method": "in-process pilot federations (see depl_fl/profiling.py)"}
     return doc
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:.2f}" for v in values) + "]"
 
 
 def load_profile_file(path: str | Path) -> dict[str, Any]:

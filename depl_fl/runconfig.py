@@ -93,6 +93,12 @@ def validate(cfg: Mapping[str, Any]) -> None:
             isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 < f < 1.0 for f in fractions):
         raise ScenarioError(f"config profile.subset_fractions: expected a list of numbers in (0, 1), "
                             f"got {fractions!r}")
+    horizon = _get(cfg, "profile.spread_horizon")
+    if horizon is not None:
+        _positive(cfg, "profile.spread_horizon", integer=True)
+        if not 2 <= int(horizon) <= int(_get(cfg, "profile.rounds")):
+            raise ScenarioError(f"config profile.spread_horizon: must be null or an integer in "
+                                f"[2, profile.rounds={_get(cfg, 'profile.rounds')}], got {horizon!r}")
     _positive(cfg, "tracking.margin", allow_zero=True)
     if _get(cfg, "tracking.ahead_margin") is not None:
         _positive(cfg, "tracking.ahead_margin", allow_zero=True)

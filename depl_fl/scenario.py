@@ -66,11 +66,18 @@ class RunProfile:
 
     ``mean`` and ``std`` are interpolated linearly over ``levels`` (ascending
     loss values) and clamped at the ends.
+
+    ``spread_factor`` (optional extra field, one value per level) records the
+    calibration that turned the observed per-round spread into ``std`` (see
+    :func:`depl_fl.estimation.fit_spread_factors`); the semantics and the
+    planner ignore it, the online estimator applies it to the residuals it
+    observes. ``None`` means 1 everywhere.
     """
 
     levels: tuple[float, ...]
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    spread_factor: tuple[float, ...] | None = None
 
     def mean_at(self, loss: np.ndarray | float) -> np.ndarray:
         """Interpolated mean decrease at ``loss`` (clamped outside ``levels``)."""
@@ -206,7 +213,15 @@ def _parse_run_profile(raw: Any, where: str) -> RunProfile:
             f"(got {len(levels)}, {len(mean)}, {len(std)})")
     if any(b <= a for a, b in zip(levels, levels[1:])):
         raise ScenarioError(f"{where}.levels: must be strictly ascending, got {levels}")
-    return RunProfile(tuple(levels), tuple(mean), tuple(std))
+    factor = None
+    if raw.get("spread_factor") is not None:
+        factor = [_number(v, f"{where}.spread_factor[{i}]")
+                  for i, v in enumerate(_list(raw["spread_factor"], f"{where}.spread_factor"))]
+        if len(factor) != len(levels) or not all(v > 0.0 for v in factor):
+            raise ScenarioError(f"{where}.spread_factor: expected {len(levels)} numbers > 0 (one per level), "
+                                f"got {factor}")
+    return RunProfile(tuple(levels), tuple(mean), tuple(std),
+                      tuple(factor) if factor is not None else None)
 
 
 def scenario_from_dict(raw: Any) -> Scenario:
@@ -333,6 +348,14 @@ def scenario_from_dict(raw: Any) -> Scenario:
                     local_epochs=local_epochs, extra=extra)
 
 
+def _run_doc(profile: RunProfile) -> dict[str, Any]:
+    doc: dict[str, Any] = {"levels": list(profile.levels), "mean": list(profile.mean),
+                           "std": list(profile.std)}
+    if profile.spread_factor is not None:
+        doc["spread_factor"] = list(profile.spread_factor)
+    return doc
+
+
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     """Serialise a scenario to the contract's JSON structure."""
     doc: dict[str, Any] = dict(scenario.extra)
@@ -356,7 +379,7 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
             "reference_samples": scenario.loss.reference_samples,
             "data_exponent_mean": scenario.loss.data_exponent_mean,
             "data_exponent_std": scenario.loss.data_exponent_std,
-            "run": {mid: {"levels": list(p.levels), "mean": list(p.mean), "std": list(p.std)}
+            "run": {mid: _run_doc(p)
                     for mid, p in scenario.loss.run.items()},
             "switch": [{"from": s.source, "to": s.target, "mean": s.mean, "std": s.std}
                        for s in scenario.loss.switch.values()],

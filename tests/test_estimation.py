@@ -209,3 +209,94 @@ def test_data_exponents_need_two_sample_fractions():
         fit_data_exponents(observations, ["full", "p75"])
     with pytest.raises(ScenarioError, match="exponent_grid"):
         fit_data_exponents(simulate(5, 5, 3), ["full", "p75"], exponent_grid=[-0.5, 0.5])
+
+
+# ---------------------------------------------------------------------------
+# Spread calibration (per-round spread vs spread over many rounds)
+# ---------------------------------------------------------------------------
+def _linear_trend_runs(n_traj: int, rounds: int, seed: int, walk_std: float, noise_std: float
+                       ) -> list[LossObservation]:
+    """Loss = a random walk with drift 0.05/round (step std ``walk_std``) + iid evaluation noise."""
+    rng = np.random.default_rng(seed)
+    observations = []
+    for _ in range(n_traj):
+        trend = 3.0 - np.concatenate([[0.0], np.cumsum(rng.normal(0.05, walk_std, rounds))])
+        observed = trend + rng.normal(0.0, noise_std, rounds + 1)
+        observations += observations_from_trajectory(observed, ["full"] * rounds)
+    return observations
+
+
+@pytest.mark.parametrize("walk_std, noise_std, horizon, expected", [
+    (0.04, 0.0, 8, 1.0),                            # a true random walk: nothing to calibrate
+    (0.0, 0.03, 8, (2 * 0.03**2 / 8) ** 0.5 / (2 * 0.03**2) ** 0.5),   # pure noise: 1/sqrt(h)
+    (0.03, 0.03, 6, ((6 * 0.03**2 + 2 * 0.03**2) / 6 / (3 * 0.03**2)) ** 0.5),
+])
+def test_spread_factor_matches_the_variance_ratio(walk_std, noise_std, horizon, expected):
+    obs = _linear_trend_runs(60, 30, seed=3, walk_std=walk_std, noise_std=noise_std)
+    doc = fit_loss_profile(obs, ["full"], levels=[0.5, 3.0], data_exponent_mean=0.0,
+                           data_exponent_std=0.0, spread_horizon=horizon)
+    raw = fit_loss_profile(obs, ["full"], levels=[0.5, 3.0], data_exponent_mean=0.0, data_exponent_std=0.0)
+    factor = np.array(doc["run"]["full"]["spread_factor"])
+    assert factor == pytest.approx(np.full(2, expected), abs=0.1)
+    assert np.array(doc["run"]["full"]["std"]) == pytest.approx(np.array(raw["run"]["full"]["std"]) * factor)
+    assert "spread_factor" not in raw["run"]["full"]
+    # The calibrated profile is a valid contract document that keeps its factors.
+    scen = scenario_from_dict(_scenario_with(doc))
+    assert scen.loss.run["full"].spread_factor == pytest.approx(tuple(factor))
+
+
+def test_calibrated_random_walk_has_the_observed_spread_over_the_horizon():
+    """Simulating the calibrated contract over h rounds gives the observed h-round spread."""
+    h, noise = 8, 0.03
+    obs = _linear_trend_runs(80, 30, seed=5, walk_std=0.01, noise_std=noise)
+    doc = fit_loss_profile(obs, ["full"], levels=[0.5, 3.0], data_exponent_mean=0.0,
+                           data_exponent_std=0.0, spread_horizon=h)
+    std = float(np.mean(doc["run"]["full"]["std"]))
+    observed = np.std([obs[i].loss_before - obs[i + h - 1].loss_after
+                       for t in range(80) for i in [t * 30 + 5]])
+    assert np.sqrt(h) * std == pytest.approx(observed, rel=0.25)
+    per_round = float(np.mean(fit_loss_profile(obs, ["full"], levels=[0.5, 3.0], data_exponent_mean=0.0,
+                                               data_exponent_std=0.0)["run"]["full"]["std"]))
+    assert np.sqrt(h) * per_round > 1.6 * observed  # the uncalibrated walk over-states it
+
+
+def test_spread_horizon_errors_are_one_line():
+    obs = _linear_trend_runs(2, 10, seed=1, walk_std=0.01, noise_std=0.01)
+    with pytest.raises(ScenarioError, match="spread horizon"):
+        fit_loss_profile(obs, ["full"], spread_horizon=1)
+    doc = fit_loss_profile(obs, ["full"], spread_horizon=4)
+    levels = len(doc["run"]["full"]["levels"])
+    for bad in ([1.0] * (levels + 1), [0.0] * levels, "x"):
+        doc["run"]["full"]["spread_factor"] = bad
+        with pytest.raises(ScenarioError, match="spread_factor"):
+            scenario_from_dict(_scenario_with(doc))
+
+
+def test_online_estimator_keeps_the_calibration():
+    """Per-round residuals fed to a calibrated prior do not inflate it back to the per-round spread."""
+    raw_std, factor = 0.06, 0.5
+    levels, mean = (0.5, 3.0), (0.05, 0.05)
+    calibrated = LossModel(3.0, 1000.0, 0.0, 0.0,
+                           {"full": RunProfile(levels, mean, (raw_std * factor,) * 2, (factor, factor))}, {})
+    plain = LossModel(3.0, 1000.0, 0.0, 0.0, {"full": RunProfile(levels, mean, (raw_std * factor,) * 2)}, {})
+    obs = _linear_trend_runs(1, 200, seed=9, walk_std=raw_std, noise_std=0.0)
+    kept, inflated = OnlineLossEstimator(calibrated), OnlineLossEstimator(plain)
+    for o in obs:
+        kept.observe(o)
+        inflated.observe(o)
+    kept_std = np.array(kept.loss_model().run["full"].std)
+    assert kept_std == pytest.approx(np.full(2, raw_std * factor), rel=0.2)
+    assert np.array(inflated.loss_model().run["full"].std) == pytest.approx(np.full(2, raw_std), rel=0.2)
+    assert kept.loss_model().run["full"].spread_factor == (factor, factor)
+
+
+def _scenario_with(loss_doc: dict) -> dict:
+    return {
+        "version": 1,
+        "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                      "bytes_per_s": 1e6, "joules_per_byte": 1e-7, "activation_joules": 1.0,
+                      "max_clients": 2}],
+        "clients": [{"id": "c0", "cluster": "A", "num_samples": 100}],
+        "models": [{"id": "full", "compression": 0.0, "flops_per_sample": 1e6, "size_bytes": 1e4}],
+        "loss": {"initial": 3.0, **loss_doc},
+    }

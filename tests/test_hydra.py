@@ -36,6 +36,9 @@ def test_all_groups_have_options():
     ("profile.subset_fractions=[0]", "profile.subset_fractions"),
     ("profile.subset_fractions=half", "profile.subset_fractions"),
     ("profile.rounds=0", "profile.rounds"), ("tracking.ahead_margin=-1", "tracking.ahead_margin"),
+    ("profile.spread_horizon=1", "profile.spread_horizon"),
+    ("profile.spread_horizon=99", "profile.spread_horizon"),
+    ("profile.spread_horizon=2.5", "profile.spread_horizon"),
 ])
 def test_bad_values_are_one_line_errors(override, message):
     with pytest.raises(ScenarioError, match=message) as info:
