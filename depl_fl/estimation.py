@@ -30,6 +30,14 @@ Two estimators live here.
     ``var(Y) = var(Y_i) - mean(sigma_m(L_i + Ybar)**2 * r_i**-2b)``, floored.
     Pairs never observed are left out (the contract then forbids that switch).
 
+:func:`fit_spread_factors` (optional, ``spread_horizon``)
+    The contract adds independent per-round draws; observed losses revert
+    towards their trend (a badly evaluating round is made up in the next), so
+    the per-round ``sigma`` over-states the spread over many rounds. The
+    variance ratio of the pilots' ``h``-round windows scales each level's
+    ``sigma`` so that the random walk has the observed ``h``-round spread; the
+    factors are kept in the profile as the extra field ``spread_factor``.
+
 :class:`OnlineLossEstimator` (used by the server after every round)
     Starts from a prior :class:`~depl_fl.scenario.LossModel` and keeps its levels.
     Per model, the level means get a Gaussian posterior from a Bayesian
@@ -42,6 +50,8 @@ Two estimators live here.
     is the Student-t variance and ``Var(mu_j)`` the remaining uncertainty about the
     mean, so few observations give a wider profile.  Switch jumps get a conjugate
     Normal-inverse-gamma posterior per pair, on the ``Y_i`` estimates above.
+    With a calibrated prior the run posterior is computed on the per-round
+    scale of the residuals and multiplied back by ``spread_factor``.
 """
 
 from __future__ import annotations
