@@ -7,7 +7,7 @@ The contract's loss semantics for a round with model ``m`` after model ``p``:
 * run: ``L -= X``, ``X ~ Normal(mu_m(L) * r**a, sigma_m(L) * r**-b)`` with
   ``mu_m`` / ``sigma_m`` linear interpolations over loss levels (clamped).
 
-Two estimators live here.
+The estimators here:
 
 :func:`fit_loss_profile` (batch, used by ``depl-fl profile``)
     Run rounds (no switch) of model ``m`` give ``d = L_before - L_after = X``.
@@ -452,8 +452,9 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
         raise ScenarioError("profile: no observations to fit")
     opts = dict(data_exponent_mean=data_exponent_mean, data_exponent_std=data_exponent_std)
     run: dict[str, RunProfile] = {}
+    run_rounds: dict[str, list[LossObservation]] = {}
     for model in models:
-        own = [o for o in obs if o.model == model and not o.is_switch]
+        own = run_rounds[model] = [o for o in obs if o.model == model and not o.is_switch]
         if not own:
             raise ScenarioError(f"profile: model {model!r} has no observed run round (only switches or none)")
         model_levels = levels.get(model) if isinstance(levels, Mapping) else levels
@@ -468,8 +469,7 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
         switches.append({"from": source, "to": target, "mean": mean, "std": std})
     if spread_horizon is not None:
         for model, profile in run.items():
-            own = [o for o in obs if o.model == model and not o.is_switch]
-            factor = fit_spread_factors(own, profile, spread_horizon, **opts)
+            factor = fit_spread_factors(run_rounds[model], profile, spread_horizon, **opts)
             std = np.maximum(np.asarray(profile.std) * factor, std_floor)
             run[model] = RunProfile(profile.levels, profile.mean, tuple(float(v) for v in std),
                                     tuple(float(v) for v in factor))
