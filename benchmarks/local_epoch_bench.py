@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from depl_fl.models import build_model
-from depl_fl.training import train_local
-from depl_fl.variants import measure_variant, variant_widths
+from depl_fl.task.models import build_model
+from depl_fl.task.training import train_local
+from depl_fl.task.variants import measure_variant, variant_widths
 
 ARCHS = ("alexnet_like", "mobilenet_like")
 COMPRESSIONS = (0.0, 0.5, 0.75, 0.9)

@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-from depl_fl.plan import RoundDecision
-from depl_fl.scenario import scenario_from_dict
-from depl_fl.semantics import simulate_final_losses
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.scenario import scenario_from_dict
+from depl_fl.contract.semantics import simulate_final_losses
 
 
 def _scenario():

@@ -32,7 +32,7 @@ from scenarios import paper_like, scaled  # noqa: E402
 from depl_fl.planner import make_plan  # noqa: E402
 from depl_fl.planner.context import PlanContext  # noqa: E402
 from depl_fl.planner.optimum import plan_optimum  # noqa: E402
-from depl_fl.semantics import evaluate_plan  # noqa: E402
+from depl_fl.contract.semantics import evaluate_plan  # noqa: E402
 
 RESULTS = HERE / "results"
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from depl_fl.plan import Targets
-from depl_fl.scenario import Scenario, scenario_from_dict
+from depl_fl.contract.plan import Targets
+from depl_fl.contract.scenario import Scenario, scenario_from_dict
 
 CLASS_A = [{"flops_per_s": 2.0e10, "joules_per_flop": 2.0e-10},
            {"flops_per_s": 4.0e10, "joules_per_flop": 4.5e-10}]
@@ -92,7 +92,7 @@ def random_small(seed: int) -> tuple[Scenario, Targets]:
     most cases and DepL has room to save.
     """
     from depl_fl.planner import predict_quantile
-    from depl_fl.plan import RoundDecision
+    from depl_fl.contract.plan import RoundDecision
 
     rng = np.random.default_rng(seed)
     n_clusters = int(rng.integers(1, 4))

@@ -14,7 +14,7 @@ Message protocol (docs/ARCHITECTURE.md, "Message protocol"):
 
 The run configuration reaches the app by closure (:func:`make_client_app`,
 used by ``depl_fl.main``) or, for ``flwr run .``, from the run config
-(:func:`depl_fl.runconfig.config_from_run_config`).
+(:func:`depl_fl.runs.runconfig.config_from_run_config`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from clients.local_update import evaluate_state, local_update
-from clients.partitions import client_partition, geometry
-from depl_fl.runconfig import client_seed, cluster_assignment, config_from_run_config
+from depl_fl.task.local_update import evaluate_state, local_update
+from depl_fl.task.partitions import client_partition, geometry
+from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
 
 ConfigSource = Callable[[Context], Mapping[str, Any]]
 
@@ -107,7 +107,7 @@ def make_client_app(cfg: Mapping[str, Any] | None = None) -> ClientApp:
     Parameters
     ----------
     cfg : mapping, optional
-        The composed run configuration (plain dict, see :mod:`depl_fl.runconfig`).
+        The composed run configuration (plain dict, see :mod:`depl_fl.runs.runconfig`).
         ``None`` reads it from ``context.run_config`` (``flwr run .``).
     """
     app = ClientApp()

@@ -9,11 +9,11 @@ Sub-commands
     probability).
 ``evaluate``
     Check a plan against a scenario and targets and print the Monte Carlo
-    figures of :func:`depl_fl.semantics.evaluate_plan` as JSON on stdout.
+    figures of :func:`depl_fl.contract.semantics.evaluate_plan` as JSON on stdout.
     Exit 0 whenever the figures were computed, **even when the plan is
     invalid or not dependable** (the JSON's ``valid`` / ``dependable`` say so).
 ``profile``, ``report``
-    Handed over to :mod:`depl_fl.profiling` and :mod:`depl_fl.report`.
+    Handed over to :mod:`strategies.profiling` and :mod:`depl_fl.runs.report`.
 
 User mistakes (bad files, bad options) print exactly one line
 ``depl-fl: <message>`` on stderr and exit with the error's status (2 for bad
@@ -34,7 +34,7 @@ from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 
 PROG = "depl-fl"
 MIN_TRAJECTORIES = 20000
-DELEGATED = {"profile": "depl_fl.profiling", "report": "depl_fl.report"}
+DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report"}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -111,14 +111,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _targets(args: argparse.Namespace) -> Any:
-    from depl_fl.plan import Targets
+    from depl_fl.contract.plan import Targets
 
     return Targets(target_loss=args.target_loss, target_prob=args.target_prob,
                    deadline_s=args.deadline_s, max_rounds=args.max_rounds)
 
 
 def _write_plan(plan: Any, path: str) -> None:
-    from depl_fl.plan import save_plan
+    from depl_fl.contract.plan import save_plan
 
     try:
         save_plan(plan, path)
@@ -127,8 +127,8 @@ def _write_plan(plan: Any, path: str) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from depl_fl.plan import Plan
-    from depl_fl.scenario import load_scenario
+    from depl_fl.contract.plan import Plan
+    from depl_fl.contract.scenario import load_scenario
 
     if not (math.isfinite(args.eta) and 0.0 < args.eta <= 1.0):
         raise ScenarioError(f"--eta: must be in (0, 1], got {args.eta!r}")
@@ -175,9 +175,9 @@ def _fmt(value: Any) -> str:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from depl_fl.plan import load_plan
-    from depl_fl.scenario import load_scenario
-    from depl_fl.semantics import evaluate_plan
+    from depl_fl.contract.plan import load_plan
+    from depl_fl.contract.scenario import load_scenario
+    from depl_fl.contract.semantics import evaluate_plan
 
     if args.trajectories < 1 or (args.trajectories < MIN_TRAJECTORIES and not args.allow_few):
         raise ScenarioError(f"--trajectories: must be >= {MIN_TRAJECTORIES} (the contract's "

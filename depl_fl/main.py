@@ -24,7 +24,7 @@ import hydra
 from omegaconf import DictConfig
 
 from depl_fl.errors import DeplError
-from depl_fl.runconfig import conf_dir, to_plain, validate
+from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 
 LOG = logging.getLogger("depl_fl.main")
 
@@ -45,7 +45,7 @@ def _quiet_flower() -> None:
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     """Run one job of a validated plain config; returns the results.json path."""
-    from depl_fl.profiling import ensure_profile
+    from strategies.profiling import ensure_profile
 
     ensure_profile(cfg)  # before the simulation starts, so pilots never run inside Ray
     backend = cfg["simulation"]["backend"]

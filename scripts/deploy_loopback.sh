@@ -59,7 +59,7 @@ export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 
 if [[ -z "$CLUSTERS" ]]; then
     CLUSTERS="$("$BIN/python" -c "import sys; sys.path.insert(0, '$ROOT')
-from depl_fl.runconfig import cluster_assignment
+from depl_fl.runs.runconfig import cluster_assignment
 print(','.join(cluster_assignment($NUM, {'A': {'fraction': 0.4}, 'B': {'fraction': 0.6}})))")"
 fi
 IFS=',' read -r -a CLUSTER_OF <<< "$CLUSTERS"

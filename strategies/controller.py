@@ -4,9 +4,9 @@ No flwr and no torch: the strategy feeds it the measured global loss of every
 round; it answers which decision comes next, computes the modeled cost and
 time of each round from the contract's cost model, the predicted
 pi-quantile of the final loss under the remaining plan, and (with tracking on)
-refines l_run / l_sw with :class:`~depl_fl.estimation.OnlineLossEstimator` and
+refines l_run / l_sw with :class:`~depl_fl.tracking.estimation.OnlineLossEstimator` and
 re-plans the remaining rounds via ``make_plan(start=PlanStart(...))`` when
-:class:`~depl_fl.tracking.ReplanPolicy` says so.
+:class:`~depl_fl.tracking.online.ReplanPolicy` says so.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import math
 import time
 from typing import Any, Callable, Sequence
 
-from depl_fl.plan import Plan, RoundDecision, Targets
-from depl_fl.scenario import Scenario
-from depl_fl.semantics import data_ratio, round_energy, round_time
+from depl_fl.contract.plan import Plan, RoundDecision, Targets
+from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import data_ratio, round_energy, round_time
 
 LOG = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class RunController:
     tracking : bool
         Refine the loss profile online and re-plan when the policy says so.
     replan_policy : object, optional
-        A :class:`depl_fl.tracking.ReplanPolicy` (default: behind target only).
+        A :class:`depl_fl.tracking.online.ReplanPolicy` (default: behind target only).
     track_mean : bool
         Track the predicted *mean* of the final loss instead of its pi-quantile:
         the mean-based ``expectation`` baseline re-plans on its own criterion.
@@ -72,8 +72,8 @@ class RunController:
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
-            from depl_fl.estimation import OnlineLossEstimator
-            from depl_fl.tracking import ReplanPolicy
+            from depl_fl.tracking.estimation import OnlineLossEstimator
+            from depl_fl.tracking.online import ReplanPolicy
 
             self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
@@ -174,7 +174,7 @@ class RunController:
         self.records.append(rec)
         self.failed_clients.update(rejected)
         if self.estimator is not None and math.isfinite(loss_before) and math.isfinite(loss_after):
-            from depl_fl.estimation import LossObservation
+            from depl_fl.tracking.estimation import LossObservation
 
             self.estimator.observe(LossObservation(
                 k + 1, decision.model, previous, float(loss_before), float(loss_after),
@@ -193,7 +193,7 @@ class RunController:
 
     def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
         from depl_fl.planner import PlanStart
-        from depl_fl.tracking import ReplanRecord
+        from depl_fl.tracking.online import ReplanRecord
 
         assert self.planner is not None
         start = PlanStart(loss_mean=max(rec["loss"], 0.0), previous_model=rec["model"],

@@ -3,7 +3,7 @@
 Flower glue only; the algorithmic parts live elsewhere:
 :mod:`strategies.controller` (plan execution, cost records, tracking and
 re-planning), :mod:`strategies.reply_checks` (reply validation),
-:func:`depl_fl.pruning.aggregate_pruned` (scatter-back aggregation) and the
+:func:`depl_fl.task.pruning.aggregate_pruned` (scatter-back aggregation) and the
 planner behind the ``plan_fn`` callable.
 
 Flow of :meth:`DepLStrategy.start`: wait for the nodes (with a timeout), query
@@ -28,9 +28,9 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
-from depl_fl.plan import Plan, RoundDecision, Targets
-from depl_fl.pruning import PruneStructure, aggregate_pruned, compute_structure
-from depl_fl.scenario import Scenario
+from depl_fl.contract.plan import Plan, RoundDecision, Targets
+from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure
+from depl_fl.contract.scenario import Scenario
 from strategies.controller import Planner, RunController
 from strategies.reply_checks import WEIGHT_KEY, check_reply
 
@@ -91,7 +91,7 @@ class DepLStrategy(FedAvg):
     plan : Plan, optional
         Use this plan instead of calling ``plan_fn`` for the initial plan.
     replan_policy : object, optional
-        A :class:`depl_fl.tracking.ReplanPolicy`.
+        A :class:`depl_fl.tracking.online.ReplanPolicy`.
     track_mean : bool
         Track the predicted mean of the final loss instead of its pi-quantile
         (the mean-based ``expectation`` baseline).

@@ -2,7 +2,7 @@
 
 Clusters come from ``cfg.clusters.classes`` (units of DESIGN.md section 3),
 models from the configured variants with FLOPs and bytes measured on the real
-(pruned) networks (:func:`depl_fl.variants.measure_variant`), clients from the
+(pruned) networks (:func:`depl_fl.task.variants.measure_variant`), clients from the
 queried node properties (or the partition sizes, for ``depl-fl profile``) and
 the ``loss`` section from the fitted profile.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from depl_fl.errors import ScenarioError
-from depl_fl.runconfig import variant_list
-from depl_fl.scenario import Scenario, scenario_from_dict
+from depl_fl.runs.runconfig import variant_list
+from depl_fl.contract.scenario import Scenario, scenario_from_dict
 
 _CLUSTER_KEYS = ("levels", "bytes_per_s", "joules_per_byte", "activation_joules", "max_clients")
 
@@ -33,7 +33,7 @@ def cluster_docs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
 def model_docs(cfg: Mapping[str, Any], num_classes: int, in_channels: int,
                image_size: int) -> list[dict[str, Any]]:
     """The configured variants with FLOPs/sample and bytes measured on the real networks."""
-    from depl_fl.variants import measure_variant
+    from depl_fl.task.variants import measure_variant
 
     arch = str(cfg["model"]["arch"])
     out = []

@@ -2,7 +2,7 @@
 
 The run configuration reaches the app by closure (:func:`make_server_app`,
 used by ``depl_fl.main``) or, for ``flwr run .``, from the run config
-(``overrides`` = Hydra overrides, see :func:`depl_fl.runconfig.config_from_run_config`).
+(``overrides`` = Hydra overrides, see :func:`depl_fl.runs.runconfig.config_from_run_config`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from flwr.app import ArrayRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
 from depl_fl.errors import DeplError
-from depl_fl.plan import Plan, Targets
-from depl_fl.runconfig import config_from_run_config
-from depl_fl.scenario import Scenario
+from depl_fl.contract.plan import Plan, Targets
+from depl_fl.runs.runconfig import config_from_run_config
+from depl_fl.contract.scenario import Scenario
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
 
 LOG = logging.getLogger("depl_fl.server")
@@ -54,8 +54,8 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     trained in that round; the full model for FedAvg), returning ``loss``
     and ``accuracy``.
     """
-    from clients.local_update import evaluate_variant
-    from clients.partitions import geometry, test_split
+    from depl_fl.task.local_update import evaluate_variant
+    from depl_fl.task.partitions import geometry, test_split
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         import torch
@@ -70,8 +70,8 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
 
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStrategy:
     """DepLStrategy for ``cfg`` (scenario from the cached loss profile and measured variants)."""
-    from clients.partitions import geometry
-    from depl_fl.profiling import ensure_profile
+    from depl_fl.task.partitions import geometry
+    from strategies.profiling import ensure_profile
     from strategies.scenario_builder import build_scenario, model_docs
 
     geo = geometry(cfg)
@@ -86,7 +86,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
     replan_policy = None
     tracking_cfg = cfg.get("tracking") or {}
     if tracking_cfg.get("enabled"):
-        from depl_fl.tracking import ReplanPolicy
+        from depl_fl.tracking.online import ReplanPolicy
 
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
                                      margin=float(tracking_cfg.get("margin", 0.0)),
@@ -127,9 +127,9 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     Path
         The path of ``results.json``.
     """
-    from clients.local_update import initial_state
-    from clients.partitions import geometry
-    from depl_fl.results import build_results, write_results
+    from depl_fl.task.local_update import initial_state
+    from depl_fl.task.partitions import geometry
+    from depl_fl.runs.results import build_results, write_results
 
     t0 = time.perf_counter()
     strategy = build_strategy(cfg, plan=plan)

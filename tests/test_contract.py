@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from depl_fl.plan import Plan, RoundDecision, load_plan, plan_from_dict, plan_to_dict, save_plan
-from depl_fl.scenario import load_scenario, save_scenario, scenario_from_dict, scenario_to_dict
+from depl_fl.contract.plan import Plan, RoundDecision, load_plan, plan_from_dict, plan_to_dict, save_plan
+from depl_fl.contract.scenario import load_scenario, save_scenario, scenario_from_dict, scenario_to_dict
 
 EXAMPLE = Path(__file__).parent / "data" / "example_scenario.json"
 
@@ -197,14 +197,14 @@ def test_cli_delegates_profile_and_report(monkeypatch: pytest.MonkeyPatch,
     import types
 
     seen: list[list[str]] = []
-    fake = types.ModuleType("depl_fl.profiling")
+    fake = types.ModuleType("strategies.profiling")
     fake.main = lambda argv: seen.append(list(argv)) or 7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "depl_fl.profiling", fake)
+    monkeypatch.setitem(sys.modules, "strategies.profiling", fake)
     status, _, _ = _cli(capsys, ["profile", "--arch", "digits_cnn", "x.json"])
     assert status == 7 and seen == [["--arch", "digits_cnn", "x.json"]]
 
-    monkeypatch.setitem(sys.modules, "depl_fl.report", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "depl_fl.runs.report", None)  # makes the import fail
     status, _, stderr = _cli(capsys, ["report", "runs/"])
     assert status == 2
     assert stderr.splitlines() == ["depl-fl: 'report' is not available "
-                                   "(depl_fl.report is missing)"]
+                                   "(depl_fl.runs.report is missing)"]

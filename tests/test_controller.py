@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from depl_fl.plan import Targets
+from depl_fl.contract.plan import Targets
 from depl_fl.planner import make_plan
-from depl_fl.scenario import scenario_from_dict
-from depl_fl.tracking import ReplanPolicy
+from depl_fl.contract.scenario import scenario_from_dict
+from depl_fl.tracking.online import ReplanPolicy
 from strategies.controller import RunController
 
 DATA = Path(__file__).parent / "data" / "example_scenario.json"
@@ -70,7 +70,7 @@ def test_on_track_run_is_not_replanned_and_costs_are_modeled(setting):
     rec = ctl.record(first, 2.30, 2.0, accuracy=0.3, wall_s=0.1,
                      replied=list(first.clients), rejected=[])
     assert rec["replanned"] is False and ctl.replans == []
-    from depl_fl.semantics import round_energy, round_time
+    from depl_fl.contract.semantics import round_energy, round_time
     assert rec["energy_j"] == pytest.approx(round_energy(scenario, first))
     assert rec["round_time_s"] == pytest.approx(round_time(scenario, first))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from depl_fl.data import DataError, load_dataset, partition_indices
+from depl_fl.task.data import DataError, load_dataset, partition_indices
 from depl_fl.errors import DeplError
 
 

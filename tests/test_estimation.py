@@ -1,4 +1,4 @@
-"""Tests for depl_fl.estimation: recovery of known l_run / l_sw from synthetic runs."""
+"""Tests for depl_fl.tracking.estimation: recovery of known l_run / l_sw from synthetic runs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depl_fl.errors import ScenarioError
-from depl_fl.estimation import (
+from depl_fl.tracking.estimation import (
     LossObservation,
     OnlineLossEstimator,
     fit_data_exponents,
@@ -14,7 +14,7 @@ from depl_fl.estimation import (
     hat_basis,
     observations_from_trajectory,
 )
-from depl_fl.scenario import LossModel, RunProfile, SwitchProfile, scenario_from_dict
+from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile, scenario_from_dict
 
 A_EXP, B_EXP = 0.5, 0.5
 TRUE_RUN = {

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("hydra")
 
 from depl_fl.errors import ScenarioError  # noqa: E402
-from depl_fl.runconfig import cluster_assignment, compose_config, conf_dir, validate  # noqa: E402
+from depl_fl.runs.runconfig import cluster_assignment, compose_config, conf_dir, validate  # noqa: E402
 
 GROUPS = ("dataset", "model", "clusters", "planner", "simulation")
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from depl_fl.errors import ScenarioError
-from depl_fl.models import build_model, get_state, set_state
-from depl_fl.pruning import (
+from depl_fl.task.models import build_model, get_state, set_state
+from depl_fl.task.pruning import (
     PruneError,
     aggregate_pruned,
     build_pruned_model,
@@ -20,8 +20,8 @@ from depl_fl.pruning import (
     kept_width,
     scatter,
 )
-from depl_fl.training import evaluate_model, train_local
-from depl_fl.variants import measure_variant
+from depl_fl.task.training import evaluate_model, train_local
+from depl_fl.task.variants import measure_variant
 
 GEOMETRY = {"digits_cnn": (1, 8), "alexnet_like": (3, 32), "mobilenet_like": (3, 32)}
 COMPRESSIONS = (0.0, 0.5, 0.75, 0.9)
@@ -223,7 +223,7 @@ def one_thread():
 
 
 def test_train_local_is_deterministic_and_learns_digits(one_thread):
-    from depl_fl.data import load_dataset
+    from depl_fl.task.data import load_dataset
 
     d = load_dataset("digits")
     x, y = d.x_train[:300], d.y_train[:300]
@@ -255,7 +255,7 @@ def test_evaluate_model_hand_example():
 
 
 def test_pruning_module_does_not_import_torch():
-    code = ("import sys, depl_fl.pruning as p; "
+    code = ("import sys, depl_fl.task.pruning as p; "
             "assert 'torch' not in sys.modules, 'torch imported'; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from depl_fl.errors import DeplError, ScenarioError
-from depl_fl.plan import Plan, Targets
-from depl_fl.scenario import Scenario, scenario_from_dict
-from depl_fl.semantics import evaluate_plan, plan_errors, round_time
+from depl_fl.contract.plan import Plan, Targets
+from depl_fl.contract.scenario import Scenario, scenario_from_dict
+from depl_fl.contract.semantics import evaluate_plan, plan_errors, round_time
 
 PROPERTY_SETTINGS = settings(max_examples=30, deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])
@@ -67,7 +67,7 @@ def scenario_docs(draw: st.DrawFn) -> dict[str, Any]:
 
 def _slowest_round_s(scenario: Scenario) -> float:
     """Upper bound on one round's time: every client, full model, slowest level."""
-    from depl_fl.plan import RoundDecision
+    from depl_fl.contract.plan import RoundDecision
 
     heavy = max(scenario.models, key=lambda m: m.flops_per_sample).id
     return max(round_time(scenario, RoundDecision(heavy, (c.id,), {c.cluster: 0}))
@@ -85,7 +85,7 @@ def targets_for(draw: st.DrawFn, scenario: Scenario) -> Targets:
 @PROPERTY_SETTINGS
 @given(doc=scenario_docs())
 def test_generated_scenarios_are_valid_and_round_trip(doc: dict[str, Any]) -> None:
-    from depl_fl.scenario import scenario_to_dict
+    from depl_fl.contract.scenario import scenario_to_dict
 
     scenario = scenario_from_dict(doc)
     assert scenario_from_dict(scenario_to_dict(scenario)) == scenario

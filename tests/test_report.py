@@ -1,4 +1,4 @@
-"""Tests for depl_fl.report on a hand-made Hydra-like sweep folder."""
+"""Tests for depl_fl.runs.report on a hand-made Hydra-like sweep folder."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from depl_fl import report
-from depl_fl.report import ReportError, build_report, wilson_interval
+from depl_fl.runs import report
+from depl_fl.runs.report import ReportError, build_report, wilson_interval
 
 # depl at (L*=0.35, pi=0.8): 8 of 10 runs reach the target; energies 100, 110, ..., 190.
 DEPL_LOSSES = [0.20, 0.25, 0.30, 0.31, 0.33, 0.34, 0.35, 0.29, 0.40, 0.50]

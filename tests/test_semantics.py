@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from depl_fl.errors import ScenarioError
-from depl_fl.plan import RoundDecision, Targets
-from depl_fl.scenario import Scenario, scenario_from_dict
-from depl_fl.semantics import (client_energy, client_time, data_ratio, empirical_quantile,
+from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.scenario import Scenario, scenario_from_dict
+from depl_fl.contract.semantics import (client_energy, client_time, data_ratio, empirical_quantile,
                                evaluate_plan, plan_errors, plan_totals, round_energy,
                                round_time, simulate_final_losses)
 
@@ -254,7 +254,7 @@ def test_empirical_quantile_is_inverted_cdf() -> None:
 
 
 def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
-    from depl_fl.semantics import _InterpTable
+    from depl_fl.contract.semantics import _InterpTable
 
     rng = np.random.default_rng(5)
     for n_levels in (1, 2, 3, 5, 12):  # 12: the binary-search branch
@@ -268,7 +268,7 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
 
 
 def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
-    from depl_fl.semantics import iter_round_losses
+    from depl_fl.contract.semantics import iter_round_losses
 
     scen = _scenario(run={"full": {"levels": [0.0, 50.0, 200.0], "mean": [0.1, 0.5, 0.9],
                                    "std": [0.1, 0.2, 0.4]},

@@ -1,4 +1,4 @@
-"""Tests for depl_fl.tracking: when the re-plan policy fires, and the record format."""
+"""Tests for depl_fl.tracking.online: when the re-plan policy fires, and the record format."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from depl_fl.errors import ScenarioError
-from depl_fl.tracking import ReplanPolicy, ReplanRecord
+from depl_fl.tracking.online import ReplanPolicy, ReplanRecord
 
 
 def test_behind_target_triggers_only_above_target():

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from depl_fl.plan import RoundDecision
+from depl_fl.contract.plan import RoundDecision
 import numpy as np
 
 from depl_fl.planner.checking import (SEARCH_TRAJECTORIES, decisions, probability,
@@ -45,7 +45,7 @@ from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import (ClientSet, Option, allocate_levels, lagrangian_option,
                                        round_options)
-from depl_fl.semantics import simulate_final_losses
+from depl_fl.contract.semantics import simulate_final_losses
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6

@@ -15,7 +15,7 @@ Search space (documented restriction of "all plans"):
   combinations enumerated under the deadline.
 
 Every sequence is evaluated by Monte Carlo of the exact semantics
-(:func:`depl_fl.semantics.simulate_final_losses`, one round at a time, with
+(:func:`depl_fl.contract.semantics.simulate_final_losses`, one round at a time, with
 common random numbers per round index) on ``SEARCH_TRAJECTORIES``
 trajectories; a sequence that looks dependable is re-checked on
 ``mc_trajectories`` (the same acceptance rule as DepL's: ``P >= pi + se``).
@@ -35,13 +35,13 @@ import math
 import numpy as np
 
 from depl_fl.errors import ScenarioError
-from depl_fl.plan import Plan, RoundDecision
+from depl_fl.contract.plan import Plan, RoundDecision
 from depl_fl.planner.checking import (decisions, finish_plan, probability, required_probability,
                                       start_losses, totals)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import _capacity_ok
 from depl_fl.planner.resources import ClientSet, Option, round_options
-from depl_fl.semantics import simulate_final_losses
+from depl_fl.contract.semantics import simulate_final_losses
 
 MAX_CLIENTS = 12
 MAX_SWITCHES = 1

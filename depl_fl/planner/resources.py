@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depl_fl.scenario import Scenario
+from depl_fl.contract.scenario import Scenario
 
 
 @dataclass(frozen=True)

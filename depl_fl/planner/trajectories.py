@@ -7,7 +7,7 @@ stream is consumed round by round, so the losses *and* the generator state
 after a prefix are the same for every sequence that starts with it. This
 cache keeps both at a few rounds of recently simulated sequences and restarts
 from the longest stored prefix, which gives bit-for-bit the losses of a fresh
-:func:`depl_fl.semantics.simulate_final_losses` run.
+:func:`depl_fl.contract.semantics.simulate_final_losses` run.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from depl_fl.plan import RoundDecision
-from depl_fl.scenario import Scenario
-from depl_fl.semantics import iter_round_losses
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import iter_round_losses
 
 # Sequences remembered per (trajectories, seed), and states kept per sequence
 # (memory: MAX_SEQUENCES * MAX_STATES arrays of n floats).

@@ -4,14 +4,14 @@
 the first step of a run (:func:`ensure_profile`) measure how the global loss
 evolves under every model variant and across switches, fit the contract's
 ``loss.run`` / ``loss.switch`` tables with
-:func:`depl_fl.estimation.fit_loss_profile`, and write a complete scenario file.
+:func:`depl_fl.tracking.estimation.fit_loss_profile`, and write a complete scenario file.
 
 Why in-process pilots: the pilots must be cheap (the whole default job,
 profiling included, fits in a few minutes on 2 cores), so they run as plain
 FedAvg rounds in this process, without Ray or Flower messaging, but with exactly
-the client code of the ClientApp (:func:`clients.local_update.local_update`:
+the client code of the ClientApp (:func:`depl_fl.task.local_update.local_update`:
 prune from the global weights, ``train_local``), the server's scatter-back
-aggregation (:func:`depl_fl.pruning.aggregate_pruned`, weighted by samples) and
+aggregation (:func:`depl_fl.task.pruning.aggregate_pruned`, weighted by samples) and
 the server's evaluation of the trained variant on the test split.
 ``reference_samples`` is the total number of training samples (``r = 1`` when
 every client takes part).
@@ -26,7 +26,7 @@ seeded random subset of that fraction of the clients (the same subset in every
 round, like a plan). The subset pilots make the data exponents ``a``/``b``
 (how the per-round decrease and its spread scale with the samples used)
 identifiable: they are estimated by profile likelihood
-(:func:`depl_fl.estimation.fit_data_exponents`). Without subset pilots
+(:func:`depl_fl.tracking.estimation.fit_data_exponents`). Without subset pilots
 (``subset_fractions: []``) they are taken from ``profile.data_exponent_mean/std``.
 
 The cache key is a hash of what determines the loss evolution: dataset, model,
@@ -45,10 +45,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from depl_fl.errors import DeplError, ScenarioError
-from depl_fl.runconfig import (client_seed, cluster_assignment, compose_config, stable_hash,
+from depl_fl.runs.runconfig import (client_seed, cluster_assignment, compose_config, stable_hash,
                                variant_list)
 
-LOG = logging.getLogger("depl_fl.profiling")
+LOG = logging.getLogger("strategies.profiling")
 PROFILE_VERSION = 3
 
 
@@ -77,7 +77,7 @@ class _Pilot:
     def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
         import torch
 
-        from clients.partitions import client_partition, geometry, test_split
+        from depl_fl.task.partitions import client_partition, geometry, test_split
 
         torch.set_num_threads(1)
         self.cfg = cfg
@@ -89,12 +89,12 @@ class _Pilot:
         self.comp = dict(variant_list(cfg))
 
     def initial(self) -> dict[str, Any]:
-        from clients.local_update import initial_state
+        from depl_fl.task.local_update import initial_state
 
         return initial_state(self.geometry, self.seed)
 
     def loss(self, state: Mapping[str, Any], model: str) -> float:
-        from clients.local_update import evaluate_variant
+        from depl_fl.task.local_update import evaluate_variant
 
         return float(evaluate_variant(state, self.geometry, self.comp[model], *self.test)[0])
 
@@ -130,8 +130,8 @@ class _Pilot:
 
     def round(self, state: Mapping[str, Any], model: str, server_round: int,
               clients: Sequence[int] | None = None) -> dict[str, Any]:
-        from clients.local_update import local_update
-        from depl_fl.pruning import aggregate_pruned, compute_structure
+        from depl_fl.task.local_update import local_update
+        from depl_fl.task.pruning import aggregate_pruned, compute_structure
 
         train = self.cfg["train"]
         compression = self.comp[model]
@@ -149,7 +149,7 @@ class _Pilot:
 
 def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """Run all pilot federations; returns (observations, stats)."""
-    from depl_fl.estimation import observations_from_trajectory
+    from depl_fl.tracking.estimation import observations_from_trajectory
 
     prof = cfg["profile"]
     models = [m for m, _ in variant_list(cfg)]
@@ -201,8 +201,8 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
 
 def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Run the pilots and return a complete scenario document for ``cfg``."""
-    from clients.partitions import client_partition, geometry
-    from depl_fl.estimation import fit_data_exponents, fit_loss_profile
+    from depl_fl.task.partitions import client_partition, geometry
+    from depl_fl.tracking.estimation import fit_data_exponents, fit_loss_profile
     from strategies.scenario_builder import model_docs, scenario_doc
 
     observations, stats = run_pilots(cfg)
@@ -235,7 +235,7 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     doc = scenario_doc(cfg, clients, model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size),
                        loss)
     doc["profile"] = {"key": profile_key(cfg), "observations": len(observations), **stats,
-                      "method": "in-process pilot federations (see depl_fl/profiling.py)"}
+                      "method": "in-process pilot federations (see strategies/profiling.py)"}
     return doc
 
 
@@ -245,7 +245,7 @@ def _fmt(values: Sequence[float]) -> str:
 
 def load_profile_file(path: str | Path) -> dict[str, Any]:
     """A scenario/profile file's document (its ``loss`` section is what runs use)."""
-    from depl_fl.scenario import read_json, scenario_from_dict
+    from depl_fl.contract.scenario import read_json, scenario_from_dict
 
     doc = read_json(path, "profile")
     scenario_from_dict(doc)  # validate

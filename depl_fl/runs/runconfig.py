@@ -180,10 +180,21 @@ def client_seed(run_seed: int, server_round: int, partition_id: int) -> int:
 
 
 def conf_dir() -> str:
-    """Absolute path of the project's Hydra config directory ``conf/``."""
+    """Absolute path of the project's Hydra config directory ``conf/``.
+
+    In a checkout (or an editable install) that is the top-level ``conf/``;
+    an installed wheel ships the same files as the package data
+    ``depl_fl.conf``, so the entry points and the Flower apps run from any
+    directory.
+    """
     from pathlib import Path
 
-    return str(Path(__file__).resolve().parent.parent / "conf")
+    checkout = Path(__file__).resolve().parents[2] / "conf"
+    if (checkout / "config.yaml").is_file():
+        return str(checkout)
+    from importlib.resources import files
+
+    return str(files("depl_fl.conf"))
 
 
 def compose_config(overrides: Sequence[str] = ()) -> dict[str, Any]:

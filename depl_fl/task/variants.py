@@ -17,9 +17,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from depl_fl.archs import arch_spec
-from depl_fl.models import build_model
-from depl_fl.pruning import kept_width
+from depl_fl.task.archs import arch_spec
+from depl_fl.task.models import build_model
+from depl_fl.task.pruning import kept_width
 
 TRAIN_TO_FORWARD = 3.0
 """Training FLOPs per sample relative to one forward pass."""

@@ -11,7 +11,7 @@ Compression and FLOPs: ``compression`` is the fraction of channels removed per
 group. A layer between two pruned groups keeps ``(1 - c)^2`` of its weights and
 multiply-accumulates (0.75 -> ~1/16, 0.5 -> ~1/4); layers touching the fixed
 input or the classifier keep ``(1 - c)``; depthwise convolutions keep
-``(1 - c)``. :func:`depl_fl.variants.measure_variant` measures the exact figure.
+``(1 - c)``. :func:`depl_fl.task.variants.measure_variant` measures the exact figure.
 
 ``extract``, ``scatter`` and ``aggregate_pruned`` use numpy only (the server
 imports them without torch). The models use no BatchNorm, so a state holds
@@ -26,7 +26,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from depl_fl.errors import DeplError, ScenarioError
-from depl_fl.archs import ArchSpec, LayerSpec, arch_spec
+from depl_fl.task.archs import ArchSpec, LayerSpec, arch_spec
 
 State = Mapping[str, np.ndarray]
 
@@ -289,10 +289,10 @@ def build_pruned_model(
 ):
     """Build the (untrained) smaller network whose state shapes equal :func:`extract`'s.
 
-    Load the extracted weights with :func:`depl_fl.models.set_state`. Imports
+    Load the extracted weights with :func:`depl_fl.task.models.set_state`. Imports
     torch lazily so the numpy functions of this module stay torch-free.
     """
-    from depl_fl.models import build_model
+    from depl_fl.task.models import build_model
 
     if arch != structure.arch:
         raise ScenarioError(f"structure was computed for {structure.arch}, not {arch}")

@@ -65,8 +65,8 @@ def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initia
 
 def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
     """The results document of a finished :class:`strategies.depl_strategy.DepLStrategy` run."""
-    from depl_fl.plan import plan_to_dict
-    from depl_fl.scenario import scenario_to_dict
+    from depl_fl.contract.plan import plan_to_dict
+    from depl_fl.contract.scenario import scenario_to_dict
 
     ctrl = strategy.controller
     rounds = list(ctrl.records) if ctrl is not None else []

@@ -69,7 +69,7 @@ class RunProfile:
 
     ``spread_factor`` (optional extra field, one value per level) records the
     calibration that turned the observed per-round spread into ``std`` (see
-    :func:`depl_fl.estimation.fit_spread_factors`); the semantics and the
+    :func:`depl_fl.tracking.estimation.fit_spread_factors`); the semantics and the
     planner ignore it, the online estimator applies it to the residuals it
     observes. ``None`` means 1 everywhere.
     """

@@ -1,7 +1,7 @@
 """Model zoo for DepL: small plain-torch networks built from a layer spec.
 
-The spec (:mod:`depl_fl.archs`) also drives the structured pruning in
-:mod:`depl_fl.pruning`, so a pruned model is a genuinely smaller network
+The spec (:mod:`depl_fl.task.archs`) also drives the structured pruning in
+:mod:`depl_fl.task.pruning`, so a pruned model is a genuinely smaller network
 (fewer channels/units), never a masked dense one. The models use no
 BatchNorm (no buffers), so the state dict holds only weights and biases:
 pruning, extraction and aggregation stay exact and identical on server and
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from depl_fl.archs import ARCHS, ArchSpec, LayerSpec, arch_spec, flatten_spatial
+from depl_fl.task.archs import ARCHS, ArchSpec, LayerSpec, arch_spec, flatten_spatial
 from depl_fl.errors import ScenarioError
 
 __all__ = ["ARCHS", "ArchSpec", "LayerSpec", "SpecNet", "arch_spec", "build_model",

@@ -1,7 +1,7 @@
 """Re-plan policy of the server's online loss tracking (pure, no Flower).
 
 After every round the server refines l_run / l_sw
-(:class:`depl_fl.estimation.OnlineLossEstimator`), predicts the pi-quantile of
+(:class:`depl_fl.tracking.estimation.OnlineLossEstimator`), predicts the pi-quantile of
 the final loss of the remaining plan, and asks :class:`ReplanPolicy` whether to
 re-plan.  Reasons are checked in this order and the first that applies is
 returned: planned clients failed (the plan cannot be executed as written),

@@ -1,7 +1,7 @@
 """One client's local update: prune from the global weights, fine-tune, return kept weights.
 
 Pure torch + numpy (no flwr): the ClientApp's train handler and the in-process
-pilot federations of :mod:`depl_fl.profiling` both call :func:`local_update`,
+pilot federations of :mod:`strategies.profiling` both call :func:`local_update`,
 so the loss profile is measured with exactly the client training code.
 """
 
@@ -12,9 +12,9 @@ from typing import Mapping
 
 import numpy as np
 
-from depl_fl.models import build_model, get_state, set_state
-from depl_fl.pruning import build_pruned_model, compute_structure, extract
-from depl_fl.training import evaluate_model, train_local
+from depl_fl.task.models import build_model, get_state, set_state
+from depl_fl.task.pruning import build_pruned_model, compute_structure, extract
+from depl_fl.task.training import evaluate_model, train_local
 
 
 @dataclass(frozen=True)

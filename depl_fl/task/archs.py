@@ -2,8 +2,8 @@
 
 Every architecture is a list of :class:`LayerSpec` entries plus a list of
 forward operations. The same spec drives the torch model builder
-(:mod:`depl_fl.models`) and the numpy-only structured pruning
-(:mod:`depl_fl.pruning`), which the server imports without torch.
+(:mod:`depl_fl.task.models`) and the numpy-only structured pruning
+(:mod:`depl_fl.task.pruning`), which the server imports without torch.
 
 A *prunable group* is a set of channels (or hidden units) produced by one
 layer and consumed by the following ones; ``widths`` gives the channel count

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from depl_fl.errors import ScenarioError
-from depl_fl.scenario import read_json
+from depl_fl.contract.scenario import read_json
 
 PLAN_VERSION = 1
 

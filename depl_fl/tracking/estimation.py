@@ -39,7 +39,7 @@ The estimators here:
     factors are kept in the profile as the extra field ``spread_factor``.
 
 :class:`OnlineLossEstimator` (used by the server after every round)
-    Starts from a prior :class:`~depl_fl.scenario.LossModel` and keeps its levels.
+    Starts from a prior :class:`~depl_fl.contract.scenario.LossModel` and keeps its levels.
     Per model, the level means get a Gaussian posterior from a Bayesian
     linear regression on the hat basis (prior mean = prior profile, prior
     precision ``prior_strength / sigma_j**2``, i.e. worth ``prior_strength``
@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from depl_fl.errors import ScenarioError
-from depl_fl.scenario import LossModel, RunProfile, SwitchProfile
+from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile
 
 #: Smallest standard deviation any fitted profile reports.
 DEFAULT_STD_FLOOR = 1e-3
@@ -159,7 +159,7 @@ def hat_basis(loss: np.ndarray, levels: Sequence[float]) -> np.ndarray:
 
     Row ``i`` holds the weights with which ``np.interp(loss[i], levels, values)``
     combines ``values``; loss values outside the levels are clamped, as in
-    :class:`~depl_fl.scenario.RunProfile`.
+    :class:`~depl_fl.contract.scenario.RunProfile`.
     """
     loss = np.asarray(loss, dtype=float)
     eye = np.eye(len(levels))
@@ -440,7 +440,7 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
         ``{"initial", ["reference_samples"], "data_exponent_mean",
         "data_exponent_std", "run": {model: {levels, mean, std[, spread_factor]}},
         "switch": [{from, to, mean, std}]}``, accepted by
-        :func:`depl_fl.scenario.scenario_from_dict`.
+        :func:`depl_fl.contract.scenario.scenario_from_dict`.
 
     Raises
     ------

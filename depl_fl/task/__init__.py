@@ -1,0 +1,1 @@
+"""The learning task a client runs: models, structured pruning, data, local training (torch, no flwr)."""
