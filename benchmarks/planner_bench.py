@@ -29,10 +29,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from scenarios import paper_like, scaled  # noqa: E402
 
+from depl_fl.contract.semantics import evaluate_plan  # noqa: E402
 from depl_fl.planner import make_plan  # noqa: E402
 from depl_fl.planner.context import PlanContext  # noqa: E402
 from depl_fl.planner.optimum import plan_optimum  # noqa: E402
-from depl_fl.contract.semantics import evaluate_plan  # noqa: E402
 
 RESULTS = HERE / "results"
 

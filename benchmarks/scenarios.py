@@ -91,8 +91,8 @@ def random_small(seed: int) -> tuple[Scenario, Targets]:
     random number (8-16) of rounds, so FedAvg is feasible within 25 rounds in
     most cases and DepL has room to save.
     """
-    from depl_fl.planner import predict_quantile
     from depl_fl.contract.plan import RoundDecision
+    from depl_fl.planner import predict_quantile
 
     rng = np.random.default_rng(seed)
     n_clusters = int(rng.integers(1, 4))

@@ -26,9 +26,9 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
 from depl_fl.task.local_update import evaluate_state, local_update
 from depl_fl.task.partitions import client_partition, geometry
-from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
 
 ConfigSource = Callable[[Context], Mapping[str, Any]]
 

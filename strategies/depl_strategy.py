@@ -17,7 +17,6 @@ evaluate the global model centrally and hand the loss to the controller.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -27,10 +26,10 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, Met
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
-from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
-from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure
 from depl_fl.contract.scenario import Scenario
+from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
+from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure
 from strategies.controller import Planner, RunController
 from strategies.reply_checks import WEIGHT_KEY, check_reply
 

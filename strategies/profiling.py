@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from depl_fl.errors import DeplError, ScenarioError
-from depl_fl.runs.runconfig import (client_seed, cluster_assignment, compose_config, stable_hash,
-                               variant_list)
+from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("strategies.profiling")
 PROFILE_VERSION = 3

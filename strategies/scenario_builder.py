@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from depl_fl.contract.scenario import Scenario, scenario_from_dict
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.runconfig import variant_list
-from depl_fl.contract.scenario import Scenario, scenario_from_dict
 
 _CLUSTER_KEYS = ("levels", "bytes_per_s", "joules_per_byte", "activation_joules", "max_clients")
 

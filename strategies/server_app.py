@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping
 from flwr.app import ArrayRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
-from depl_fl.errors import DeplError
 from depl_fl.contract.plan import Plan, Targets
-from depl_fl.runs.runconfig import config_from_run_config
 from depl_fl.contract.scenario import Scenario
+from depl_fl.errors import DeplError
+from depl_fl.runs.runconfig import config_from_run_config
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
 
 LOG = logging.getLogger("depl_fl.server")
@@ -127,9 +127,9 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     Path
         The path of ``results.json``.
     """
+    from depl_fl.runs.results import build_results, write_results
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
-    from depl_fl.runs.results import build_results, write_results
 
     t0 = time.perf_counter()
     strategy = build_strategy(cfg, plan=plan)

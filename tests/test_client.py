@@ -11,10 +11,10 @@ pytest.importorskip("torch")
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict  # noqa: E402
 
 from clients.client_app import handle_query, handle_train  # noqa: E402
+from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import client_partition, geometry  # noqa: E402
 from depl_fl.task.pruning import aggregate_pruned, compute_structure  # noqa: E402
-from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from strategies.depl_strategy import arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 

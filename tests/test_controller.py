@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from depl_fl.contract.plan import Targets
-from depl_fl.planner import make_plan
 from depl_fl.contract.scenario import scenario_from_dict
+from depl_fl.planner import make_plan
 from depl_fl.tracking.online import ReplanPolicy
 from strategies.controller import RunController
 

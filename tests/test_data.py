@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from depl_fl.task.data import DataError, load_dataset, partition_indices
 from depl_fl.errors import DeplError
+from depl_fl.task.data import DataError, load_dataset, partition_indices
 
 
 def _check_partition(parts, n):

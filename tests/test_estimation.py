@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile, scenario_from_dict
 from depl_fl.errors import ScenarioError
 from depl_fl.tracking.estimation import (
     LossObservation,
@@ -14,7 +15,6 @@ from depl_fl.tracking.estimation import (
     hat_basis,
     observations_from_trajectory,
 )
-from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile, scenario_from_dict
 
 A_EXP, B_EXP = 0.5, 0.5
 TRUE_RUN = {

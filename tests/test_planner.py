@@ -12,14 +12,20 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.semantics import (
+    evaluate_plan,
+    plan_errors,
+    round_energy,
+    round_time,
+    simulate_final_losses,
+)
+from depl_fl.errors import ScenarioError
 from depl_fl.planner import PlanStart, make_plan, predict_quantile
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.model_selection import EdgeSpec, cheapest_path
 from depl_fl.planner.quantile import LossPropagator, kappa
 from depl_fl.planner.resources import ClientSet, allocate_levels, round_options
-from depl_fl.contract.semantics import evaluate_plan, plan_errors, round_energy, round_time, simulate_final_losses
 
 _SPEC = importlib.util.spec_from_file_location(
     "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from depl_fl.planner import make_plan
 from depl_fl.contract.semantics import evaluate_plan, plan_errors
+from depl_fl.planner import make_plan
 
 _SPEC = importlib.util.spec_from_file_location(
     "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")

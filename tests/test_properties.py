@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.contract.plan import Plan, Targets
 from depl_fl.contract.scenario import Scenario, scenario_from_dict
 from depl_fl.contract.semantics import evaluate_plan, plan_errors, round_time
+from depl_fl.errors import DeplError, ScenarioError
 
 PROPERTY_SETTINGS = settings(max_examples=30, deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])

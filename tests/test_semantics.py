@@ -7,12 +7,21 @@ import copy
 import numpy as np
 import pytest
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario, scenario_from_dict
-from depl_fl.contract.semantics import (client_energy, client_time, data_ratio, empirical_quantile,
-                               evaluate_plan, plan_errors, plan_totals, round_energy,
-                               round_time, simulate_final_losses)
+from depl_fl.contract.semantics import (
+    client_energy,
+    client_time,
+    data_ratio,
+    empirical_quantile,
+    evaluate_plan,
+    plan_errors,
+    plan_totals,
+    round_energy,
+    round_time,
+    simulate_final_losses,
+)
+from depl_fl.errors import ScenarioError
 
 BASE = {
     "local_epochs": 2,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.scenario import read_json
+from depl_fl.errors import ScenarioError
 
 PLAN_VERSION = 1
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
+from depl_fl.errors import ScenarioError
 
 # Relative slack when comparing a plan's total time with the deadline, so that
 # a plan built to end exactly at the deadline is not rejected by rounding.

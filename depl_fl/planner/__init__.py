@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.plan import Plan, Targets
+from depl_fl.contract.scenario import Scenario
+from depl_fl.errors import ScenarioError
 from depl_fl.planner.baselines import plan_expectation, plan_full
 from depl_fl.planner.checking import finish_plan
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.depl import plan_depl
 from depl_fl.planner.quantile import GUARANTEES, PlanStart, kappa, predict_quantile
-from depl_fl.contract.scenario import Scenario
 
 METHODS = ("depl", "expectation", "full", "optimum")
 

@@ -20,11 +20,11 @@ import math
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.semantics import round_time, simulate_final_losses
 from depl_fl.planner.checking import required_probability, start_losses, totals
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.depl import SETS_LARGE, SETS_SMALL, plan_for_set, reference_model
-from depl_fl.contract.semantics import round_time, simulate_final_losses
 
 
 def plan_expectation(ctx: PlanContext) -> tuple[list[RoundDecision] | None, dict]:

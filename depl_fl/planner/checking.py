@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from depl_fl.contract.plan import Plan, RoundDecision
+from depl_fl.contract.semantics import empirical_quantile, round_energy, round_time
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import Option
-from depl_fl.contract.semantics import empirical_quantile, round_energy, round_time
 
 # A plan is accepted when its Monte Carlo probability exceeds pi by this many
 # Monte Carlo standard errors, so that an independent check (another seed)

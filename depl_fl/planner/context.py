@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from depl_fl.errors import ScenarioError
-from depl_fl.contract.plan import Targets
 import numpy as np
 
+from depl_fl.contract.plan import Targets
+from depl_fl.contract.scenario import Scenario
+from depl_fl.errors import ScenarioError
 from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
 from depl_fl.planner.trajectories import TrajectoryCache
-from depl_fl.contract.scenario import Scenario
 
 # Rounds considered when the user gives no max_rounds.
 DEFAULT_MAX_ROUNDS = 1000

@@ -43,9 +43,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from depl_fl.contract.scenario import Scenario
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import ClientSet, round_options
-from depl_fl.contract.scenario import Scenario
 
 EXACT_LIMIT = 10
 

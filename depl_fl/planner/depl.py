@@ -34,18 +34,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from depl_fl.contract.plan import RoundDecision
 import numpy as np
 
-from depl_fl.planner.checking import (SEARCH_TRAJECTORIES, decisions, probability,
-                                      required_probability, start_losses)
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.semantics import simulate_final_losses
+from depl_fl.planner.checking import (
+    SEARCH_TRAJECTORIES,
+    decisions,
+    probability,
+    required_probability,
+    start_losses,
+)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
-from depl_fl.planner.resources import (ClientSet, Option, allocate_levels, lagrangian_option,
-                                       round_options)
-from depl_fl.contract.semantics import simulate_final_losses
+from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option, round_options
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6

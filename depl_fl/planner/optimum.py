@@ -34,14 +34,20 @@ import math
 
 import numpy as np
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.plan import Plan, RoundDecision
-from depl_fl.planner.checking import (decisions, finish_plan, probability, required_probability,
-                                      start_losses, totals)
+from depl_fl.contract.semantics import simulate_final_losses
+from depl_fl.errors import ScenarioError
+from depl_fl.planner.checking import (
+    decisions,
+    finish_plan,
+    probability,
+    required_probability,
+    start_losses,
+    totals,
+)
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import _capacity_ok
 from depl_fl.planner.resources import ClientSet, Option, round_options
-from depl_fl.contract.semantics import simulate_final_losses
 
 MAX_CLIENTS = 12
 MAX_SWITCHES = 1

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Scenario
+from depl_fl.errors import ScenarioError
 
 GUARANTEES = ("gaussian", "cantelli")
 _SQRT_2PI = math.sqrt(2.0 * math.pi)

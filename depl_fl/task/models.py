@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from depl_fl.task.archs import ARCHS, ArchSpec, LayerSpec, arch_spec, flatten_spatial
 from depl_fl.errors import ScenarioError
+from depl_fl.task.archs import ARCHS, ArchSpec, LayerSpec, arch_spec, flatten_spatial
 
 __all__ = ["ARCHS", "ArchSpec", "LayerSpec", "SpecNet", "arch_spec", "build_model",
            "get_state", "set_state"]

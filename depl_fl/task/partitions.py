@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from depl_fl.task.local_update import TaskGeometry
 from depl_fl.task.data import load_dataset, partition_indices
+from depl_fl.task.local_update import TaskGeometry
 
 
 def _key(cfg: Mapping[str, Any]) -> tuple[str, str | None]:

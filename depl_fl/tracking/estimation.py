@@ -63,8 +63,8 @@ from typing import Any
 
 import numpy as np
 
-from depl_fl.errors import ScenarioError
 from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile
+from depl_fl.errors import ScenarioError
 
 #: Smallest standard deviation any fitted profile reports.
 DEFAULT_STD_FLOOR = 1e-3
