@@ -3,7 +3,14 @@
 Message protocol (docs/ARCHITECTURE.md, "Message protocol"):
 
 * ``query``: reply ``ConfigRecord "properties"`` with ``cluster``,
-  ``num-samples`` and ``partition-id``.
+  ``num-samples``, ``label-counts`` (samples per class: the data fingerprint
+  of the profile cache) and ``partition-id``.
+
+Training data: the node config's ``data-dir`` (a folder ``<class>/<image>.png``
+of this node's own samples, :mod:`depl_fl.task.folder_data`) when set, and
+always for ``dataset=folder``; otherwise (simulation) the partition
+``partition-id`` of the configured dataset. A client never opens
+``dataset.test_dir``.
 * ``train``: receive ``ArrayRecord "arrays"`` (full global weights) and
   ``ConfigRecord "config"`` (``model-id``, ``compression``, ``level``,
   ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
@@ -37,10 +44,32 @@ def node_partition(context: Context) -> tuple[int, int]:
     """``(partition-id, num-partitions)`` of this node from its node config."""
     node_config = context.node_config
     try:
+        if node_config.get("data-dir") and "num-partitions" not in node_config:
+            return int(node_config["partition-id"]), int(node_config["partition-id"]) + 1
         return int(node_config["partition-id"]), int(node_config["num-partitions"])
     except KeyError:
         raise ValueError("node config needs partition-id and num-partitions "
                          "(flower-supernode --node-config 'partition-id=0 num-partitions=10')") from None
+
+
+def node_data(cfg: Mapping[str, Any], context: Context) -> tuple[np.ndarray, np.ndarray, Any]:
+    """This node's training data ``(x, y)`` and task geometry (see the module doc)."""
+    from depl_fl.task.partitions import is_folder
+
+    data_dir = context.node_config.get("data-dir")
+    if data_dir:
+        from depl_fl.task.folder_data import folder_classes, geometry_of, read_folder
+
+        data = read_folder(str(data_dir), folder_classes(cfg), field="node config data-dir")
+        return data.x, data.y, geometry_of(str(cfg["model"]["arch"]), data)
+    if is_folder(cfg):
+        from depl_fl.task.data import DataError
+
+        raise DataError("node config data-dir: dataset=folder needs each node's own folder "
+                        "(flower-supernode --node-config 'partition-id=0 data-dir=\"PATH\"')")
+    pid, num = node_partition(context)
+    x, y = client_partition(cfg, pid, num)
+    return x, y, geometry(cfg)
 
 
 def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
@@ -54,8 +83,9 @@ def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
     cluster = context.node_config.get("cluster")
     if cluster is None:
         cluster = cluster_assignment(num, cfg["clusters"]["classes"])[pid]
-    _, y = client_partition(cfg, pid, num)
-    return {"cluster": str(cluster), "num-samples": int(len(y)), "partition-id": pid}
+    _, y, geo = node_data(cfg, context)
+    counts = [int(v) for v in np.bincount(y, minlength=geo.num_classes)]
+    return {"cluster": str(cluster), "num-samples": int(len(y)), "label-counts": counts, "partition-id": pid}
 
 
 def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:
@@ -74,12 +104,12 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Mess
     content = msg.content
     conf = content["config"]
     global_state = _state_of(content["arrays"])
-    pid, num = node_partition(context)
-    x, y = client_partition(cfg, pid, num)
+    pid, _ = node_partition(context)
+    x, y, geo = node_data(cfg, context)
     train = cfg["train"]
     server_round = int(conf.get("server-round", 0))
     result = local_update(
-        global_state, geometry(cfg), float(conf.get("compression", 0.0)), x, y,
+        global_state, geo, float(conf.get("compression", 0.0)), x, y,
         epochs=int(conf.get("local-epochs", train["local_epochs"])),
         lr=float(conf.get("lr", train["lr"])),
         batch_size=int(conf.get("batch-size", train["batch_size"])),
@@ -94,9 +124,8 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Mess
 def handle_evaluate(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:
     """Loss and accuracy of the received global model on the local partition."""
     torch.set_num_threads(1)
-    pid, num = node_partition(context)
-    x, y = client_partition(cfg, pid, num)
-    loss, acc = evaluate_state(_state_of(msg.content["arrays"]), geometry(cfg), x, y)
+    x, y, geo = node_data(cfg, context)
+    loss, acc = evaluate_state(_state_of(msg.content["arrays"]), geo, x, y)
     metrics = MetricRecord({"num-examples": int(len(y)), "eval-loss": loss, "eval-acc": acc})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 

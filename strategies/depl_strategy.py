@@ -94,13 +94,18 @@ class DepLStrategy(FedAvg):
     track_mean : bool
         Track the predicted mean of the final loss instead of its pi-quantile
         (the mean-based ``expectation`` baseline).
+    profiler : object, optional
+        ``profiler.run(strategy, grid, arrays, evaluate_fn, timeout, train_config)``
+        runs the profile rounds after the properties query and before the scenario
+        is built, and returns the arrays the job continues from
+        (:class:`strategies.federated_profiling.FederatedProfiler`).
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
                  plan_fn: PlanFn | None, num_clients: int, train_settings: Mapping[str, Any],
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
-                 replan_policy: Any = None, track_mean: bool = False) -> None:
+                 replan_policy: Any = None, track_mean: bool = False, profiler: Any = None) -> None:
         super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
         self.arch = arch
         self.targets = targets
@@ -114,6 +119,8 @@ class DepLStrategy(FedAvg):
         self.given_plan = plan
         self.replan_policy = replan_policy
         self.track_mean = bool(track_mean)
+        #: Runs the profile rounds before planning (strategies.federated_profiling), or None.
+        self.profiler = profiler
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -299,6 +306,9 @@ class DepLStrategy(FedAvg):
         LOG.info("clients: %s", ", ".join(f"{c}({p['cluster']}, {p['num-samples']})"
                                            for c, p in sorted(self.properties.items(),
                                                               key=lambda kv: int(kv[0][1:]))))
+        if self.profiler is not None:
+            initial_arrays = self.profiler.run(self, grid, initial_arrays, evaluate_fn, timeout,
+                                               ConfigRecord() if train_config is None else train_config)
         self.scenario = self.scenario_fn(self.properties)
         self.plan = self.make_initial_plan()
         LOG.info("plan (%s): %d rounds, predicted cost %.4g J, time %.4g s, quantile %.4g, "

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from depl_fl.errors import ScenarioError
 
 METHODS = ("depl", "expectation", "full")
+PROFILE_SOURCES = ("federated", "inprocess")
 BACKENDS = ("ray", "inprocess")
 
 
@@ -93,6 +94,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
             isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 < f < 1.0 for f in fractions):
         raise ScenarioError(f"config profile.subset_fractions: expected a list of numbers in (0, 1), "
                             f"got {fractions!r}")
+    _validate_profile_source(cfg)
     horizon = _get(cfg, "profile.spread_horizon")
     if horizon is not None:
         _positive(cfg, "profile.spread_horizon", integer=True)
@@ -112,6 +114,25 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if not isinstance(clusters, Mapping) or not clusters:
         raise ScenarioError("config clusters.classes: must be a non-empty mapping of cluster id -> profile")
     cluster_assignment(int(num_clients), clusters)
+
+
+def _validate_profile_source(cfg: Mapping[str, Any]) -> None:
+    profile = _get(cfg, "profile")
+    source = profile.get("source", "federated")
+    if source not in PROFILE_SOURCES:
+        raise ScenarioError(f"config profile.source: must be one of {', '.join(PROFILE_SOURCES)}, "
+                            f"got {source!r}")
+    if source == "federated":
+        _positive(cfg, "profile.explore.rounds", integer=True)
+        _positive(cfg, "profile.explore.min_points_per_level", integer=True)
+        switch = _get(cfg, "profile.explore.switch_rounds") or []
+        if not isinstance(switch, Sequence) or isinstance(switch, str) or not all(
+                isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in switch):
+            raise ScenarioError(f"config profile.explore.switch_rounds: expected a list of round numbers "
+                                f">= 1, got {switch!r}")
+    elif _get(cfg, "dataset.name") == "folder":
+        raise ScenarioError("config profile.source: inprocess pilots need the training data on the server; "
+                            "dataset=folder keeps it on the nodes (use profile.source=federated)")
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:

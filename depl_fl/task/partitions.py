@@ -38,8 +38,21 @@ def dataset(cfg: Mapping[str, Any]) -> Any:
     return _dataset(*_key(cfg))
 
 
+def is_folder(cfg: Mapping[str, Any]) -> bool:
+    """``dataset=folder``: node-local folders, the server holds only ``dataset.test_dir``."""
+    return str(cfg["dataset"]["name"]) == "folder"
+
+
 def geometry(cfg: Mapping[str, Any]) -> TaskGeometry:
-    """Architecture and task geometry of the configured model on the configured dataset."""
+    """Architecture and task geometry of the configured model on the configured dataset.
+
+    For ``dataset=folder`` it is read from the server's test folder (a client
+    uses its own folder, :func:`depl_fl.task.folder_data.geometry_of`).
+    """
+    if is_folder(cfg):
+        from depl_fl.task.folder_data import geometry_of, test_folder
+
+        return geometry_of(str(cfg["model"]["arch"]), test_folder(cfg))
     data = dataset(cfg)
     return TaskGeometry(str(cfg["model"]["arch"]), int(data.num_classes),
                         int(data.in_channels), int(data.image_size))
@@ -59,5 +72,10 @@ def client_partition(cfg: Mapping[str, Any], partition_id: int, num_partitions: 
 
 def test_split(cfg: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The server's held-out test split ``(x, y)``."""
+    if is_folder(cfg):
+        from depl_fl.task.folder_data import test_folder
+
+        test = test_folder(cfg)
+        return test.x, test.y
     data = dataset(cfg)
     return np.asarray(data.x_test), np.asarray(data.y_test)
