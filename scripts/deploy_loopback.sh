@@ -11,6 +11,9 @@
 #   -o DIR        output folder for results.json and the logs (default: outputs/deploy-<time>)
 #   -t SECONDS    give up on the run after this long (default 900)
 #   -k            keep the temporary FLWR_HOME folders (default: removed)
+#   -d SPLIT_DIR  node-local data: SuperNode i reads SPLIT_DIR/node-<i> (node config
+#                 data-dir), the server gets only dataset=folder dataset.test_dir=SPLIT_DIR/test
+#                 (folders written by `depl-fl split --out SPLIT_DIR`)
 #   HYDRA_OVERRIDE  extra overrides for conf/config.yaml, e.g. method=full seed=3
 #
 # Every process this script starts is stopped when it exits, whatever the reason
@@ -25,7 +28,8 @@ CLUSTERS=""
 OUT=""
 TIMEOUT=900
 KEEP=0
-while getopts "n:r:c:o:t:kh" opt; do
+SPLIT=""
+while getopts "n:r:c:o:t:d:kh" opt; do
     case "$opt" in
         n) NUM="$OPTARG" ;;
         r) ROUNDS="$OPTARG" ;;
@@ -33,7 +37,8 @@ while getopts "n:r:c:o:t:kh" opt; do
         o) OUT="$OPTARG" ;;
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
-        h) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        d) SPLIT="$OPTARG" ;;
+        h) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -44,6 +49,11 @@ die() { echo "deploy_loopback: $*" >&2; exit 2; }
 [[ "$NUM" =~ ^[1-9][0-9]*$ ]] || die "-n must be a positive integer, got '$NUM'"
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "-r must be a positive integer, got '$ROUNDS'"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "-t must be a positive integer, got '$TIMEOUT'"
+if [[ -n "$SPLIT" ]]; then
+    [[ -d "$SPLIT/test" ]] || die "-d: $SPLIT/test is not a folder (write it with depl-fl split --out $SPLIT)"
+    SPLIT="$(cd "$SPLIT" && pwd)"
+    [[ "$SPLIT" != *[[:space:]\"]* ]] || die "-d: the path must not contain spaces or double quotes"
+fi
 
 if [[ -n "${FLWR_BIN:-}" ]]; then BIN="$FLWR_BIN"
 elif [[ -x "$ROOT/.venv/bin/flower-superlink" ]]; then BIN="$ROOT/.venv/bin"
@@ -165,9 +175,14 @@ echo "deploy_loopback: SuperLink on 127.0.0.1:$LINK_PORT" >&2
 for ((i = 0; i < NUM; i++)); do
     node_port="${PORTS[$((i + 1))]}"
     mkdir -p "$WORK/supernode-$i"
+    NODE_CONFIG="partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\""
+    if [[ -n "$SPLIT" ]]; then
+        [[ -d "$SPLIT/node-$i" ]] || die "-d: $SPLIT/node-$i is not a folder"
+        NODE_CONFIG+=" data-dir=\"$SPLIT/node-$i\""
+    fi
     (cd "$WORK/supernode-$i" && FLWR_HOME="$WORK/supernode-$i" exec "$BIN/flower-supernode" --insecure \
         --superlink "127.0.0.1:$LINK_PORT" --host 127.0.0.1 --port "$node_port" \
-        --node-config "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"") \
+        --node-config "$NODE_CONFIG") \
         > "$LOGS/supernode-$i.log" 2>&1 &
     PIDS+=("$!")
     echo "deploy_loopback: SuperNode $i (cluster ${CLUSTER_OF[$i]}) on 127.0.0.1:$node_port" >&2
@@ -187,6 +202,7 @@ EOF
 
 OVERRIDES="num_clients=$NUM target.max_rounds=$ROUNDS ++output.dir=$OUT"
 OVERRIDES+=" profile.cache_dir=${DEPL_CACHE_DIR:-$ROOT/.depl_cache}"
+[[ -z "$SPLIT" ]] || OVERRIDES+=" dataset=folder dataset.test_dir=$SPLIT/test"
 for o in "${EXTRA[@]+"${EXTRA[@]}"}"; do
     [[ "$o" != *[[:space:]\"]* ]] || die "override '$o' must not contain spaces or double quotes"
     OVERRIDES+=" $o"

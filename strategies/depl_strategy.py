@@ -196,7 +196,8 @@ class DepLStrategy(FedAvg):
             if self.plan_fn is None:
                 raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
             plan = self.plan_fn(self.scenario, self.targets, None)
-        if not plan.feasible or not plan.rounds:
+        # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
+        if not plan.feasible or (not plan.rounds and self.profiler is None):
             best = plan.predicted.get("probability")
             best_txt = f" (best reachable probability {best:.3g})" if isinstance(best, (int, float)) else ""
             raise InfeasibleError(
@@ -323,8 +324,8 @@ class DepLStrategy(FedAvg):
                                         track_mean=self.track_mean)
         train_config = ConfigRecord() if train_config is None else train_config
         result = Result()
-        first_model = self.scenario.model(self.plan.rounds[0].model)
-        first = evaluate_fn(0, initial_arrays, float(first_model.compression))
+        first_model = self.scenario.model(self.plan.rounds[0].model) if self.plan.rounds else None
+        first = evaluate_fn(0, initial_arrays, float(first_model.compression) if first_model else 0.0)
         if first is not None:
             result.evaluate_metrics_serverapp[0] = first
         loss = float(first["loss"]) if first is not None else float("nan")

@@ -25,8 +25,8 @@ and the online tracker refines the fitted profile during the job as before.
 Accounting and deadline: every exploration round is a ``phase: profile``
 record with its modelled energy and time (the contract's cost model). The
 profile rounds are part of the job: their modelled time counts against
-``target.deadline_s`` and their number against ``target.max_rounds`` (the
-planner gets what is left), and their energy is in ``total_energy_j``.
+``target.deadline_s`` (the planner gets what is left; ``target.max_rounds``
+caps the planned training rounds only) and their energy is in ``total_energy_j``.
 
 Cache: the fitted profile is stored under ``profile.cache_dir`` keyed by the
 configuration (:func:`strategies.profiling.profile_key`) **and** what the
@@ -189,8 +189,9 @@ class FederatedProfiler:
             train_config: ConfigRecord) -> ArrayRecord:
         """Profile (or reuse a cached profile); returns the arrays the job continues from.
 
-        Also shortens ``strategy.targets`` by the exploration rounds' modelled
-        time and number (they count against the deadline and max rounds).
+        Also shortens ``strategy.targets``'s deadline by the exploration rounds'
+        modelled time (they count against the deadline; ``max_rounds`` caps the
+        planned training rounds only).
         """
         t0 = time.perf_counter()
         prof = self.cfg["profile"]
@@ -228,10 +229,7 @@ class FederatedProfiler:
             raise InfeasibleError(f"the exploration rounds took {self.time_s:.4g} s of the "
                                   f"{targets.deadline_s:g} s deadline; raise target.deadline_s or lower "
                                   f"profile.explore.rounds")
-        rounds = None if targets.max_rounds is None else targets.max_rounds - len(self.records)
-        if rounds is not None and rounds < 1:
-            raise InfeasibleError("profile.explore.rounds uses up target.max_rounds; raise target.max_rounds")
-        return Targets(targets.target_loss, targets.target_prob, left, rounds)
+        return Targets(targets.target_loss, targets.target_prob, left, targets.max_rounds)
 
     # -------------------------------------------------------------- exploration
     def _explore(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,

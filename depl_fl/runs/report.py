@@ -5,8 +5,11 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
-* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s`` (modelled learning time), ``wall_s``
-  (measured wall time) and ``met`` (ignored: success is recomputed as
+* optionally ``profile_energy_j`` (what the job paid for its loss profile;
+  0 when it reused a cached one) and the ``profile`` block's ``cache_file``
+  and ``cost_when_made.energy_j`` (for the amortised figure);
+* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s``
+  (modelled learning time), ``wall_s`` (measured wall time) and ``met`` (ignored: success is recomputed as
   ``final_loss <= target_loss`` so every method is judged the same way; a
   non-finite final loss, e.g. a diverged run, counts as a failure).
 
@@ -16,8 +19,12 @@ static plan with the same planner re-planning online.  Per group the
 report gives the number of runs, the achieved probability
 ``P[final_loss <= target_loss]`` with its 95% Wilson score interval, whether
 it reaches ``target_prob``, the mean and 95th percentile (numpy's linear
-interpolation) of the energy, its ratio to DepL's mean energy at the same
-targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It writes ``report.md``,
+interpolation) of the training energy (``cost_j``), its ratio to DepL's mean
+training energy at the same targets (``depl+tracking`` if present, else
+``depl``), the mean profiling energy and the mean **total** energy
+(training + profiling) with its ratio to DepL's, the **amortised** total
+(training plus every distinct profile the group used, counted once at what it
+cost when made, per run), and the mean learning time.  It writes ``report.md``,
 ``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
 empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 (default: ``SWEEP_DIR``) and prints the table and the paths.
@@ -68,6 +75,14 @@ class RunResult:
     seed: Any = None
     time_s: float | None = None
     wall_s: float | None = None
+    profile_energy_j: float = 0.0
+    profile_file: str | None = None
+    profile_made_j: float | None = None
+
+    @property
+    def total_j(self) -> float:
+        """Training plus this job's profiling energy."""
+        return self.cost_j + self.profile_energy_j
 
     @property
     def met(self) -> bool:
@@ -106,7 +121,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 # ---------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------
-def _number(summary: dict[str, Any], key: str, *, finite: bool = True, optional: bool = False) -> float | None:
+def _number(summary: dict[str, Any], key: str, *, finite: bool = True,
+            optional: bool = False) -> float | None:
     if key not in summary or summary[key] is None:
         if optional:
             return None
@@ -146,10 +162,19 @@ def parse_result(doc: Any, path: str) -> RunResult:
         raise ValueError(f"summary.cost_j must be >= 0, got {cost!r}")
     final_loss = _number(summary, "final_loss", finite=False)
     assert final_loss is not None
+    profile = doc.get("profile") if isinstance(doc.get("profile"), dict) else {}
+    made = profile.get("cost_when_made") if isinstance(profile.get("cost_when_made"), dict) else {}
     return RunResult(path=path, method=method, target_loss=target_loss, target_prob=target_prob,
                      final_loss=final_loss, cost_j=cost, seed=summary.get("seed"),
                      time_s=_number(summary, "time_s", optional=True),
-                     wall_s=_number(summary, "wall_s", optional=True))
+                     wall_s=_number(summary, "wall_s", optional=True),
+                     profile_energy_j=_number(summary, "profile_energy_j", optional=True) or 0.0,
+                     profile_file=_text_or_none(profile.get("cache_file")),
+                     profile_made_j=_number(made, "energy_j", optional=True))
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str, str]]]:
@@ -204,6 +229,29 @@ def _mean_or_none(values: list[float | None]) -> float | None:
     return float(np.mean(present)) if present else None
 
 
+def amortised_energy(members: Sequence[RunResult]) -> float:
+    """Mean energy per run when every distinct profile is paid once (at its cost when made)."""
+    made: dict[str, float] = {}
+    unshared = 0.0
+    for r in members:
+        if r.profile_file is None:
+            unshared += r.profile_energy_j
+        else:
+            cost = r.profile_made_j if r.profile_made_j is not None else r.profile_energy_j
+            made[r.profile_file] = max(made.get(r.profile_file, 0.0), cost)
+    return (sum(r.cost_j for r in members) + unshared + sum(made.values())) / len(members)
+
+
+def _energy_figures(members: Sequence[RunResult]) -> dict[str, Any]:
+    costs = np.array([r.cost_j for r in members])
+    totals = np.array([r.total_j for r in members])
+    return {"energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
+            "profile_energy_mean_j": float(np.mean([r.profile_energy_j for r in members])),
+            "total_energy_mean_j": float(totals.mean()),
+            "total_energy_p95_j": float(np.percentile(totals, 95)),
+            "amortised_energy_mean_j": amortised_energy(members)}
+
+
 def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[str, Any]]:
     """Per ``(method, target_loss, target_prob)`` figures, sorted by targets then method."""
     groups: dict[tuple[str, float, float], list[RunResult]] = {}
@@ -214,26 +262,26 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
         n = len(members)
         successes = sum(r.met for r in members)
         low, high = wilson_interval(successes, n, confidence)
-        costs = np.array([r.cost_j for r in members])
         rows.append({
             "method": method, "target_loss": target_loss, "target_prob": target_prob,
             "runs": n, "successes": successes, "probability": successes / n,
             "wilson_low": low, "wilson_high": high, "guarantee_met": successes / n >= target_prob,
-            "energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
-            "energy_vs_depl": None,
+            **_energy_figures(members), "energy_vs_depl": None, "total_vs_depl": None,
             "time_mean_s": _mean_or_none([r.time_s for r in members]),
             "wall_mean_s": _mean_or_none([r.wall_s for r in members]),
             "time_runs": sum(r.time_s is not None for r in members),
             "wall_runs": sum(r.wall_s is not None for r in members),
         })
     # The reference is DepL as it runs by default (with tracking), else static DepL.
-    depl_energy = {(r["target_loss"], r["target_prob"]): r["energy_mean_j"]
-                   for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
-                   if r["method"] in ("depl", "depl+tracking")}
+    reference = {(r["target_loss"], r["target_prob"]): r
+                 for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
+                 if r["method"] in ("depl", "depl+tracking")}
     for row in rows:
-        base = depl_energy.get((row["target_loss"], row["target_prob"]))
-        if base:
-            row["energy_vs_depl"] = row["energy_mean_j"] / base
+        base = reference.get((row["target_loss"], row["target_prob"]))
+        if base and base["energy_mean_j"]:
+            row["energy_vs_depl"] = row["energy_mean_j"] / base["energy_mean_j"]
+        if base and base["total_energy_mean_j"]:
+            row["total_vs_depl"] = row["total_energy_mean_j"] / base["total_energy_mean_j"]
     rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _method_key(r["method"])))
     return rows
 
@@ -247,15 +295,18 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The report's markdown table, one line per group."""
-    header = ("| method | L* | π | runs | P[L ≤ L*] | 95% Wilson | P ≥ π | mean energy (J) "
-              "| p95 energy (J) | energy / DepL | mean time (s) | mean wall (s) |")
+    header = ("| method | L* | π | runs | P[L ≤ L*] | 95% Wilson | P ≥ π | training energy (J) "
+              "| profiling energy (J) | total energy (J) | amortised total (J) | p95 total (J) "
+              "| training / DepL | total / DepL | mean time (s) | mean wall (s) |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
         lines.append(
             f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {r['runs']} "
             f"| {r['probability']:.3f} | [{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] "
             f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['energy_mean_j'])} "
-            f"| {_fmt(r['energy_p95_j'])} | {_fmt(r['energy_vs_depl'], '.3f')} "
+            f"| {_fmt(r['profile_energy_mean_j'])} | {_fmt(r['total_energy_mean_j'])} "
+            f"| {_fmt(r['amortised_energy_mean_j'])} | {_fmt(r['total_energy_p95_j'])} "
+            f"| {_fmt(r['energy_vs_depl'], '.3f')} | {_fmt(r['total_vs_depl'], '.3f')} "
             f"| {_fmt(r['time_mean_s'])} | {_fmt(r['wall_mean_s'])} |")
     return "\n".join(lines)
 
@@ -272,7 +323,7 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
 
     targets = _target_groups(runs)
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4), squeeze=False)
-    for ax, (target_loss, target_prob) in zip(axes[0], targets):
+    for ax, (target_loss, target_prob) in zip(axes[0], targets, strict=False):
         members = [r for r in runs if (r.target_loss, r.target_prob) == (target_loss, target_prob)]
         for method in sorted({r.method for r in members}, key=_method_key):
             losses = np.sort([r.final_loss for r in members if r.method == method])
