@@ -29,13 +29,21 @@ from depl_fl.runs.report import ReportError, load_results, wilson_interval  # no
 ARMS = ("depl", "full", "depl-reuse")
 
 
-def arm_figures(folder: Path) -> dict | None:
-    """Figures of one arm, or ``None`` when it has no finished job."""
+def arm_figures(folder: Path, expected: int | None = None) -> dict | None:
+    """Figures of one arm, or ``None`` when it has no finished job.
+
+    With ``expected``, a job that ended without results.json while later seeds
+    finished (e.g. no dependable plan) counts as a failure.
+    """
     try:
         runs, _ = load_results(folder)
     except ReportError:
         return None
-    n = len(runs)
+    seeds = [r.seed for r in runs if isinstance(r.seed, int)]
+    missing = sorted(set(range(max(seeds) + 1)) - set(seeds)) if seeds else []
+    if expected is None:
+        missing = []
+    n = len(runs) + len(missing)
     met = sum(r.met for r in runs)
     low, high = wilson_interval(met, n)
     totals = [r.total_j for r in runs]
@@ -43,7 +51,8 @@ def arm_figures(folder: Path) -> dict | None:
             "train_j": float(np.mean([r.cost_j for r in runs])),
             "profile_j": float(np.mean([r.profile_energy_j for r in runs])),
             "total_j": float(np.mean(totals)), "total_p95_j": float(np.percentile(totals, 95)),
-            "method": runs[0].method, "seeds": sorted(r.seed for r in runs)}
+            "method": runs[0].method, "seeds": sorted(r.seed for r in runs),
+            "failed_without_results": missing}
 
 
 def ratios(arms: dict[str, dict | None]) -> dict[str, float]:
@@ -73,7 +82,8 @@ def markdown(arms: dict[str, dict | None], rat: dict[str, float], sweep: str) ->
         if a is None:
             lines.append(f"| {name} | - | 0 | n/a | n/a | n/a | n/a | n/a | n/a |")
             continue
-        lines.append(f"| {name} | {a['method']} | {a['runs']} | {a['probability']:.3f} "
+        lines.append(f"| {name} | {a['method']} | {a['runs'] + len(a['failed_without_results'])} "
+                     f"| {a['probability']:.3f} "
                      f"| [{a['wilson'][0]:.3f}, {a['wilson'][1]:.3f}] | {a['train_j']:.4g} "
                      f"| {a['profile_j']:.4g} | {a['total_j']:.4g} | {a['total_p95_j']:.4g} |")
     lines.append("")
@@ -86,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir")
     parser.add_argument("--out", default="benchmarks/results/profiling")
+    parser.add_argument("--expected", type=int, default=None,
+                        help="seeds per arm; a seed below the last finished one without results fails")
     args = parser.parse_args(argv)
     sweep = Path(args.sweep_dir)
-    arms = {name: arm_figures(sweep / name) for name in ARMS}
+    arms = {name: arm_figures(sweep / name, args.expected) for name in ARMS}
     rat = ratios(arms)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

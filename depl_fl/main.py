@@ -95,8 +95,17 @@ def _hydra_main(cfg: DictConfig) -> None:
         path = run_job(plain, out_dir)
     except DeplError as exc:
         print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
+        if _in_multirun():  # one job without a result must not end the other jobs of a sweep
+            return
         sys.exit(exc.exit_status)
     print(Path(path).resolve())
+
+
+def _in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def main() -> None:

@@ -56,6 +56,7 @@ from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import client_energy, client_time
 from depl_fl.errors import InfeasibleError
 from depl_fl.runs.runconfig import stable_hash, variant_list
+from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
 
 LOG = logging.getLogger("depl_fl.server")
 #: Exploration rounds use server-round numbers from here on (their own client seeds).
@@ -353,10 +354,35 @@ class FederatedProfiler:
         prof = self.cfg["profile"]
         models = list(self.models)
         min_points = int(explore.get("min_points_per_level", 4))
-        if len({round(o.sample_fraction, 9) for o in observations}) >= 2:
+        per_model = min(sum(o.model == m and not o.is_switch for o in observations) for m in models)
+        enough = int(explore.get("min_rounds_for_exponents", 12))
+        if len({round(o.sample_fraction, 9) for o in observations}) >= 2 and per_model >= enough:
             a, b = fit_data_exponents(observations, models, min_points_per_level=min_points)
-        else:
+        else:  # too few rounds to identify a and b: the configured values
             a, b = float(prof.get("data_exponent_mean", 0.5)), float(prof.get("data_exponent_std", 0.5))
         total = float(sum(int(p["num-samples"]) for p in properties.values()))
-        return fit_loss_profile(observations, models, initial=fresh_loss, reference_samples=total,
-                                data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
+        fitted = fit_loss_profile(observations, models, initial=fresh_loss, reference_samples=total,
+                                  data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
+        return anchor_at_zero(fitted)
+
+
+def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
+    """Add a level at loss 0 with zero mean decrease to every run profile (if it has none).
+
+    The exploration rounds only see the early, high losses; the contract clamps a
+    profile outside its levels, which would carry their large decrease down to
+    the target (plans far too short). Anchoring at loss 0 (zero mean decrease,
+    the std floor) makes the decrease and its spread shrink in proportion to
+    the loss below the observed range (multiplicative dynamics; the loss cannot
+    go below 0). The online tracker then refines both levels from the training
+    rounds.
+    """
+    out = {**loss, "run": {}}
+    for model, run in loss["run"].items():
+        levels, mean, std = list(run["levels"]), list(run["mean"]), list(run["std"])
+        if levels[0] > 0.0:
+            levels, mean, std = [0.0, *levels], [0.0, *mean], [DEFAULT_STD_FLOOR, *std]
+            run = {**{k: v for k, v in run.items() if k != "spread_factor"},
+                   "levels": levels, "mean": mean, "std": std}
+        out["run"][model] = run
+    return out
