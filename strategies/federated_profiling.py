@@ -249,28 +249,71 @@ class FederatedProfiler:
         fresh = losses[models[0]]
         observations: list[LossObservation] = []
         previous_groups: list[_Group] = []
-        for k in range(1, int(explore["rounds"]) + 1):
-            rng = np.random.default_rng([int(self.cfg["seed"]), k, 7])
-            parts = split_groups(clients, len(models), rng)
-            switch = k in switch_rounds and len(previous_groups) == len(models) and k > 1
-            groups = []
-            for g, (model, members) in enumerate(zip(models, parts, strict=True)):
-                if not members:
-                    continue
-                source = previous_groups[(g + 1) % len(models)] if switch else None
-                if source is not None and source.result is not None:
-                    start, previous = source.result, source.decision.model
-                else:
-                    start, previous = arrays, (model if k > 1 else None)
-                groups.append(_Group(RoundDecision(model, tuple(members), levels), start, previous))
+        k = 0
+        while self._explore_more(k, max(losses.values())):
+            k += 1
+            groups = self._groups(k, clients, levels, arrays, previous_groups, k in switch_rounds)
             t0 = time.perf_counter()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
             arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, total)
             observations += obs
             new_losses = self._losses(evaluate_fn, k, arrays)
+            observations += self._merged_observations(k, groups, losses, new_losses, strategy.properties,
+                                                      total)
             self._record(scenario, k, groups, max(losses.values()), new_losses, time.perf_counter() - t0)
             losses, previous_groups = new_losses, groups
         return arrays, observations, fresh, max(losses.values())
+
+    def _merged_observations(self, k: int, groups: Sequence[_Group], before: Mapping[str, float],
+                             after: Mapping[str, float], properties: Mapping[str, Mapping[str, Any]],
+                             total: float) -> list[Any]:
+        """The merged global model's round, one run observation per variant.
+
+        A small non-IID group's own aggregate often evaluates worse than the
+        global model it started from, while the merge of all groups improves
+        it; the power law ``r**a`` of the contract cannot tell these apart from
+        group rounds alone, so the merged round anchors every variant at the
+        sample fraction of all replying clients.
+        """
+        from depl_fl.tracking.estimation import LossObservation
+
+        samples = sum(int(properties[c]["num-samples"]) for g in groups for c in g.replied)
+        if not samples:
+            return []
+        return [LossObservation(k, m, m if k > 1 else None, before[m], after[m], samples / total)
+                for m in self.models]
+
+    def _explore_more(self, done: int, loss: float) -> bool:
+        """Explore ``rounds`` rounds, then on while the loss is above ``stop_loss_factor * target.loss``.
+
+        The profile then covers the losses down to near the target, so the plan
+        extrapolates little (``max_rounds`` caps the exploration).
+        """
+        explore = self.cfg["profile"]["explore"]
+        if done < int(explore["rounds"]):
+            return True
+        cap = int(explore.get("max_rounds") or explore["rounds"])
+        factor = explore.get("stop_loss_factor")
+        return (done < cap and factor is not None
+                and loss > float(factor) * float(self.cfg["target"]["loss"]))
+
+    def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
+                previous_groups: Sequence[_Group], switch: bool) -> list[_Group]:
+        """Round ``k``'s disjoint groups, one per variant (switch rounds start from another group's model)."""
+        models = list(self.models)
+        parts = split_groups(clients, len(models), np.random.default_rng([int(self.cfg["seed"]), k, 7]))
+        switch = switch and k > 1 and len(previous_groups) == len(models)
+        groups = []
+        for g, (model, members) in enumerate(zip(models, parts, strict=True)):
+            if not members:
+                continue
+            source = previous_groups[(g + 1) % len(models)] if switch else None
+            if source is not None and source.result is not None:
+                start, previous = source.result, source.decision.model
+            else:
+                start, previous = arrays, (model if k > 1 else None)
+            groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start, previous))
+        return groups
 
     def _losses(self, evaluate_fn: Any, k: int, arrays: ArrayRecord) -> dict[str, float]:
         return {m: float(evaluate_fn(k, arrays, c)["loss"]) for m, c in self.models.items()}

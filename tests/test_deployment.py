@@ -20,8 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
 BIN = Path(sys.executable).parent
-TINY = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=2.0",
-        "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
+TINY = ["profile.source=inprocess", "profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]",
+        "target.loss=2.0", "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
 
 
 def _superlink() -> str | None:

@@ -34,6 +34,7 @@ from strategies.server_app import run_server  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 N = 3
 JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=3",
+       "profile.explore.stop_loss_factor=null",
        "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.9",
        "target.prob=0.6", "target.max_rounds=6", "tracking.enabled=false", "planner.mc_trajectories=20000",
        "output.plot=false"]
@@ -264,3 +265,39 @@ def test_split_groups_are_disjoint_cover_and_vary_in_size():
         assert sorted(c for g in groups for c in g) == sorted(clients) and all(groups)
         sizes.add(len(groups[0]))
     assert len(sizes) >= 3
+
+
+# ---------------------------------------------------------------------------
+# A real deployment on per-node folders
+# ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_loopback_deployment_on_per_node_folders(split, tmp_path):
+    """3 SuperNodes, each with only its own data-dir; the server gets only dataset.test_dir."""
+    import os
+    import shutil
+
+    superlink = Path(sys.executable).parent / "flower-superlink"
+    if not superlink.exists() and shutil.which("flower-superlink") is None:
+        pytest.skip("flower-superlink is not installed")
+    env = {**os.environ, "FLWR_BIN": str(superlink.parent if superlink.exists()
+                                          else Path(shutil.which("flower-superlink")).parent),
+           "TMPDIR": str(tmp_path), "DEPL_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "deploy_loopback.sh"), "-n", "3", "-r", "2", "-d", str(split),
+         "-o", str(out), "-t", "1500", "profile.explore.rounds=2", "profile.explore.switch_rounds=[2]",
+         "profile.explore.stop_loss_factor=null",
+         "profile.explore.min_points_per_level=1", "target.loss=1.5", "target.prob=0.6",
+         "target.deadline_s=1e5", "tracking.enabled=false", "output.plot=false"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1600)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["config"]["dataset"]["name"] == "folder"
+    assert doc["config"]["dataset"]["test_dir"] == str(split.resolve() / "test")
+    phases = [r["phase"] for r in doc["rounds"]]
+    assert phases[:2] == ["profile", "profile"] and set(phases[2:]) <= {"train"}
+    # Every client's sample count is what its own folder holds.
+    assert {c["id"]: c["num_samples"] for c in doc["scenario"]["clients"]} == \
+        {f"c{i}": _png_count(split / f"node-{i}") for i in range(N)}
+    assert doc["summary"]["profile_energy_j"] == pytest.approx(
+        sum(r["energy_j"] for r in doc["rounds"] if r["phase"] == "profile"))

@@ -125,6 +125,10 @@ def _validate_profile_source(cfg: Mapping[str, Any]) -> None:
     if source == "federated":
         _positive(cfg, "profile.explore.rounds", integer=True)
         _positive(cfg, "profile.explore.min_points_per_level", integer=True)
+        if _get(cfg, "profile").get("explore", {}).get("stop_loss_factor") is not None:
+            _positive(cfg, "profile.explore.stop_loss_factor")
+        if _get(cfg, "profile").get("explore", {}).get("max_rounds") is not None:
+            _positive(cfg, "profile.explore.max_rounds", integer=True)
         switch = _get(cfg, "profile.explore.switch_rounds") or []
         if not isinstance(switch, Sequence) or isinstance(switch, str) or not all(
                 isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in switch):
