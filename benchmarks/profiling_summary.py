@@ -27,30 +27,51 @@ sys.path.insert(0, str(ROOT))
 from depl_fl.runs.report import ReportError, load_results, wilson_interval  # noqa: E402
 
 ARMS = ("depl", "full", "depl-reuse")
+#: Sweep folders of each arm (an arm may be split over sweeps run in parallel).
+ARM_DIRS = {"depl": ("depl", "depl-b"), "full": ("full",), "depl-reuse": ("depl-reuse",)}
 
 
-def arm_figures(folder: Path, expected: int | None = None) -> dict | None:
-    """Figures of one arm, or ``None`` when it has no finished job.
+def _load(folders: list[Path]) -> list:
+    """Finished runs of the folders, one per seed (the first found)."""
+    runs, seen = [], set()
+    for folder in folders:
+        try:
+            found, _ = load_results(folder)
+        except ReportError:
+            continue
+        for r in found:
+            if r.seed not in seen:
+                seen.add(r.seed)
+                runs.append(r)
+    return runs
 
-    With ``expected``, a job that ended without results.json while later seeds
-    finished (e.g. no dependable plan) counts as a failure.
+
+def arm_figures(folders: list[Path], expected: int | None = None) -> dict | None:
+    """Figures of one arm (its sweep folders), or ``None`` when it has no finished job.
+
+    With ``expected``, a seed that ended without results.json (e.g. no
+    dependable plan) while the seeds on both sides of it finished counts as a failure.
     """
-    try:
-        runs, _ = load_results(folder)
-    except ReportError:
+    runs = _load(folders)
+    if not runs:
         return None
-    seeds = [r.seed for r in runs if isinstance(r.seed, int)]
-    missing = sorted(set(range(max(seeds) + 1)) - set(seeds)) if seeds else []
-    if expected is None:
-        missing = []
+    seeds = sorted(r.seed for r in runs if isinstance(r.seed, int))
+    missing = [s for s in range(expected or 0) if s not in seeds and seeds and seeds[0] < s < seeds[-1]]
     n = len(runs) + len(missing)
     met = sum(r.met for r in runs)
     low, high = wilson_interval(met, n)
     totals = [r.total_j for r in runs]
+    made: dict[str, float] = {}
+    for r in runs:
+        if r.profile_file is not None and r.profile_made_j is not None:
+            made[r.profile_file] = r.profile_made_j
     return {"runs": n, "met": met, "probability": met / n, "wilson": [low, high],
             "train_j": float(np.mean([r.cost_j for r in runs])),
             "profile_j": float(np.mean([r.profile_energy_j for r in runs])),
             "total_j": float(np.mean(totals)), "total_p95_j": float(np.percentile(totals, 95)),
+            # Every distinct profile paid once, spread over the arm's jobs.
+            "amortised_j": float(np.mean([r.cost_j for r in runs]) + sum(made.values()) / len(runs)),
+            "distinct_profiles": len(made),
             "method": runs[0].method, "seeds": sorted(r.seed for r in runs),
             "failed_without_results": missing}
 
@@ -100,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seeds per arm; a seed below the last finished one without results fails")
     args = parser.parse_args(argv)
     sweep = Path(args.sweep_dir)
-    arms = {name: arm_figures(sweep / name, args.expected) for name in ARMS}
+    arms = {name: arm_figures([sweep / d for d in ARM_DIRS[name]], args.expected) for name in ARMS}
     rat = ratios(arms)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -293,7 +293,9 @@ class InProcessProfile:
         doc, self.path = ensure_profile(self.cfg)
         self.loss_doc = doc["loss"]
         self.cost_when_made = (doc.get("profile") or {}).get("cost")
+        # Only the one job that built the file paid for it (a multirun shares this process).
         self.reused = str(self.path) not in _BUILT_HERE
+        _BUILT_HERE.discard(str(self.path))
         return arrays
 
     @property
