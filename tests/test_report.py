@@ -200,4 +200,5 @@ def test_report_judges_the_test_loss_and_shows_calibration(tmp_path: Path):
     doc = json.loads((root / "report.json").read_text())
     assert {g["method"]: g["calibration"] for g in doc["groups"]}["full"] is None
     assert "| calibration | 95% bootstrap |" in result["table"]
-    assert "| 1.029 | [" in (root / "report.md").read_text()
+    text = (root / "report.md").read_text()
+    assert "| 1.029 | [" in text and "Calibration = empirical" in text

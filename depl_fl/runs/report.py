@@ -58,6 +58,12 @@ RESULTS_NAME = "results.json"
 METHOD_ORDER = ("depl", "expectation", "optimum", "full")
 
 
+#: Printed under the table in report.md.
+LEGEND = ("Losses are final test losses (a split no decision read) where the runs recorded them. "
+          "Calibration = empirical π-quantile of the final losses / L* (1.0 exact, < 1 over-cautious, "
+          "> 1 the promise is broken), with a seeded 95% percentile-bootstrap interval.")
+
+
 class ReportError(DeplError):
     """The sweep folder cannot be reported on (exit status 2)."""
 
@@ -442,7 +448,8 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> di
     }
     try:
         files["markdown"].write_text(f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
-                                     f"{f', {len(skipped)} skipped' if skipped else ''}.\n\n{table}\n",
+                                     f"{f', {len(skipped)} skipped' if skipped else ''}.\n\n{table}\n\n"
+                                     f"{LEGEND}\n",
                                      encoding="utf-8")
         files["json"].write_text(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n",
                                  encoding="utf-8")
