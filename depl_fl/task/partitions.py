@@ -1,8 +1,10 @@
-"""Per-process cached access to the dataset, the client partitions and the test split.
+"""Per-process cached access to the dataset, the client partitions and the held-out splits.
 
 Both the ClientApp (one Ray actor = one process, many partitions) and the
-server (test split for central evaluation) go through here, so the dataset is
-loaded and partitioned once per process.
+server (validation and test splits for central evaluation) go through here,
+so the dataset is loaded and partitioned once per process. Decisions read the
+validation split only; the test split is only reported (README, "What 'the
+loss' is").
 """
 
 from __future__ import annotations
