@@ -235,9 +235,11 @@ class RunController:
             flag = "non-finite" if not math.isfinite(loss_after) else None
             mean = float(loss_after)
         else:
-            mean, std = one_round_prediction(self._current_scenario().loss, decision.model, previous,
-                                             reference, data_ratio(self.scenario, decision.clients))
-            flag = loss_flag(float(loss_after), mean, std, list(self._residuals), self.spike_tail_prob)
+            mean, std, level = one_round_prediction(self._current_scenario().loss, decision.model,
+                                                    previous, reference,
+                                                    data_ratio(self.scenario, decision.clients))
+            flag = loss_flag(float(loss_after), mean, std, list(self._residuals), self.spike_tail_prob,
+                             floor=level)
         if flag == "spike" and self._spikes >= self.max_spikes:
             LOG.warning("round %d: loss %.4g high for %d rounds in a row: taken as real",
                         self.rounds_done + 1, loss_after, self._spikes + 1)

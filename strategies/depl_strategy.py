@@ -133,6 +133,8 @@ class DepLStrategy(FedAvg):
         (the mean-based ``expectation`` baseline).
     aggregation : AggregationSettings, optional
         Combination rule and the bounds of :mod:`strategies.robust_aggregation`.
+    spike_tail_prob : float
+        Tail probability of the loss spike test (:mod:`depl_fl.tracking.plausibility`).
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
@@ -140,7 +142,7 @@ class DepLStrategy(FedAvg):
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
                  replan_policy: Any = None, track_mean: bool = False,
-                 aggregation: AggregationSettings | None = None) -> None:
+                 aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3) -> None:
         super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
         self.arch = arch
         self.targets = targets
@@ -155,6 +157,7 @@ class DepLStrategy(FedAvg):
         self.replan_policy = replan_policy
         self.track_mean = bool(track_mean)
         self.aggregation = aggregation if aggregation is not None else AggregationSettings()
+        self.spike_tail_prob = float(spike_tail_prob)
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -330,8 +333,9 @@ class DepLStrategy(FedAvg):
                     continue
                 problems = [problem]
             self._reject(server_round, cid, "; ".join(problems))
+        zero = {k: np.zeros_like(v) for k, v in reference.items()}
         threshold = norm_threshold([c.norm for c in candidates], self._norm_history,
-                                   self.aggregation.norm_factor)
+                                   self.aggregation.norm_factor, update_norm(reference, zero))
         self._threshold = threshold
         accepted = []
         for cand in candidates:
@@ -396,7 +400,8 @@ class DepLStrategy(FedAvg):
         self.controller = RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
                                         planner=self.plan_fn, tracking=self.tracking,
                                         replan_policy=self.replan_policy,
-                                        track_mean=self.track_mean)
+                                        track_mean=self.track_mean,
+                                        spike_tail_prob=self.spike_tail_prob)
         train_config = ConfigRecord() if train_config is None else train_config
         result = Result()
         first_model = self.scenario.model(self.plan.rounds[0].model)

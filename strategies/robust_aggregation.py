@@ -16,7 +16,9 @@ combines the survivors and checks the result:
    round's update norms pooled with the recently accepted ones (a sliding
    window). The lower median of at least two honest norms is an honest norm,
    so a minority of huge updates (1e30, a scaled update) cannot move the
-   reference; the pooled history covers rounds with one or two replies.
+   reference; the pooled history covers rounds with one or two replies. The
+   reference is also at most the norm of the global weights themselves, so a
+   round in which *every* reply is corrupted is rejected too.
 3. **Combination rule** ``fedavg`` (weighted mean, weights from 1), ``median``
    (coordinate-wise median, :func:`numpy.median`, as Flower's ``FedMedian``) or
    ``trimmed_mean`` (coordinate-wise, Flower's
@@ -39,8 +41,9 @@ from typing import Mapping, Sequence
 import numpy as np
 from flwr.serverapp.strategy.fedtrimmedavg import trim_mean
 
+from depl_fl.runs.runconfig import AGGREGATION_RULES as RULES
+
 State = Mapping[str, np.ndarray]
-RULES = ("fedavg", "trimmed_mean", "median")
 
 
 @dataclass(frozen=True)
@@ -115,12 +118,20 @@ def update_norm(state: State, reference: State) -> float:
     return math.sqrt(total) if math.isfinite(total) else math.inf
 
 
-def norm_threshold(norms: Sequence[float], history: Sequence[float], factor: float) -> float:
-    """``factor`` times the lower median of ``norms`` pooled with ``history`` (inf if that is 0)."""
+def norm_threshold(norms: Sequence[float], history: Sequence[float], factor: float,
+                   model_norm: float = math.inf) -> float:
+    """``factor`` times the reference norm (inf when there is none).
+
+    The reference is the lower median of ``norms`` pooled with ``history``, but
+    at most ``model_norm`` (the norm of the global weights being updated): an
+    honest round moves the model by a fraction of its size, so even a round in
+    which every reply is corrupted cannot pass.
+    """
     pool = np.sort(np.asarray(list(norms) + list(history), dtype=np.float64))
-    if pool.size == 0:
-        return math.inf
-    reference = float(pool[(pool.size - 1) // 2])
+    candidates = [float(pool[(pool.size - 1) // 2])] if pool.size else []
+    if math.isfinite(model_norm) and model_norm > 0:
+        candidates.append(float(model_norm))
+    reference = min(candidates, default=math.inf)
     return factor * reference if reference > 0 and math.isfinite(reference) else math.inf
 
 

@@ -18,8 +18,10 @@ may be biased or too confident for this run, so the recent residuals
 (observed - predicted mean of the rounds that were not flagged) correct it:
 their median shifts the centre and, with at least ``MIN_RESIDUALS`` of them,
 their robust spread (1.4826 x MAD) replaces the profile's standard deviation
-when it is larger. Only too-high losses are flagged: a drop cannot derail a
-dependability guarantee that is about reaching a loss.
+when it is larger. Only a loss that *rose* above the level before the round
+(and is too high) is flagged: a drop cannot derail a dependability guarantee
+about reaching a loss, and a stall is information tracking needs. After
+``max_spikes`` consecutive spikes (controller) a high loss is taken as real.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ MAD_TO_STD = 1.4826
 
 
 def one_round_prediction(loss_model: LossModel, model: str, previous: str | None, loss_before: float,
-                         ratio: float) -> tuple[float, float]:
-    """Mean and standard deviation of the loss after one round (see the module docstring)."""
+                         ratio: float) -> tuple[float, float, float]:
+    """Mean and standard deviation of the loss after one round, and the level ``l'`` it starts from."""
     level, var = float(loss_before), 0.0
     if previous is not None and previous != model and (previous, model) in loss_model.switch:
         jump = loss_model.switch[(previous, model)]
@@ -49,11 +51,11 @@ def one_round_prediction(loss_model: LossModel, model: str, previous: str | None
     profile = loss_model.run[model]
     mu = float(profile.mean_at(level)) * ratio ** loss_model.data_exponent_mean
     sd = float(profile.std_at(level)) * ratio ** (-loss_model.data_exponent_std)
-    return max(level - mu, 0.0), math.sqrt(var + sd * sd)
+    return max(level - mu, 0.0), math.sqrt(var + sd * sd), level
 
 
 def loss_flag(loss_after: float, predicted_mean: float, predicted_std: float,
-              residuals: Sequence[float], tail_prob: float = 1e-3) -> str | None:
+              residuals: Sequence[float], tail_prob: float = 1e-3, floor: float = -math.inf) -> str | None:
     """``"non-finite"``, ``"spike"`` or ``None`` (plausible) for one observed loss.
 
     Parameters
@@ -66,6 +68,9 @@ def loss_flag(loss_after: float, predicted_mean: float, predicted_std: float,
         ``observed - predicted_mean`` of recent plausible rounds.
     tail_prob : float
         One-sided probability of flagging an honest round under the model.
+    floor : float
+        Only a loss above this (the level before the round) can be a spike:
+        a round without progress is a stall, which tracking must see.
     """
     if not math.isfinite(loss_after):
         return "non-finite"
@@ -74,7 +79,7 @@ def loss_flag(loss_after: float, predicted_mean: float, predicted_std: float,
     spread = predicted_std
     if res.size >= MIN_RESIDUALS:
         spread = max(spread, MAD_TO_STD * float(np.median(np.abs(res - np.median(res)))))
-    if not spread > 0:  # a profile without spread cannot judge plausibility
+    if not spread > 0 or loss_after <= floor:  # no spread: cannot judge; a stall is no spike
         return None
     z = float(norm.isf(tail_prob))
     return "spike" if (loss_after - centre) / spread > z else None
