@@ -168,7 +168,8 @@ class RunController:
             The round record (also appended to :attr:`records`). ``loss_flag`` is
             ``None``, ``"non-finite"`` or ``"spike"``; a flagged loss is recorded
             but not fed to the estimator, and predictions and re-plans use
-            ``tracked_loss``, the last plausible loss.
+            ``tracked_loss``: the observed loss, or for a flagged one its
+            one-round prediction from the last plausible loss.
         """
         k = self.rounds_done
         previous = self.records[-1]["model"] if self.records else None
@@ -249,7 +250,9 @@ class RunController:
             self._trusted_loss = float(loss_after)
             self._spikes = 0
         else:
+            # The flagged measurement is replaced by its prediction (imputed).
             self._spikes += flag == "spike"
+            self._trusted_loss = mean if math.isfinite(mean) else self._trusted_loss
             LOG.warning("round %d: observed loss %.4g flagged %s (expected about %.4g): not tracked",
                         self.rounds_done + 1, loss_after, flag, mean)
         return flag

@@ -16,9 +16,10 @@ deviations, ``z`` being the one-sided normal quantile of ``tail_prob`` (default
 1e-3: a correct profile flags an honest round once in a thousand). The profile
 may be biased or too confident for this run, so the recent residuals
 (observed - predicted mean of the rounds that were not flagged) correct it:
-their median shifts the centre and, with at least ``MIN_RESIDUALS`` of them,
+with at least ``MIN_RESIDUALS`` of them, their median shifts the centre and
 their robust spread (1.4826 x MAD) replaces the profile's standard deviation
-when it is larger. Only a loss that *rose* above the level before the round
+when it is larger (widened by the median's own sampling error, variance
+pi/2 sd^2 / n). Only a loss that *rose* above the level before the round
 (and is too high) is flagged: a drop cannot derail a dependability guarantee
 about reaching a loss, and a stall is information tracking needs. After
 ``max_spikes`` consecutive spikes (controller) a high loss is taken as real.
@@ -75,10 +76,13 @@ def loss_flag(loss_after: float, predicted_mean: float, predicted_std: float,
     if not math.isfinite(loss_after):
         return "non-finite"
     res = np.asarray(list(residuals), dtype=np.float64)
-    centre = predicted_mean + (float(np.median(res)) if res.size else 0.0)
-    spread = predicted_std
+    centre, spread = predicted_mean, predicted_std
     if res.size >= MIN_RESIDUALS:
-        spread = max(spread, MAD_TO_STD * float(np.median(np.abs(res - np.median(res)))))
+        # The median's own error (about 1.25 sd / sqrt(n)) widens the spread.
+        bias = float(np.median(res))
+        mad = MAD_TO_STD * float(np.median(np.abs(res - bias)))
+        centre += bias
+        spread = max(spread, mad) * math.sqrt(1.0 + 1.571 / res.size)
     if not spread > 0 or loss_after <= floor:  # no spread: cannot judge; a stall is no spike
         return None
     z = float(norm.isf(tail_prob))
