@@ -43,7 +43,7 @@ def _cfg(*overrides: str) -> dict:
                            *overrides])
 
 
-def _run(cfg: dict, clients=None, model: str = "full", rounds: int = 1, evaluate=None):
+def _run(cfg: dict, clients=None, model: str = "full", rounds: int = 1, evaluate=None, node_configs=None):
     """Run a given plan in process; returns (strategy, {round: state seen by evaluation})."""
     geo = geometry(cfg)
     models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
@@ -63,7 +63,8 @@ def _run(cfg: dict, clients=None, model: str = "full", rounds: int = 1, evaluate
         return MetricRecord({"loss": 1.0, "accuracy": 0.5})
 
     init = state_to_arrays(initial_state(geo, seed=int(cfg["seed"])))
-    strategy.start(InProcessGrid(make_client_app(cfg), N), init, evaluate_fn=record)
+    strategy.start(InProcessGrid(make_client_app(cfg), N, node_configs=node_configs), init,
+                   evaluate_fn=record)
     return strategy, seen
 
 
@@ -185,3 +186,14 @@ def test_robust_rules_run_end_to_end_on_pruned_variants(rule):
     assert all(np.all(np.isfinite(v)) for v in seen[2].values())
     assert not _close(seen[2], init)
     assert [r["rejected"] for r in strategy.controller.records] == [[], []]
+
+
+def test_node_config_faults_and_a_bad_node_do_not_abort_the_job():
+    # Deployment style: the nodes' own config makes c0 send NaN and c2 carry a bad fault key.
+    nodes = [{"faults-kind": "nan"}, {}, {"faults-kind": "meteor"}, {}]
+    strategy, seen = _run(_cfg(), rounds=2, node_configs=nodes)
+    rejected = _rejected(strategy)
+    assert set(rejected) == {"c0", "c2"}
+    assert "NaN" in rejected["c0"] and "faults kind" in rejected["c2"]
+    assert len(strategy.controller.records) == 2
+    assert all(np.all(np.isfinite(v)) for v in seen[2].values())
