@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from depl_fl.runs.runconfig import FAULT_KINDS
+from depl_fl.runs.runconfig import FAULT_KINDS, fault_kind
 
 HUGE = 1e30
 CLAIMED_SAMPLES = 1_000_000_000
@@ -54,13 +54,14 @@ class FaultSpec:
 def fault_of(cfg: Mapping[str, Any], node_config: Mapping[str, Any], client_id: str) -> FaultSpec | None:
     """The fault of this client: node config ``faults-*`` keys first, then ``cfg["faults"]``."""
     if node_config.get("faults-kind") is not None:
-        return FaultSpec(str(node_config["faults-kind"]), int(node_config.get("faults-from-round", 1)),
+        return FaultSpec(str(fault_kind(node_config["faults-kind"])),
+                         int(node_config.get("faults-from-round", 1)),
                          float(node_config.get("faults-scale", 100.0)),
                          float(node_config.get("faults-slow-s", 5.0)))
     faults = cfg.get("faults") or {}
     if faults.get("kind") is None or client_id not in (faults.get("clients") or ()):
         return None
-    return FaultSpec(str(faults["kind"]), int(faults.get("from_round", 1)),
+    return FaultSpec(str(fault_kind(faults["kind"])), int(faults.get("from_round", 1)),
                      float(faults.get("scale", 100.0)), float(faults.get("slow_s", 5.0)))
 
 

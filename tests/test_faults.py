@@ -75,3 +75,12 @@ def test_node_config_makes_a_deployed_node_faulty():
 def test_bad_fault_config_names_the_field(faults, field):
     with pytest.raises(ScenarioError, match=field):
         validate_robustness({"faults": faults})
+
+
+def test_nan_kind_read_as_a_float_by_hydra_still_means_nan():
+    from depl_fl.runs.runconfig import compose_config
+
+    cfg = compose_config(["faults.kind=nan", "faults.clients=[c1]"])
+    assert np.all(np.isnan(apply_faults(cfg, _ctx(1), 1, STATE, METRICS)[0]["a"]))
+    state = apply_faults({}, _ctx(0, **{"faults-kind": float("nan")}), 1, STATE, METRICS)[0]
+    assert np.all(np.isnan(state["a"]))

@@ -140,8 +140,15 @@ def validate_robustness(cfg: Mapping[str, Any]) -> None:
         _validate_faults(cfg)
 
 
+def fault_kind(value: Any) -> str | None:
+    """A fault kind as a string: YAML and Hydra read ``nan`` as a float NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return None if value is None else str(value)
+
+
 def _validate_faults(cfg: Mapping[str, Any]) -> None:
-    kind = _get(cfg, "faults.kind")
+    kind = fault_kind(_get(cfg, "faults.kind"))
     if kind is not None and kind not in FAULT_KINDS:
         raise ScenarioError(f"config faults.kind: must be null or one of {', '.join(FAULT_KINDS)}, "
                             f"got {kind!r}")
