@@ -3,6 +3,8 @@
 Usage (Hydra overrides of the job config)::
 
     python benchmarks/spread_coverage_analysis.py num_clients=12 partition.alpha=0.5 profile.rounds=20
+    python benchmarks/spread_coverage_analysis.py --sets=12 num_clients=12 partition.alpha=0.5 \
+        profile.rounds=35
 
 Runs the configuration's profile pilots once (in-process, validation split),
 fits the profile like ``depl-fl profile`` does and prints, per model:
@@ -15,6 +17,12 @@ fits the profile like ``depl-fl profile`` does and prints, per model:
   (:mod:`depl_fl.contract.coverage`) of the pilot client sets, next to the
   distribution over random sets of 3 and 4 clients of the run's partition,
   i.e. how far a plan on 3-4 clients is outside what the pilots measured.
+
+With ``--sets=N``: trains ``p50`` for ``profile.rounds`` rounds on N seeded
+random sets of 3-4 clients of the run's partition (as a static plan on few
+clients does) and prints each set's final validation loss against its
+coverage and uncovered share, the loss on its unseen classes, and a linear
+fit of the final loss on ``u_S`` (what ``loss.coverage_floor_loss`` models).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from depl_fl.contract.coverage import (  # noqa: E402
     coverage,
     measured_bounds,
     pooled_histogram,
+    shares,
     uncovered_share,
 )
 from depl_fl.contract.scenario import RunProfile  # noqa: E402
@@ -96,8 +105,60 @@ def coverage_lines(cfg) -> list[str]:
     return lines
 
 
+def per_class_loss(pilot: _Pilot, state, model: str) -> np.ndarray:
+    """Mean validation cross-entropy per class of ``model`` pruned from ``state``."""
+    import torch
+
+    from depl_fl.task.local_update import evaluate_variant
+
+    x, y = pilot.test
+    k = pilot.geometry.num_classes
+    out = np.full(k, np.nan)
+    with torch.no_grad():
+        for c in range(k):
+            if np.any(y == c):
+                out[c] = evaluate_variant(state, pilot.geometry, pilot.comp[model], x[y == c], y[y == c])[0]
+    return out
+
+
+def set_loss_lines(cfg, n_sets: int, rounds: int, model: str = "p50") -> list[str]:
+    """Train ``model`` on random 3-4 client sets of the run's partition; final loss vs coverage."""
+    n, k_classes = int(cfg["num_clients"]), geometry(cfg).num_classes
+    pilot = _Pilot(cfg, int(cfg["seed"]))
+    hists = [np.bincount(y, minlength=k_classes) for _, y in pilot.parts]
+    ref = pooled_histogram(hists)
+    rng = np.random.default_rng(7)
+    rows, lines = [], []
+    for _ in range(n_sets):
+        clients = sorted(int(i) for i in rng.choice(n, size=int(rng.integers(3, 5)), replace=False))
+        pooled = pooled_histogram(hists[i] for i in clients)
+        c_s, u_s = coverage(pooled, ref), uncovered_share(pooled, ref)
+        state = pilot.initial()
+        for k in range(1, rounds + 1):
+            state = pilot.round(state, model, k, clients)
+        final = pilot.loss(state, model)
+        per_class = per_class_loss(pilot, state, model)
+        unseen = shares(pooled) < 0.1 * shares(ref)
+        lines.append(f"set {clients}: r={pilot.sample_fraction(clients):.2f} c_S={c_s:.2f} u_S={u_s:.2f} "
+                     f"final loss {final:.3f}; loss on unseen classes "
+                     f"{np.nanmean(per_class[unseen]) if unseen.any() else float('nan'):.2f}, "
+                     f"on the others {np.nanmean(per_class[~unseen]):.3f}")
+        rows.append((u_s, c_s, final))
+    u, c, final = (np.array(v) for v in zip(*rows, strict=True))
+    fit = np.polyfit(u, final, 1)
+    lines.append(f"final loss ~ {fit[1]:.3f} + {fit[0]:.2f} * u_S (corr {np.corrcoef(u, final)[0, 1]:.2f}); "
+                 f"corr with c_S {np.corrcoef(c, final)[0, 1]:.2f}")
+    return lines
+
+
 def main(argv: list[str]) -> None:
-    cfg = compose_config(argv)
+    sets = [a for a in argv if a.startswith("--sets=")]
+    overrides = [a for a in argv if not a.startswith("--")]
+    cfg = compose_config(overrides)
+    if sets:
+        for line in set_loss_lines(cfg, int(sets[0].split("=", 1)[1]), int(cfg["profile"]["rounds"])):
+            print(line, flush=True)
+        return
     for line in coverage_lines(cfg) + spread_lines(cfg):
         print(line, flush=True)
 
