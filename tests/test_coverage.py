@@ -33,7 +33,11 @@ def test_uncovered_share_counts_classes_the_set_almost_never_shows():
     # 1 sample of class 0 among 1,000: share 0.001 < 0.1 * 0.1, so class 0 counts as unseen.
     assert cov.uncovered_share([1, 333, 333, 333], q) == pytest.approx(0.1)
     assert cov.uncovered_share([1, 333, 333, 333], q, threshold=0.001) == 0.0
-    assert cov.coverage_floor(0.2, 5.0) == pytest.approx(1.0) and cov.coverage_floor(0.2, None) == 0.0
+    assert cov.with_unseen_classes(0.4, 0.1, 4.0) == pytest.approx(0.76)
+    assert cov.with_unseen_classes(0.4, 0.0, 4.0) == pytest.approx(0.4)
+    assert cov.with_unseen_classes(0.4, 0.3, None) == 0.4
+    latent = np.array([0.3, 0.5])
+    assert np.allclose(cov.with_unseen_classes(latent, 0.2, 5.0), 0.8 * latent + 1.0)
 
 
 def test_sets_without_histograms_keep_the_version_1_meaning():
