@@ -3,8 +3,9 @@
 Message protocol (docs/ARCHITECTURE.md, "Message protocol"):
 
 * ``query``: reply ``ConfigRecord "properties"`` with ``cluster``,
-  ``num-samples``, ``label-counts`` (samples per class: the data fingerprint
-  of the profile cache) and ``partition-id``.
+  ``num-samples``, ``partition-id`` and ``label-histogram`` (samples per class,
+  a list of ints: it reveals no sample; also the data fingerprint of the
+  profile cache).
 
 Training data: the node config's ``data-dir`` (a folder ``<class>/<image>.png``
 of this node's own samples, :mod:`depl_fl.task.folder_data`) when set, and
@@ -33,6 +34,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from clients.faults import apply_faults
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
 from depl_fl.task.local_update import evaluate_state, local_update
 from depl_fl.task.partitions import client_partition, geometry
@@ -73,7 +75,7 @@ def node_data(cfg: Mapping[str, Any], context: Context) -> tuple[np.ndarray, np.
 
 
 def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
-    """Cluster, number of samples and partition id of this node.
+    """Cluster, number of samples, partition id and label histogram of this node.
 
     The cluster is the node config's ``cluster`` when set (a real deployment);
     in simulation only ``partition-id``/``num-partitions`` exist and the cluster
@@ -84,8 +86,10 @@ def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
     if cluster is None:
         cluster = cluster_assignment(num, cfg["clusters"]["classes"])[pid]
     _, y, geo = node_data(cfg, context)
-    counts = [int(v) for v in np.bincount(y, minlength=geo.num_classes)]
-    return {"cluster": str(cluster), "num-samples": int(len(y)), "label-counts": counts, "partition-id": pid}
+    # Counts per class only: no sample leaves the node (contract v2 label coverage).
+    histogram = np.bincount(np.asarray(y, dtype=np.int64), minlength=geo.num_classes)
+    return {"cluster": str(cluster), "num-samples": int(len(y)), "partition-id": pid,
+            "label-histogram": [int(v) for v in histogram]}
 
 
 def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:
@@ -115,9 +119,11 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Mess
         batch_size=int(conf.get("batch-size", train["batch_size"])),
         seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
     )
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in result.kept_state.items()})
-    metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.train_loss,
-                            "train-time-s": result.train_time_s})
+    state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
+        "num-examples": result.num_examples, "train-loss": result.train_loss,
+        "train-time-s": result.train_time_s})
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    metrics = MetricRecord(sent)
     return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
 
 

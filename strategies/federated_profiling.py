@@ -65,8 +65,8 @@ PROFILE_ROUND_OFFSET = 100_000
 
 def data_fingerprint(properties: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
     """What the nodes report about their data: ``[client, cluster, num-samples, label histogram]``."""
-    return [[cid, str(p.get("cluster")), int(p["num-samples"]), [int(v) for v in p.get("label-counts") or []]]
-            for cid, p in sorted(properties.items())]
+    return [[cid, str(p.get("cluster")), int(p["num-samples"]),
+             [int(v) for v in p.get("label-histogram") or []]] for cid, p in sorted(properties.items())]
 
 
 def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> str:
@@ -138,7 +138,7 @@ class _Group:
     previous: str | None
     result: ArrayRecord | None = None
     replied: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
+    missing: list[dict[str, str]] = field(default_factory=list)
     train_loss: float | None = None
     loss_before: float | None = None
     loss_after: float | None = None
@@ -334,7 +334,10 @@ class FederatedProfiler:
             result, metrics = strategy.aggregate_train(
                 server_round, [r for r in replies if r.metadata.src_node_id in nodes])
             group.result = result
-            group.replied, group.missing = (list(v) for v in strategy._last_round_clients)
+            replied, rejected = strategy._last_round_clients
+            group.replied = list(replied)
+            group.missing = [dict(r) if isinstance(r, Mapping) else {"client": str(r), "reason": "rejected"}
+                             for r in rejected]
             if metrics is not None and np.isfinite(float(metrics["train-loss"])):
                 group.train_loss = float(metrics["train-loss"])
         strategy._decision = None
@@ -374,7 +377,7 @@ class FederatedProfiler:
             "levels": dict(groups[0].decision.levels) if groups else {},
             "num_clients": sum(len(g.decision.clients) for g in groups),
             "replied": sorted(c for g in groups for c in g.replied),
-            "rejected": sorted(c for g in groups for c in g.missing),
+            "rejected": [r for g in groups for r in g.missing],
             "groups": [{"model": g.decision.model, "clients": list(g.decision.clients),
                         "switch_from": g.previous if g.previous != g.decision.model else None,
                         "loss_before": g.loss_before, "loss": g.loss_after,

@@ -126,7 +126,7 @@ def test_client_reads_only_its_data_dir_and_reports_true_count(split, monkeypatc
         props = reply.content["properties"]
         labels = [int(p.parent.name) for p in (split / f"node-{i}").rglob("*.png")]
         assert props["num-samples"] == len(labels)
-        assert list(props["label-counts"]) == np.bincount(labels, minlength=10).tolist()
+        assert list(props["label-histogram"]) == np.bincount(labels, minlength=10).tolist()
     assert set(opened) == {split / f"node-{i}" for i in range(N)}
 
 
@@ -236,10 +236,10 @@ def test_report_totals_with_and_without_profiling(folder_job):
 # ---------------------------------------------------------------------------
 def test_cache_key_depends_on_what_the_nodes_report():
     cfg = compose_config([])
-    props = {"c0": {"cluster": "A", "num-samples": 10, "label-counts": [5, 5]},
-             "c1": {"cluster": "B", "num-samples": 12, "label-counts": [6, 6]}}
-    other = {**props, "c1": {"cluster": "B", "num-samples": 12, "label-counts": [2, 10]}}
-    smaller = {**props, "c1": {"cluster": "B", "num-samples": 11, "label-counts": [6, 5]}}
+    props = {"c0": {"cluster": "A", "num-samples": 10, "label-histogram": [5, 5]},
+             "c1": {"cluster": "B", "num-samples": 12, "label-histogram": [6, 6]}}
+    other = {**props, "c1": {"cluster": "B", "num-samples": 12, "label-histogram": [2, 10]}}
+    smaller = {**props, "c1": {"cluster": "B", "num-samples": 11, "label-histogram": [6, 5]}}
     keys = {federated_key(cfg, p) for p in (props, other, smaller)}
     assert len(keys) == 3
     assert federated_key(cfg, dict(reversed(list(props.items())))) == federated_key(cfg, props)
