@@ -301,3 +301,18 @@ def test_loopback_deployment_on_per_node_folders(split, tmp_path):
         {f"c{i}": _png_count(split / f"node-{i}") for i in range(N)}
     assert doc["summary"]["profile_energy_j"] == pytest.approx(
         sum(r["energy_j"] for r in doc["rounds"] if r["phase"] == "profile"))
+
+
+def test_exploration_goes_on_until_the_loss_is_near_the_target():
+    from strategies.federated_profiling import FederatedProfiler
+
+    cfg = compose_config(["profile.explore.rounds=3", "profile.explore.stop_loss_factor=2.0",
+                          "profile.explore.max_rounds=5", "target.loss=0.35"])
+    prof = FederatedProfiler(cfg, None)
+    assert prof._explore_more(2, 0.1)          # the minimum number of rounds always runs
+    assert prof._explore_more(3, 0.71)         # above 2 x 0.35: on
+    assert not prof._explore_more(3, 0.69)     # near the target: stop
+    assert not prof._explore_more(5, 2.0)      # the cap
+    off = FederatedProfiler(compose_config(["profile.explore.rounds=3",
+                                            "profile.explore.stop_loss_factor=null"]), None)
+    assert not off._explore_more(3, 2.0)
