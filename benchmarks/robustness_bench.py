@@ -113,7 +113,8 @@ def cell(res: dict[str, Any]) -> str:
         return f"error: {res['error'][:40]}"
     loss = "n/a" if res["final_loss"] is None else f"{res['final_loss']:.3f}"
     extra = "".join(f", {res[k]} {k.replace('_', ' ')}" for k in ("rolled_back", "flagged") if res[k])
-    return f"{loss} {'met' if res['met'] else 'NOT met'} ({res['rejected']} rej{extra})"
+    checks = "" if res["rejected"] == "n/a" else f" ({res['rejected']} rej{extra})"
+    return f"{loss} {'met' if res['met'] else 'NOT met'}{checks}"
 
 
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float) -> str:
