@@ -60,7 +60,9 @@ def run_one(method: str, aggregation: str, kind: str | None, faulty: list[str], 
     except DeplError as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "wall_s": time.perf_counter() - t0}
     summary = json.loads(Path(path).read_text())["summary"]
-    return {"final_loss": summary["final_loss"], "met": summary["met"], "rounds": summary["rounds"],
+    # The loss ``met`` judges: the test split where the run measured one.
+    final = summary["final_test_loss"] if "final_test_loss" in summary else summary["final_loss"]
+    return {"final_loss": final, "met": summary["met"], "rounds": summary["rounds"],
             "rejected": summary["rejected_replies"], "rolled_back": summary["rolled_back_rounds"],
             "flagged": summary["flagged_losses"], "cost_j": summary["cost_j"],
             "target_loss": summary["target_loss"], "wall_s": time.perf_counter() - t0}
@@ -98,7 +100,8 @@ def run_flower(kind: str | None, faulty: list[str], seed: int, rounds: int, cach
         result = strategy.start(InProcessGrid(make_client_app(cfg), 10),
                                 state_to_arrays(initial_state(geometry(cfg), seed)), num_rounds=rounds,
                                 train_config=conf)
-        loss = float(make_evaluate_fn(cfg)(rounds, result.arrays, 0.0)["loss"])
+        metrics = make_evaluate_fn(cfg)(rounds, result.arrays, 0.0)
+        loss = float(metrics["test-loss"] if "test-loss" in metrics else metrics["loss"])
     except Exception as exc:  # an unguarded server may crash: that is the finding
         return {"error": f"{type(exc).__name__}: {exc}", "wall_s": time.perf_counter() - t0}
     target = float(cfg["target"]["loss"])
