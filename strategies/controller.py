@@ -21,7 +21,7 @@ from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import data_ratio, round_energy, round_time
 
-LOG = logging.getLogger(__name__)
+LOG = logging.getLogger("depl_fl.controller")
 
 #: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
 Planner = Callable[[Scenario, Targets, Any], Plan]

@@ -5,8 +5,8 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
-* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s`` (modelled learning time), ``wall_s``
-  (measured wall time) and ``met`` (ignored: success is recomputed as
+* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s`` (modelled
+  learning time), ``wall_s`` (measured wall time) and ``met`` (ignored: success is recomputed as
   ``final_loss <= target_loss`` so every method is judged the same way; a
   non-finite final loss, e.g. a diverged run, counts as a failure).
 
@@ -17,7 +17,8 @@ report gives the number of runs, the achieved probability
 ``P[final_loss <= target_loss]`` with its 95% Wilson score interval, whether
 it reaches ``target_prob``, the mean and 95th percentile (numpy's linear
 interpolation) of the energy, its ratio to DepL's mean energy at the same
-targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It writes ``report.md``,
+targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It
+writes ``report.md``,
 ``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
 empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 (default: ``SWEEP_DIR``) and prints the table and the paths.
@@ -31,18 +32,18 @@ with a one-line warning on stderr and listed under ``skipped`` in
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest
 
+from depl_fl.console import OneLineParser, parse_or_status
 from depl_fl.errors import DeplError
 
 PROG = "depl-fl report"
@@ -95,18 +96,15 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
-    z = float(norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    denom = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
 
 
 # ---------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------
-def _number(summary: dict[str, Any], key: str, *, finite: bool = True, optional: bool = False) -> float | None:
+def _number(summary: dict[str, Any], key: str, *, finite: bool = True,
+            optional: bool = False) -> float | None:
     if key not in summary or summary[key] is None:
         if optional:
             return None
@@ -272,7 +270,7 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
 
     targets = _target_groups(runs)
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4), squeeze=False)
-    for ax, (target_loss, target_prob) in zip(axes[0], targets):
+    for ax, (target_loss, target_prob) in zip(axes[0], targets, strict=True):
         members = [r for r in runs if (r.target_loss, r.target_prob) == (target_loss, target_prob)]
         for method in sorted({r.method for r in members}, key=_method_key):
             losses = np.sort([r.final_loss for r in members if r.method == method])
@@ -368,24 +366,18 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> di
     return {**doc, "table": table}
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``depl-fl report``; returns the exit status.
 
     :class:`ReportError` propagates (the ``depl-fl`` CLI prints it as one line
     and exits 2); bad options print one line and return 2.
     """
-    parser = _OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
+    parser = OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
     parser.add_argument("sweep_dir", metavar="SWEEP_DIR", help="folder scanned recursively for results.json")
     parser.add_argument("--out", metavar="DIR", default=None, help="output folder (default: SWEEP_DIR)")
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
+    args = parse_or_status(parser, argv)
+    if isinstance(args, int):
+        return args
     report = build_report(args.sweep_dir, args.out)
     for item in report["skipped"]:
         print(f"{PROG}: warning: skipped {item['path']}: {item['reason']}", file=sys.stderr)
