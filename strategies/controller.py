@@ -4,7 +4,7 @@ No flwr and no torch: the strategy feeds it the measured global loss of every
 round; it answers which decision comes next, computes the modeled cost and
 time of each round from the contract's cost model, the predicted
 pi-quantile of the final loss under the remaining plan, and (with tracking on)
-refines l_run / l_sw with :class:`~depl_fl.tracking.estimation.OnlineLossEstimator` and
+refines l_run / l_sw with :class:`~depl_fl.tracking.online.OnlineLossEstimator` and
 re-plans the remaining rounds via ``make_plan(start=PlanStart(...))`` when
 :class:`~depl_fl.tracking.online.ReplanPolicy` says so.
 """
@@ -72,7 +72,7 @@ class RunController:
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
-            from depl_fl.tracking.estimation import OnlineLossEstimator
+            from depl_fl.tracking.online import OnlineLossEstimator
             from depl_fl.tracking.online import ReplanPolicy
 
             self.estimator = OnlineLossEstimator(scenario.loss)
