@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -218,14 +219,12 @@ def conf_dir() -> str:
     ``depl_fl.conf``, so the entry points and the Flower apps run from any
     directory.
     """
-    from pathlib import Path
-
-    checkout = Path(__file__).resolve().parents[2] / "conf"
-    if (checkout / "config.yaml").is_file():
-        return str(checkout)
-    from importlib.resources import files
-
-    return str(files("depl_fl.conf"))
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "conf", package.parent / "conf"):  # installed wheel, checkout
+        if (candidate / "config.yaml").is_file():
+            return str(candidate)
+    raise ScenarioError(f"config: no conf/config.yaml in {package.parent} or {package} "
+                        "(a broken install: the wheel ships conf/ as depl_fl/conf)")
 
 
 def compose_config(overrides: Sequence[str] = ()) -> dict[str, Any]:
