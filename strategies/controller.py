@@ -72,8 +72,7 @@ class RunController:
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
-            from depl_fl.tracking.online import OnlineLossEstimator
-            from depl_fl.tracking.online import ReplanPolicy
+            from depl_fl.tracking.online import OnlineLossEstimator, ReplanPolicy
 
             self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()

@@ -77,7 +77,8 @@ def test_apps_import_and_config_composes_from_an_empty_directory(installed: dict
             "from strategies.server_app import app as s\n"
             "from depl_fl.runs.runconfig import config_from_run_config\n"
             "cfg = config_from_run_config({'overrides': 'num_clients=3 method=full'})\n"
-            "print(depl_fl.__file__, type(c).__name__, type(s).__name__, cfg['num_clients'], cfg['method'])\n")
+            "print(depl_fl.__file__, type(c).__name__, type(s).__name__,\n"
+            "      cfg['num_clients'], cfg['method'])\n")
     proc = _run([str(installed["python"]), "-c", code], cwd=installed["empty"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     path, client_app, server_app, num_clients, method = proc.stdout.split()
