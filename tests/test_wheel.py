@@ -10,6 +10,7 @@ that it imported the installed copy.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -48,7 +49,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     source, dist, venv, empty = base / "src", base / "dist", base / "venv", base / "empty"
     shutil.copytree(ROOT, source, ignore=COPY_IGNORE)
     empty.mkdir()
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    # Offline where setuptools is installed; else pip fetches it into an isolated build env.
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q",
                   "-w", str(dist), str(source)], cwd=empty, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("depl_fl-*.whl")
