@@ -35,6 +35,9 @@ from depl_fl.console import PROG, OneLineParser, parse_or_status
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 
 MIN_TRAJECTORIES = 20000
+#: Finest discretisation step: the expanded graph grows like 1/eta**2 (0.001 plans the example in ~3 s,
+#: 1e-6 runs out of memory).
+MIN_ETA = 1e-3
 #: Most Monte Carlo trajectories of ``evaluate``: about 1 GB of float64 working arrays.
 MAX_TRAJECTORIES = 10_000_000
 DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report"}
@@ -90,7 +93,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--method", choices=["depl", "expectation", "optimum", "full"],
                       default="depl", help="planning method (default depl)")
     plan.add_argument("--eta", type=_number, default=0.05, metavar="E",
-                      help="discretisation step of the expanded graph (default 0.05)")
+                      help=f"discretisation step of the expanded graph, in [{MIN_ETA:g}, 1] (default 0.05)")
     plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
                       help="quantile bound used while planning (default gaussian)")
     plan.add_argument("--out", required=True, metavar="PLAN", help="plan JSON file to write")
@@ -133,8 +136,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan
     from depl_fl.contract.scenario import load_scenario
 
-    if not (math.isfinite(args.eta) and 0.0 < args.eta <= 1.0):
-        raise ScenarioError(f"--eta: must be in (0, 1], got {args.eta!r}")
+    if not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
+        raise ScenarioError(f"--eta: must be in [{MIN_ETA:g}, 1], got {args.eta!r}")
     _refuse_overwriting_input(args.out, args.scenario)
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
@@ -146,6 +149,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     except MemoryError:
         raise ScenarioError(f"{args.scenario}: out of memory while planning; the scenario's loss "
                             f"profile is too fine for --eta {args.eta:g} (try a larger --eta)") from None
+    except OverflowError as exc:
+        raise ScenarioError(f"{args.scenario}: a number overflowed while planning ({exc}); the "
+                            "scenario's values or the targets are out of range") from None
     except InfeasibleError as exc:
         # No plan at all (e.g. not even one round fits the deadline): still leave a plan
         # file behind, as the contract asks, then report the reason.

@@ -215,6 +215,7 @@ TARGET_CASES = [
     (_targets(deadline="-5"), "--deadline-s"),
     (_targets(deadline="nan"), "--deadline-s"),
     (_targets(deadline="inf"), "--deadline-s"),
+    (_targets(deadline="1e308"), "--deadline-s: must be a number in (0, 1e+15]"),
     (_targets(deadline="soon"), "--deadline-s"),
     (_targets(loss="nan"), "--target-loss"),
     (_targets(loss="-1"), "--target-loss"),
@@ -260,14 +261,14 @@ def test_bad_options(capsys: pytest.CaptureFixture, argv: list[str], needle: str
     _assert_one_line_error(status, err, needle)
 
 
-@pytest.mark.parametrize("eta", ["1.5", "-0.1", "inf"])
+@pytest.mark.parametrize("eta", ["1.5", "-0.1", "inf", "1e-308", "1e-6"])
 def test_eta_outside_unit_interval_is_rejected_before_planning(
         tmp_path: Path, capsys: pytest.CaptureFixture, eta: str) -> None:
     # The scenario file does not exist: the --eta check must come first.
     out = tmp_path / "out.json"
     status, stdout, err = _run(capsys, ["plan", str(tmp_path / "missing.json"), *TARGETS,
                                         "--out", str(out), "--eta", eta])
-    _assert_one_line_error(status, err, "--eta: must be in (0, 1]")
+    _assert_one_line_error(status, err, "--eta: must be in [0.001, 1]")
     assert stdout == ""
     assert not out.exists()
 

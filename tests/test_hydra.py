@@ -46,6 +46,9 @@ def test_all_groups_have_options():
     ("server.node_wait_timeout_s=-5", "server.node_wait_timeout_s"),
     ("server.round_timeout_s=1e300", "server.round_timeout_s: must be <= 1e"),
     ("server.node_wait_timeout_s=inf", "server.node_wait_timeout_s: must be finite"),
+    ("planner.eta=0", "config planner.eta: must be >= 0.001"),
+    ("planner.guarantee=hope", "planner.guarantee"), ("target.deadline_s=1e300", "target.deadline_s"),
+    ("planner.mc_trajectories=0", "planner.mc_trajectories"),
     ("seed=-1", "config seed"), ("train.batch_size=0", "train.batch_size"),
 ])
 def test_bad_values_are_one_line_errors(override, message):

@@ -14,6 +14,8 @@ from depl_fl.contract.schema import OpenSchema, Schema, parse
 from depl_fl.errors import ScenarioError
 
 PLAN_VERSION = 1
+#: Longest accepted deadline (seconds, ~32 million years): keeps deadline / round time finite.
+MAX_DEADLINE_S = 1e15
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ class Targets:
     def __post_init__(self) -> None:
         if not (0.0 < self.target_prob < 1.0):
             raise ScenarioError(f"--target-prob: must be in (0, 1), got {self.target_prob!r}")
-        if not (self.deadline_s > 0.0) or self.deadline_s == float("inf"):
-            raise ScenarioError(f"--deadline-s: must be a finite number > 0, got {self.deadline_s!r}")
+        if not (0.0 < self.deadline_s <= MAX_DEADLINE_S):
+            raise ScenarioError(f"--deadline-s: must be a number in (0, {MAX_DEADLINE_S:g}], "
+                                f"got {self.deadline_s!r}")
         if not (self.target_loss >= 0.0) or self.target_loss == float("inf"):
             raise ScenarioError(f"--target-loss: must be a finite number >= 0, got {self.target_loss!r}")
         if self.max_rounds is not None and self.max_rounds < 1:

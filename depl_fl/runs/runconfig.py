@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from depl_fl.contract.plan import MAX_DEADLINE_S
 from depl_fl.contract.schema import (
     Count,
     NonNegative,
@@ -65,7 +66,7 @@ class _Partition(Schema):
 class _Target(Schema):
     loss: NonNegative
     prob: _Fraction
-    deadline_s: Positive
+    deadline_s: Annotated[Positive, Field(le=MAX_DEADLINE_S)]
     max_rounds: Count | None
 
 
@@ -106,6 +107,12 @@ class _Server(Schema):
     round_timeout_s: _Timeout
 
 
+class _Planner(Schema):
+    eta: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1e-3, le=1)]
+    guarantee: Literal["gaussian", "cantelli"]
+    mc_trajectories: Annotated[Count, Field(le=10_000_000)]
+
+
 class _Simulation(Schema):
     backend: Literal["ray", "inprocess"]
 
@@ -130,6 +137,7 @@ class _Config(Schema):
     profile: _Profile
     tracking: _Tracking
     server: _Server
+    planner: _Planner
     simulation: _Simulation
     clusters: _Clusters
 
