@@ -86,6 +86,7 @@ _MESSAGES = {
     "model_type": "expected an object",
     "model_attributes_type": "expected an object",
     "literal_error": "must be {expected}",
+    "string_pattern_mismatch": "must match {pattern}",
 }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from depl_fl.contract.plan import MAX_DEADLINE_S
 from depl_fl.contract.schema import (
@@ -29,6 +29,9 @@ from depl_fl.contract.schema import (
     parse,
 )
 from depl_fl.errors import ScenarioError
+
+AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
+FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
 
 
 def to_plain(cfg: Any) -> dict[str, Any]:
@@ -152,6 +155,47 @@ def validate(cfg: Mapping[str, Any]) -> None:
         ``config target.prob: must be < 1, got 1.5``.
     """
     parse(_Config, cfg, label="config ")
+    validate_robustness(cfg)
+
+
+class _Aggregation(Schema):
+    rule: Literal[AGGREGATION_RULES]  # type: ignore[valid-type]
+    trim_fraction: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, lt=0.5)]
+    norm_factor: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=1)]
+    weight_cap: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1)]
+    history: NonNegativeCount
+
+
+class _SpikeTracking(Schema):
+    spike_tail_prob: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=0.5)] | None = None
+
+
+def fault_kind(value: Any) -> str | None:
+    """A fault kind as a string: YAML and Hydra read ``nan`` as a float NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return None if value is None else str(value)
+
+
+class _Faults(Schema):
+    clients: list[Annotated[str, Field(strict=True, pattern=r"^c[0-9]+$")]]
+    kind: Annotated[Literal[FAULT_KINDS] | None, BeforeValidator(fault_kind)]  # type: ignore[valid-type]
+    from_round: Count
+    scale: Positive
+    slow_s: NonNegative
+
+
+class _Robustness(Schema):
+    """``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob``; absent sections pass."""
+
+    aggregation: _Aggregation | None = None
+    tracking: _SpikeTracking | None = None
+    faults: _Faults | None = None
+
+
+def validate_robustness(cfg: Mapping[str, Any]) -> None:
+    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
+    parse(_Robustness, cfg, label="config ")
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
