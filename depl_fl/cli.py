@@ -147,8 +147,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
                          guarantee=args.guarantee, seed=args.seed)
     except MemoryError:
-        raise ScenarioError(f"{args.scenario}: out of memory while planning; the scenario's loss "
-                            f"profile is too fine for --eta {args.eta:g} (try a larger --eta)") from None
+        raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
+                            f"large at --eta {args.eta:g} (extreme loss-profile values, or try a larger "
+                            "--eta)") from None
     except OverflowError as exc:
         raise ScenarioError(f"{args.scenario}: a number overflowed while planning ({exc}); the "
                             "scenario's values or the targets are out of range") from None
