@@ -372,3 +372,20 @@ def test_tiny_positive_values_give_valid_results(tmp_path: Path, capsys: pytest.
     result = json.loads(out)
     assert result["valid"] and 0.0 <= result["probability"] <= 1.0
     assert math.isfinite(result["cost_joules"]) and math.isfinite(result["time_s"])
+
+
+@pytest.mark.parametrize("error, needle", [(MemoryError(), "out of memory while planning"),
+                                           (OverflowError("int too large"), "overflowed while planning")])
+def test_planner_running_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch, error: Exception,
+                                                  needle: str) -> None:
+    import depl_fl.planner
+
+    def explode(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(depl_fl.planner, "make_plan", explode)
+    out = tmp_path / "plan.json"
+    status, stdout, err = _run(capsys, ["plan", str(EXAMPLE), *TARGETS, "--out", str(out)])
+    _assert_one_line_error(status, err, needle)
+    assert stdout == "" and not out.exists()
