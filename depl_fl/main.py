@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -81,11 +82,38 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     return Path(outcome["results"])
 
 
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends a job like Ctrl-C (main thread only)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _interrupted(out_dir: str | Path, status: int) -> None:
+    """Mark the job's results.json interrupted and leave at once.
+
+    Under Ray the ServerApp runs in a non-daemon thread that would wait out its
+    round, so the process ends with :func:`os._exit` (Ray's own processes follow
+    their driver).
+    """
+    from depl_fl.runs.results import mark_interrupted
+    from strategies.server_app import STOPPING
+
+    STOPPING.set()
+    path = mark_interrupted(out_dir)
+    print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 @hydra.main(config_path=None, config_name="config", version_base=None)
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     _quiet_flower()
+    _sigterm_as_interrupt()
     out_dir = HydraConfig.get().runtime.output_dir
     try:
         plain = to_plain(cfg)
@@ -94,6 +122,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     except DeplError as exc:
         print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(exc.exit_status)
+    except KeyboardInterrupt:
+        _interrupted(out_dir, 130)
     print(Path(path).resolve())
 
 

@@ -112,6 +112,19 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if not isinstance(clusters, Mapping) or not clusters:
         raise ScenarioError("config clusters.classes: must be a non-empty mapping of cluster id -> profile")
     cluster_assignment(int(num_clients), clusters)
+    _validate_server(cfg)
+
+
+def _validate_server(cfg: Mapping[str, Any]) -> None:
+    """The ``server`` timeouts and the ``resume`` flag."""
+    _positive(cfg, "server.node_wait_timeout_s")
+    _positive(cfg, "server.round_timeout_s")
+    if cfg.get("server", {}).get("round_timeout_factor") is not None:
+        _positive(cfg, "server.round_timeout_factor", allow_zero=True)
+    if cfg.get("server", {}).get("round_timeout_slack_s") is not None:
+        _positive(cfg, "server.round_timeout_slack_s")
+    if not isinstance(cfg.get("resume", False), bool):
+        raise ScenarioError(f"config resume: expected true or false, got {cfg.get('resume')!r}")
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
