@@ -171,6 +171,7 @@ cleanup() {
         wait || true
     fi
     for pid in $(marked_pids); do kill -KILL "$pid" || true; done
+    [[ "$NETEM" -eq 0 ]] || ! declare -F netem_teardown > /dev/null || netem_teardown
     if [[ "$KEEP" -eq 1 ]]; then echo "deploy_loopback: kept $WORK" >&3; else rm -rf "$WORK"; fi
     exit "$status"
 }
