@@ -82,10 +82,14 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     return Path(outcome["results"])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt (exit status 143 instead of 130)."""
+
+
 def _sigterm_as_interrupt() -> None:
     """SIGTERM ends a job like Ctrl-C (main thread only)."""
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     signal.signal(signal.SIGTERM, handler)
 
@@ -122,8 +126,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     except DeplError as exc:
         print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(exc.exit_status)
-    except KeyboardInterrupt:
-        _interrupted(out_dir, 130)
+    except KeyboardInterrupt as exc:
+        _interrupted(out_dir, 143 if isinstance(exc, Terminated) else 130)
     print(Path(path).resolve())
 
 
