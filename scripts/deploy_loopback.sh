@@ -348,8 +348,11 @@ crash_superlink() {  # kill -9 the SuperLink and everything it started (SuperExe
 rm -f "$OUT/results.json"
 start_run "$OVERRIDES"
 if [[ -n "$CRASH_AFTER" ]]; then
+    seen=""
     while kill -0 "$RUN_PID" 2>/dev/null; do
         read -r state done_rounds <<< "$(results_state)"
+        [[ "$state $done_rounds" == "$seen" ]] || echo "deploy_loopback: results.json: $state, $done_rounds rounds" >&2
+        seen="$state $done_rounds"
         if [[ "$state" == running && "$done_rounds" -ge "$CRASH_AFTER" ]]; then
             crash_superlink
             start_superlink

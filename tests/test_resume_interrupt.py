@@ -127,11 +127,10 @@ def test_killed_inprocess_job_resumes_like_an_uninterrupted_one(tmp_path):
 @pytest.mark.slow
 def test_resume_with_other_overrides_is_one_line(tmp_path):
     run_dir = tmp_path / "job"
-    proc = _start(tmp_path, run_dir, ["simulation=inprocess", "target.max_rounds=1"])
+    proc = _start(tmp_path, run_dir, ["simulation=inprocess"])
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-3000:]
-    again = _start(tmp_path, run_dir,
-                   ["simulation=inprocess", "target.max_rounds=1", "seed=1", "resume=true"])
+    again = _start(tmp_path, run_dir, ["simulation=inprocess", "seed=1", "resume=true"])
     _, stderr = again.communicate(timeout=600)
     assert again.returncode == 2
     lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
