@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 #: Controller attributes that are rebuilt, not restored.
 _NOT_SAVED = ("planner",)
+#: Strategy attributes carried across a restart (the robust aggregation's norm reference).
+STRATEGY_STATE = ("_threshold", "_norm_history")
 
 
 def controller_state(controller: Any) -> dict[str, Any]:
@@ -45,4 +47,5 @@ def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) 
         "controller": controller_state(ctrl),
         "wall_s": float(wall_s),
         "resumed_from": strategy.resumed_from,
+        "strategy": {k: getattr(strategy, k) for k in STRATEGY_STATE if hasattr(strategy, k)},
     }

@@ -224,7 +224,7 @@ def test_supernode_killed_mid_run_is_dropped_within_one_round_timeout(tmp_path):
     doc = json.loads((out / "results.json").read_text())
     _check_complete(doc)
     assert doc["summary"]["dropped_clients"] == [cid]
-    lost = [r for r in doc["rounds"] if cid in r["rejected"]]
+    lost = [r for r in doc["rounds"] if cid in [x["client"] for x in r["rejected"]]]
     assert len(lost) == 1 and lost[0]["round"] == 2, doc["rounds"]
     # It was dropped from everything after that round, and that round waited at most
     # one reply timeout (slack + factor * modelled round time) plus the evaluation.
