@@ -46,8 +46,10 @@ MINIMAL = ROOT / "benchmarks" / "minimal_flower_app"
 BIN = Path(sys.executable).parent
 #: DepL job of the benchmark: the plain FedAvg arm of DepL (all clients, full model every
 #: round), so that every DepL round, like every minimal round, sends one message per node.
-DEFAULT_DEPL = ["method=full", "tracking.enabled=false", "output.plot=false", "target.loss=1.0",
-                "target.prob=0.6"]
+#: A small loss profile (it only decides the number of rounds, not what a round costs).
+DEFAULT_DEPL = ["method=full", "tracking.enabled=false", "output.plot=false", "target.loss=0.7",
+                "target.prob=0.6", "target.max_rounds=6", "profile.seeds=1", "profile.rounds=3",
+                "profile.switch_at=[2]"]
 
 
 def _free_ports(count: int) -> list[int]:
