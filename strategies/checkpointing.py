@@ -41,6 +41,7 @@ def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) 
         "global_state": arrays_to_state(arrays),
         "loss": float(loss),
         "initial_loss": strategy.initial_loss,
+        "initial_test_loss": getattr(strategy, "initial_test_loss", None),
         "scenario": ctrl.scenario,
         "plan": strategy.plan,
         "properties": dict(strategy.properties),

@@ -1,11 +1,12 @@
 """Pure run controller of DepLStrategy: executes a plan, records rounds, tracks and re-plans.
 
-No flwr and no torch: the strategy feeds it the measured global loss of every
-round; it answers which decision comes next, computes the modeled cost and
-time of each round from the contract's cost model, the predicted
-pi-quantile of the final loss under the remaining plan, and (with tracking on)
-refines l_run / l_sw with :class:`~depl_fl.tracking.estimation.OnlineLossEstimator` and
-re-plans the remaining rounds via ``make_plan(start=PlanStart(...))`` when
+No flwr and no torch: the strategy feeds it the measured global validation loss
+of every round (and the test loss, which it only records); it answers which
+decision comes next, computes the modeled cost and time of each round from the
+contract's cost model, the predicted pi-quantile of the final loss under the
+remaining plan, and (with tracking on) refines l_run / l_sw with
+:class:`~depl_fl.tracking.estimation.OnlineLossEstimator` and re-plans the
+remaining rounds via ``make_plan(start=PlanStart(...))`` when
 :class:`~depl_fl.tracking.online.ReplanPolicy` says so.
 """
 
@@ -145,7 +146,8 @@ class RunController:
     # ------------------------------------------------------------------
     def record(self, decision: RoundDecision, loss_before: float, loss_after: float, *,
                accuracy: float | None, wall_s: float, replied: Sequence[str],
-               rejected: Sequence[str], train_loss: float | None = None) -> dict[str, Any]:
+               rejected: Sequence[str], train_loss: float | None = None,
+               test_loss: float | None = None, test_accuracy: float | None = None) -> dict[str, Any]:
         """Record one finished round and, with tracking on, maybe re-plan.
 
         Parameters
@@ -154,9 +156,10 @@ class RunController:
             What the round ran (planned clients; cost is charged for all of them,
             since every planned client was sent the work).
         loss_before, loss_after : float
-            Measured global evaluation loss before and after the round.
+            Measured global validation loss before and after the round: the
+            only loss that tracking, stopping and re-planning read.
         accuracy : float or None
-            Global evaluation accuracy after the round.
+            Global validation accuracy after the round.
         wall_s : float
             Measured wall time of the round.
         replied : sequence of str
@@ -166,6 +169,9 @@ class RunController:
             rejected or missing (a bare client id is accepted too).
         train_loss : float, optional
             Weighted mean local training loss.
+        test_loss, test_accuracy : float, optional
+            Global loss and accuracy on the test split after the round: recorded
+            for the results, never read by a decision.
 
         Returns
         -------
@@ -198,6 +204,8 @@ class RunController:
             "tracked_loss": tracked,
             "accuracy": None if accuracy is None else float(accuracy),
             "train_loss": None if train_loss is None else float(train_loss),
+            "test_loss": None if test_loss is None else float(test_loss),
+            "test_accuracy": None if test_accuracy is None else float(test_accuracy),
             "energy_j": float(round_energy(self.scenario, decision)),
             "round_time_s": float(t_round),
             "elapsed_s": float(self.elapsed_s),

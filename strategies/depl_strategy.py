@@ -55,7 +55,8 @@ PlanFn = Planner
 RoundHook = Callable[["DepLStrategy", ArrayRecord, float], None]
 #: ``evaluate_fn(server_round, arrays, compression) -> MetricRecord`` with ``loss``/``accuracy``
 #: of the variant ``compression`` pruned from the global weights (DepL tracks the loss of
-#: the model being trained; switching models makes it jump).
+#: the model being trained; switching models makes it jump) on the validation split, and
+#: optionally ``test-loss``/``test-accuracy`` on a test split no decision reads.
 EvaluateFn = Callable[[int, ArrayRecord, float], MetricRecord | None]
 
 
@@ -76,6 +77,11 @@ def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
     """A dict of numpy arrays as an ArrayRecord (insertion order kept)."""
     return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+
+
+def _metric(record: MetricRecord | None, key: str) -> float | None:
+    """``record[key]`` as a float, or None when there is no such metric."""
+    return float(record[key]) if record is not None and key in record else None
 
 
 @dataclass(frozen=True)
@@ -181,6 +187,7 @@ class DepLStrategy(FedAvg):
         self.plan: Plan | None = None
         self.controller: RunController | None = None
         self.initial_loss: float | None = None
+        self.initial_test_loss: float | None = None
         self._decision: RoundDecision | None = None
         self._structure: PruneStructure | None = None
         self._global_state: dict[str, np.ndarray] | None = None
@@ -460,6 +467,7 @@ class DepLStrategy(FedAvg):
         if first is not None:
             result.evaluate_metrics_serverapp[0] = first
         self.initial_loss = float(first["loss"]) if first is not None else float("nan")
+        self.initial_test_loss = _metric(first, "test-loss")
         if self.on_round is not None:
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
@@ -477,6 +485,7 @@ class DepLStrategy(FedAvg):
 
         self.scenario, self.plan = doc["scenario"], doc["plan"]
         self.initial_loss = doc["initial_loss"]
+        self.initial_test_loss = doc.get("initial_test_loss")
         self.controller = self._make_controller()
         restore_controller(self.controller, doc["controller"])
         for key, value in (doc.get("strategy") or {}).items():
@@ -525,11 +534,12 @@ class DepLStrategy(FedAvg):
             result.evaluate_metrics_serverapp[server_round] = res
         new_loss = float(res["loss"]) if res is not None else float("nan")
         replied, rejected = self._last_round_clients
-        accuracy = float(res["accuracy"]) if res is not None and "accuracy" in res else None
         train_loss = float(agg_metrics["train-loss"]) if agg_metrics is not None else None
-        rec = self.controller.record(decision, loss, new_loss, accuracy=accuracy,
+        rec = self.controller.record(decision, loss, new_loss, accuracy=_metric(res, "accuracy"),
                                      wall_s=time.perf_counter() - t0, replied=replied,
-                                     rejected=rejected, train_loss=train_loss)
+                                     rejected=rejected, train_loss=train_loss,
+                                     test_loss=_metric(res, "test-loss"),
+                                     test_accuracy=_metric(res, "test-accuracy"))
         rec["rolled_back"] = self._aggregate_problem
         LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",
                  rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],

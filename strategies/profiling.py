@@ -12,7 +12,8 @@ FedAvg rounds in this process, without Ray or Flower messaging, but with exactly
 the client code of the ClientApp (:func:`depl_fl.task.local_update.local_update`:
 prune from the global weights, ``train_local``), the server's scatter-back
 aggregation (:func:`depl_fl.task.pruning.aggregate_pruned`, weighted by samples) and
-the server's evaluation of the trained variant on the test split.
+the server's evaluation of the trained variant on the validation split (the
+pilot seed's half of the held-out data, or ``dataset.val_dir``; never a test split).
 ``reference_samples`` is the total number of training samples (``r = 1`` when
 every client takes part).
 
@@ -48,7 +49,7 @@ from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("strategies.profiling")
-PROFILE_VERSION = 3
+PROFILE_VERSION = 4
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -76,7 +77,7 @@ class _Pilot:
     def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
         import torch
 
-        from depl_fl.task.partitions import client_partition, geometry, test_split
+        from depl_fl.task.partitions import client_partition, geometry, validation_split
 
         torch.set_num_threads(1)
         self.cfg = cfg
@@ -84,7 +85,7 @@ class _Pilot:
         self.geometry = geometry(cfg)
         n = int(cfg["num_clients"])
         self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]
-        self.test = test_split(cfg)
+        self.test = validation_split(cfg, seed=seed)
         self.comp = dict(variant_list(cfg))
 
     def initial(self) -> dict[str, Any]:

@@ -49,23 +49,26 @@ def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], P
 
 
 def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
-    """Central evaluation on the server's test split.
+    """Central evaluation on the server's validation and test splits.
 
     ``evaluate_fn(server_round, arrays, compression=0.0)`` evaluates the model
     variant ``compression`` pruned from the global weights (the variant
-    trained in that round; the full model for FedAvg), returning ``loss``
-    and ``accuracy``.
+    trained in that round; the full model for FedAvg), returning ``loss`` and
+    ``accuracy`` on the validation split (what decisions read) and
+    ``test-loss`` and ``test-accuracy`` on the test split (only reported).
     """
     from depl_fl.task.local_update import evaluate_variant
-    from depl_fl.task.partitions import geometry, test_split
+    from depl_fl.task.partitions import geometry, test_split, validation_split
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         import torch
 
         torch.set_num_threads(1)
-        loss, acc = evaluate_variant(arrays_to_state(arrays), geometry(cfg), float(compression),
-                                     *test_split(cfg))
-        return MetricRecord({"loss": float(loss), "accuracy": float(acc)})
+        state, geo = arrays_to_state(arrays), geometry(cfg)
+        loss, acc = evaluate_variant(state, geo, float(compression), *validation_split(cfg))
+        test_loss, test_acc = evaluate_variant(state, geo, float(compression), *test_split(cfg))
+        return MetricRecord({"loss": float(loss), "accuracy": float(acc),
+                             "test-loss": float(test_loss), "test-accuracy": float(test_acc)})
 
     return evaluate_fn
 
@@ -130,8 +133,9 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         return format(value, fmt) if isinstance(value, (int, float)) else "n/a"
 
     verdict = "met" if summary.get("met") else "NOT met"
-    return (f"summary: {summary.get('method')} seed {summary.get('seed')}: final loss "
-            f"{num('final_loss', '.4f')} vs target {num('target_loss', 'g')} ({verdict}; "
+    return (f"summary: {summary.get('method')} seed {summary.get('seed')}: final test loss "
+            f"{num('final_test_loss', '.4f')} (validation {num('final_loss', '.4f')}) vs target "
+            f"{num('target_loss', 'g')} ({verdict}; "
             f"pi={num('target_prob', 'g')}), energy {num('cost_j', '.4g')} J, modeled time "
             f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
             f"{summary.get('replans', 0)} re-plans"
