@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
-DEFAULT_JOB = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=0.7",
+DEFAULT_JOB = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=1.5",
                "target.prob=0.6", "tracking.enabled=false", "output.plot=false",
                "server.round_timeout_slack_s=300"]
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run both deployments and write the report; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "netem_rounds.md")
     parser.add_argument("overrides", nargs="*")

@@ -316,7 +316,7 @@ class DepLStrategy(FedAvg):
             if sent.metadata.message_id and sent.metadata.message_id == reply.metadata.reply_to_message_id:
                 return cid
         node = reply.metadata.src_node_id
-        return self.client_of.get(node, f"node {node}")
+        return self.client_of.get(node, f"unknown node {node}")
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
