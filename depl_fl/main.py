@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -78,12 +79,43 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     return Path(outcome["results"])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt (exit status 143 instead of 130)."""
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends a job like Ctrl-C (main thread only)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _interrupted(out_dir: str | Path, status: int) -> None:
+    """Mark the job's results.json interrupted and leave at once.
+
+    Under Ray the ServerApp runs in a non-daemon thread that would wait out its
+    round, so the process ends with :func:`os._exit` (Ray's own processes follow
+    their driver).
+    """
+    from depl_fl.runs.results import mark_interrupted
+    from strategies.server_app import STOPPING
+
+    STOPPING.set()
+    path = mark_interrupted(out_dir)
+    print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 @hydra.main(config_path=None, config_name="config", version_base=None)
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     _quiet_flower()
+    _sigterm_as_interrupt()
     out_dir = HydraConfig.get().runtime.output_dir
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
@@ -91,6 +123,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         plain = to_plain(cfg)
         validate(plain)
         path = run_job(plain, out_dir)
+    except KeyboardInterrupt as exc:
+        _interrupted(out_dir, 143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
         status = exc.exit_status if isinstance(exc, DeplError) else 1
         if not sweeping:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, StrictBool, model_validator
 
 from depl_fl.contract.plan import MAX_DEADLINE_S
 from depl_fl.contract.schema import (
@@ -108,6 +108,8 @@ class _Tracking(Schema):
 class _Server(Schema):
     node_wait_timeout_s: _Timeout
     round_timeout_s: _Timeout
+    round_timeout_factor: NonNegative | None = None
+    round_timeout_slack_s: _Timeout | None = None
 
 
 class _Planner(Schema):
@@ -133,6 +135,7 @@ class _Config(Schema):
 
     method: Literal["depl", "expectation", "full"]
     seed: NonNegativeCount
+    resume: StrictBool = False
     num_clients: Count
     partition: _Partition
     target: _Target
