@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import hydra
 from omegaconf import DictConfig
 
+from depl_fl.console import log_to
 from depl_fl.errors import DeplError
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
@@ -37,15 +38,7 @@ FAILURES = SweepFailures()
 def _quiet_flower() -> None:
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    logger = logging.getLogger("depl_fl")
-    logger.setLevel(logging.INFO)
-    if not any(getattr(h, "_depl", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("[depl] %(message)s"))
-        handler._depl = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-        logger.propagate = False
+    log_to(sys.stdout, quiet_flower=True)
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:

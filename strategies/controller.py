@@ -5,7 +5,7 @@ of every round (and the test loss, which it only records); it answers which
 decision comes next, computes the modeled cost and time of each round from the
 contract's cost model, the predicted pi-quantile of the final loss under the
 remaining plan, and (with tracking on) refines l_run / l_sw with
-:class:`~depl_fl.tracking.estimation.OnlineLossEstimator` and re-plans the
+:class:`~depl_fl.tracking.online.OnlineLossEstimator` and re-plans the
 remaining rounds via ``make_plan(start=PlanStart(...))`` when
 :class:`~depl_fl.tracking.online.ReplanPolicy` says so.
 """
@@ -25,7 +25,7 @@ from depl_fl.contract.semantics import data_ratio, round_energy, round_time
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 from strategies.membership import drop_clients
 
-LOG = logging.getLogger(__name__)
+LOG = logging.getLogger("depl_fl.controller")
 
 #: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
 Planner = Callable[[Scenario, Targets, Any], Plan]
@@ -92,8 +92,7 @@ class RunController:
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
-            from depl_fl.tracking.estimation import OnlineLossEstimator
-            from depl_fl.tracking.online import ReplanPolicy
+            from depl_fl.tracking.online import OnlineLossEstimator, ReplanPolicy
 
             self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()

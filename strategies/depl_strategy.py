@@ -160,7 +160,10 @@ class DepLStrategy(FedAvg):
                  aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3,
                  timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
                  on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None) -> None:
-        super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
+        super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
+        # No federated evaluation (the server evaluates centrally). Set after FedAvg's
+        # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
+        self.fraction_evaluate, self.min_evaluate_nodes = 0.0, 0
         self.arch = arch
         self.targets = targets
         self.scenario_fn = scenario_fn

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from flwr.app import ArrayRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
+from depl_fl.console import log_to
 from depl_fl.contract.plan import Plan, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, ScenarioError
@@ -211,13 +212,7 @@ def _log_to_stdout() -> None:
     In a deployment nothing else configures the ``depl_fl`` loggers, so the
     plan and per-round lines would be dropped.
     """
-    logger = logging.getLogger("depl_fl")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("[depl] %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    log_to(sys.stdout)
 
 
 def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | None = None,
