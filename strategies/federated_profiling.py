@@ -326,11 +326,13 @@ class FederatedProfiler:
         for group in groups:
             strategy._decision = group.decision
             messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
-            prepared.append((strategy._structure, strategy._global_state))
+            sent = list(getattr(strategy, "_sent", []))
+            prepared.append((strategy._structure, strategy._global_state, sent))
         replies = list(grid.send_and_receive(messages, timeout=timeout))
-        for group, (structure, state) in zip(groups, prepared, strict=True):
+        for group, (structure, state, sent) in zip(groups, prepared, strict=True):
             nodes = {strategy.node_of[c] for c in group.decision.clients}
             strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state
+            strategy._sent = sent  # which message each reply answers (error replies of dead nodes)
             result, metrics = strategy.aggregate_train(
                 server_round, [r for r in replies if r.metadata.src_node_id in nodes])
             group.result = result

@@ -37,7 +37,6 @@ seed, the clusters or the targets). Files: ``<cache_dir>/profile-<key>.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -45,10 +44,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from depl_fl.console import OneLineParser, log_to, parse_or_status
 from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
-LOG = logging.getLogger("strategies.profiling")
+LOG = logging.getLogger("depl_fl.profiling")
 PROFILE_VERSION = 4
 
 
@@ -362,15 +362,17 @@ def ensure_profile(cfg: Mapping[str, Any], force: bool = False) -> tuple[dict[st
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``depl-fl profile [--out SCENARIO.json] [--force] [HYDRA_OVERRIDES...]``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="depl-fl profile",
         description="Fit the loss profile (l_run, l_sw) of a configuration from in-process pilot "
                     "federations and write it as a scenario file (cached in profile.cache_dir).")
     parser.add_argument("--out", default=None, help="write the scenario file here too")
     parser.add_argument("--force", action="store_true", help="re-run the pilots even if cached")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. num_clients=20 model=digits_cnn")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse_or_status(parser, argv)
+    if isinstance(args, int):
+        return args
+    log_to(sys.stderr, prefix="")
     cfg = compose_config(args.overrides)
     doc, path = ensure_profile(cfg, force=args.force)
     if args.out:

@@ -47,18 +47,18 @@ with a one-line warning on stderr and listed with its reason under
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest
 
+from depl_fl.console import OneLineParser, parse_or_status
 from depl_fl.errors import DeplError
 
 PROG = "depl-fl report"
@@ -129,12 +129,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
-    z = float(norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    denom = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
 
 
 def empirical_quantile(losses: np.ndarray, prob: float, axis: int = -1) -> np.ndarray:
@@ -541,24 +537,18 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> di
     return {**doc, "table": table}
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``depl-fl report``; returns the exit status.
 
     :class:`ReportError` propagates (the ``depl-fl`` CLI prints it as one line
     and exits 2); bad options print one line and return 2.
     """
-    parser = _OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
+    parser = OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
     parser.add_argument("sweep_dir", metavar="SWEEP_DIR", help="folder scanned recursively for results.json")
     parser.add_argument("--out", metavar="DIR", default=None, help="output folder (default: SWEEP_DIR)")
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
+    args = parse_or_status(parser, argv)
+    if isinstance(args, int):
+        return args
     report = build_report(args.sweep_dir, args.out)
     for item in report["skipped"]:
         print(f"{PROG}: warning: skipped {item['path']}: {item['reason']}", file=sys.stderr)

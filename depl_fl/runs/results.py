@@ -9,6 +9,7 @@ Layout of ``results.json``::
                  "deadline_s", "cost_j", "time_s", "wall_s", "method", "seed", "met",
                  "rounds", "planned_rounds", "replans", "rejected_replies", "rolled_back_rounds",
                  "flagged_losses", "predicted": {...plan.predicted},
+                 "status", "resumed_from", "at_risk", "dropped_clients",
                  "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
                  "total_energy_j", "total_time_s"},
      "rounds": [{"round", "phase", "model", "clients", "levels", "loss", "loss_before", "accuracy",
@@ -24,6 +25,12 @@ Layout of ``results.json``::
 the only loss any decision (tracking, stopping, re-planning, profile fitting)
 reads; ``test_loss`` and ``final_test_loss`` on a disjoint test split that no
 decision reads, and ``met`` judges the test loss.
+
+``summary.status`` is ``running`` while the job runs (the file is rewritten
+after every round), ``completed`` at the end and ``interrupted`` after Ctrl-C
+or SIGTERM; ``summary.resumed_from`` is the last completed round before a
+restart (``null`` for a job that never restarted). Every write is atomic.
+
 Every round record has ``phase``: ``profile`` (a federated exploration round,
 numbered first) or ``train`` (a planned round, numbered after them).
 ``cost_j`` / ``time_s`` / ``rounds`` are the training phase;
@@ -44,7 +51,10 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from depl_fl.runs.checkpoint import atomic_write_text
+
 RESULTS_VERSION = 1
+STATUSES = ("running", "completed", "interrupted")
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -122,8 +132,15 @@ def job_rounds(profile_records: list[Mapping[str, Any]], train_records: list[Map
             + [{**r, "phase": "train", "round": int(r["round"]) + offset} for r in train_records])
 
 
-def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
-    """The results document of a finished :class:`strategies.depl_strategy.DepLStrategy` run."""
+def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, status: str = "completed",
+                  resumed_from: int | None = None) -> dict[str, Any]:
+    """The results document of a :class:`strategies.depl_strategy.DepLStrategy` run.
+
+    ``status`` is one of :data:`STATUSES`; ``resumed_from`` the last completed
+    round before a restart (``None`` when the job never restarted).
+    """
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     from depl_fl.contract.plan import plan_to_dict
     from depl_fl.contract.scenario import scenario_to_dict
 
@@ -140,6 +157,9 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float) -> dict[
                         initial_test_loss=getattr(strategy, "initial_test_loss", None))
     summary.update(profile_summary(profile, summary["cost_j"], summary["time_s"]))
     offset = len(profile_records)
+    summary.update(status=status, resumed_from=resumed_from,
+                   at_risk=bool(getattr(ctrl, "at_risk", False)),
+                   dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
     return _finite_or_none({
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
@@ -201,11 +221,26 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True) -> Path:
-    """Write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path."""
+    """Atomically write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.json"
-    path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    path = atomic_write_text(out / "results.json", json.dumps(doc, indent=2, allow_nan=False) + "\n")
     if plot and doc.get("rounds"):
         plot_results(doc, out / "loss.png")
     return path
+
+
+def mark_interrupted(out_dir: str | Path) -> Path:
+    """Set ``summary.status`` of ``out_dir/results.json`` to ``interrupted`` (atomically).
+
+    A job interrupted before its first write gets a minimal document, so that
+    every interrupted job leaves a ``results.json`` saying so.
+    """
+    path = Path(out_dir) / "results.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {"version": RESULTS_VERSION, "summary": {"rounds": 0}, "rounds": [], "replans": []}
+    if doc["summary"].get("status") in (None, "running"):
+        doc["summary"]["status"] = "interrupted"
+    return write_results(doc, out_dir, plot=False)
