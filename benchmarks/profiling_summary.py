@@ -32,18 +32,21 @@ ARM_DIRS = {"depl": ("depl", "depl-b"), "full": ("full",), "depl-reuse": ("depl-
 
 
 def _load(folders: list[Path]) -> list:
-    """Finished runs of the folders, one per seed (the first found)."""
-    runs, seen = [], set()
+    """Finished runs of the folders, one per seed.
+
+    Where parallel sweeps both ran a seed, the job that made (and paid for)
+    the profile is kept: the other one reused it and is not a single job.
+    """
+    best: dict = {}
     for folder in folders:
         try:
             found, _ = load_results(folder)
         except ReportError:
             continue
         for r in found:
-            if r.seed not in seen:
-                seen.add(r.seed)
-                runs.append(r)
-    return runs
+            if r.seed not in best or r.profile_energy_j > best[r.seed].profile_energy_j:
+                best[r.seed] = r
+    return [best[k] for k in sorted(best, key=str)]
 
 
 def arm_figures(folders: list[Path], expected: int | None = None) -> dict | None:
@@ -103,7 +106,7 @@ def markdown(arms: dict[str, dict | None], rat: dict[str, float], sweep: str) ->
         if a is None:
             lines.append(f"| {name} | - | 0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a |")
             continue
-        lines.append(f"| {name} | {a['method']} | {a['runs'] + len(a['failed_without_results'])} "
+        lines.append(f"| {name} | {a['method']} | {a['runs']} "
                      f"| {a['probability']:.3f} "
                      f"| [{a['wilson'][0]:.3f}, {a['wilson'][1]:.3f}] | {a['train_j']:.4g} "
                      f"| {a['profile_j']:.4g} | {a['total_j']:.4g} | {a['total_p95_j']:.4g} "
