@@ -84,6 +84,19 @@ def validate(cfg: Mapping[str, Any]) -> None:
     _positive(cfg, "train.local_epochs", integer=True)
     _positive(cfg, "train.lr")
     _positive(cfg, "train.batch_size", integer=True)
+    _validate_profile(cfg)
+    _validate_tracking(cfg)
+    backend = _get(cfg, "simulation.backend")
+    if backend not in BACKENDS:
+        raise ScenarioError(
+            f"config simulation.backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    clusters = _get(cfg, "clusters.classes")
+    if not isinstance(clusters, Mapping) or not clusters:
+        raise ScenarioError("config clusters.classes: must be a non-empty mapping of cluster id -> profile")
+    cluster_assignment(int(num_clients), clusters)
+
+
+def _validate_profile(cfg: Mapping[str, Any]) -> None:
     _positive(cfg, "profile.seeds", integer=True)
     _positive(cfg, "profile.rounds", integer=True)
     fractions = _get(cfg, "profile.subset_fractions")
@@ -99,19 +112,14 @@ def validate(cfg: Mapping[str, Any]) -> None:
         if not 2 <= int(horizon) <= int(_get(cfg, "profile.rounds")):
             raise ScenarioError(f"config profile.spread_horizon: must be null or an integer in "
                                 f"[2, profile.rounds={_get(cfg, 'profile.rounds')}], got {horizon!r}")
+
+
+def _validate_tracking(cfg: Mapping[str, Any]) -> None:
     _positive(cfg, "tracking.margin", allow_zero=True)
     if _get(cfg, "tracking.ahead_margin") is not None:
         _positive(cfg, "tracking.ahead_margin", allow_zero=True)
     if _get(cfg, "tracking.every_rounds") is not None:
         _positive(cfg, "tracking.every_rounds", integer=True)
-    backend = _get(cfg, "simulation.backend")
-    if backend not in BACKENDS:
-        raise ScenarioError(
-            f"config simulation.backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    clusters = _get(cfg, "clusters.classes")
-    if not isinstance(clusters, Mapping) or not clusters:
-        raise ScenarioError("config clusters.classes: must be a non-empty mapping of cluster id -> profile")
-    cluster_assignment(int(num_clients), clusters)
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
