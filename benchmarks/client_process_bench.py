@@ -147,6 +147,44 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _round_wall(root: str, env: dict[str, str], state: str, args: argparse.Namespace) -> float:
+    """Wall time until ``num_partitions`` concurrent train processes (one round's clients) are done."""
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "handle", "--message", "train",
+                               "--overrides", args.overrides, "--state", state, "--partition-id", str(pid),
+                               "--num-partitions", str(args.num_partitions)],
+                              cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for pid in range(args.num_partitions)]
+    if any(p.wait() != 0 for p in procs):
+        raise RuntimeError(f"a train process failed in {root}")
+    return time.perf_counter() - start
+
+
+def cmd_rounds(args: argparse.Namespace) -> int:
+    """One round's client side: all nodes' train processes at once, checkouts alternated."""
+    walls: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="depl-client-rounds-") as work:
+        setups = []
+        for spec in args.root:
+            label, _, root = spec.partition("=")
+            root = os.path.abspath(root)
+            env = dict(os.environ, PYTHONPATH=root, XDG_CACHE_HOME=os.path.join(work, label, "xdg"))
+            os.makedirs(env["XDG_CACHE_HOME"])
+            state = os.path.join(work, label, "global.npz")
+            subprocess.run([sys.executable, os.path.abspath(__file__), "prepare", "--overrides",
+                            args.overrides, "--state", state], cwd=root, env=env, check=True)
+            _round_wall(root, env, state, args)  # warm the node cache (not counted)
+            setups.append((label, root, env, state))
+        for _ in range(args.repeats):
+            for label, root, env, state in setups:
+                walls.setdefault(label, []).append(_round_wall(root, env, state, args))
+    print("| checkout | rounds | median wall s | all (s) |\n|---|---|---|---|")
+    for label, values in walls.items():
+        print(f"| {label} | {len(values)} | {statistics.median(values):.2f} | "
+              f"{', '.join(f'{v:.1f}' for v in values)} |")
+    return 0
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     """Run ``handle`` under ``/usr/bin/time -v`` for every checkout; print a markdown table."""
     rows: list[dict] = []
@@ -166,19 +204,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("table").add_argument("--json", required=True)
-    for name in ("handle", "prepare", "measure"):
+    for name in ("handle", "prepare", "measure", "rounds"):
         p = sub.add_parser(name)
         p.add_argument("--overrides", default="num_clients=3")
         p.add_argument("--state", default=None)
         p.add_argument("--num-partitions", type=int, default=3)
     sub.choices["handle"].add_argument("--message", choices=MESSAGES, required=True)
     sub.choices["handle"].add_argument("--partition-id", type=int, default=0)
-    sub.choices["measure"].add_argument("--root", action="append", required=True,
-                                        help="LABEL=PATH of a checkout (repeatable)")
-    sub.choices["measure"].add_argument("--repeats", type=int, default=3)
+    for name in ("measure", "rounds"):
+        sub.choices[name].add_argument("--root", action="append", required=True,
+                                       help="LABEL=PATH of a checkout (repeatable)")
+        sub.choices[name].add_argument("--repeats", type=int, default=3)
     sub.choices["measure"].add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    commands = {"handle": cmd_handle, "prepare": cmd_prepare, "measure": cmd_measure, "table": cmd_table}
+    commands = {"handle": cmd_handle, "prepare": cmd_prepare, "measure": cmd_measure, "table": cmd_table,
+                "rounds": cmd_rounds}
     return commands[args.cmd](args)
 
 

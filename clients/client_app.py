@@ -63,14 +63,14 @@ def node_data(cfg: Mapping[str, Any], context: Context, cache_dir: Path | None =
     under a hash of the dataset and partition settings, the seed, the node
     config and the modification times of the local data paths.
     """
-    from depl_fl.task.partitions import client_partition, geometry
-
     pid, num = node_partition(context)
     key = {"dataset": cfg["dataset"], "partition": cfg["partition"], "seed": cfg["seed"],
            "arch": cfg["model"]["arch"], "partition-id": pid, "num-partitions": num,
            "node-config": dict(context.node_config), "paths": _local_paths(cfg, context)}
 
     def compute() -> NodeData:
+        from depl_fl.task.partitions import client_partition, geometry
+
         x, y = client_partition(cfg, pid, num)
         return NodeData(x, y, geometry(cfg))
 

@@ -86,6 +86,7 @@ def test_warm_node_handles_messages_without_heavy_imports(tmp_path):
         warm = _handle(kind, state_file, cache)
         heavy = [m for m in NEVER_WARM if m in warm["modules"]]
         assert heavy == [], f"{kind} imported {heavy}"
+        assert "depl_fl.task.partitions" not in warm["modules"]  # nothing recomputed
         assert warm["content"] == {"query": ["properties"], "train": ["arrays", "metrics"],
                                    "evaluate": ["metrics"]}[kind]
         # Only messages that run a model need torch.
