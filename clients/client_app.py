@@ -3,7 +3,8 @@
 Message protocol (docs/ARCHITECTURE.md, "Message protocol"):
 
 * ``query``: reply ``ConfigRecord "properties"`` with ``cluster``,
-  ``num-samples`` and ``partition-id``.
+  ``num-samples``, ``partition-id`` and ``label-histogram`` (samples per class,
+  a list of ints: it reveals no sample).
 * ``train``: receive ``ArrayRecord "arrays"`` (full global weights) and
   ``ConfigRecord "config"`` (``model-id``, ``compression``, ``level``,
   ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
@@ -33,6 +34,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from clients.faults import apply_faults
 from depl_fl.diskcache import node_cache_dir, path_stamp
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
 from depl_fl.task.node_data import NodeData, cached_node_data
@@ -79,7 +81,7 @@ def node_data(cfg: Mapping[str, Any], context: Context, cache_dir: Path | None =
 
 def node_properties(cfg: Mapping[str, Any], context: Context,
                     cache_dir: Path | None = None) -> dict[str, Any]:
-    """Cluster, number of samples and partition id of this node.
+    """Cluster, number of samples, partition id and label histogram of this node.
 
     The cluster is the node config's ``cluster`` when set (a real deployment);
     in simulation only ``partition-id``/``num-partitions`` exist and the cluster
@@ -89,8 +91,11 @@ def node_properties(cfg: Mapping[str, Any], context: Context,
     cluster = context.node_config.get("cluster")
     if cluster is None:
         cluster = cluster_assignment(num, cfg["clusters"]["classes"])[pid]
-    num_samples = len(node_data(cfg, context, cache_dir).y)
-    return {"cluster": str(cluster), "num-samples": int(num_samples), "partition-id": pid}
+    data = node_data(cfg, context, cache_dir)
+    # Counts per class only: no sample leaves the node (contract v2 label coverage).
+    histogram = np.bincount(np.asarray(data.y, dtype=np.int64), minlength=data.geometry.num_classes)
+    return {"cluster": str(cluster), "num-samples": int(len(data.y)), "partition-id": pid,
+            "label-histogram": [int(v) for v in histogram]}
 
 
 def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any],
@@ -126,9 +131,11 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any],
         batch_size=int(conf.get("batch-size", train["batch_size"])),
         seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
     )
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in result.kept_state.items()})
-    metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.train_loss,
-                            "train-time-s": result.train_time_s})
+    state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
+        "num-examples": result.num_examples, "train-loss": result.train_loss,
+        "train-time-s": result.train_time_s})
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    metrics = MetricRecord(sent)
     return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
 
 

@@ -17,8 +17,11 @@ evaluate the global model centrally and hand the loss to the controller.
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,9 +32,18 @@ from flwr.serverapp.strategy import FedAvg, Result
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
-from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure
+from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure, extract, scatter
 from strategies.controller import Planner, RunController
 from strategies.reply_checks import WEIGHT_KEY, check_reply
+from strategies.robust_aggregation import (
+    AggregationSettings,
+    aggregate_problem,
+    bounded_weight,
+    combine,
+    norm_threshold,
+    update_norm,
+    weight_problem,
+)
 
 LOG = logging.getLogger("depl_fl.server")
 
@@ -39,9 +51,12 @@ LOG = logging.getLogger("depl_fl.server")
 ScenarioFn = Callable[[Mapping[str, Mapping[str, Any]]], Scenario]
 #: ``plan_fn(scenario, targets, start) -> Plan`` (start is None for the initial plan).
 PlanFn = Planner
+#: ``on_round(strategy, arrays, loss)``: called after every completed round.
+RoundHook = Callable[["DepLStrategy", ArrayRecord, float], None]
 #: ``evaluate_fn(server_round, arrays, compression) -> MetricRecord`` with ``loss``/``accuracy``
 #: of the variant ``compression`` pruned from the global weights (DepL tracks the loss of
-#: the model being trained; switching models makes it jump).
+#: the model being trained; switching models makes it jump) on the validation split, and
+#: optionally ``test-loss``/``test-accuracy`` on a test split no decision reads.
 EvaluateFn = Callable[[int, ArrayRecord, float], MetricRecord | None]
 
 
@@ -62,6 +77,36 @@ def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
     """A dict of numpy arrays as an ArrayRecord (insertion order kept)."""
     return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+
+
+def _metric(record: MetricRecord | None, key: str) -> float | None:
+    """``record[key]`` as a float, or None when there is no such metric."""
+    return float(record[key]) if record is not None and key in record else None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A reply that passed the checks: client id, kept weights, bounded weight, metrics, update norm."""
+
+    cid: str
+    state: dict[str, np.ndarray]
+    weight: float
+    metrics: dict[str, Any]
+    norm: float
+
+
+def train_metrics(accepted: list[Accepted]) -> MetricRecord:
+    """Weighted mean train loss, slowest train time and number of aggregated replies."""
+    losses = [(float(c.metrics["train-loss"]), c.weight) for c in accepted
+              if isinstance(c.metrics.get("train-loss"), (int, float))]
+    times = [float(c.metrics["train-time-s"]) for c in accepted
+             if isinstance(c.metrics.get("train-time-s"), (int, float))]
+    total = sum(w for _, w in losses) or 1.0
+    return MetricRecord({
+        "train-loss": sum(v * w for v, w in losses) / total if losses else float("nan"),
+        "train-time-s": max(times) if times else 0.0,
+        "num-replies": len(accepted),
+    })
 
 
 class DepLStrategy(FedAvg):
@@ -94,14 +139,31 @@ class DepLStrategy(FedAvg):
     track_mean : bool
         Track the predicted mean of the final loss instead of its pi-quantile
         (the mean-based ``expectation`` baseline).
+    aggregation : AggregationSettings, optional
+        Combination rule and the bounds of :mod:`strategies.robust_aggregation`.
+    spike_tail_prob : float
+        Tail probability of the loss spike test (:mod:`depl_fl.tracking.plausibility`).
+    timeout_factor, timeout_slack_s : float
+        Reply timeout of a round: ``timeout_slack_s + timeout_factor *`` its
+        modelled round time, capped by the ``timeout`` given to :meth:`start`.
+    on_round : callable, optional
+        ``on_round(strategy, arrays, loss)`` after every completed round (checkpointing).
+    resume : mapping, optional
+        A checkpoint (:mod:`strategies.checkpointing`) to continue from instead of planning.
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
                  plan_fn: PlanFn | None, num_clients: int, train_settings: Mapping[str, Any],
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
-                 replan_policy: Any = None, track_mean: bool = False) -> None:
-        super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
+                 replan_policy: Any = None, track_mean: bool = False,
+                 aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3,
+                 timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
+                 on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None) -> None:
+        super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
+        # No federated evaluation (the server evaluates centrally). Set after FedAvg's
+        # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
+        self.fraction_evaluate, self.min_evaluate_nodes = 0.0, 0
         self.arch = arch
         self.targets = targets
         self.scenario_fn = scenario_fn
@@ -114,6 +176,12 @@ class DepLStrategy(FedAvg):
         self.given_plan = plan
         self.replan_policy = replan_policy
         self.track_mean = bool(track_mean)
+        self.aggregation = aggregation if aggregation is not None else AggregationSettings()
+        self.spike_tail_prob = float(spike_tail_prob)
+        self.timeout_factor = float(timeout_factor)
+        self.timeout_slack_s = float(timeout_slack_s)
+        self.on_round = on_round
+        self.resume = resume
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -122,10 +190,17 @@ class DepLStrategy(FedAvg):
         self.plan: Plan | None = None
         self.controller: RunController | None = None
         self.initial_loss: float | None = None
+        self.initial_test_loss: float | None = None
         self._decision: RoundDecision | None = None
         self._structure: PruneStructure | None = None
         self._global_state: dict[str, np.ndarray] | None = None
-        self._last_round_clients: tuple[list[str], list[str]] = ([], [])
+        self._last_round_clients: tuple[list[str], list[dict[str, str]]] = ([], [])
+        self._sent: list[tuple[Message, str]] = []
+        self.resumed_from: int | None = None
+        self._rejected: list[dict[str, str]] = []
+        self._aggregate_problem: str | None = None
+        self._threshold = math.inf
+        self._norm_history: deque[float] = deque(maxlen=self.aggregation.history)
 
     def summary(self) -> None:
         """Log the strategy configuration."""
@@ -135,7 +210,7 @@ class DepLStrategy(FedAvg):
 
     # ------------------------------------------------------------------ setup
     def wait_for_nodes(self, grid: Grid) -> list[int]:
-        """Node ids once ``num_clients`` nodes are connected.
+        """Node ids once at least ``num_clients`` nodes are connected (all connected nodes).
 
         Raises
         ------
@@ -153,8 +228,12 @@ class DepLStrategy(FedAvg):
                     f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s)")
             time.sleep(0.2)
 
-    def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float) -> dict[str, dict[str, Any]]:
-        """Ask every node for its properties; returns client id -> properties."""
+    def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float,
+                         required: bool = True) -> dict[str, dict[str, Any]]:
+        """Ask every node for its properties; returns client id -> properties.
+
+        With ``required``, no answer at all raises :class:`NodesUnavailableError`.
+        """
         messages = [Message(RecordDict({"config": ConfigRecord({"server-round": 0})}),
                             dst_node_id=node, message_type=MessageType.QUERY) for node in nodes]
         props: dict[str, dict[str, Any]] = {}
@@ -171,13 +250,13 @@ class DepLStrategy(FedAvg):
             except Exception as exc:  # a malformed answer leaves out that node only
                 LOG.warning("query: node %s sent malformed properties, left out: %s", node, exc)
                 continue
-            if cid in props:
+            if cid in props or cid in self.properties:
                 LOG.warning("query: node %s duplicates partition %s, left out", node, cid)
                 continue
             props[cid] = record
             self.node_of[cid] = node
             self.client_of[node] = cid
-        if not props:
+        if not props and required:
             raise NodesUnavailableError("no client answered the properties query")
         return props
 
@@ -212,6 +291,7 @@ class DepLStrategy(FedAvg):
         self._global_state = arrays_to_state(arrays)
         self._structure = compute_structure(self.arch, self._global_state, model.compression)
         messages = []
+        self._sent = []
         for cid in decision.clients:
             cluster = self.scenario.client(cid).cluster
             conf = ConfigRecord(dict(config))
@@ -226,53 +306,107 @@ class DepLStrategy(FedAvg):
             messages.append(Message(RecordDict({"arrays": arrays, "config": conf}),
                                     dst_node_id=self.node_of[cid], message_type=MessageType.TRAIN,
                                     group_id=str(server_round)))
+            self._sent.append((messages[-1], cid))
         return messages
+
+    def sender_of(self, reply: Message) -> str:
+        """Client id a reply belongs to.
+
+        Error replies made by the SuperLink (e.g. for a node that died) carry the
+        SuperLink's node id as sender, so the message they answer decides.
+        """
+        for sent, cid in self._sent:
+            if sent.metadata.message_id and sent.metadata.message_id == reply.metadata.reply_to_message_id:
+                return cid
+        node = reply.metadata.src_node_id
+        return self.client_of.get(node, f"unknown node {node}")
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Scatter the valid pruned replies back into the full model (weighted by num-examples).
+        """Screen the replies and combine the survivors into the full model.
 
-        Error replies, replies with NaN/inf, wrong names or shapes, or a bad
-        ``num-examples`` are logged and left out; when none is valid the global
-        model is unchanged (``None`` is returned).
+        Rejected (logged with the client id and reason, recorded in the round's
+        ``rejected``): error replies, wrong names/shapes/dtypes, NaN/inf, a
+        ``num-examples`` above the queried ``num-samples``, an update norm above
+        ``norm_factor`` times the reference (:mod:`strategies.robust_aggregation`).
+        When nothing survives, or the aggregate fails its sanity check, the
+        global model is unchanged (``None`` is returned).
         """
         assert self._structure is not None and self._global_state is not None
-        expected = self._structure.pruned_shapes()
-        accepted: list[tuple[dict[str, np.ndarray], float]] = []
-        losses: list[tuple[float, float]] = []
-        times: list[float] = []
-        replied: list[str] = []
-        for reply in replies:
-            node = reply.metadata.src_node_id
-            cid = self.client_of.get(node, f"node {node}")
-            state, metrics, problems = check_reply(reply, expected)
-            if problems:
-                LOG.warning("round %d: rejected reply from %s: %s", server_round, cid, "; ".join(problems))
-                continue
-            assert state is not None and metrics is not None
-            weight = float(metrics[WEIGHT_KEY])
-            accepted.append((state, weight))
-            replied.append(cid)
-            if isinstance(metrics.get("train-loss"), (int, float)):
-                losses.append((float(metrics["train-loss"]), weight))
-            if isinstance(metrics.get("train-time-s"), (int, float)):
-                times.append(float(metrics["train-time-s"]))
+        self._rejected = []
+        self._aggregate_problem = None
+        accepted = self._screen(server_round, replies)
+        replied = [c.cid for c in accepted]
         planned = list(self._decision.clients) if self._decision else []
-        missing = [c for c in planned if c not in replied]
-        self._last_round_clients = (replied, missing)
-        if missing:
-            LOG.warning("round %d: no valid update from %s", server_round, ", ".join(missing))
+        answered = replied + [r["client"] for r in self._rejected]
+        for cid in planned:
+            if cid not in answered:
+                self._reject(server_round, cid, "no reply")
+        self._last_round_clients = (replied, list(self._rejected))
         if not accepted:
             LOG.warning("round %d: no valid reply, global model unchanged", server_round)
             return None, None
-        new_state = aggregate_pruned(self._global_state, accepted, self._structure)
-        total = sum(w for _, w in losses) or 1.0
-        metrics_out = MetricRecord({
-            "train-loss": sum(l * w for l, w in losses) / total if losses else float("nan"),
-            "train-time-s": max(times) if times else 0.0,
-            "num-replies": len(accepted),
-        })
-        return state_to_arrays(new_state), metrics_out
+        new_state = self._combine(accepted)
+        if new_state is None:
+            return None, None
+        return state_to_arrays(new_state), train_metrics(accepted)
+
+    def _reject(self, server_round: int, cid: str, reason: str) -> None:
+        LOG.warning("round %d: rejected reply from %s: %s", server_round, cid, reason)
+        self._rejected.append({"client": cid, "reason": reason})
+
+    def _screen(self, server_round: int, replies: Iterable[Message]) -> list[Accepted]:
+        """Replies passing the reply checks, the weight bound and the norm check."""
+        assert self._structure is not None and self._global_state is not None
+        expected = self._structure.pruned_shapes()
+        reference = extract(self._global_state, self._structure)
+        queried = [int(p["num-samples"]) for p in self.properties.values()]
+        candidates: list[Accepted] = []
+        for reply in replies:
+            cid = self.sender_of(reply)
+            state, metrics, problems = check_reply(reply, expected)
+            if not problems:
+                assert metrics is not None and state is not None
+                known = self.properties.get(cid, {}).get("num-samples")
+                problem = weight_problem(float(metrics[WEIGHT_KEY]), known)
+                if problem is None:
+                    weight = bounded_weight(float(metrics[WEIGHT_KEY]), int(known), queried,
+                                            self.aggregation.weight_cap)
+                    candidates.append(Accepted(cid, state, weight, metrics,
+                                               update_norm(state, reference)))
+                    continue
+                problems = [problem]
+            self._reject(server_round, cid, "; ".join(problems))
+        zero = {k: np.zeros_like(v) for k, v in reference.items()}
+        threshold = norm_threshold([c.norm for c in candidates], self._norm_history,
+                                   self.aggregation.norm_factor, update_norm(reference, zero))
+        self._threshold = threshold
+        accepted = []
+        for cand in candidates:
+            if cand.norm > threshold:
+                self._reject(server_round, cand.cid, f"update norm {cand.norm:.3g} exceeds "
+                             f"{self.aggregation.norm_factor:g} x the reference norm ({threshold:.3g})")
+            else:
+                accepted.append(cand)
+        return accepted
+
+    def _combine(self, accepted: list[Accepted]) -> dict[str, np.ndarray] | None:
+        """The new full model from the accepted replies, or ``None`` (rolled back)."""
+        assert self._structure is not None and self._global_state is not None
+        if self.aggregation.rule == "fedavg":
+            new_state = aggregate_pruned(self._global_state, [(c.state, c.weight) for c in accepted],
+                                         self._structure)
+        else:
+            combined = combine([c.state for c in accepted], [c.weight for c in accepted], self.aggregation)
+            new_state = scatter(self._global_state, combined, self._structure)
+        problem = aggregate_problem(extract(new_state, self._structure),
+                                    extract(self._global_state, self._structure), self._threshold)
+        if problem is not None:
+            LOG.warning("aggregate rolled back, global model unchanged: %s", problem)
+            self._aggregate_problem = problem
+            return None
+        self._norm_history.extend(c.norm for c in accepted)
+        return new_state
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
@@ -299,6 +433,29 @@ class DepLStrategy(FedAvg):
         LOG.info("clients: %s", ", ".join(f"{c}({p['cluster']}, {p['num-samples']})"
                                            for c, p in sorted(self.properties.items(),
                                                               key=lambda kv: int(kv[0][1:]))))
+        result = Result()
+        if self.resume is not None:
+            arrays, loss = self._resume_state(self.resume)
+        else:
+            arrays, loss = self._plan_and_evaluate(initial_arrays, evaluate_fn, result)
+        result.arrays = arrays
+        train_config = ConfigRecord() if train_config is None else train_config
+        while (decision := self.controller.next_decision()) is not None:
+            server_round = self.controller.rounds_done + 1
+            if num_rounds is not None and server_round > num_rounds:
+                break
+            arrays, loss = self._run_round(grid, decision, server_round, arrays, loss, train_config,
+                                           timeout, evaluate_fn, result)
+            result.arrays = arrays
+            if self.on_round is not None:
+                self.on_round(self, arrays, loss)
+            self._admit_late_nodes(grid, timeout)
+        self._decision = None
+        return result
+
+    def _plan_and_evaluate(self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn,
+                           result: Result) -> tuple[ArrayRecord, float]:
+        """Scenario, initial plan, controller and the evaluation of the initial model."""
         self.scenario = self.scenario_fn(self.properties)
         self.plan = self.make_initial_plan()
         LOG.info("plan (%s): %d rounds, predicted cost %.4g J, time %.4g s, quantile %.4g, "
@@ -307,50 +464,108 @@ class DepLStrategy(FedAvg):
                  self.plan.predicted.get("time_s", float("nan")),
                  self.plan.predicted.get("loss_quantile", float("nan")),
                  self.plan.predicted.get("probability", float("nan")))
-        self.controller = RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
-                                        planner=self.plan_fn, tracking=self.tracking,
-                                        replan_policy=self.replan_policy,
-                                        track_mean=self.track_mean)
-        train_config = ConfigRecord() if train_config is None else train_config
-        result = Result()
+        self.controller = self._make_controller()
         first_model = self.scenario.model(self.plan.rounds[0].model)
         first = evaluate_fn(0, initial_arrays, float(first_model.compression))
         if first is not None:
             result.evaluate_metrics_serverapp[0] = first
-        loss = float(first["loss"]) if first is not None else float("nan")
-        self.initial_loss = loss
-        arrays = initial_arrays
-        result.arrays = arrays
-        while (decision := self.controller.next_decision()) is not None:
-            server_round = self.controller.rounds_done + 1
-            if num_rounds is not None and server_round > num_rounds:
-                break
-            t0 = time.perf_counter()
-            self._decision = decision
-            replies = grid.send_and_receive(
-                messages=self.configure_train(server_round, arrays, train_config, grid), timeout=timeout)
-            agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
-            if agg_arrays is not None:
-                arrays = agg_arrays
-                result.arrays = arrays
-            if agg_metrics is not None:
-                result.train_metrics_clientapp[server_round] = agg_metrics
-            res = evaluate_fn(server_round, arrays,
-                              float(self.scenario.model(decision.model).compression))
-            wall = time.perf_counter() - t0
-            if res is not None:
-                result.evaluate_metrics_serverapp[server_round] = res
-            new_loss = float(res["loss"]) if res is not None else float("nan")
-            replied, missing = self._last_round_clients
-            rec = self.controller.record(
-                decision, loss, new_loss, accuracy=float(res["accuracy"]) if res is not None and
-                "accuracy" in res else None, wall_s=wall, replied=replied, rejected=missing,
-                train_loss=float(agg_metrics["train-loss"]) if agg_metrics is not None else None)
-            loss = new_loss
-            LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s",
-                     rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
-                     "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
-                     rec["predicted_quantile"], self.targets.target_loss,
-                     " (re-planned)" if rec["replanned"] else "")
-        self._decision = None
-        return result
+        self.initial_loss = float(first["loss"]) if first is not None else float("nan")
+        self.initial_test_loss = _metric(first, "test-loss")
+        if self.on_round is not None:
+            self.on_round(self, initial_arrays, self.initial_loss)
+        return initial_arrays, self.initial_loss
+
+    def _make_controller(self) -> RunController:
+        assert self.scenario is not None and self.plan is not None
+        return RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
+                             planner=self.plan_fn, tracking=self.tracking,
+                             replan_policy=self.replan_policy, track_mean=self.track_mean,
+                             spike_tail_prob=self.spike_tail_prob)
+
+    def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
+        """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
+        from strategies.checkpointing import restore_controller
+
+        self.scenario, self.plan = doc["scenario"], doc["plan"]
+        self.initial_loss = doc["initial_loss"]
+        self.initial_test_loss = doc.get("initial_test_loss")
+        self.controller = self._make_controller()
+        restore_controller(self.controller, doc["controller"])
+        for key, value in (doc.get("strategy") or {}).items():
+            setattr(self, key, value)
+        self.resumed_from = int(doc["rounds_done"])
+        absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
+                        - self.controller.dropped_clients)
+        LOG.info("resuming after round %d%s", self.resumed_from,
+                 f"; absent now: {', '.join(absent)}" if absent else "")
+        self.controller.drop(absent)
+        return state_to_arrays(doc["global_state"]), float(doc["loss"])
+
+    def round_timeout(self, decision: RoundDecision, cap_s: float) -> float:
+        """Reply timeout of a round from its modelled round time (see :mod:`strategies.membership`)."""
+        from strategies.membership import round_timeout_s
+
+        assert self.controller is not None
+        return round_timeout_s(self.controller.scenario, decision, factor=self.timeout_factor,
+                               slack_s=self.timeout_slack_s, cap_s=cap_s)
+
+    def _run_round(self, grid: Grid, decision: RoundDecision, server_round: int, arrays: ArrayRecord,
+                   loss: float, train_config: ConfigRecord, timeout: float, evaluate_fn: EvaluateFn,
+                   result: Result) -> tuple[ArrayRecord, float]:
+        """Train, aggregate, evaluate (rolling back a model whose loss is not finite) and record."""
+        assert self.scenario is not None and self.controller is not None
+        t0 = time.perf_counter()
+        self._decision = decision
+        compression = float(self.scenario.model(decision.model).compression)
+        messages = self.configure_train(server_round, arrays, train_config, grid)
+        replies = grid.send_and_receive(messages=messages, timeout=self.round_timeout(decision, timeout))
+        agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
+        res = evaluate_fn(server_round, agg_arrays if agg_arrays is not None else arrays, compression)
+        if agg_arrays is not None and (res is None or not math.isfinite(float(res["loss"]))):
+            # The sanity check of last resort: a model whose loss is not finite is never kept.
+            self._aggregate_problem = "evaluation loss of the aggregate is not finite"
+            LOG.warning("round %d: aggregate rolled back, global model unchanged: %s", server_round,
+                        self._aggregate_problem)
+            agg_arrays, agg_metrics = None, None
+            res = evaluate_fn(server_round, arrays, compression)
+        if agg_arrays is not None:
+            arrays = agg_arrays
+            result.arrays = arrays
+        if agg_metrics is not None:
+            result.train_metrics_clientapp[server_round] = agg_metrics
+        if res is not None:
+            result.evaluate_metrics_serverapp[server_round] = res
+        new_loss = float(res["loss"]) if res is not None else float("nan")
+        replied, rejected = self._last_round_clients
+        train_loss = float(agg_metrics["train-loss"]) if agg_metrics is not None else None
+        rec = self.controller.record(decision, loss, new_loss, accuracy=_metric(res, "accuracy"),
+                                     wall_s=time.perf_counter() - t0, replied=replied,
+                                     rejected=rejected, train_loss=train_loss,
+                                     test_loss=_metric(res, "test-loss"),
+                                     test_accuracy=_metric(res, "test-accuracy"))
+        rec["rolled_back"] = self._aggregate_problem
+        LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",
+                 rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
+                 "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
+                 rec["predicted_quantile"], self.targets.target_loss,
+                 " (re-planned)" if rec["replanned"] else "", " AT RISK" if rec.get("at_risk") else "")
+        return arrays, new_loss
+
+    def _admit_late_nodes(self, grid: Grid, timeout: float) -> None:
+        """Query nodes that connected after the start; their clients may be used from the next re-plan."""
+        from strategies.membership import admit_clients
+
+        assert self.controller is not None and self.scenario is not None
+        new_nodes = sorted(set(grid.get_node_ids()) - set(self.client_of))
+        if not new_nodes:
+            return
+        props = self.query_properties(grid, new_nodes, min(timeout, self.timeout_slack_s), required=False)
+        if not props:
+            return
+        self.properties.update(props)
+        built = self.scenario_fn(self.properties)
+        scenario, admitted = admit_clients(self.controller.scenario,
+                                           [c for c in built.clients if c.id in props])
+        self.controller.scenario = self.scenario = scenario
+        if admitted:
+            LOG.info("joined: %s (usable from the next re-plan)", ", ".join(admitted))

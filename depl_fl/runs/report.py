@@ -5,19 +5,29 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
-* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s`` (modelled learning time), ``wall_s``
+* optionally ``final_test_loss`` (the loss on the test split no decision read;
+  when the summary has it, it is the loss every figure judges, else
+  ``final_loss``, the validation loss of older results, is used and the group
+  says so in ``loss_split``), ``tracking`` (bool: online tracking was on), ``seed``,
+  ``deadline_s``, ``time_s`` (modelled learning time), ``wall_s``
   (measured wall time) and ``met`` (ignored: success is recomputed as
   ``final_loss <= target_loss`` so every method is judged the same way; a
-  non-finite final loss, e.g. a diverged run, counts as a failure).
+  missing, null or non-finite final loss, e.g. a diverged run, counts as a
+  failure and is counted under "no final loss", never dropped).
 
-Runs are grouped by ``(method, target_loss, target_prob)``, where a run with
+Runs are grouped by ``(method, target_loss, target_prob, deadline_s)`` (runs
+of different deadlines are never pooled; a missing deadline is its own group), where a run with
 online tracking on is labelled ``<method>+tracking``, so a sweep can compare a
 static plan with the same planner re-planning online.  Per group the
 report gives the number of runs, the achieved probability
 ``P[final_loss <= target_loss]`` with its 95% Wilson score interval, whether
-it reaches ``target_prob``, the mean and 95th percentile (numpy's linear
+it reaches ``target_prob``, the calibration (the empirical
+``target_prob``-quantile of the final losses divided by ``target_loss``: 1.0 is
+exact, below 1 over-cautious, above 1 the promise is broken; see
+:func:`calibration`) with a seeded 95% bootstrap interval, the mean and 95th percentile (numpy's linear
 interpolation) of the energy, its ratio to DepL's mean energy at the same
-targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It writes ``report.md``,
+targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It
+writes ``report.md``,
 ``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
 empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 (default: ``SWEEP_DIR``) and prints the table and the paths.
@@ -25,30 +35,36 @@ empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 Input problems: a missing folder, a folder without any ``results.json``, or
 one where no ``results.json`` is usable is a one-line :class:`ReportError`
 (exit status 2).  A malformed ``results.json`` next to good ones is skipped
-with a one-line warning on stderr and listed under ``skipped`` in
-``report.json``, so that one crashed run does not hide a whole sweep.
+with a one-line warning on stderr and listed with its reason under
+``skipped`` in ``report.json`` and ``report.md``, so that one crashed run does not hide a whole sweep.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest
 
+from depl_fl.console import OneLineParser, parse_or_status
 from depl_fl.errors import DeplError
 
 PROG = "depl-fl report"
 RESULTS_NAME = "results.json"
 #: Methods listed first, in this order; others follow alphabetically.
 METHOD_ORDER = ("depl", "expectation", "optimum", "full")
+
+
+#: Printed under the table in report.md.
+LEGEND = ("Losses are final test losses (a split no decision read) where the runs recorded them. "
+          "Calibration = empirical π-quantile of the final losses / L* (1.0 exact, < 1 over-cautious, "
+          "> 1 the promise is broken), with a seeded 95% percentile-bootstrap interval.")
 
 
 class ReportError(DeplError):
@@ -68,6 +84,10 @@ class RunResult:
     seed: Any = None
     time_s: float | None = None
     wall_s: float | None = None
+    deadline_s: float | None = None
+    #: Which split ``final_loss`` was measured on: ``test`` (summary.final_test_loss) or
+    #: ``validation`` (results written before the test split existed).
+    loss_split: str = "validation"
 
     @property
     def met(self) -> bool:
@@ -95,18 +115,64 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
-    z = float(norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    denom = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def empirical_quantile(losses: np.ndarray, prob: float, axis: int = -1) -> np.ndarray:
+    """The empirical ``prob``-quantile: the smallest loss ``x`` with ``F_n(x) >= prob``.
+
+    The inverted-CDF definition (no interpolation) makes calibration and
+    coverage agree exactly: ``quantile <= L*`` if and only if the share of runs
+    with ``loss <= L*`` is at least ``prob``. NaN losses count as +inf (failures).
+    """
+    values = np.where(np.isnan(losses), np.inf, np.asarray(losses, dtype=float))
+    return np.quantile(values, prob, axis=axis, method="inverted_cdf")
+
+
+def calibration(losses: Sequence[float], prob: float, target_loss: float, confidence: float = 0.95,
+                seed: int = 0, n_resamples: int = 2000) -> tuple[float, float | None, float | None]:
+    """Calibration ``q_prob(final losses) / target_loss`` with a percentile bootstrap interval.
+
+    Parameters
+    ----------
+    losses : sequence of float
+        Final (test) losses of the runs of one group.
+    prob, target_loss : float
+        pi and L* of the group (``target_loss > 0``).
+    confidence : float
+        Two-sided level of the interval.
+    seed : int
+        Seed of the bootstrap resampling (equal seeds, equal intervals).
+    n_resamples : int
+        Bootstrap resamples.
+
+    Returns
+    -------
+    (float, float or None, float or None)
+        The calibration (1.0: the pi-quantile sits exactly on the target;
+        below 1: over-cautious; +inf when more than ``1 - prob`` of the runs
+        have no finite final loss) and its interval (None with fewer than two runs).
+    """
+    from scipy.stats import bootstrap
+
+    data = np.asarray(losses, dtype=float)
+    value = float(empirical_quantile(data, prob)) / target_loss
+    if data.size < 2:
+        return value, None, None
+    with np.errstate(invalid="ignore"):  # diverged runs (inf) make scipy's spread check warn
+        res = bootstrap((data,), lambda x, axis: empirical_quantile(x, prob, axis=axis) / target_loss,
+                        confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                        rng=np.random.default_rng(seed), vectorized=True)
+    ci = res.confidence_interval
+    return value, float(ci.low), float(ci.high)
 
 
 # ---------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------
-def _number(summary: dict[str, Any], key: str, *, finite: bool = True, optional: bool = False) -> float | None:
+def _number(summary: dict[str, Any], key: str, *, finite: bool = True,
+            optional: bool = False) -> float | None:
     if key not in summary or summary[key] is None:
         if optional:
             return None
@@ -144,12 +210,17 @@ def parse_result(doc: Any, path: str) -> RunResult:
         raise ValueError(f"summary.target_prob must be in (0, 1), got {target_prob!r}")
     if cost < 0:
         raise ValueError(f"summary.cost_j must be >= 0, got {cost!r}")
-    final_loss = _number(summary, "final_loss", finite=False)
-    assert final_loss is not None
+    # Judged on the test split where the run recorded one (summary.met_on says so).
+    split = "test" if "final_test_loss" in summary and summary.get("met_on") != "validation" \
+        else "validation"
+    # A run without a final loss (diverged: NaN is written as null) is a failure, not a gap.
+    final_loss = _number(summary, "final_test_loss" if split == "test" else "final_loss",
+                         finite=False, optional=True)
     return RunResult(path=path, method=method, target_loss=target_loss, target_prob=target_prob,
-                     final_loss=final_loss, cost_j=cost, seed=summary.get("seed"),
-                     time_s=_number(summary, "time_s", optional=True),
-                     wall_s=_number(summary, "wall_s", optional=True))
+                     final_loss=math.inf if final_loss is None else final_loss, cost_j=cost,
+                     seed=summary.get("seed"), time_s=_number(summary, "time_s", optional=True),
+                     wall_s=_number(summary, "wall_s", optional=True),
+                     deadline_s=_number(summary, "deadline_s", optional=True), loss_split=split)
 
 
 def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str, str]]]:
@@ -204,21 +275,34 @@ def _mean_or_none(values: list[float | None]) -> float | None:
     return float(np.mean(present)) if present else None
 
 
+def _group_key(run: RunResult) -> tuple[str, float, float, float]:
+    # Runs of different deadlines answer different questions: never pooled (missing = inf).
+    return (run.method, run.target_loss, run.target_prob,
+            math.inf if run.deadline_s is None else run.deadline_s)
+
+
 def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[str, Any]]:
-    """Per ``(method, target_loss, target_prob)`` figures, sorted by targets then method."""
-    groups: dict[tuple[str, float, float], list[RunResult]] = {}
+    """Per ``(method, target_loss, target_prob, deadline_s)`` figures, sorted by targets then method."""
+    groups: dict[tuple[str, float, float, float], list[RunResult]] = {}
     for run in runs:
-        groups.setdefault((run.method, run.target_loss, run.target_prob), []).append(run)
+        groups.setdefault(_group_key(run), []).append(run)
     rows = []
-    for (method, target_loss, target_prob), members in groups.items():
+    for (method, target_loss, target_prob, deadline), members in groups.items():
         n = len(members)
         successes = sum(r.met for r in members)
         low, high = wilson_interval(successes, n, confidence)
         costs = np.array([r.cost_j for r in members])
+        calib = calibration([r.final_loss for r in members], target_prob, target_loss, confidence) \
+            if target_loss > 0 else (None, None, None)
+        splits = sorted({r.loss_split for r in members})
         rows.append({
             "method": method, "target_loss": target_loss, "target_prob": target_prob,
+            "deadline_s": None if math.isinf(deadline) else deadline,
             "runs": n, "successes": successes, "probability": successes / n,
+            "no_final_loss": sum(not math.isfinite(r.final_loss) for r in members),
             "wilson_low": low, "wilson_high": high, "guarantee_met": successes / n >= target_prob,
+            "calibration": calib[0], "calibration_low": calib[1], "calibration_high": calib[2],
+            "loss_split": splits[0] if len(splits) == 1 else "mixed",
             "energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
             "energy_vs_depl": None,
             "time_mean_s": _mean_or_none([r.time_s for r in members]),
@@ -227,15 +311,24 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
             "wall_runs": sum(r.wall_s is not None for r in members),
         })
     # The reference is DepL as it runs by default (with tracking), else static DepL.
-    depl_energy = {(r["target_loss"], r["target_prob"]): r["energy_mean_j"]
+    depl_energy = {_targets_of(r): r["energy_mean_j"]
                    for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
                    if r["method"] in ("depl", "depl+tracking")}
     for row in rows:
-        base = depl_energy.get((row["target_loss"], row["target_prob"]))
+        base = depl_energy.get(_targets_of(row))
         if base:
             row["energy_vs_depl"] = row["energy_mean_j"] / base
-    rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _method_key(r["method"])))
+    rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _deadline_order(r["deadline_s"]),
+                             _method_key(r["method"])))
     return rows
+
+
+def _deadline_order(deadline: float | None) -> float:
+    return math.inf if deadline is None else deadline
+
+
+def _targets_of(row: dict[str, Any]) -> tuple[float, float, float | None]:
+    return (row["target_loss"], row["target_prob"], row["deadline_s"])
 
 
 # ---------------------------------------------------------------------------
@@ -245,23 +338,30 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _interval(low: float | None, high: float | None) -> str:
+    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The report's markdown table, one line per group."""
-    header = ("| method | L* | π | runs | P[L ≤ L*] | 95% Wilson | P ≥ π | mean energy (J) "
-              "| p95 energy (J) | energy / DepL | mean time (s) | mean wall (s) |")
+    header = ("| method | L* | π | deadline (s) | runs | no final loss | P[L ≤ L*] | 95% Wilson | P ≥ π "
+              "| calibration | 95% bootstrap | mean energy (J) | p95 energy (J) | energy / DepL "
+              "| mean time (s) | mean wall (s) |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
         lines.append(
-            f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {r['runs']} "
+            f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {_fmt(r['deadline_s'], 'g')} "
+            f"| {r['runs']} | {r['no_final_loss']} "
             f"| {r['probability']:.3f} | [{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] "
-            f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['energy_mean_j'])} "
+            f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['calibration'], '.3f')} "
+            f"| {_interval(r['calibration_low'], r['calibration_high'])} | {_fmt(r['energy_mean_j'])} "
             f"| {_fmt(r['energy_p95_j'])} | {_fmt(r['energy_vs_depl'], '.3f')} "
             f"| {_fmt(r['time_mean_s'])} | {_fmt(r['wall_mean_s'])} |")
     return "\n".join(lines)
 
 
-def _target_groups(runs: Sequence[RunResult]) -> list[tuple[float, float]]:
-    return sorted({(r.target_loss, r.target_prob) for r in runs})
+def _target_groups(runs: Sequence[RunResult]) -> list[tuple[float, float, float]]:
+    return sorted({_group_key(r)[1:] for r in runs})
 
 
 def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
@@ -272,8 +372,8 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
 
     targets = _target_groups(runs)
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4), squeeze=False)
-    for ax, (target_loss, target_prob) in zip(axes[0], targets):
-        members = [r for r in runs if (r.target_loss, r.target_prob) == (target_loss, target_prob)]
+    for ax, (target_loss, target_prob, deadline) in zip(axes[0], targets, strict=False):
+        members = [r for r in runs if _group_key(r)[1:] == (target_loss, target_prob, deadline)]
         for method in sorted({r.method for r in members}, key=_method_key):
             losses = np.sort([r.final_loss for r in members if r.method == method])
             ys = np.arange(1, len(losses) + 1) / len(losses)
@@ -283,10 +383,10 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
                 ax.step(np.r_[xs[0], xs], np.r_[0.0, ys[finite]], where="post", label=method)
         ax.axvline(target_loss, color="k", linestyle="--", linewidth=1, label=f"L* = {target_loss:g}")
         ax.axhline(target_prob, color="gray", linestyle=":", linewidth=1, label=f"π = {target_prob:g}")
-        ax.set_xlabel("final loss")
+        ax.set_xlabel("final loss (test split where recorded)")
         ax.set_ylabel("P[final loss ≤ x]")
         ax.set_ylim(0, 1.02)
-        ax.set_title(f"L* = {target_loss:g}, π = {target_prob:g}")
+        ax.set_title(f"L* = {target_loss:g}, π = {target_prob:g}, deadline {deadline:g} s")
         ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -299,15 +399,14 @@ def plot_energy(rows: Sequence[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    targets = sorted({(r["target_loss"], r["target_prob"]) for r in rows})
+    targets = sorted({_targets_of(r) for r in rows}, key=lambda t: (t[0], t[1], _deadline_order(t[2])))
     methods = sorted({r["method"] for r in rows}, key=_method_key)
     width = 0.8 / len(methods)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.5 * len(targets) * len(methods)), 4))
     for mi, method in enumerate(methods):
         xs, means, p95 = [], [], []
         for ti, target in enumerate(targets):
-            row = next((r for r in rows if r["method"] == method
-                        and (r["target_loss"], r["target_prob"]) == target), None)
+            row = next((r for r in rows if r["method"] == method and _targets_of(r) == target), None)
             if row is not None:
                 xs.append(ti + (mi - (len(methods) - 1) / 2) * width)
                 means.append(row["energy_mean_j"])
@@ -315,12 +414,34 @@ def plot_energy(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.bar(xs, means, width=width, label=method)
         ax.scatter(xs, p95, marker="_", s=300, color="k", zorder=3)
     ax.set_xticks(range(len(targets)))
-    ax.set_xticklabels([f"L*={tl:g}\nπ={tp:g}" for tl, tp in targets])
+    ax.set_xticklabels([f"L*={tl:g}\nπ={tp:g}\nT={_fmt(dl, 'g')}" for tl, tp, dl in targets])
     ax.set_ylabel("energy per run (J): bar = mean, tick = p95")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def report_markdown(sweep_dir: str | Path, runs: Sequence[RunResult], skipped: Sequence[dict[str, str]],
+                    table: str) -> str:
+    """``report.md``: the table, then every skipped file and why."""
+    text = (f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
+            f"{f', {len(skipped)} skipped' if skipped else ''}. Runs without a final loss "
+            f"(diverged) count as failures.\n\n{table}\n\n{LEGEND}\n")
+    if skipped:
+        text += "\n## Skipped files\n\n" + "".join(f"- `{s['path']}`: {s['reason']}\n" for s in skipped)
+    return text
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats (an infinite calibration) as None, for strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
@@ -357,20 +478,14 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> di
         "files": {k: str(v) for k, v in files.items()},
     }
     try:
-        files["markdown"].write_text(f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
-                                     f"{f', {len(skipped)} skipped' if skipped else ''}.\n\n{table}\n",
-                                     encoding="utf-8")
-        files["json"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        files["markdown"].write_text(report_markdown(sweep_dir, runs, skipped, table), encoding="utf-8")
+        files["json"].write_text(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n",
+                                 encoding="utf-8")
         plot_final_loss_cdf(runs, files["final_loss_cdf"])
         plot_energy(rows, files["energy"])
     except OSError as exc:
         raise ReportError(f"--out {out}: cannot write report ({exc.strerror or exc})") from None
     return {**doc, "table": table}
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -379,13 +494,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     :class:`ReportError` propagates (the ``depl-fl`` CLI prints it as one line
     and exits 2); bad options print one line and return 2.
     """
-    parser = _OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
+    parser = OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
     parser.add_argument("sweep_dir", metavar="SWEEP_DIR", help="folder scanned recursively for results.json")
     parser.add_argument("--out", metavar="DIR", default=None, help="output folder (default: SWEEP_DIR)")
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
+    args = parse_or_status(parser, argv)
+    if isinstance(args, int):
+        return args
     report = build_report(args.sweep_dir, args.out)
     for item in report["skipped"]:
         print(f"{PROG}: warning: skipped {item['path']}: {item['reason']}", file=sys.stderr)
