@@ -23,21 +23,28 @@ always for ``dataset=folder``; otherwise (simulation) the partition
 The run configuration reaches the app by closure (:func:`make_client_app`,
 used by ``depl_fl.main``) or, for ``flwr run .``, from the run config
 (:func:`depl_fl.runs.runconfig.config_from_run_config`).
+
+A Flower deployment runs every message in a fresh process, so this module
+imports only flwr and numpy; torch is imported by the handlers that train or
+evaluate. For ``flwr run .`` the composed configuration and the node's
+partition are kept in the node cache (:func:`depl_fl.diskcache.node_cache_dir`),
+so only a node's first message loads the dataset (scikit-learn/Hugging Face),
+splits it (Flower Datasets) and composes the configuration (Hydra).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from clients.faults import apply_faults
+from depl_fl.diskcache import node_cache_dir, path_stamp
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
-from depl_fl.task.local_update import evaluate_state, local_update
-from depl_fl.task.partitions import client_partition, geometry
+from depl_fl.task.node_data import NodeData, cached_node_data
 
 ConfigSource = Callable[[Context], Mapping[str, Any]]
 
@@ -54,27 +61,48 @@ def node_partition(context: Context) -> tuple[int, int]:
                          "(flower-supernode --node-config 'partition-id=0 num-partitions=10')") from None
 
 
-def node_data(cfg: Mapping[str, Any], context: Context) -> tuple[np.ndarray, np.ndarray, Any]:
-    """This node's training data ``(x, y)`` and task geometry (see the module doc)."""
-    from depl_fl.task.partitions import is_folder
+def _local_paths(cfg: Mapping[str, Any], context: Context) -> list[Any]:
+    """Stamps of the local files/folders the node's data may be read from."""
+    values = [*cfg["dataset"].values(), *context.node_config.values()]
+    return [stamp for stamp in map(path_stamp, values) if stamp is not None]
+
+
+def node_data(cfg: Mapping[str, Any], context: Context, cache_dir: Path | None = None) -> NodeData:
+    """This node's training partition and the task geometry.
+
+    Cached in memory per process and, with ``cache_dir``, on the node's disk
+    under a hash of the dataset and partition settings, the seed, the node
+    config and the modification times of the local data paths.
+    """
+    pid, num = node_partition(context)
+    key = {"dataset": cfg["dataset"], "partition": cfg["partition"], "seed": cfg["seed"],
+           "arch": cfg["model"]["arch"], "partition-id": pid, "num-partitions": num,
+           "node-config": dict(context.node_config), "paths": _local_paths(cfg, context)}
+
+    return cached_node_data(cache_dir, key, lambda: _read_node_data(cfg, context, pid, num))
+
+
+def _read_node_data(cfg: Mapping[str, Any], context: Context, pid: int, num: int) -> NodeData:
+    """The node config's ``data-dir`` folder (always for ``dataset=folder``), else the partition."""
+    from depl_fl.task.partitions import client_partition, geometry, is_folder
 
     data_dir = context.node_config.get("data-dir")
     if data_dir:
         from depl_fl.task.folder_data import folder_classes, geometry_of, read_folder
 
         data = read_folder(str(data_dir), folder_classes(cfg), field="node config data-dir")
-        return data.x, data.y, geometry_of(str(cfg["model"]["arch"]), data)
+        return NodeData(data.x, data.y, geometry_of(str(cfg["model"]["arch"]), data))
     if is_folder(cfg):
         from depl_fl.task.data import DataError
 
         raise DataError("node config data-dir: dataset=folder needs each node's own folder "
                         "(flower-supernode --node-config 'partition-id=0 data-dir=\"PATH\"')")
-    pid, num = node_partition(context)
     x, y = client_partition(cfg, pid, num)
-    return x, y, geometry(cfg)
+    return NodeData(x, y, geometry(cfg))
 
 
-def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
+def node_properties(cfg: Mapping[str, Any], context: Context,
+                    cache_dir: Path | None = None) -> dict[str, Any]:
     """Cluster, number of samples, partition id and label histogram of this node.
 
     The cluster is the node config's ``cluster`` when set (a real deployment);
@@ -85,16 +113,17 @@ def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
     cluster = context.node_config.get("cluster")
     if cluster is None:
         cluster = cluster_assignment(num, cfg["clusters"]["classes"])[pid]
-    _, y, geo = node_data(cfg, context)
+    data = node_data(cfg, context, cache_dir)
     # Counts per class only: no sample leaves the node (contract v2 label coverage).
-    histogram = np.bincount(np.asarray(y, dtype=np.int64), minlength=geo.num_classes)
-    return {"cluster": str(cluster), "num-samples": int(len(y)), "partition-id": pid,
+    histogram = np.bincount(np.asarray(data.y, dtype=np.int64), minlength=data.geometry.num_classes)
+    return {"cluster": str(cluster), "num-samples": int(len(data.y)), "partition-id": pid,
             "label-histogram": [int(v) for v in histogram]}
 
 
-def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:
+def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any],
+                 cache_dir: Path | None = None) -> Message:
     """Reply to a QUERY message with this node's properties."""
-    props = node_properties(cfg, context)
+    props = node_properties(cfg, context, cache_dir)
     return Message(RecordDict({"properties": ConfigRecord(props)}), reply_to=msg)
 
 
@@ -102,18 +131,23 @@ def _state_of(record: ArrayRecord) -> dict[str, np.ndarray]:
     return {name: arr.numpy() for name, arr in record.items()}
 
 
-def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:
+def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any],
+                 cache_dir: Path | None = None) -> Message:
     """Prune from the received global weights, fine-tune locally, reply with the kept weights."""
+    import torch
+
+    from depl_fl.task.local_update import local_update
+
     torch.set_num_threads(1)
     content = msg.content
     conf = content["config"]
     global_state = _state_of(content["arrays"])
     pid, _ = node_partition(context)
-    x, y, geo = node_data(cfg, context)
+    data = node_data(cfg, context, cache_dir)
     train = cfg["train"]
     server_round = int(conf.get("server-round", 0))
     result = local_update(
-        global_state, geo, float(conf.get("compression", 0.0)), x, y,
+        global_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
         epochs=int(conf.get("local-epochs", train["local_epochs"])),
         lr=float(conf.get("lr", train["lr"])),
         batch_size=int(conf.get("batch-size", train["batch_size"])),
@@ -127,12 +161,17 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Mess
     return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
 
 
-def handle_evaluate(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:
+def handle_evaluate(msg: Message, context: Context, cfg: Mapping[str, Any],
+                    cache_dir: Path | None = None) -> Message:
     """Loss and accuracy of the received global model on the local partition."""
+    import torch
+
+    from depl_fl.task.local_update import evaluate_state
+
     torch.set_num_threads(1)
-    x, y, geo = node_data(cfg, context)
-    loss, acc = evaluate_state(_state_of(msg.content["arrays"]), geo, x, y)
-    metrics = MetricRecord({"num-examples": int(len(y)), "eval-loss": loss, "eval-acc": acc})
+    data = node_data(cfg, context, cache_dir)
+    loss, acc = evaluate_state(_state_of(msg.content["arrays"]), data.geometry, data.x, data.y)
+    metrics = MetricRecord({"num-examples": int(len(data.y)), "eval-loss": loss, "eval-acc": acc})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
 
@@ -143,24 +182,28 @@ def make_client_app(cfg: Mapping[str, Any] | None = None) -> ClientApp:
     ----------
     cfg : mapping, optional
         The composed run configuration (plain dict, see :mod:`depl_fl.runs.runconfig`).
-        ``None`` reads it from ``context.run_config`` (``flwr run .``).
+        ``None`` reads it from ``context.run_config`` (``flwr run .``) and
+        caches it and the node's partition in the node cache folder.
     """
     app = ClientApp()
 
-    def config(context: Context) -> Mapping[str, Any]:
-        return cfg if cfg is not None else config_from_run_config(context.run_config)
+    def config(context: Context) -> tuple[Mapping[str, Any], Path | None]:
+        if cfg is not None:
+            return cfg, None
+        cache_dir = node_cache_dir(context.node_config)
+        return config_from_run_config(context.run_config, cache_dir), cache_dir
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
-        return handle_query(msg, context, config(context))
+        return handle_query(msg, context, *config(context))
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        return handle_train(msg, context, config(context))
+        return handle_train(msg, context, *config(context))
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
-        return handle_evaluate(msg, context, config(context))
+        return handle_evaluate(msg, context, *config(context))
 
     return app
 

@@ -322,16 +322,52 @@ def compose_config(overrides: Sequence[str] = ()) -> dict[str, Any]:
 
 
 _RUN_CONFIG_CACHE: dict[str, dict[str, Any]] = {}
+CONFIG_CACHE_FORMAT = 1
 
 
-def config_from_run_config(run_config: Mapping[str, Any]) -> dict[str, Any]:
+def conf_digest(directory: str | None = None) -> str:
+    """Hash of every ``*.yaml`` file (relative path and bytes) under the Hydra config folder."""
+    from pathlib import Path
+
+    root = Path(directory or conf_dir())
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.yaml")):
+        digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def config_from_run_config(run_config: Mapping[str, Any], cache_dir: Any = None) -> dict[str, Any]:
     """The run configuration for ``flwr run .``.
 
     ``run_config["overrides"]`` (from ``[tool.flwr.app.config]`` or
     ``flwr run . --run-config 'overrides="seed=3 method=full"'``) is a
     space-separated list of Hydra overrides applied to ``conf/config.yaml``.
+
+    Composed once per process; with ``cache_dir`` (a node cache folder,
+    :func:`depl_fl.diskcache.node_cache_dir`) also once per node: the
+    validated result is stored under a hash of the overrides and of the
+    config files, so later ClientApp processes neither import nor run Hydra.
     """
     text = str(run_config.get("overrides", "") or "")
-    if text not in _RUN_CONFIG_CACHE:
-        _RUN_CONFIG_CACHE[text] = compose_config(text.split())
-    return _RUN_CONFIG_CACHE[text]
+    if text in _RUN_CONFIG_CACHE:
+        return _RUN_CONFIG_CACHE[text]
+    path = None
+    if cache_dir is not None:
+        from pathlib import Path
+
+        from depl_fl.diskcache import content_key, read_json
+
+        key = content_key({"config": CONFIG_CACHE_FORMAT, "overrides": text, "conf": conf_digest()})
+        path = Path(cache_dir) / "config" / f"{key}.json"
+        cached = read_json(path)
+        if isinstance(cached, dict):
+            _RUN_CONFIG_CACHE[text] = cached
+            return cached
+    cfg = compose_config(text.split())
+    if path is not None:
+        from depl_fl.diskcache import write_json
+
+        write_json(path, cfg)
+    _RUN_CONFIG_CACHE[text] = cfg
+    return cfg

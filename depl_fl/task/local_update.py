@@ -3,6 +3,8 @@
 Pure torch + numpy (no flwr): the ClientApp's train handler and the in-process
 pilot federations of :mod:`strategies.profiling` both call :func:`local_update`,
 so the loss profile is measured with exactly the client training code.
+torch is imported on first use, so that :class:`TaskGeometry` is cheap to import
+(a ClientApp process answering a query never loads torch).
 """
 
 from __future__ import annotations
@@ -12,9 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from depl_fl.task.models import build_model, get_state, set_state
 from depl_fl.task.pruning import build_pruned_model, compute_structure, extract
-from depl_fl.task.training import evaluate_model, train_local
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,9 @@ def local_update(
         deterministic function of ``global_state`` and ``compression``, so the
         server recomputes it instead of receiving it).
     """
+    from depl_fl.task.models import get_state, set_state
+    from depl_fl.task.training import train_local
+
     structure = compute_structure(geometry.arch, global_state, compression)
     model = build_pruned_model(geometry.arch, structure, geometry.num_classes,
                                geometry.in_channels, geometry.image_size)
@@ -84,6 +87,9 @@ def local_update(
 def evaluate_state(state: Mapping[str, np.ndarray], geometry: TaskGeometry,
                    x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Cross-entropy loss and accuracy of the full model with weights ``state`` on ``(x, y)``."""
+    from depl_fl.task.models import build_model, set_state
+    from depl_fl.task.training import evaluate_model
+
     model = build_model(geometry.arch, geometry.num_classes, geometry.in_channels,
                         geometry.image_size)
     set_state(model, state)
@@ -92,6 +98,8 @@ def evaluate_state(state: Mapping[str, np.ndarray], geometry: TaskGeometry,
 
 def initial_state(geometry: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
     """Seeded initial weights of the full global model."""
+    from depl_fl.task.models import build_model, get_state
+
     return get_state(build_model(geometry.arch, geometry.num_classes, geometry.in_channels,
                                  geometry.image_size, seed=seed))
 
@@ -106,6 +114,9 @@ def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, co
     """
     if compression == 0.0:
         return evaluate_state(state, geometry, x, y)
+    from depl_fl.task.models import set_state
+    from depl_fl.task.training import evaluate_model
+
     structure = compute_structure(geometry.arch, state, compression)
     model = build_pruned_model(geometry.arch, structure, geometry.num_classes,
                                geometry.in_channels, geometry.image_size)
