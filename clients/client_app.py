@@ -4,7 +4,14 @@ Message protocol (docs/ARCHITECTURE.md, "Message protocol"):
 
 * ``query``: reply ``ConfigRecord "properties"`` with ``cluster``,
   ``num-samples``, ``partition-id`` and ``label-histogram`` (samples per class,
-  a list of ints: it reveals no sample).
+  a list of ints: it reveals no sample; also the data fingerprint of the
+  profile cache).
+
+Training data: the node config's ``data-dir`` (a folder ``<class>/<image>.png``
+of this node's own samples, :mod:`depl_fl.task.folder_data`) when set, and
+always for ``dataset=folder``; otherwise (simulation) the partition
+``partition-id`` of the configured dataset. A client never opens
+``dataset.test_dir``.
 * ``train``: receive ``ArrayRecord "arrays"`` (full global weights) and
   ``ConfigRecord "config"`` (``model-id``, ``compression``, ``level``,
   ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
@@ -46,6 +53,8 @@ def node_partition(context: Context) -> tuple[int, int]:
     """``(partition-id, num-partitions)`` of this node from its node config."""
     node_config = context.node_config
     try:
+        if node_config.get("data-dir") and "num-partitions" not in node_config:
+            return int(node_config["partition-id"]), int(node_config["partition-id"]) + 1
         return int(node_config["partition-id"]), int(node_config["num-partitions"])
     except KeyError:
         raise ValueError("node config needs partition-id and num-partitions "
@@ -70,13 +79,26 @@ def node_data(cfg: Mapping[str, Any], context: Context, cache_dir: Path | None =
            "arch": cfg["model"]["arch"], "partition-id": pid, "num-partitions": num,
            "node-config": dict(context.node_config), "paths": _local_paths(cfg, context)}
 
-    def compute() -> NodeData:
-        from depl_fl.task.partitions import client_partition, geometry
+    return cached_node_data(cache_dir, key, lambda: _read_node_data(cfg, context, pid, num))
 
-        x, y = client_partition(cfg, pid, num)
-        return NodeData(x, y, geometry(cfg))
 
-    return cached_node_data(cache_dir, key, compute)
+def _read_node_data(cfg: Mapping[str, Any], context: Context, pid: int, num: int) -> NodeData:
+    """The node config's ``data-dir`` folder (always for ``dataset=folder``), else the partition."""
+    from depl_fl.task.partitions import client_partition, geometry, is_folder
+
+    data_dir = context.node_config.get("data-dir")
+    if data_dir:
+        from depl_fl.task.folder_data import folder_classes, geometry_of, read_folder
+
+        data = read_folder(str(data_dir), folder_classes(cfg), field="node config data-dir")
+        return NodeData(data.x, data.y, geometry_of(str(cfg["model"]["arch"]), data))
+    if is_folder(cfg):
+        from depl_fl.task.data import DataError
+
+        raise DataError("node config data-dir: dataset=folder needs each node's own folder "
+                        "(flower-supernode --node-config 'partition-id=0 data-dir=\"PATH\"')")
+    x, y = client_partition(cfg, pid, num)
+    return NodeData(x, y, geometry(cfg))
 
 
 def node_properties(cfg: Mapping[str, Any], context: Context,

@@ -12,8 +12,9 @@ Sub-commands
     figures of :func:`depl_fl.contract.semantics.evaluate_plan` as JSON on stdout.
     Exit 0 whenever the figures were computed, **even when the plan is
     invalid or not dependable** (the JSON's ``valid`` / ``dependable`` say so).
-``profile``, ``report``
-    Handed over to :mod:`strategies.profiling` and :mod:`depl_fl.runs.report`.
+``profile``, ``report``, ``split``
+    Handed over to :mod:`strategies.profiling`, :mod:`depl_fl.runs.report` and
+    :mod:`depl_fl.task.split` (per-node image folders for ``dataset=folder``).
 
 User mistakes (bad files, bad options) print exactly one line
 ``depl-fl: <message>`` on stderr and exit with the error's status (2 for bad
@@ -40,7 +41,8 @@ MIN_TRAJECTORIES = 20000
 MIN_ETA = 1e-3
 #: Most Monte Carlo trajectories of ``evaluate``: about 1 GB of float64 working arrays.
 MAX_TRAJECTORIES = 10_000_000
-DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report"}
+DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report",
+             "split": "depl_fl.task.split"}
 
 
 def _number(text: str) -> float:

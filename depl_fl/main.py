@@ -1,8 +1,9 @@
 """Hydra entry point: one federated DepL job (``python -m depl_fl.main [overrides]``).
 
-Composes ``conf/config.yaml``, makes sure the loss profile of the
-configuration is cached (pilot federations on the first run), then runs the
-Flower simulation: ``flwr.simulation.run_simulation`` on Ray with
+Composes ``conf/config.yaml`` and runs the Flower simulation (the loss
+profile is measured by federated exploration rounds inside the job, see
+:mod:`strategies.federated_profiling`; with ``profile.source=inprocess`` the
+in-process pilots run before the simulation): ``flwr.simulation.run_simulation`` on Ray with
 ``client_resources.num_cpus = simulation.client_num_cpus`` (default), or the
 same ServerApp strategy and ClientApp code on the small in-process Grid
 (``simulation=inprocess``). The configuration reaches both apps by closure.
@@ -43,9 +44,10 @@ def _quiet_flower() -> None:
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     """Run one job of a validated plain config; returns the results.json path."""
-    from strategies.profiling import ensure_profile
+    if str(cfg["profile"].get("source", "federated")) == "inprocess":
+        from strategies.profiling import ensure_profile
 
-    ensure_profile(cfg)  # before the simulation starts, so pilots never run inside Ray
+        ensure_profile(cfg)  # before the simulation starts, so pilots never run inside Ray
     backend = cfg["simulation"]["backend"]
     if backend == "inprocess":
         from clients.client_app import make_client_app

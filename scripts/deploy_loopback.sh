@@ -11,6 +11,9 @@
 #   -o DIR        output folder for results.json and the logs (default: outputs/deploy-<time>)
 #   -t SECONDS    give up on the run after this long (default 900)
 #   -k            keep the temporary FLWR_HOME folders (default: removed)
+#   -d SPLIT_DIR  node-local data: SuperNode i reads SPLIT_DIR/node-<i> (node config
+#                 data-dir), the server gets only dataset=folder dataset.test_dir=SPLIT_DIR/test
+#                 (folders written by `depl-fl split --out SPLIT_DIR`)
 #   --tls         TLS everywhere: a CA and a server certificate (subjectAltName IP:127.0.0.1)
 #                 are generated with openssl into the temporary folder
 #   --auth        SuperNode authentication (implies --tls): one ECDSA key pair per SuperNode,
@@ -39,6 +42,7 @@ CLUSTERS=""
 OUT=""
 TIMEOUT=900
 KEEP=0
+SPLIT=""
 TLS=0
 AUTH=0
 INTRUDER=0
@@ -67,7 +71,7 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 set -- "${SHORT[@]+"${SHORT[@]}"}"
-while getopts "n:r:c:o:t:kh" opt; do
+while getopts "n:r:c:o:t:d:kh" opt; do
     case "$opt" in
         n) NUM="$OPTARG" ;;
         r) ROUNDS="$OPTARG" ;;
@@ -75,7 +79,8 @@ while getopts "n:r:c:o:t:kh" opt; do
         o) OUT="$OPTARG" ;;
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
-        h) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        d) SPLIT="$OPTARG" ;;
+        h) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -83,6 +88,9 @@ shift $((OPTIND - 1))
 EXTRA=("$@")
 
 die() { echo "deploy_loopback: $*" >&2; exit 2; }
+node_data() {  # with -d: the node config entry of SuperNode $1's own folder
+    [[ -z "$SPLIT" ]] || printf ' data-dir="%s/node-%s"' "$SPLIT" "$1"
+}
 [[ "$NUM" =~ ^[1-9][0-9]*$ ]] || die "-n must be a positive integer, got '$NUM'"
 [[ -z "$ROUNDS" || "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "-r must be a positive integer, got '$ROUNDS'"
 [[ -z "$CRASH_AFTER" || "$CRASH_AFTER" =~ ^[1-9][0-9]*$ ]] || \
@@ -90,6 +98,11 @@ die() { echo "deploy_loopback: $*" >&2; exit 2; }
 [[ "$LATENCY_MS" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--latency-ms must be a number >= 0, got '$LATENCY_MS'"
 [[ "$INTRUDER" -eq 0 || "$AUTH" -eq 1 ]] || die "--intruder needs --auth"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "-t must be a positive integer, got '$TIMEOUT'"
+if [[ -n "$SPLIT" ]]; then
+    [[ -d "$SPLIT/test" ]] || die "-d: $SPLIT/test is not a folder (write it with depl-fl split --out $SPLIT)"
+    SPLIT="$(cd "$SPLIT" && pwd)"
+    [[ "$SPLIT" != *[[:space:]\"]* ]] || die "-d: the path must not contain spaces or double quotes"
+fi
 
 if [[ -n "${FLWR_BIN:-}" ]]; then BIN="$FLWR_BIN"
 elif [[ -x "$ROOT/.venv/bin/flower-superlink" ]]; then BIN="$ROOT/.venv/bin"
@@ -304,7 +317,7 @@ for ((i = 0; i < NUM; i++)); do
     ns=""
     [[ "$NETEM" -eq 0 ]] || ns="$i"
     start_supernode "supernode-$i" "${PORTS[$((i + 1))]}" \
-        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"" "$ns" "$key"
+        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"$(node_data "$i")" "$ns" "$key"
     echo "deploy_loopback: SuperNode $i (cluster ${CLUSTER_OF[$i]}) on 127.0.0.1:${PORTS[$((i + 1))]}" >&2
 done
 if [[ "$INTRUDER" -eq 1 ]]; then
@@ -318,6 +331,7 @@ fi
 OVERRIDES="num_clients=$NUM ++output.dir=$OUT"
 [[ -z "$ROUNDS" ]] || OVERRIDES+=" target.max_rounds=$ROUNDS"
 OVERRIDES+=" profile.cache_dir=${DEPL_CACHE_DIR:-$ROOT/.depl_cache}"
+[[ -z "$SPLIT" ]] || OVERRIDES+=" dataset=folder dataset.test_dir=$SPLIT/test"
 for o in "${EXTRA[@]+"${EXTRA[@]}"}"; do
     [[ "$o" != *[[:space:]\"]* ]] || die "override '$o' must not contain spaces or double quotes"
     OVERRIDES+=" $o"

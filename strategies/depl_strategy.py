@@ -150,6 +150,11 @@ class DepLStrategy(FedAvg):
         ``on_round(strategy, arrays, loss)`` after every completed round (checkpointing).
     resume : mapping, optional
         A checkpoint (:mod:`strategies.checkpointing`) to continue from instead of planning.
+    profiler : object, optional
+        ``profiler.run(strategy, grid, arrays, evaluate_fn, timeout, train_config)``
+        runs the profile rounds after the properties query and before the scenario
+        is built, and returns the arrays the job continues from
+        (:class:`strategies.federated_profiling.FederatedProfiler`).
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
@@ -159,7 +164,8 @@ class DepLStrategy(FedAvg):
                  replan_policy: Any = None, track_mean: bool = False,
                  aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3,
                  timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
-                 on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None) -> None:
+                 on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None,
+                 profiler: Any = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -182,6 +188,8 @@ class DepLStrategy(FedAvg):
         self.timeout_slack_s = float(timeout_slack_s)
         self.on_round = on_round
         self.resume = resume
+        #: Runs the profile rounds before planning (strategies.federated_profiling), or None.
+        self.profiler = profiler
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -268,7 +276,8 @@ class DepLStrategy(FedAvg):
             if self.plan_fn is None:
                 raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
             plan = self.plan_fn(self.scenario, self.targets, None)
-        if not plan.feasible or not plan.rounds:
+        # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
+        if not plan.feasible or (not plan.rounds and self.profiler is None):
             best = plan.predicted.get("probability")
             best_txt = f" (best reachable probability {best:.3g})" if isinstance(best, (int, float)) else ""
             raise InfeasibleError(
@@ -437,6 +446,9 @@ class DepLStrategy(FedAvg):
         if self.resume is not None:
             arrays, loss = self._resume_state(self.resume)
         else:
+            if self.profiler is not None:  # profile rounds first; the job continues from their model
+                initial_arrays = self.profiler.run(self, grid, initial_arrays, evaluate_fn, timeout,
+                                                   ConfigRecord() if train_config is None else train_config)
             arrays, loss = self._plan_and_evaluate(initial_arrays, evaluate_fn, result)
         result.arrays = arrays
         train_config = ConfigRecord() if train_config is None else train_config
@@ -465,8 +477,9 @@ class DepLStrategy(FedAvg):
                  self.plan.predicted.get("loss_quantile", float("nan")),
                  self.plan.predicted.get("probability", float("nan")))
         self.controller = self._make_controller()
-        first_model = self.scenario.model(self.plan.rounds[0].model)
-        first = evaluate_fn(0, initial_arrays, float(first_model.compression))
+        # A feasible empty plan (the target already met, e.g. by the exploration rounds): no round.
+        first_model = self.scenario.model(self.plan.rounds[0].model) if self.plan.rounds else None
+        first = evaluate_fn(0, initial_arrays, float(first_model.compression) if first_model else 0.0)
         if first is not None:
             result.evaluate_metrics_serverapp[0] = first
         self.initial_loss = float(first["loss"]) if first is not None else float("nan")

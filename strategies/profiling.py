@@ -87,6 +87,8 @@ class _Pilot:
         self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]
         self.test = validation_split(cfg, seed=seed)
         self.comp = dict(variant_list(cfg))
+        #: ``(model, client partition ids)`` of every pilot round run, for the cost accounting.
+        self.log: list[tuple[str, list[int]]] = []
 
     def initial(self) -> dict[str, Any]:
         from depl_fl.task.local_update import initial_state
@@ -136,7 +138,9 @@ class _Pilot:
         train = self.cfg["train"]
         compression = self.comp[model]
         replies = []
-        for pid in (range(len(self.parts)) if clients is None else clients):
+        members = list(range(len(self.parts)) if clients is None else clients)
+        self.log.append((model, members))
+        for pid in members:
             x, y = self.parts[pid]
             res = local_update(state, self.geometry, compression, x, y,
                                epochs=int(train["local_epochs"]), lr=float(train["lr"]),
@@ -162,10 +166,12 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         subset_fractions = []
     observations: list[Any] = []
     pilot_rounds = 0
+    round_log: list[tuple[str, list[int]]] = []
     t0 = time.perf_counter()
     for s in range(int(prof["seeds"])):
         seed = 1_000 + s  # pilot seeds, disjoint from run seeds by convention
         pilot = _Pilot(cfg, seed)
+        pilot.log = round_log
         for model in models:
             state = pilot.initial()
             losses, snapshots = pilot.run(state, pilot.loss(state, model), model, 1, rounds,
@@ -195,7 +201,7 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
                                                              sample_fractions=r)
                 LOG.info("pilot seed %d %s over %d clients (r=%.2f): loss %.3f -> %.3f", s, model,
                          len(clients), r, losses[0], losses[-1])
-    stats = {"pilot_rounds": pilot_rounds, "seconds": time.perf_counter() - t0}
+    stats = {"pilot_rounds": pilot_rounds, "seconds": time.perf_counter() - t0, "round_log": round_log}
     return observations, stats
 
 
@@ -234,9 +240,81 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     clients = [{"id": f"c{pid}", "cluster": clusters[pid], "num_samples": sizes[pid]} for pid in range(n)]
     doc = scenario_doc(cfg, clients, model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size),
                        loss)
+    round_log = stats.pop("round_log")
     doc["profile"] = {"key": profile_key(cfg), "observations": len(observations), **stats,
                       "method": "in-process pilot federations (see strategies/profiling.py)"}
+    doc["profile"]["cost"] = pilot_cost(doc, round_log, stats["seconds"])
     return doc
+
+
+def pilot_cost(doc: Mapping[str, Any], round_log: Sequence[tuple[str, Sequence[int]]],
+               seconds: float) -> dict[str, Any]:
+    """Modelled cost of the in-process pilots as if run on the clients at their cheapest levels."""
+    from depl_fl.contract.plan import RoundDecision
+    from depl_fl.contract.scenario import scenario_from_dict
+    from depl_fl.contract.semantics import round_energy, round_time
+    from strategies.federated_profiling import cheapest_levels
+
+    scenario = scenario_from_dict(doc)
+    levels = cheapest_levels(scenario)
+    energy = time_s = 0.0
+    for model, members in round_log:
+        decision = RoundDecision(model, tuple(f"c{pid}" for pid in members), levels)
+        energy += round_energy(scenario, decision)
+        time_s += round_time(scenario, decision)
+    return {"rounds": len(round_log), "energy_j": float(energy), "time_s": float(time_s),
+            "wall_s": float(seconds)}
+
+
+#: Profile files built by this process (a job that built its profile paid for it).
+_BUILT_HERE: set[str] = set()
+
+
+class InProcessProfile:
+    """``profile.source=inprocess``: the in-process pilots of :func:`ensure_profile` (simulation research).
+
+    The pilots run on the server's copy of every partition, not on the clients;
+    their cost is modelled at the clients' cheapest levels and charged to the
+    job that built the profile (a job reusing the cached file records the reuse
+    and what it cost when made). They do not train the job's model, so they
+    do not count against its deadline.
+    """
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = cfg
+        self.loss_doc: dict[str, Any] | None = None
+        self.records: list[dict[str, Any]] = []
+        self.reused = False
+        self.cost_when_made: dict[str, Any] | None = None
+        self.path: Path | None = None
+
+    def run(self, strategy: Any, grid: Any, arrays: Any, evaluate_fn: Any, timeout: float,
+            train_config: Any) -> Any:
+        """Load or build the profile; the job's model is unchanged."""
+        doc, self.path = ensure_profile(self.cfg)
+        self.loss_doc = doc["loss"]
+        self.cost_when_made = (doc.get("profile") or {}).get("cost")
+        # Only the one job that built the file paid for it (a multirun shares this process).
+        self.reused = str(self.path) not in _BUILT_HERE
+        _BUILT_HERE.discard(str(self.path))
+        return arrays
+
+    @property
+    def energy_j(self) -> float:
+        """Energy charged to this job: the pilots' cost if this job built the profile, else 0."""
+        return 0.0 if self.reused else float((self.cost_when_made or {}).get("energy_j", 0.0))
+
+    @property
+    def time_s(self) -> float:
+        """Modelled pilot time charged to this job (like :attr:`energy_j`)."""
+        return 0.0 if self.reused else float((self.cost_when_made or {}).get("time_s", 0.0))
+
+    def summary(self) -> dict[str, Any]:
+        """The ``profile`` block of results.json."""
+        rounds = 0 if self.reused else int((self.cost_when_made or {}).get("rounds", 0))
+        return {"source": "inprocess", "reused": self.reused, "rounds": rounds, "energy_j": self.energy_j,
+                "time_s": self.time_s, "cache_file": str(self.path) if self.path else None,
+                "cost_when_made": self.cost_when_made}
 
 
 def _fmt(values: Sequence[float]) -> str:
@@ -272,11 +350,11 @@ def ensure_profile(cfg: Mapping[str, Any], force: bool = False) -> tuple[dict[st
     LOG.info("no cached loss profile for this configuration: running pilot federations "
              "(%s seeds x %s rounds per variant + switch pilots)", cfg["profile"]["seeds"],
              cfg["profile"]["rounds"])
+    from strategies.federated_profiling import write_json_atomic
+
     doc = build_profile(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, doc)
+    _BUILT_HERE.add(str(path))
     LOG.info("loss profile: %d pilot rounds in %.1f s, cached at %s", doc["profile"]["pilot_rounds"],
              doc["profile"]["seconds"], path)
     return doc, path

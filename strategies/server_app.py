@@ -74,23 +74,44 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     return evaluate_fn
 
 
+def placeholder_loss(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A valid ``loss`` section that only lets the cost model run (never used for planning)."""
+    from depl_fl.runs.runconfig import variant_list
+
+    flat = {"levels": [0.0, 1.0], "mean": [0.0, 0.0], "std": [1.0, 1.0]}
+    return {"initial": 1.0, "switch": [], "run": {m: dict(flat) for m, _ in variant_list(cfg)}}
+
+
+def make_profiler(cfg: Mapping[str, Any], scenario_of: Callable[..., Scenario]) -> Any:
+    """The profile source of ``cfg``: federated exploration rounds (default) or in-process pilots."""
+    if str(cfg["profile"].get("source", "federated")) == "inprocess":
+        from strategies.profiling import InProcessProfile
+
+        return InProcessProfile(cfg)
+    from strategies.federated_profiling import FederatedProfiler
+
+    return FederatedProfiler(cfg, lambda props: scenario_of(props, placeholder_loss(cfg)))
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
                    resume: Mapping[str, Any] | None = None) -> DepLStrategy:
-    """DepLStrategy for ``cfg`` (scenario from the cached loss profile and measured variants).
+    """DepLStrategy for ``cfg``: the profiler measures the loss profile, the scenario uses it.
 
     ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`).
     """
     from depl_fl.task.partitions import geometry
-    from strategies.profiling import ensure_profile
     from strategies.scenario_builder import build_scenario, model_docs
 
     geo = geometry(cfg)
+    models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
+
+    def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
+        return build_scenario(cfg, properties, models, loss)
+
+    profiler = make_profiler(cfg, scenario_of)
 
     def scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
-        profile, path = ensure_profile(cfg)
-        LOG.info("loss profile: %s", path)
-        models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
-        return build_scenario(cfg, properties, models, profile["loss"])
+        return scenario_of(properties, profiler.loss_doc)
 
     train = cfg["train"]
     server = cfg["server"]
@@ -116,7 +137,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         # that online re-planning does not turn it into a quantile method.
         track_mean=cfg["method"] == "expectation",
         aggregation=aggregation_settings(cfg),
-        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)))
+        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler)
 
 
 def aggregation_settings(cfg: Mapping[str, Any]) -> AggregationSettings:
@@ -137,7 +158,8 @@ def summary_line(summary: Mapping[str, Any]) -> str:
     return (f"summary: {summary.get('method')} seed {summary.get('seed')}: final test loss "
             f"{num('final_test_loss', '.4f')} (validation {num('final_loss', '.4f')}) vs target "
             f"{num('target_loss', 'g')} ({verdict}; "
-            f"pi={num('target_prob', 'g')}), energy {num('cost_j', '.4g')} J, modeled time "
+            f"pi={num('target_prob', 'g')}), energy {num('total_energy_j', '.4g')} J (training "
+            f"{num('cost_j', '.4g')} J + profiling {num('profile_energy_j', '.4g')} J), modeled time "
             f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
             f"{summary.get('replans', 0)} re-plans"
             + (f", resumed after round {summary['resumed_from']}" if summary.get("resumed_from") else "")

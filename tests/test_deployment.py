@@ -24,10 +24,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
 BIN = Path(sys.executable).parent
-TINY = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=2.0",
-        "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
+TINY = ["profile.source=inprocess", "profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]",
+        "target.loss=2.0", "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
 #: A job whose plan has at least 4 rounds (the script caps it at -r 4).
-RESUME_JOB = [*TINY[:3], "target.loss=0.7", "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
+RESUME_JOB = [*TINY[:4], "target.loss=0.7", "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
 
 
 def _superlink() -> str | None:

@@ -14,7 +14,8 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["num_clients=3", "profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]",
+TINY = ["num_clients=3", "profile.source=inprocess", "profile.seeds=1", "profile.rounds=3",
+        "profile.switch_at=[2]",
         "target.loss=2.2", "target.prob=0.6", "target.max_rounds=2", "tracking.enabled=false",
         "planner.mc_trajectories=20000"]
 
@@ -67,6 +68,23 @@ def test_bad_config_value_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_ray_job_writes_results(tmp_path):
     _check(_run(tmp_path, ["simulation=ray"]), tmp_path)
+
+
+@pytest.mark.slow
+def test_ray_job_profiles_through_the_grid(tmp_path):
+    """Federated profiling under Ray: the exploration rounds run in the ClientApps (Ray actors)."""
+    proc = _run(tmp_path, ["simulation=ray", "profile.source=federated", "profile.explore.rounds=2",
+                           "profile.explore.stop_loss_factor=null",
+                           "profile.explore.switch_rounds=[2]", "profile.explore.min_points_per_level=1",
+                           "target.loss=1.0", "target.prob=0.5", "target.deadline_s=1e6",
+                           "target.max_rounds=4"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(Path(proc.stdout.strip().splitlines()[-1]).read_text())
+    phases = [r["phase"] for r in doc["rounds"]]
+    assert phases[:2] == ["profile", "profile"] and set(phases[2:]) <= {"train"}
+    s = doc["summary"]
+    assert s["profile_rounds"] == 2 and s["profile_energy_j"] > 0
+    assert s["total_energy_j"] == pytest.approx(s["profile_energy_j"] + s["cost_j"])
 
 
 def test_short_multirun_produces_a_report(tmp_path):

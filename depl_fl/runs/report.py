@@ -5,6 +5,9 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
+* optionally ``profile_energy_j`` (what the job paid for its loss profile;
+  0 when it reused a cached one) and the ``profile`` block's ``cache_file``
+  and ``cost_when_made.energy_j`` (for the amortised figure);
 * optionally ``final_test_loss`` (the loss on the test split no decision read;
   when the summary has it, it is the loss every figure judges, else
   ``final_loss``, the validation loss of older results, is used and the group
@@ -25,9 +28,12 @@ it reaches ``target_prob``, the calibration (the empirical
 ``target_prob``-quantile of the final losses divided by ``target_loss``: 1.0 is
 exact, below 1 over-cautious, above 1 the promise is broken; see
 :func:`calibration`) with a seeded 95% bootstrap interval, the mean and 95th percentile (numpy's linear
-interpolation) of the energy, its ratio to DepL's mean energy at the same
-targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It
-writes ``report.md``,
+interpolation) of the training energy (``cost_j``), its ratio to DepL's mean
+training energy at the same targets (``depl+tracking`` if present, else
+``depl``), the mean profiling energy and the mean **total** energy (training +
+profiling) with its ratio to DepL's, the **amortised** total (training plus
+every distinct profile the group used, counted once at what it cost when
+made, per run), and the mean learning time.  It writes ``report.md``,
 ``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
 empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 (default: ``SWEEP_DIR``) and prints the table and the paths.
@@ -88,6 +94,14 @@ class RunResult:
     #: Which split ``final_loss`` was measured on: ``test`` (summary.final_test_loss) or
     #: ``validation`` (results written before the test split existed).
     loss_split: str = "validation"
+    profile_energy_j: float = 0.0
+    profile_file: str | None = None
+    profile_made_j: float | None = None
+
+    @property
+    def total_j(self) -> float:
+        """Training plus this job's profiling energy."""
+        return self.cost_j + self.profile_energy_j
 
     @property
     def met(self) -> bool:
@@ -213,6 +227,8 @@ def parse_result(doc: Any, path: str) -> RunResult:
     # Judged on the test split where the run recorded one (summary.met_on says so).
     split = "test" if "final_test_loss" in summary and summary.get("met_on") != "validation" \
         else "validation"
+    profile = doc.get("profile") if isinstance(doc.get("profile"), dict) else {}
+    made = profile.get("cost_when_made") if isinstance(profile.get("cost_when_made"), dict) else {}
     # A run without a final loss (diverged: NaN is written as null) is a failure, not a gap.
     final_loss = _number(summary, "final_test_loss" if split == "test" else "final_loss",
                          finite=False, optional=True)
@@ -220,7 +236,14 @@ def parse_result(doc: Any, path: str) -> RunResult:
                      final_loss=math.inf if final_loss is None else final_loss, cost_j=cost,
                      seed=summary.get("seed"), time_s=_number(summary, "time_s", optional=True),
                      wall_s=_number(summary, "wall_s", optional=True),
-                     deadline_s=_number(summary, "deadline_s", optional=True), loss_split=split)
+                     deadline_s=_number(summary, "deadline_s", optional=True), loss_split=split,
+                     profile_energy_j=_number(summary, "profile_energy_j", optional=True) or 0.0,
+                     profile_file=_text_or_none(profile.get("cache_file")),
+                     profile_made_j=_number(made, "energy_j", optional=True))
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str, str]]]:
@@ -275,6 +298,29 @@ def _mean_or_none(values: list[float | None]) -> float | None:
     return float(np.mean(present)) if present else None
 
 
+def amortised_energy(members: Sequence[RunResult]) -> float:
+    """Mean energy per run when every distinct profile is paid once (at its cost when made)."""
+    made: dict[str, float] = {}
+    unshared = 0.0
+    for r in members:
+        if r.profile_file is None:
+            unshared += r.profile_energy_j
+        else:
+            cost = r.profile_made_j if r.profile_made_j is not None else r.profile_energy_j
+            made[r.profile_file] = max(made.get(r.profile_file, 0.0), cost)
+    return (sum(r.cost_j for r in members) + unshared + sum(made.values())) / len(members)
+
+
+def _energy_figures(members: Sequence[RunResult]) -> dict[str, Any]:
+    costs = np.array([r.cost_j for r in members])
+    totals = np.array([r.total_j for r in members])
+    return {"energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
+            "profile_energy_mean_j": float(np.mean([r.profile_energy_j for r in members])),
+            "total_energy_mean_j": float(totals.mean()),
+            "total_energy_p95_j": float(np.percentile(totals, 95)),
+            "amortised_energy_mean_j": amortised_energy(members)}
+
+
 def _group_key(run: RunResult) -> tuple[str, float, float, float]:
     # Runs of different deadlines answer different questions: never pooled (missing = inf).
     return (run.method, run.target_loss, run.target_prob,
@@ -291,7 +337,6 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
         n = len(members)
         successes = sum(r.met for r in members)
         low, high = wilson_interval(successes, n, confidence)
-        costs = np.array([r.cost_j for r in members])
         calib = calibration([r.final_loss for r in members], target_prob, target_loss, confidence) \
             if target_loss > 0 else (None, None, None)
         splits = sorted({r.loss_split for r in members})
@@ -303,21 +348,22 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
             "wilson_low": low, "wilson_high": high, "guarantee_met": successes / n >= target_prob,
             "calibration": calib[0], "calibration_low": calib[1], "calibration_high": calib[2],
             "loss_split": splits[0] if len(splits) == 1 else "mixed",
-            "energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
-            "energy_vs_depl": None,
+            **_energy_figures(members), "energy_vs_depl": None, "total_vs_depl": None,
             "time_mean_s": _mean_or_none([r.time_s for r in members]),
             "wall_mean_s": _mean_or_none([r.wall_s for r in members]),
             "time_runs": sum(r.time_s is not None for r in members),
             "wall_runs": sum(r.wall_s is not None for r in members),
         })
     # The reference is DepL as it runs by default (with tracking), else static DepL.
-    depl_energy = {_targets_of(r): r["energy_mean_j"]
-                   for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
-                   if r["method"] in ("depl", "depl+tracking")}
+    reference = {_targets_of(r): r
+                 for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
+                 if r["method"] in ("depl", "depl+tracking")}
     for row in rows:
-        base = depl_energy.get(_targets_of(row))
-        if base:
-            row["energy_vs_depl"] = row["energy_mean_j"] / base
+        base = reference.get(_targets_of(row))
+        if base and base["energy_mean_j"]:
+            row["energy_vs_depl"] = row["energy_mean_j"] / base["energy_mean_j"]
+        if base and base["total_energy_mean_j"]:
+            row["total_vs_depl"] = row["total_energy_mean_j"] / base["total_energy_mean_j"]
     rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _deadline_order(r["deadline_s"]),
                              _method_key(r["method"])))
     return rows
@@ -345,7 +391,8 @@ def _interval(low: float | None, high: float | None) -> str:
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The report's markdown table, one line per group."""
     header = ("| method | L* | π | deadline (s) | runs | no final loss | P[L ≤ L*] | 95% Wilson | P ≥ π "
-              "| calibration | 95% bootstrap | mean energy (J) | p95 energy (J) | energy / DepL "
+              "| calibration | 95% bootstrap | training energy (J) | profiling energy (J) "
+              "| total energy (J) | amortised total (J) | p95 total (J) | training / DepL | total / DepL "
               "| mean time (s) | mean wall (s) |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
@@ -355,7 +402,9 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {r['probability']:.3f} | [{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] "
             f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['calibration'], '.3f')} "
             f"| {_interval(r['calibration_low'], r['calibration_high'])} | {_fmt(r['energy_mean_j'])} "
-            f"| {_fmt(r['energy_p95_j'])} | {_fmt(r['energy_vs_depl'], '.3f')} "
+            f"| {_fmt(r['profile_energy_mean_j'])} | {_fmt(r['total_energy_mean_j'])} "
+            f"| {_fmt(r['amortised_energy_mean_j'])} | {_fmt(r['total_energy_p95_j'])} "
+            f"| {_fmt(r['energy_vs_depl'], '.3f')} | {_fmt(r['total_vs_depl'], '.3f')} "
             f"| {_fmt(r['time_mean_s'])} | {_fmt(r['wall_mean_s'])} |")
     return "\n".join(lines)
 

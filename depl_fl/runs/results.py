@@ -9,13 +9,16 @@ Layout of ``results.json``::
                  "deadline_s", "cost_j", "time_s", "wall_s", "method", "seed", "met",
                  "rounds", "planned_rounds", "replans", "rejected_replies", "rolled_back_rounds",
                  "flagged_losses", "predicted": {...plan.predicted},
-                 "status", "resumed_from", "at_risk", "dropped_clients"},
-     "rounds": [{"round", "model", "clients", "levels", "loss", "loss_before", "accuracy",
+                 "status", "resumed_from", "at_risk", "dropped_clients",
+                 "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
+                 "total_energy_j", "total_time_s"},
+     "rounds": [{"round", "phase", "model", "clients", "levels", "loss", "loss_before", "accuracy",
                  "test_loss", "test_accuracy",
                  "predicted_quantile", "energy_j", "round_time_s", "wall_s",
                  "replied": [client, ...], "rejected": [{"client", "reason"}, ...],
                  "rolled_back": null | reason, "loss_flag": null | "non-finite" | "spike",
                  "tracked_loss", ...}],
+     "profile": {"source", "reused", "rounds", "energy_j", "time_s", "cost_when_made", ...},
      "replans": [...], "plan": {...}, "scenario": {...}, "config": {...}}
 
 ``loss`` (per round) and ``final_loss`` are measured on the validation split,
@@ -28,8 +31,15 @@ after every round), ``completed`` at the end and ``interrupted`` after Ctrl-C
 or SIGTERM; ``summary.resumed_from`` is the last completed round before a
 restart (``null`` for a job that never restarted). Every write is atomic.
 
-``cost_j`` and ``time_s`` are modeled with the contract's cost model (real
-FLOPs and bytes of the variants); ``wall_s`` is measured. A run whose final
+Every round record has ``phase``: ``profile`` (a federated exploration round,
+numbered first) or ``train`` (a planned round, numbered after them).
+``cost_j`` / ``time_s`` / ``rounds`` are the training phase;
+``profile_energy_j`` / ``profile_time_s`` / ``profile_rounds`` what this job
+paid for its loss profile (0 when it reused a cached profile: then
+``profile_reused`` is true and ``profile.cost_when_made`` says what the
+profile cost); ``total_energy_j`` and ``total_time_s`` add both. Energies and
+times are modeled with the contract's cost model (real FLOPs and bytes of the
+variants); ``wall_s`` is measured. A run whose final
 loss is not finite writes ``final_loss: null`` and ``met: false``; the report
 counts it as a failure.
 """
@@ -102,6 +112,26 @@ def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initia
     }
 
 
+def profile_summary(profile: Mapping[str, Any] | None, train_energy_j: float,
+                    train_time_s: float) -> dict[str, Any]:
+    """Summary fields of the profiling cost, and the totals including it."""
+    profile = profile or {}
+    energy = float(profile.get("energy_j") or 0.0)
+    seconds = float(profile.get("time_s") or 0.0)
+    return {"profile_source": profile.get("source"), "profile_reused": bool(profile.get("reused", False)),
+            "profile_energy_j": energy, "profile_time_s": seconds,
+            "profile_rounds": int(profile.get("rounds") or 0),
+            "total_energy_j": energy + float(train_energy_j), "total_time_s": seconds + float(train_time_s)}
+
+
+def job_rounds(profile_records: list[Mapping[str, Any]], train_records: list[Mapping[str, Any]]
+               ) -> list[dict[str, Any]]:
+    """All round records of a job: profile rounds first, then the training rounds numbered after them."""
+    offset = len(profile_records)
+    return ([{**r, "phase": "profile"} for r in profile_records]
+            + [{**r, "phase": "train", "round": int(r["round"]) + offset} for r in train_records])
+
+
 def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, status: str = "completed",
                   resumed_from: int | None = None) -> dict[str, Any]:
     """The results document of a :class:`strategies.depl_strategy.DepLStrategy` run.
@@ -115,13 +145,18 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     from depl_fl.contract.scenario import scenario_to_dict
 
     ctrl = strategy.controller
-    rounds = list(ctrl.records) if ctrl is not None else []
+    train = list(ctrl.records) if ctrl is not None else []
+    profiler = getattr(strategy, "profiler", None)
+    profile = profiler.summary() if profiler is not None else None
+    profile_records = list(getattr(profiler, "records", []) or [])
     plan = strategy.plan
-    summary = summarize(rounds, cfg, initial_loss=strategy.initial_loss,
+    summary = summarize(train, cfg, initial_loss=strategy.initial_loss,
                         predicted=plan.predicted if plan is not None else None,
                         planned_rounds=len(plan.rounds) if plan is not None else 0,
                         replans=len(ctrl.replans) if ctrl is not None else 0, wall_s=wall_s,
                         initial_test_loss=getattr(strategy, "initial_test_loss", None))
+    summary.update(profile_summary(profile, summary["cost_j"], summary["time_s"]))
+    offset = len(profile_records)
     summary.update(status=status, resumed_from=resumed_from,
                    at_risk=bool(getattr(ctrl, "at_risk", False)),
                    dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
@@ -129,8 +164,10 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
         "summary": summary,
-        "rounds": rounds,
-        "replans": list(ctrl.replans) if ctrl is not None else [],
+        "rounds": job_rounds(profile_records, train),
+        "profile": profile,
+        "replans": ([{**r, "round": int(r["round"]) + offset} for r in ctrl.replans]
+                    if ctrl is not None else []),
         "plan": plan_to_dict(plan) if plan is not None else None,
         "scenario": scenario_to_dict(strategy.scenario) if strategy.scenario is not None else None,
         "config": dict(cfg),
@@ -147,7 +184,9 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
     rounds = doc["rounds"]
     summary = doc["summary"]
     xs = [0] + [r["round"] for r in rounds]
-    loss = [summary.get("initial_loss")] + [r["loss"] for r in rounds]
+    start = rounds[0].get("loss_before") if rounds and rounds[0].get("phase") == "profile" \
+        else summary.get("initial_loss")
+    loss = [start] + [r["loss"] for r in rounds]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(xs, [math.nan if v is None else v for v in loss], marker="o", ms=3,
             label="validation loss (decisions)")
@@ -172,7 +211,7 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
     final = summary.get("final_test_loss")
     final = summary["final_loss"] if final is None else final
     ax.set_title(f"{summary['method']}, seed {summary['seed']}: final {final:.3f}, "
-                 f"cost {summary['cost_j']:.4g} J")
+                 f"energy {summary.get('total_energy_j', summary['cost_j']):.4g} J")
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)

@@ -79,7 +79,18 @@ class _Train(Schema):
     batch_size: Count
 
 
+class _Explore(Schema):
+    rounds: Count
+    stop_loss_factor: Positive | None = None
+    max_rounds: Count | None = None
+    switch_rounds: list[Count] | None = None
+    min_points_per_level: Count = 4
+    min_rounds_for_exponents: Count = 12
+
+
 class _Profile(Schema):
+    source: Literal["federated", "inprocess"] = "federated"
+    explore: _Explore | None = None
     seeds: Count
     rounds: Count
     switch_rounds: NonNegativeCount = 1
@@ -159,6 +170,12 @@ def validate(cfg: Mapping[str, Any]) -> None:
     """
     parse(_Config, cfg, label="config ")
     validate_robustness(cfg)
+    profile = cfg["profile"]
+    if profile.get("source", "federated") == "federated" and not profile.get("explore"):
+        raise ScenarioError("config profile.explore: federated profiling needs profile.explore.rounds")
+    if profile.get("source") == "inprocess" and (cfg.get("dataset") or {}).get("name") == "folder":
+        raise ScenarioError("config profile.source: inprocess pilots need the training data on the server; "
+                            "dataset=folder keeps it on the nodes (use profile.source=federated)")
 
 
 class _Aggregation(Schema):

@@ -40,8 +40,21 @@ def dataset(cfg: Mapping[str, Any]) -> Any:
     return _dataset(*_key(cfg))
 
 
+def is_folder(cfg: Mapping[str, Any]) -> bool:
+    """``dataset=folder``: node-local folders, the server holds only ``dataset.test_dir``."""
+    return str(cfg["dataset"]["name"]) == "folder"
+
+
 def geometry(cfg: Mapping[str, Any]) -> TaskGeometry:
-    """Architecture and task geometry of the configured model on the configured dataset."""
+    """Architecture and task geometry of the configured model on the configured dataset.
+
+    For ``dataset=folder`` it is read from the server's test folder (a client
+    uses its own folder, :func:`depl_fl.task.folder_data.geometry_of`).
+    """
+    if is_folder(cfg):
+        from depl_fl.task.folder_data import geometry_of, test_folder
+
+        return geometry_of(str(cfg["model"]["arch"]), test_folder(cfg))
     data = dataset(cfg)
     return TaskGeometry(str(cfg["model"]["arch"]), int(data.num_classes),
                         int(data.in_channels), int(data.image_size))
@@ -97,6 +110,8 @@ def validation_split(cfg: Mapping[str, Any], seed: int | None = None) -> tuple[n
     the ``dataset.val_dir`` folder when one is configured, else a stratified
     half of the held-out data drawn with ``seed`` (default: the run seed).
     """
+    if is_folder(cfg):
+        return _folder_halves(cfg, _split_seed(cfg, seed))[0]
     own = load_held_out_folder(cfg, "val_dir")
     if own is not None:
         return own
@@ -108,8 +123,26 @@ def test_split(cfg: Mapping[str, Any], seed: int | None = None) -> tuple[np.ndar
 
     With ``dataset.val_dir`` configured, the whole held-out (test) data of the
     dataset; else the other half of the split of :func:`validation_split`.
+    For ``dataset=folder`` the same holds for ``dataset.test_dir``.
     """
+    if is_folder(cfg):
+        return _folder_halves(cfg, _split_seed(cfg, seed))[1]
     data = dataset(cfg)
     if (cfg["dataset"] or {}).get("val_dir"):
         return np.asarray(data.x_test), np.asarray(data.y_test)
     return _held_out_halves(*_key(cfg), _split_seed(cfg, seed))[1]
+
+
+def _folder_halves(cfg: Mapping[str, Any], seed: int
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``dataset=folder``: (validation, test) from ``dataset.val_dir`` and ``dataset.test_dir``,
+    or the two halves of ``dataset.test_dir`` when no ``val_dir`` is given."""
+    from depl_fl.task.folder_data import folder_classes, read_folder, test_folder
+
+    test = test_folder(cfg)
+    val_dir = (cfg["dataset"] or {}).get("val_dir")
+    if val_dir:
+        val = read_folder(val_dir, folder_classes(cfg) or test.classes, field="dataset.val_dir")
+        return (val.x, val.y), (test.x, test.y)
+    val_idx, test_idx = split_held_out(test.y, VALIDATION_FRACTION, seed)
+    return (test.x[val_idx], test.y[val_idx]), (test.x[test_idx], test.y[test_idx])

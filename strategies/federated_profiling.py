@@ -1,0 +1,436 @@
+"""Federated profiling: the loss profile measured by exploration rounds on the real clients.
+
+The ServerApp never opens training data. Before planning, :class:`FederatedProfiler`
+runs ``profile.explore.rounds`` exploration rounds through the Flower grid,
+with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
+:meth:`DepLStrategy.aggregate_train`, one FedAvg-round implementation):
+
+* every round splits the clients into one disjoint, seeded random group per
+  model variant (random group sizes, so the rounds see different sample
+  fractions ``r`` and the data exponents ``a``/``b`` are identifiable); each
+  group trains its variant at its cluster's cheapest level, all groups in
+  the same round (one message exchange);
+* the server evaluates every group's aggregate (a run observation of that
+  variant) and continues from the sample-weighted merge of the groups'
+  aggregates, so the exploration rounds **also train the job's model**: the
+  plan starts from their model and loss instead of a fresh model;
+* in the rounds listed in ``profile.explore.switch_rounds`` each group starts
+  from another group's aggregate of the previous round: switch observations
+  (``l_sw``) at no extra round.
+
+The observations are fitted with :func:`depl_fl.tracking.estimation.fit_loss_profile`
+(the data exponents by :func:`~depl_fl.tracking.estimation.fit_data_exponents`),
+and the online tracker refines the fitted profile during the job as before.
+
+Accounting and deadline: every exploration round is a ``phase: profile``
+record with its modelled energy and time (the contract's cost model). The
+profile rounds are part of the job: their modelled time counts against
+``target.deadline_s`` (the planner gets what is left; ``target.max_rounds``
+caps the planned training rounds only) and their energy is in ``total_energy_j``.
+
+Cache: the fitted profile is stored under ``profile.cache_dir`` keyed by the
+configuration (:func:`strategies.profiling.profile_key`) **and** what the
+nodes report about their data (per-client cluster, ``num-samples`` and label
+histogram), so another federation's profile is never reused. A later job of
+the same federation takes the cached profile as its prior (no exploration
+rounds, the tracker refines it online) and records the reuse together with
+what the profile cost when it was made.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord
+from flwr.serverapp import Grid
+
+from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import client_energy, client_time
+from depl_fl.errors import InfeasibleError
+from depl_fl.runs.runconfig import stable_hash, variant_list
+from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
+
+LOG = logging.getLogger("depl_fl.server")
+#: Exploration rounds use server-round numbers from here on (their own client seeds).
+PROFILE_ROUND_OFFSET = 100_000
+
+
+def data_fingerprint(properties: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
+    """What the nodes report about their data: ``[client, cluster, num-samples, label histogram]``."""
+    return [[cid, str(p.get("cluster")), int(p["num-samples"]),
+             [int(v) for v in p.get("label-histogram") or []]] for cid, p in sorted(properties.items())]
+
+
+def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> str:
+    """Cache key of a federated profile: configuration plus the nodes' data reports."""
+    from strategies.profiling import profile_key
+
+    return stable_hash({"config": profile_key(cfg), "explore": cfg["profile"].get("explore"),
+                        "data": data_fingerprint(properties)})
+
+
+def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` to ``path`` through a unique temporary file and ``os.replace`` (concurrent-safe)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generator) -> list[list[str]]:
+    """Disjoint random groups of ``clients`` with random sizes (each at least one client)."""
+    order = [clients[i] for i in rng.permutation(len(clients))]
+    n = len(order)
+    if num_groups <= 1 or n < num_groups:
+        return [sorted(order)] + [[] for _ in range(num_groups - 1)]
+    low = max(1, n // (2 * num_groups))
+    cuts = sorted(rng.choice(np.arange(low, n - low + 1), size=num_groups - 1, replace=num_groups > 2))
+    bounds = [0, *[int(c) for c in cuts], n]
+    groups = [sorted(order[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return groups if all(groups) else [sorted(order[i::num_groups]) for i in range(num_groups)]
+
+
+def cheapest_levels(scenario: Scenario) -> dict[str, int]:
+    """Per cluster, the level with the lowest energy per FLOP."""
+    return {c.id: int(np.argmin([lv.joules_per_flop for lv in c.levels])) for c in scenario.clusters}
+
+
+def round_cost(scenario: Scenario, decisions: Sequence[RoundDecision]) -> tuple[float, float]:
+    """Modelled ``(energy_j, time_s)`` of one round running several disjoint groups at once.
+
+    Client energies add up, every active cluster pays its activation once and
+    the round lasts as long as its slowest client.
+    """
+    energy, duration, active = 0.0, 0.0, set()
+    for d in decisions:
+        for cid in d.clients:
+            level = d.levels[scenario.client(cid).cluster]
+            energy += client_energy(scenario, cid, d.model, level)
+            duration = max(duration, client_time(scenario, cid, d.model, level))
+            active.add(scenario.client(cid).cluster)
+    return energy + sum(scenario.cluster(c).activation_joules for c in active), duration
+
+
+def merge_states(states: Sequence[Mapping[str, np.ndarray]],
+                 weights: Sequence[float]) -> dict[str, np.ndarray]:
+    """Weighted average of full-size model states (the groups' aggregates)."""
+    total = float(sum(weights))
+    return {k: sum(np.asarray(s[k], dtype=np.float64) * (w / total)
+                   for s, w in zip(states, weights, strict=True)).astype(states[0][k].dtype)
+            for k in states[0]}
+
+
+@dataclass
+class _Group:
+    decision: RoundDecision
+    start: ArrayRecord
+    previous: str | None
+    result: ArrayRecord | None = None
+    replied: list[str] = field(default_factory=list)
+    missing: list[dict[str, str]] = field(default_factory=list)
+    train_loss: float | None = None
+    loss_before: float | None = None
+    loss_after: float | None = None
+
+
+class FederatedProfiler:
+    """Exploration rounds on the real clients, fitted into the loss profile (see module doc).
+
+    Parameters
+    ----------
+    cfg : mapping
+        The run configuration (``profile``, ``seed``, model variants).
+    provisional_scenario : callable
+        ``provisional_scenario(properties)``: the run's scenario with a
+        placeholder loss section, for the cost model of the exploration rounds.
+    """
+
+    def __init__(self, cfg: Mapping[str, Any], provisional_scenario: Any) -> None:
+        self.cfg = cfg
+        self.provisional_scenario = provisional_scenario
+        self.models = dict(variant_list(cfg))
+        self.loss_doc: dict[str, Any] | None = None
+        self.records: list[dict[str, Any]] = []
+        self.reused = False
+        self.cost_when_made: dict[str, Any] | None = None
+        self.cache_file: Path | None = None
+        self.wall_s = 0.0
+
+    # -------------------------------------------------------------- accounting
+    @property
+    def energy_j(self) -> float:
+        """Modelled energy of this job's exploration rounds (0 for a reused profile)."""
+        return float(sum(r["energy_j"] for r in self.records))
+
+    @property
+    def time_s(self) -> float:
+        """Modelled time of this job's exploration rounds."""
+        return float(sum(r["round_time_s"] for r in self.records))
+
+    def summary(self) -> dict[str, Any]:
+        """The ``profile`` block of results.json."""
+        return {"source": "federated", "reused": self.reused, "rounds": len(self.records),
+                "energy_j": self.energy_j, "time_s": self.time_s, "wall_s": self.wall_s,
+                "cache_file": str(self.cache_file) if self.cache_file else None,
+                "cost_when_made": self.cost_when_made}
+
+    # -------------------------------------------------------------- main entry
+    def run(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,
+            train_config: ConfigRecord) -> ArrayRecord:
+        """Profile (or reuse a cached profile); returns the arrays the job continues from.
+
+        Also shortens ``strategy.targets``'s deadline by the exploration rounds'
+        modelled time (they count against the deadline; ``max_rounds`` caps the
+        planned training rounds only).
+        """
+        t0 = time.perf_counter()
+        prof = self.cfg["profile"]
+        key = federated_key(self.cfg, strategy.properties)
+        self.cache_file = Path(str(prof["cache_dir"])) / f"profile-fed-{key}.json"
+        if self.cache_file.exists() and not prof.get("force"):
+            cached = json.loads(self.cache_file.read_text(encoding="utf-8"))
+            self.loss_doc, self.reused = cached["loss"], True
+            self.cost_when_made = cached.get("profile", {}).get("cost")
+            made = self.cost_when_made or {}
+            LOG.info("loss profile: reusing %s (made by %s exploration rounds, %.4g J)", self.cache_file,
+                     made.get("rounds"), made.get("energy_j", 0))
+            return arrays
+        arrays, observations, fresh_loss, current_loss = self._explore(strategy, grid, arrays, evaluate_fn,
+                                                                        timeout, train_config)
+        fitted = self._fit(observations, fresh_loss, strategy.properties)
+        self.wall_s = time.perf_counter() - t0
+        self.cost_when_made = {"rounds": len(self.records), "energy_j": self.energy_j, "time_s": self.time_s,
+                               "wall_s": self.wall_s}
+        write_json_atomic(self.cache_file, {"loss": fitted, "profile": {
+            "method": "federated exploration rounds (strategies/federated_profiling.py)",
+            "observations": len(observations), "cost": self.cost_when_made,
+            "data": data_fingerprint(strategy.properties)}})
+        # The job continues from the exploration model: the plan starts at its (worst-variant) loss.
+        self.loss_doc = {**fitted, "initial": current_loss}
+        strategy.targets = self._remaining(strategy.targets)
+        LOG.info("loss profile: %d exploration rounds, %.4g J, %.4g s modelled; loss %.4f -> %.4f; "
+                 "cached at %s",
+                 len(self.records), self.energy_j, self.time_s, fresh_loss, current_loss, self.cache_file)
+        return arrays
+
+    def _remaining(self, targets: Targets) -> Targets:
+        left = targets.deadline_s - self.time_s
+        if left <= 0:
+            raise InfeasibleError(f"the exploration rounds took {self.time_s:.4g} s of the "
+                                  f"{targets.deadline_s:g} s deadline; raise target.deadline_s or lower "
+                                  f"profile.explore.rounds")
+        return Targets(targets.target_loss, targets.target_prob, left, targets.max_rounds)
+
+    # -------------------------------------------------------------- exploration
+    def _explore(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,
+                 train_config: ConfigRecord) -> tuple[ArrayRecord, list[Any], float, float]:
+        from depl_fl.tracking.estimation import LossObservation
+
+        explore = self.cfg["profile"]["explore"]
+        scenario = self.provisional_scenario(strategy.properties)
+        strategy.scenario = scenario
+        levels = cheapest_levels(scenario)
+        clients = sorted(strategy.properties)
+        total = float(sum(int(p["num-samples"]) for p in strategy.properties.values()))
+        switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
+        models = list(self.models)
+        losses = self._losses(evaluate_fn, 0, arrays)
+        fresh = losses[models[0]]
+        observations: list[LossObservation] = []
+        previous_groups: list[_Group] = []
+        k = 0
+        while self._explore_more(k, max(losses.values())):
+            k += 1
+            groups = self._groups(k, clients, levels, arrays, previous_groups, k in switch_rounds)
+            t0 = time.perf_counter()
+            self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
+            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, total)
+            observations += obs
+            new_losses = self._losses(evaluate_fn, k, arrays)
+            observations += self._merged_observations(k, groups, losses, new_losses, strategy.properties,
+                                                      total)
+            self._record(scenario, k, groups, max(losses.values()), new_losses, time.perf_counter() - t0)
+            losses, previous_groups = new_losses, groups
+        return arrays, observations, fresh, max(losses.values())
+
+    def _merged_observations(self, k: int, groups: Sequence[_Group], before: Mapping[str, float],
+                             after: Mapping[str, float], properties: Mapping[str, Mapping[str, Any]],
+                             total: float) -> list[Any]:
+        """The merged global model's round, one run observation per variant.
+
+        A small non-IID group's own aggregate often evaluates worse than the
+        global model it started from, while the merge of all groups improves
+        it; the power law ``r**a`` of the contract cannot tell these apart from
+        group rounds alone, so the merged round anchors every variant at the
+        sample fraction of all replying clients.
+        """
+        from depl_fl.tracking.estimation import LossObservation
+
+        samples = sum(int(properties[c]["num-samples"]) for g in groups for c in g.replied)
+        if not samples:
+            return []
+        return [LossObservation(k, m, m if k > 1 else None, before[m], after[m], samples / total)
+                for m in self.models]
+
+    def _explore_more(self, done: int, loss: float) -> bool:
+        """Explore ``rounds`` rounds, then on while the loss is above ``stop_loss_factor * target.loss``.
+
+        The profile then covers the losses down to near the target, so the plan
+        extrapolates little (``max_rounds`` caps the exploration).
+        """
+        explore = self.cfg["profile"]["explore"]
+        if done < int(explore["rounds"]):
+            return True
+        cap = int(explore.get("max_rounds") or explore["rounds"])
+        factor = explore.get("stop_loss_factor")
+        return (done < cap and factor is not None
+                and loss > float(factor) * float(self.cfg["target"]["loss"]))
+
+    def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
+                previous_groups: Sequence[_Group], switch: bool) -> list[_Group]:
+        """Round ``k``'s disjoint groups, one per variant (switch rounds start from another group's model)."""
+        models = list(self.models)
+        parts = split_groups(clients, len(models), np.random.default_rng([int(self.cfg["seed"]), k, 7]))
+        switch = switch and k > 1 and len(previous_groups) == len(models)
+        groups = []
+        for g, (model, members) in enumerate(zip(models, parts, strict=True)):
+            if not members:
+                continue
+            source = previous_groups[(g + 1) % len(models)] if switch else None
+            if source is not None and source.result is not None:
+                start, previous = source.result, source.decision.model
+            else:
+                start, previous = arrays, (model if k > 1 else None)
+            groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start, previous))
+        return groups
+
+    def _losses(self, evaluate_fn: Any, k: int, arrays: ArrayRecord) -> dict[str, float]:
+        return {m: float(evaluate_fn(k, arrays, c)["loss"]) for m, c in self.models.items()}
+
+    @staticmethod
+    def _train(strategy: Any, grid: Grid, server_round: int, groups: Sequence[_Group],
+               train_config: ConfigRecord, timeout: float) -> None:
+        """One round of all groups through the strategy's own configure/aggregate hooks."""
+        messages, prepared = [], []
+        for group in groups:
+            strategy._decision = group.decision
+            messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
+            sent = list(getattr(strategy, "_sent", []))
+            prepared.append((strategy._structure, strategy._global_state, sent))
+        replies = list(grid.send_and_receive(messages, timeout=timeout))
+        for group, (structure, state, sent) in zip(groups, prepared, strict=True):
+            nodes = {strategy.node_of[c] for c in group.decision.clients}
+            strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state
+            strategy._sent = sent  # which message each reply answers (error replies of dead nodes)
+            result, metrics = strategy.aggregate_train(
+                server_round, [r for r in replies if r.metadata.src_node_id in nodes])
+            group.result = result
+            replied, rejected = strategy._last_round_clients
+            group.replied = list(replied)
+            group.missing = [dict(r) if isinstance(r, Mapping) else {"client": str(r), "reason": "rejected"}
+                             for r in rejected]
+            if metrics is not None and np.isfinite(float(metrics["train-loss"])):
+                group.train_loss = float(metrics["train-loss"])
+        strategy._decision = None
+
+    def _observe(self, strategy: Any, groups: Sequence[_Group], evaluate_fn: Any, k: int,
+                 arrays: ArrayRecord, total: float) -> tuple[ArrayRecord, list[Any]]:
+        from depl_fl.tracking.estimation import LossObservation
+        from strategies.depl_strategy import arrays_to_state, state_to_arrays
+
+        observations, states, weights = [], [], []
+        for group in groups:
+            if group.result is None:
+                continue
+            comp = self.models[group.decision.model]
+            # A switch observation's loss_before is the source variant's loss (before the jump).
+            source = group.previous if group.previous in self.models else group.decision.model
+            before = float(evaluate_fn(k, group.start, self.models[source])["loss"])
+            after = float(evaluate_fn(k, group.result, comp)["loss"])
+            samples = sum(int(strategy.properties[c]["num-samples"]) for c in group.replied)
+            observations.append(LossObservation(k, group.decision.model, group.previous, before, after,
+                                                samples / total))
+            group.loss_before, group.loss_after = before, after
+            states.append(arrays_to_state(group.result))
+            weights.append(samples)
+        if not states:
+            LOG.warning("exploration round %d: no valid reply, global model unchanged", k)
+            return arrays, observations
+        return state_to_arrays(merge_states(states, weights)), observations
+
+    def _record(self, scenario: Scenario, k: int, groups: Sequence[_Group], loss_before: float,
+                losses: Mapping[str, float], wall: float) -> None:
+        energy, duration = round_cost(scenario, [g.decision for g in groups])
+        elapsed = self.time_s + duration
+        self.records.append({
+            "round": k, "phase": "profile", "model": "+".join(g.decision.model for g in groups),
+            "clients": sorted(c for g in groups for c in g.decision.clients),
+            "levels": dict(groups[0].decision.levels) if groups else {},
+            "num_clients": sum(len(g.decision.clients) for g in groups),
+            "replied": sorted(c for g in groups for c in g.replied),
+            "rejected": [r for g in groups for r in g.missing],
+            "groups": [{"model": g.decision.model, "clients": list(g.decision.clients),
+                        "switch_from": g.previous if g.previous != g.decision.model else None,
+                        "loss_before": g.loss_before, "loss": g.loss_after,
+                        "train_loss": g.train_loss} for g in groups],
+            "loss_before": float(loss_before), "loss": float(max(losses.values())),
+            "losses": dict(losses), "accuracy": None, "train_loss": None,
+            "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
+            "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
+        })
+        LOG.info("exploration round %d: %s, loss %.4f, %.4g J", k,
+                 ", ".join(f"{g.decision.model} x{len(g.decision.clients)}" for g in groups),
+                 max(losses.values()), energy)
+
+    # -------------------------------------------------------------- fitting
+    def _fit(self, observations: Sequence[Any], fresh_loss: float,
+             properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        from depl_fl.tracking.estimation import fit_data_exponents, fit_loss_profile
+
+        explore = self.cfg["profile"]["explore"]
+        prof = self.cfg["profile"]
+        models = list(self.models)
+        min_points = int(explore.get("min_points_per_level", 4))
+        per_model = min(sum(o.model == m and not o.is_switch for o in observations) for m in models)
+        enough = int(explore.get("min_rounds_for_exponents", 12))
+        if len({round(o.sample_fraction, 9) for o in observations}) >= 2 and per_model >= enough:
+            a, b = fit_data_exponents(observations, models, min_points_per_level=min_points)
+        else:  # too few rounds to identify a and b: the configured values
+            a, b = float(prof.get("data_exponent_mean", 0.5)), float(prof.get("data_exponent_std", 0.5))
+        total = float(sum(int(p["num-samples"]) for p in properties.values()))
+        fitted = fit_loss_profile(observations, models, initial=fresh_loss, reference_samples=total,
+                                  data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
+        return anchor_at_zero(fitted)
+
+
+def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
+    """Add a level at loss 0 with zero mean decrease to every run profile (if it has none).
+
+    The exploration rounds only see the early, high losses; the contract clamps a
+    profile outside its levels, which would carry their large decrease down to
+    the target (plans far too short). Anchoring at loss 0 (zero mean decrease,
+    the std floor) makes the decrease and its spread shrink in proportion to
+    the loss below the observed range (multiplicative dynamics; the loss cannot
+    go below 0). The online tracker then refines both levels from the training
+    rounds.
+    """
+    out = {**loss, "run": {}}
+    for model, run in loss["run"].items():
+        levels, mean, std = list(run["levels"]), list(run["mean"]), list(run["std"])
+        if levels[0] > 0.0:
+            levels, mean, std = [0.0, *levels], [0.0, *mean], [DEFAULT_STD_FLOOR, *std]
+            run = {**{k: v for k, v in run.items() if k != "spread_factor"},
+                   "levels": levels, "mean": mean, "std": std}
+        out["run"][model] = run
+    return out

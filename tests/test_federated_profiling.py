@@ -1,0 +1,318 @@
+"""Real federation: node-local folders, federated profiling through the grid, honest accounting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("torch")
+
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict  # noqa: E402
+
+import depl_fl.task.data as data_mod  # noqa: E402
+import depl_fl.task.folder_data as folder_mod  # noqa: E402
+from clients.client_app import make_client_app  # noqa: E402
+from depl_fl.runs.report import build_report  # noqa: E402
+from depl_fl.runs.runconfig import compose_config  # noqa: E402
+from depl_fl.task.folder_data import read_folder, write_folder  # noqa: E402
+from depl_fl.task.split import split_dataset  # noqa: E402
+from strategies.federated_profiling import (  # noqa: E402
+    federated_key,
+    split_groups,
+    write_json_atomic,
+)
+from strategies.inprocess_grid import InProcessGrid  # noqa: E402
+from strategies.server_app import run_server  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+N = 3
+JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=3",
+       "profile.explore.stop_loss_factor=null",
+       "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.9",
+       "target.prob=0.6", "target.max_rounds=6", "tracking.enabled=false", "planner.mc_trajectories=20000",
+       "output.plot=false"]
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("split") / "digits"
+    split_dataset("digits", N, out, alpha=0.5, seed=0)
+    return out
+
+
+def _png_count(folder: Path) -> int:
+    return sum(1 for _ in folder.rglob("*.png"))
+
+
+# ---------------------------------------------------------------------------
+# Folders
+# ---------------------------------------------------------------------------
+def test_split_writes_every_training_sample_once_and_the_test_set(split):
+    doc = json.loads((split / "split.json").read_text())
+    counts = [_png_count(split / f"node-{i}") for i in range(N)]
+    assert counts == [n["num-samples"] for n in doc["nodes"]]
+    assert sum(counts) == 1437 and _png_count(split / "test") == 360 == doc["test_samples"]
+    for i in range(N):  # every class folder exists everywhere, so every reader infers the same classes
+        assert sorted(p.name for p in (split / f"node-{i}").iterdir()) == [str(c) for c in range(10)]
+
+
+def test_split_refuses_a_non_empty_folder_in_one_line(split):
+    proc = subprocess.run([sys.executable, "-m", "depl_fl.cli", "split", "--dataset", "digits",
+                           "--num-clients", "3", "--out", str(split)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "--out" in proc.stderr
+
+
+def test_folder_infers_classes_and_shape(tmp_path):
+    rng = np.random.default_rng(0)
+    rgb = rng.random((5, 3, 6, 6))
+    write_folder(tmp_path / "rgb", rgb, np.array([1, 0, 1, 1, 0]), ["dog", "cat", "zebra"])
+    data = read_folder(tmp_path / "rgb")
+    assert data.classes == ("cat", "dog", "zebra")  # sorted by folder name, the empty one kept
+    assert (data.in_channels, data.image_size, data.x.shape) == (3, 6, (5, 3, 6, 6))
+    assert data.label_counts() == [3, 2, 0]  # written label 1 = "cat" x3, label 0 = "dog" x2
+    gray = rng.random((4, 1, 8, 8))
+    write_folder(tmp_path / "gray", gray, np.array([0, 1, 1, 0]), ["0", "1"])
+    back = read_folder(tmp_path / "gray")
+    assert (back.in_channels, back.image_size, back.num_classes) == (1, 8, 2)
+    np.testing.assert_allclose(np.sort(back.x.ravel()), np.sort(gray.ravel()), atol=1 / 255)
+
+
+def test_folder_errors_name_the_setting(tmp_path):
+    with pytest.raises(data_mod.DataError, match="data-dir"):
+        read_folder(tmp_path / "missing")
+    (tmp_path / "empty" / "a").mkdir(parents=True)
+    with pytest.raises(data_mod.DataError, match="no image"):
+        read_folder(tmp_path / "empty")
+
+
+# ---------------------------------------------------------------------------
+# Client: its own folder only
+# ---------------------------------------------------------------------------
+def _forbid_central_data(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("the bundled dataset must not be opened")
+
+    monkeypatch.setattr(data_mod, "load_dataset", boom)
+    monkeypatch.setattr("depl_fl.task.partitions.load_dataset", boom)
+
+
+def test_client_reads_only_its_data_dir_and_reports_true_count(split, monkeypatch):
+    _forbid_central_data(monkeypatch)
+    opened = []
+    real = folder_mod._read_cached
+
+    def spy(path, classes, field):
+        opened.append(Path(path))
+        return real(path, classes, field)
+
+    monkeypatch.setattr(folder_mod, "_read_cached", spy)
+    # The ClientApp gets the server's overrides, test_dir included, and must not open it.
+    cfg = compose_config(["dataset=folder", f"dataset.test_dir={split / 'nowhere'}", f"num_clients={N}"])
+    grid = InProcessGrid(make_client_app(cfg), N, node_configs=[{"data-dir": str(split / f"node-{i}")}
+                                                                for i in range(N)])
+    for i, node in enumerate(grid.get_node_ids()):
+        msg = Message(RecordDict({"config": ConfigRecord({"server-round": 0})}), dst_node_id=node,
+                      message_type=MessageType.QUERY)
+        (reply,) = grid.send_and_receive([msg])
+        assert not reply.has_error(), reply.error.reason if reply.has_error() else ""
+        props = reply.content["properties"]
+        labels = [int(p.parent.name) for p in (split / f"node-{i}").rglob("*.png")]
+        assert props["num-samples"] == len(labels)
+        assert list(props["label-histogram"]) == np.bincount(labels, minlength=10).tolist()
+    assert set(opened) == {split / f"node-{i}" for i in range(N)}
+
+
+def test_folder_client_without_data_dir_fails_clearly(split):
+    cfg = compose_config(["dataset=folder", f"dataset.test_dir={split / 'test'}", f"num_clients={N}"])
+    grid = InProcessGrid(make_client_app(cfg), 1)
+    msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=next(iter(grid.get_node_ids())),
+                  message_type=MessageType.QUERY)
+    (reply,) = grid.send_and_receive([msg])
+    assert reply.has_error() and "data-dir" in reply.error.reason
+
+
+# ---------------------------------------------------------------------------
+# A job whose server has no training data at all
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def folder_job(split, tmp_path_factory):
+    """Two jobs on the same per-node folders sharing a profile cache: one profiles, one reuses."""
+    tmp = tmp_path_factory.mktemp("job")
+    cfg = compose_config(["dataset=folder", f"dataset.test_dir={split / 'test'}",
+                          f"profile.cache_dir={tmp / 'cache'}", *JOB])
+    mp = pytest.MonkeyPatch()
+    _forbid_central_data(mp)
+    opened: list[tuple[str, Path]] = []
+    real = folder_mod._read_cached
+
+    def spy(path, classes, field):
+        opened.append((field, Path(path)))
+        return real(path, classes, field)
+
+    mp.setattr(folder_mod, "_read_cached", spy)
+    try:
+        docs = []
+        for name in ("first", "second"):
+            grid = InProcessGrid(make_client_app(cfg), N,
+                                 node_configs=[{"data-dir": str(split / f"node-{i}")} for i in range(N)])
+            path = run_server(grid, cfg, tmp / name)
+            docs.append(json.loads(Path(path).read_text()))
+    finally:
+        mp.undo()
+    return docs, opened, tmp, split
+
+
+def test_server_without_training_data_completes_with_federated_profiling(folder_job):
+    (first, _), opened, _, split = folder_job
+    server_reads = {p for field, p in opened if field == "dataset.test_dir"}
+    client_reads = {p for field, p in opened if field != "dataset.test_dir"}
+    assert server_reads == {split / "test"}
+    assert client_reads == {split / f"node-{i}" for i in range(N)}
+    phases = [r["phase"] for r in first["rounds"]]
+    assert phases[:3] == ["profile"] * 3 and set(phases[3:]) == {"train"} and len(phases) > 3
+    assert [r["round"] for r in first["rounds"]] == list(range(1, len(phases) + 1))
+    # Exploration rounds ran on the clients: every one trained two disjoint groups.
+    for r in first["rounds"][:3]:
+        groups = [set(g["clients"]) for g in r["groups"]]
+        assert len(groups) == 2 and not groups[0] & groups[1] and r["replied"] == r["clients"]
+    # The job continued from the exploration model (not from a fresh one).
+    assert first["summary"]["initial_loss"] < first["rounds"][0]["loss_before"]
+    assert first["scenario"]["loss"]["initial"] == pytest.approx(first["rounds"][2]["loss"])
+
+
+def test_profile_energy_is_the_sum_of_the_profile_rounds(folder_job):
+    (first, _), *_ = folder_job
+    s = first["summary"]
+    profile = [r for r in first["rounds"] if r["phase"] == "profile"]
+    train = [r for r in first["rounds"] if r["phase"] == "train"]
+    assert s["profile_rounds"] == len(profile) == 3 and s["rounds"] == len(train)
+    assert s["profile_energy_j"] == pytest.approx(sum(r["energy_j"] for r in profile))
+    assert s["profile_energy_j"] > 0
+    assert s["cost_j"] == pytest.approx(sum(r["energy_j"] for r in train))
+    assert s["total_energy_j"] == pytest.approx(s["cost_j"] + s["profile_energy_j"])
+    assert s["profile_time_s"] == pytest.approx(sum(r["round_time_s"] for r in profile))
+    assert s["profile_reused"] is False and first["profile"]["source"] == "federated"
+    # Profiling time counts against the deadline: the plan had only what was left.
+    left = first["config"]["target"]["deadline_s"] - s["profile_time_s"]
+    assert first["plan"]["predicted"]["time_s"] <= left
+
+
+def test_a_reused_profile_is_recorded_with_its_cost_when_made(folder_job):
+    (first, second), *_ = folder_job
+    s = second["summary"]
+    assert s["profile_reused"] is True and s["profile_energy_j"] == 0 and s["profile_rounds"] == 0
+    assert all(r["phase"] == "train" for r in second["rounds"])
+    assert s["total_energy_j"] == pytest.approx(s["cost_j"])
+    made = second["profile"]["cost_when_made"]
+    assert made["energy_j"] == pytest.approx(first["summary"]["profile_energy_j"])
+    assert made["rounds"] == 3
+
+
+def test_report_totals_with_and_without_profiling(folder_job):
+    (first, second), _, tmp, _ = folder_job
+    report = build_report(tmp, tmp / "report")
+    (row,) = report["groups"]
+    assert row["runs"] == 2
+    costs = [d["summary"]["cost_j"] for d in (first, second)]
+    assert row["energy_mean_j"] == pytest.approx(sum(costs) / 2)
+    assert row["total_energy_mean_j"] == pytest.approx(
+        (first["summary"]["total_energy_j"] + second["summary"]["total_energy_j"]) / 2)
+    # Amortised: the one profile both jobs used is paid once.
+    assert row["amortised_energy_mean_j"] == pytest.approx(row["total_energy_mean_j"])
+    assert row["profile_energy_mean_j"] == pytest.approx(first["summary"]["profile_energy_j"] / 2)
+    assert "total energy (J)" in report["table"] and "training energy (J)" in report["table"]
+
+
+# ---------------------------------------------------------------------------
+# Pieces
+# ---------------------------------------------------------------------------
+def test_cache_key_depends_on_what_the_nodes_report():
+    cfg = compose_config([])
+    props = {"c0": {"cluster": "A", "num-samples": 10, "label-histogram": [5, 5]},
+             "c1": {"cluster": "B", "num-samples": 12, "label-histogram": [6, 6]}}
+    other = {**props, "c1": {"cluster": "B", "num-samples": 12, "label-histogram": [2, 10]}}
+    smaller = {**props, "c1": {"cluster": "B", "num-samples": 11, "label-histogram": [6, 5]}}
+    keys = {federated_key(cfg, p) for p in (props, other, smaller)}
+    assert len(keys) == 3
+    assert federated_key(cfg, dict(reversed(list(props.items())))) == federated_key(cfg, props)
+
+
+def test_atomic_cache_write_is_safe_for_concurrent_writers(tmp_path):
+    path = tmp_path / "profile.json"
+    docs = [{"writer": i, "payload": list(range(2000))} for i in range(8)]
+    threads = [threading.Thread(target=write_json_atomic, args=(path, d)) for d in docs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert json.loads(path.read_text())["writer"] in range(8)
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.json"]
+
+
+def test_split_groups_are_disjoint_cover_and_vary_in_size():
+    clients = [f"c{i}" for i in range(10)]
+    sizes = set()
+    for k in range(20):
+        groups = split_groups(clients, 2, np.random.default_rng(k))
+        assert sorted(c for g in groups for c in g) == sorted(clients) and all(groups)
+        sizes.add(len(groups[0]))
+    assert len(sizes) >= 3
+
+
+# ---------------------------------------------------------------------------
+# A real deployment on per-node folders
+# ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_loopback_deployment_on_per_node_folders(split, tmp_path):
+    """3 SuperNodes, each with only its own data-dir; the server gets only dataset.test_dir."""
+    import os
+    import shutil
+
+    superlink = Path(sys.executable).parent / "flower-superlink"
+    if not superlink.exists() and shutil.which("flower-superlink") is None:
+        pytest.skip("flower-superlink is not installed")
+    env = {**os.environ, "FLWR_BIN": str(superlink.parent if superlink.exists()
+                                          else Path(shutil.which("flower-superlink")).parent),
+           "TMPDIR": str(tmp_path), "DEPL_CACHE_DIR": str(tmp_path / "cache")}
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "deploy_loopback.sh"), "-n", "3", "-r", "2", "-d", str(split),
+         "-o", str(out), "-t", "1500", "profile.explore.rounds=2", "profile.explore.switch_rounds=[2]",
+         "profile.explore.stop_loss_factor=null",
+         "profile.explore.min_points_per_level=1", "target.loss=1.5", "target.prob=0.6",
+         "target.deadline_s=1e5", "tracking.enabled=false", "output.plot=false"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1600)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["config"]["dataset"]["name"] == "folder"
+    assert doc["config"]["dataset"]["test_dir"] == str(split.resolve() / "test")
+    phases = [r["phase"] for r in doc["rounds"]]
+    assert phases[:2] == ["profile", "profile"] and set(phases[2:]) <= {"train"}
+    # Every client's sample count is what its own folder holds.
+    assert {c["id"]: c["num_samples"] for c in doc["scenario"]["clients"]} == \
+        {f"c{i}": _png_count(split / f"node-{i}") for i in range(N)}
+    assert doc["summary"]["profile_energy_j"] == pytest.approx(
+        sum(r["energy_j"] for r in doc["rounds"] if r["phase"] == "profile"))
+
+
+def test_exploration_goes_on_until_the_loss_is_near_the_target():
+    from strategies.federated_profiling import FederatedProfiler
+
+    cfg = compose_config(["profile.explore.rounds=3", "profile.explore.stop_loss_factor=2.0",
+                          "profile.explore.max_rounds=5", "target.loss=0.35"])
+    prof = FederatedProfiler(cfg, None)
+    assert prof._explore_more(2, 0.1)          # the minimum number of rounds always runs
+    assert prof._explore_more(3, 0.71)         # above 2 x 0.35: on
+    assert not prof._explore_more(3, 0.69)     # near the target: stop
+    assert not prof._explore_more(5, 2.0)      # the cap
+    off = FederatedProfiler(compose_config(["profile.explore.rounds=3",
+                                            "profile.explore.stop_loss_factor=null"]), None)
+    assert not off._explore_more(3, 2.0)
