@@ -28,6 +28,7 @@ from depl_fl.runs import runconfig  # noqa: E402
 from depl_fl.runs.runconfig import compose_config, config_from_run_config  # noqa: E402
 from depl_fl.task import node_data as node_data_module  # noqa: E402
 from depl_fl.task.partitions import client_partition, geometry  # noqa: E402
+from depl_fl.task.split import split_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = "num_clients=3 seed=4 partition.alpha=0.5"
@@ -168,8 +169,8 @@ def test_unreadable_cache_entry_is_recomputed(tmp_path, monkeypatch):
 
 def test_local_data_change_invalidates_partition(tmp_path, monkeypatch):
     cfg = compose_config(["num_clients=3"])
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
+    split_dataset("digits", 3, tmp_path / "split", alpha=None, seed=0)
+    data_dir = tmp_path / "split" / "node-0"
     _forget_memory(monkeypatch)
     node_data(cfg, _context(0, 3, **{"data-dir": str(data_dir)}), tmp_path / "cache")
     os.utime(data_dir, ns=(1, 1))

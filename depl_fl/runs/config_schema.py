@@ -1,0 +1,179 @@
+"""The schema of the composed run configuration (pydantic): one-line, field-named errors.
+
+Kept apart from :mod:`depl_fl.runs.runconfig` so that a ClientApp process,
+which only needs the light helpers there, never imports pydantic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, StrictBool, model_validator
+
+from depl_fl.contract.plan import MAX_DEADLINE_S
+from depl_fl.contract.schema import (
+    Count,
+    NonNegative,
+    NonNegativeCount,
+    Positive,
+    Schema,
+    invalid,
+    parse,
+)
+from depl_fl.errors import ScenarioError
+from depl_fl.runs.runconfig import AGGREGATION_RULES, FAULT_KINDS, fault_kind
+
+_Fraction = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=1)]
+#: Longest accepted wait (seconds): beyond it Python's own thread waits overflow.
+MAX_TIMEOUT_S = 1e9
+_Timeout = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=MAX_TIMEOUT_S)]
+
+
+class _Partition(Schema):
+    alpha: Positive | None
+
+
+class _Target(Schema):
+    loss: NonNegative
+    prob: _Fraction
+    deadline_s: Annotated[Positive, Field(le=MAX_DEADLINE_S)]
+    max_rounds: Count | None
+
+
+class _Train(Schema):
+    local_epochs: Count
+    lr: Positive
+    batch_size: Count
+
+
+class _Explore(Schema):
+    rounds: Count
+    stop_loss_factor: Positive | None = None
+    max_rounds: Count | None = None
+    switch_rounds: list[Count] | None = None
+    min_points_per_level: Count = 4
+    min_rounds_for_exponents: Count = 12
+
+
+class _Profile(Schema):
+    source: Literal["federated", "inprocess"] = "federated"
+    explore: _Explore | None = None
+    seeds: Count
+    rounds: Count
+    switch_rounds: NonNegativeCount = 1
+    switch_at: list[Count] | None = None
+    subset_fractions: list[_Fraction] | None
+    spread_horizon: Count | None = None
+
+    @model_validator(mode="after")
+    def _within_rounds(self) -> _Profile:
+        for i, k in enumerate(self.switch_at or []):
+            if k > self.rounds:
+                raise invalid(f"must be <= profile.rounds ({self.rounds}), got {k}", "switch_at", i)
+        horizon = self.spread_horizon
+        if horizon is not None and not 2 <= horizon <= self.rounds:
+            raise invalid(f"must be null or an integer in [2, profile.rounds={self.rounds}], got {horizon}",
+                          "spread_horizon")
+        return self
+
+
+class _Tracking(Schema):
+    margin: NonNegative
+    ahead_margin: NonNegative | None
+    every_rounds: Count | None
+
+
+class _Server(Schema):
+    node_wait_timeout_s: _Timeout
+    round_timeout_s: _Timeout
+    round_timeout_factor: NonNegative | None = None
+    round_timeout_slack_s: _Timeout | None = None
+
+
+class _Planner(Schema):
+    eta: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1e-3, le=1)]
+    guarantee: Literal["gaussian", "cantelli"]
+    mc_trajectories: Annotated[Count, Field(le=10_000_000)]
+
+
+class _Simulation(Schema):
+    backend: Literal["ray", "inprocess"]
+
+
+class _ClusterClass(Schema):
+    fraction: Positive = 1.0
+
+
+class _Clusters(Schema):
+    classes: Annotated[dict[str, _ClusterClass], Field(min_length=1)]
+
+
+class _Config(Schema):
+    """The user-facing keys of ``conf/`` (other keys are checked where they are used)."""
+
+    method: Literal["depl", "expectation", "full"]
+    seed: NonNegativeCount
+    resume: StrictBool = False
+    num_clients: Count
+    partition: _Partition
+    target: _Target
+    train: _Train
+    profile: _Profile
+    tracking: _Tracking
+    server: _Server
+    planner: _Planner
+    simulation: _Simulation
+    clusters: _Clusters
+
+
+def validate_config(cfg: Mapping[str, Any]) -> None:
+    """Check the user-facing keys of a composed configuration against the config schema.
+
+    Raises
+    ------
+    ScenarioError
+        With one line naming the key and the problem, e.g.
+        ``config target.prob: must be < 1, got 1.5``.
+    """
+    parse(_Config, cfg, label="config ")
+    validate_robustness(cfg)
+    profile = cfg["profile"]
+    if profile.get("source", "federated") == "federated" and not profile.get("explore"):
+        raise ScenarioError("config profile.explore: federated profiling needs profile.explore.rounds")
+    if profile.get("source") == "inprocess" and (cfg.get("dataset") or {}).get("name") == "folder":
+        raise ScenarioError("config profile.source: inprocess pilots need the training data on the server; "
+                            "dataset=folder keeps it on the nodes (use profile.source=federated)")
+
+
+class _Aggregation(Schema):
+    rule: Literal[AGGREGATION_RULES]  # type: ignore[valid-type]
+    trim_fraction: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, lt=0.5)]
+    norm_factor: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=1)]
+    weight_cap: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1)]
+    history: NonNegativeCount
+
+
+class _SpikeTracking(Schema):
+    spike_tail_prob: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=0.5)] | None = None
+
+
+class _Faults(Schema):
+    clients: list[Annotated[str, Field(strict=True, pattern=r"^c[0-9]+$")]]
+    kind: Annotated[Literal[FAULT_KINDS] | None, BeforeValidator(fault_kind)]  # type: ignore[valid-type]
+    from_round: Count
+    scale: Positive
+    slow_s: NonNegative
+
+
+class _Robustness(Schema):
+    """``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob``; absent sections pass."""
+
+    aggregation: _Aggregation | None = None
+    tracking: _SpikeTracking | None = None
+    faults: _Faults | None = None
+
+
+def validate_robustness(cfg: Mapping[str, Any]) -> None:
+    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
+    parse(_Robustness, cfg, label="config ")
