@@ -50,6 +50,14 @@ from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option, round_options
+from depl_fl.planner.schedules import (
+    ROUND_CAP,
+    Schedule,
+    allowed_pairs,
+    best_schedules,
+    mc_second_block,
+    predicted_second_block,
+)
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6
@@ -57,6 +65,21 @@ SETS_LARGE = 2
 # Gaussian calibration: how far below Phi^-1(pi) kappa may go.
 LOOSEN = 1.5
 BISECTIONS = 3
+# Sets scored by their whole plan (the rest are pre-ranked by the one-model proxy).
+PRE_RANK = 64
+# Best-scored sets whose switch point is also searched by Monte Carlo, the k1
+# window around the predicted switch point, and the trajectories of that search.
+SCHEDULE_SETS = 3
+K1_WINDOW = 6
+# Model pairs refined per set: those predicted within PAIR_SLACK of the set's best, at most MAX_PAIRS.
+PAIR_SLACK = 0.3
+MAX_PAIRS = 3
+SCHEDULE_TRAJECTORIES = 4000
+SCHEDULE_EXTEND = 3
+SCHEDULE_CHECKS = 6
+SCREEN_Z = 2.0
+# A plan with more switches must be this much cheaper per extra switch.
+SWITCH_MARGIN = 0.002
 
 
 @dataclass
@@ -339,34 +362,143 @@ def largest_set(ctx: PlanContext) -> ClientSet:
     return ClientSet.from_ids(scen, ids)
 
 
+def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[ClientSet]:
+    """The sets worth a whole-plan score: all when few, else the best by the one-model proxy."""
+    if len(sets) <= PRE_RANK:
+        return list(sets)
+    ranked = rank_sets(ctx, sets, kappa, [m.id for m in ctx.scenario.models])
+    keep = [c for _, c in ranked[:PRE_RANK]]
+    return keep
+
+
+def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
+                      ) -> list[tuple[float, list[Schedule], ClientSet]]:
+    """Data selection against the plan a set enables: predicted cost of its best <= 1-switch schedule.
+
+    Sorted ascending; sets whose schedules all miss the goal come last (by sample total).
+    Each set comes with its predicted schedules (one per model pair) within
+    ``PAIR_SLACK`` of its best, cheapest first.
+    """
+    scen = ctx.scenario
+    totals_ = np.array([c.total_samples for c in sets], dtype=float)
+    ratios, groups = np.unique(totals_ / scen.loss.reference_samples, return_inverse=True)
+    horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
+    tables = {pair: predicted_second_block(ctx, pair, ratios, kappa, horizon)
+              for pair in allowed_pairs(ctx)}
+    costs = np.empty((len(sets), len(scen.models)))
+    times = np.empty_like(costs)
+    for i, cset in enumerate(sets):
+        for j, m in enumerate(scen.models):
+            opts = round_options(scen, cset, m.id)
+            costs[i, j], times[i, j] = opts[-1].cost, opts[0].time
+    scored = best_schedules(ctx, costs, times, groups, tables)
+    out = []
+    for per_pair, cset in zip(scored, sets, strict=True):
+        cost = per_pair[0][0] if per_pair else math.inf
+        out.append((cost, [sc for c, sc in per_pair if c <= cost * (1.0 + PAIR_SLACK)][:MAX_PAIRS],
+                    cset))
+    out.sort(key=lambda t: (t[0], -t[2].total_samples))
+    return out
+
+
+def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed: int,
+                       n_final: int) -> Candidate | None:
+    """Monte Carlo choice of the switch point around a predicted schedule, checked on ``n_final``.
+
+    ``k1`` is tried in a window around the predicted one; for each, the
+    fewest ``k2`` that passes a screening threshold (``SCREEN_Z`` search
+    standard errors below the final one) comes from :func:`mc_second_block`;
+    the cheapest few are re-checked on the full trajectory count, adding
+    rounds of the second model while they fall short.
+    """
+    scen = ctx.scenario
+    opts = {m.id: round_options(scen, cset, m.id) for m in scen.models}
+    pi = ctx.targets.target_prob
+    n_search = min(SCHEDULE_TRAJECTORIES, n_final)
+    need_final = required_probability(pi, n_final)
+    screen = need_final - SCREEN_Z * math.sqrt(pi * (1.0 - pi) / n_search)
+    pair = (guess.first, guess.second)
+    window = range(max(guess.k1 - K1_WINDOW, 1), guess.k1 + K1_WINDOW + 1)
+    found = mc_second_block(ctx, pair, cset.total_samples / scen.loss.reference_samples,
+                            window, ctx.max_rounds, screen, n_search, seed + 31337)
+    one_model = pair[0] == pair[1]
+    c1, c2 = opts[pair[0]][-1].cost, opts[pair[1]][-1].cost
+    ranked = sorted(((0 if one_model else k1) * c1 + k2 * c2, 0 if one_model else k1, k2)
+                    for k1, k2 in found.items())
+    best: Candidate | None = None
+    for low, k1, k2 in ranked[:SCHEDULE_CHECKS]:
+        if best is not None and low >= best.cost:
+            break
+        cand = _extend_until_dependable(ctx, cset, opts, Schedule(pair[0], k1, pair[1], k2),
+                                        need_final, n_final, seed)
+        if cand is not None and (best is None or cand.cost < best.cost):
+            best = cand
+    return best
+
+
+def _extend_until_dependable(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]],
+                             sched: Schedule, need: float, n: int, seed: int) -> Candidate | None:
+    """The schedule, with up to ``SCHEDULE_EXTEND`` more rounds of its second model, once dependable."""
+    for extra in range(SCHEDULE_EXTEND + 1):
+        seq = Schedule(sched.first, sched.k1, sched.second, sched.k2 + extra).models()
+        if len(seq) > ctx.max_rounds:
+            return None
+        alloc = allocate_levels(seq, opts, ctx.deadline)
+        if alloc is None:
+            return None
+        rounds = decisions(seq, alloc, cset.ids)
+        p = probability(ctx, rounds, n, seed)
+        if p >= need:
+            return Candidate(rounds, _cost(opts, rounds), p, math.nan)
+    return None
+
+
+def switches(models: list[str]) -> int:
+    """Number of model switches in a round sequence."""
+    return sum(1 for a, b in zip(models, models[1:]) if a != b)
+
+
+def _better(cand: Candidate | None, best: Candidate | None) -> bool:
+    """Cheaper wins; a plan with more switches must be cheaper by ``SWITCH_MARGIN`` (no thrashing)."""
+    if cand is None:
+        return False
+    if best is None:
+        return True
+    extra = switches([r.model for r in cand.rounds]) - switches([r.model for r in best.rounds])
+    margin = SWITCH_MARGIN * extra if extra > 0 else 0.0
+    return cand.cost * (1.0 + margin) < best.cost or (extra < 0 and cand.cost <= best.cost)
+
+
 def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
               ) -> tuple[Candidate | None, Candidate | None, dict]:
     """Run DepL; returns (best dependable candidate, most probable candidate, info)."""
     scen = ctx.scenario
-    models = [m.id for m in scen.models]
     k0 = kappa_of(ctx.targets.target_prob, guarantee)
     sets = candidate_sets(scen, reference_model(ctx))
-    ranked = rank_sets(ctx, sets, k0, models)
+    scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0)
     limit = SETS_SMALL if len(scen.clients) <= 12 and ctx.max_rounds <= 60 else SETS_LARGE
-    chosen = [c for s, c in ranked if math.isfinite(s)][:limit]
+    chosen = [(scheds, c) for cost, scheds, c in scored if math.isfinite(cost)][:limit]
     if not chosen:
-        # No single model reaches the goal: let the graph (with switches) try
-        # the largest sets.
-        chosen = sorted(sets, key=lambda c: -c.total_samples)[:limit]
-    # Always also plan the largest set (every cluster at capacity): the proxy
-    # scores single-model plans only and can undervalue data when switching
-    # models (or a tight pi) favours it.
+        # No schedule with <= 1 switch reaches the goal: let the graph try the largest sets.
+        chosen = [([], c) for c in sorted(sets, key=lambda c: -c.total_samples)[:limit]]
+    # Always also plan the largest set (every cluster at capacity): a tight pi
+    # may favour data the prediction undervalues.
     largest = largest_set(ctx)
-    if all(set(c.ids) != set(largest.ids) for c in chosen):
-        chosen.append(largest)
+    if all(set(c.ids) != set(largest.ids) for _, c in chosen):
+        chosen.append(([], largest))
     best: Candidate | None = None
     most: Candidate | None = None
-    for cset in chosen:
+    for rank, (scheds, cset) in enumerate(chosen):
         cand, probable = tune_set(ctx, cset, guarantee, seed, n_final)
-        if cand is not None and (best is None or cand.cost < best.cost):
+        if _better(cand, best):
             best = cand
         if probable is not None and (most is None or probable.prob > most.prob):
             most = probable
+        for sched in scheds if rank < SCHEDULE_SETS else []:
+            sc = schedule_candidate(ctx, cset, sched, seed, n_final)
+            if _better(sc, best):
+                best = sc
     info = {"candidate_sets": len(sets), "sets_planned": len(chosen),
-            "kappa": best.kappa if best and math.isfinite(best.kappa) else None}
+            "kappa": best.kappa if best and math.isfinite(best.kappa) else None,
+            "switches": switches([r.model for r in best.rounds]) if best else None}
     return best, most, info
