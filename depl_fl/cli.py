@@ -86,8 +86,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_targets(plan)
     plan.add_argument("--method", choices=["depl", "expectation", "optimum", "full"],
                       default="depl", help="planning method (default depl)")
-    plan.add_argument("--eta", type=_number, default=0.05, metavar="E",
-                      help="discretisation step of the expanded graph (default 0.05)")
+    plan.add_argument("--eta", type=_number, default=None, metavar="E",
+                      help="discretisation step of the expanded graph, in [0.001, 1] (default: "
+                           "chosen from the scenario and recorded in the plan as 'eta')")
     plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
                       help="quantile bound used while planning (default gaussian)")
     plan.add_argument("--out", required=True, metavar="PLAN", help="plan JSON file to write")
@@ -130,8 +131,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan
     from depl_fl.contract.scenario import load_scenario
 
-    if not (math.isfinite(args.eta) and 0.0 < args.eta <= 1.0):
-        raise ScenarioError(f"--eta: must be in (0, 1], got {args.eta!r}")
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
     from depl_fl.planner import make_plan
@@ -158,6 +157,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"{PROG}: plan written to {args.out}: {len(plan.rounds)} rounds, "
           f"cost {_fmt(predicted.get('cost_joules'))} J, time {_fmt(predicted.get('time_s'))} s, "
           f"P[loss <= {targets.target_loss:g}] = {_fmt(predicted.get('probability'))} "
+          f"+- {_fmt(predicted.get('probability_stderr'))} "
           f"(method {plan.method}, {plan.planner_seconds:.3g} s)"
           f"{_dependability_note(predicted.get('probability'), targets.target_prob)}")
     return 0

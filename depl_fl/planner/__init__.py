@@ -22,7 +22,7 @@ METHODS = ("depl", "expectation", "full", "optimum")
 __all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "predict_quantile"]
 
 
-def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float = 0.05,
+def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float | None = None,
               guarantee: str = "gaussian", seed: int = 0, start: PlanStart | None = None,
               mc_trajectories: int = 20000) -> Plan:
     """Plan training that reaches ``target_loss`` with ``target_prob`` at minimum cost.
@@ -36,8 +36,10 @@ def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: f
     method : {"depl", "expectation", "full", "optimum"}
         DepL, the mean-based baseline, plain FedAvg made dependable, or
         exhaustive search (small instances).
-    eta : float
-        Discretisation step of the expanded graph, in (0, 1].
+    eta : float, optional
+        Discretisation step of the expanded graph, in [0.001, 1]; None (the
+        default) chooses it from the scenario (:func:`.context.auto_eta`).
+        The step used is recorded in the plan (``eta``).
     guarantee : {"gaussian", "cantelli"}
         How the planner predicts the pi-quantile (see :mod:`.quantile`).
     seed : int
@@ -64,6 +66,15 @@ def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: f
         raise ScenarioError(f"mc_trajectories: must be >= 1, got {mc_trajectories!r}")
     n = int(mc_trajectories)
     ctx = PlanContext.build(scenario, targets, start, eta)
+    plan = _plan_with(ctx, method, guarantee, seed, n, started)
+    plan.extra["eta"] = ctx.eta
+    plan.extra["planner_info"]["eta_source"] = "user" if eta is not None else "auto"
+    return plan
+
+
+def _plan_with(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
+               started: float) -> Plan:
+    """Dispatch to the method (see :func:`make_plan`)."""
     if method == "full":
         rounds, ok, best_p = plan_full(ctx, seed, n)
         return finish_plan(ctx, method, rounds, ok, started, seed, n,
@@ -74,7 +85,7 @@ def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: f
             full_rounds, _, best_p = plan_full(ctx, seed, n)
             return finish_plan(ctx, method, full_rounds, False, started, seed, n, info,
                                probability_override=best_p)
-        return finish_plan(ctx, method, rounds, True, started, seed, n, info)
+        return finish_plan(ctx, method, rounds, True, started, seed, n, info, confirm=False)
     if method == "optimum":
         from depl_fl.planner.optimum import plan_optimum
         return plan_optimum(ctx, seed, n, started)
