@@ -12,6 +12,7 @@ import numpy as np
 from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
+from depl_fl.planner.limits import check_ranges
 from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
 from depl_fl.planner.trajectories import TrajectoryCache
 
@@ -76,6 +77,7 @@ class PlanContext:
     def build(cls, scenario: Scenario, targets: Targets, start: PlanStart | None,
               eta: float | None) -> "PlanContext":
         """Check the inputs and derive the remaining budget (``eta=None``: :func:`auto_eta`)."""
+        check_ranges(scenario)
         mean, var, previous = start_moments(scenario, start)
         if eta is None:
             eta = auto_eta(scenario, targets, mean)
