@@ -31,6 +31,7 @@ error) on ``mc_trajectories`` (>= 20,000) trajectories.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -126,7 +127,7 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
         if search(math.inf, 10.0 * mean_cost) is None:
             return None
         slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
-                         for o in opts.values() for a, b in zip(o, o[1:]) if b.time > a.time})
+                         for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
         for lam in slopes + [math.inf]:
             for nu in (0.0, mean_cost, 10.0 * mean_cost):
                 result = search(lam, nu)
@@ -329,7 +330,7 @@ def trim(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]], cand:
                 continue
             prev = ctx.previous
             if any(a != b and (a, b) not in ctx.prop.switch
-                   for a, b in zip([prev] + seq[:-1], seq) if a is not None):
+                   for a, b in itertools.pairwise([prev, *seq]) if a is not None):
                 continue
             alloc = allocate_levels(seq, opts, ctx.deadline)
             if alloc is None:
@@ -455,7 +456,7 @@ def _extend_until_dependable(ctx: PlanContext, cset: ClientSet, opts: dict[str, 
 
 def switches(models: list[str]) -> int:
     """Number of model switches in a round sequence."""
-    return sum(1 for a, b in zip(models, models[1:]) if a != b)
+    return sum(1 for a, b in itertools.pairwise(models) if a != b)
 
 
 def _better(cand: Candidate | None, best: Candidate | None) -> bool:
