@@ -56,28 +56,34 @@ from depl_fl.planner.schedules import (
     Schedule,
     allowed_pairs,
     best_schedules,
+    first_blocks,
     mc_second_block,
     predicted_second_block,
+    switch_points,
 )
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6
-SETS_LARGE = 2
+SETS_LARGE = 1
 # Gaussian calibration: how far below Phi^-1(pi) kappa may go.
 LOOSEN = 1.5
 BISECTIONS = 3
 # Sets scored by their whole plan (the rest are pre-ranked by the one-model proxy).
 PRE_RANK = 64
+PRE_RANK_LARGE = 16
 # Best-scored sets whose switch point is also searched by Monte Carlo, the k1
 # window around the predicted switch point, and the trajectories of that search.
 SCHEDULE_SETS = 3
+SCHEDULE_SETS_LARGE = 1
 K1_WINDOW = 6
 # Model pairs refined per set: those predicted within PAIR_SLACK of the set's best, at most MAX_PAIRS.
 PAIR_SLACK = 0.3
 MAX_PAIRS = 3
+MAX_PAIRS_LARGE = 2
 SCHEDULE_TRAJECTORIES = 4000
 SCHEDULE_EXTEND = 3
 SCHEDULE_CHECKS = 6
+SCHEDULE_CHECKS_LARGE = 2
 SCREEN_Z = 2.0
 # A plan with more switches must be this much cheaper per extra switch.
 SWITCH_MARGIN = 0.002
@@ -363,13 +369,18 @@ def largest_set(ctx: PlanContext) -> ClientSet:
     return ClientSet.from_ids(scen, ids)
 
 
+def is_small(ctx: PlanContext) -> bool:
+    """Small instances get a wider search (more sets, pairs and switch points checked)."""
+    return len(ctx.scenario.clients) <= 12 and ctx.max_rounds <= 60
+
+
 def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[ClientSet]:
     """The sets worth a whole-plan score: all when few, else the best by the one-model proxy."""
-    if len(sets) <= PRE_RANK:
+    limit = PRE_RANK if is_small(ctx) else PRE_RANK_LARGE
+    if len(sets) <= limit:
         return list(sets)
     ranked = rank_sets(ctx, sets, kappa, [m.id for m in ctx.scenario.models])
-    keep = [c for _, c in ranked[:PRE_RANK]]
-    return keep
+    return [c for _, c in ranked[:limit]]
 
 
 def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
@@ -384,19 +395,23 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     totals_ = np.array([c.total_samples for c in sets], dtype=float)
     ratios, groups = np.unique(totals_ / scen.loss.reference_samples, return_inverse=True)
     horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
-    tables = {pair: predicted_second_block(ctx, pair, ratios, kappa, horizon)
-              for pair in allowed_pairs(ctx)}
+    k1 = switch_points(horizon)
+    pairs = allowed_pairs(ctx)
+    first = first_blocks(ctx, sorted({a for a, b in pairs if a != b}), ratios, k1)
+    tables = {pair: predicted_second_block(ctx, pair, ratios, kappa, horizon, k1, first)
+              for pair in pairs}
     costs = np.empty((len(sets), len(scen.models)))
     times = np.empty_like(costs)
     for i, cset in enumerate(sets):
         for j, m in enumerate(scen.models):
             opts = round_options(scen, cset, m.id)
             costs[i, j], times[i, j] = opts[-1].cost, opts[0].time
-    scored = best_schedules(ctx, costs, times, groups, tables)
+    scored = best_schedules(ctx, costs, times, groups, tables, k1)
     out = []
     for per_pair, cset in zip(scored, sets, strict=True):
         cost = per_pair[0][0] if per_pair else math.inf
-        out.append((cost, [sc for c, sc in per_pair if c <= cost * (1.0 + PAIR_SLACK)][:MAX_PAIRS],
+        pairs = MAX_PAIRS if is_small(ctx) else MAX_PAIRS_LARGE
+        out.append((cost, [sc for c, sc in per_pair if c <= cost * (1.0 + PAIR_SLACK)][:pairs],
                     cset))
     out.sort(key=lambda t: (t[0], -t[2].total_samples))
     return out
@@ -427,7 +442,7 @@ def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed:
     ranked = sorted(((0 if one_model else k1) * c1 + k2 * c2, 0 if one_model else k1, k2)
                     for k1, k2 in found.items())
     best: Candidate | None = None
-    for low, k1, k2 in ranked[:SCHEDULE_CHECKS]:
+    for low, k1, k2 in ranked[:SCHEDULE_CHECKS if is_small(ctx) else SCHEDULE_CHECKS_LARGE]:
         if best is not None and low >= best.cost:
             break
         cand = _extend_until_dependable(ctx, cset, opts, Schedule(pair[0], k1, pair[1], k2),
@@ -477,7 +492,7 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     k0 = kappa_of(ctx.targets.target_prob, guarantee)
     sets = candidate_sets(scen, reference_model(ctx))
     scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0)
-    limit = SETS_SMALL if len(scen.clients) <= 12 and ctx.max_rounds <= 60 else SETS_LARGE
+    limit = SETS_SMALL if is_small(ctx) else SETS_LARGE
     chosen = [(scheds, c) for cost, scheds, c in scored if math.isfinite(cost)][:limit]
     if not chosen:
         # No schedule with <= 1 switch reaches the goal: let the graph try the largest sets.
@@ -495,7 +510,7 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
             best = cand
         if probable is not None and (most is None or probable.prob > most.prob):
             most = probable
-        for sched in scheds if rank < SCHEDULE_SETS else []:
+        for sched in scheds if rank < (SCHEDULE_SETS if is_small(ctx) else SCHEDULE_SETS_LARGE) else []:
             sc = schedule_candidate(ctx, cset, sched, seed, n_final)
             if _better(sc, best):
                 best = sc

@@ -7,9 +7,11 @@ module searches the switch point directly, in two stages:
 
 * :func:`predicted_second_block` -- with the moment propagation, for every
   data ratio ``r`` of the candidate client sets, every allowed pair
-  ``(m1, m2)`` and every ``k1``, the fewest ``k2`` whose predicted quantile
-  reaches the target. Vectorised over ``(r, k1)``: ``O(P * K)`` numpy steps
-  of ``R * K`` elements for ``P`` pairs, ``K`` rounds and ``R`` ratios.
+  ``(m1, m2)`` and every switch point ``k1`` (each round up to ``DENSE_K1``,
+  then steps of ~10%: ``O(log K)`` more), the fewest ``k2`` whose predicted
+  quantile reaches the target. Vectorised over ``(r, k1)``: ``O(P * K)``
+  numpy steps of ``O(R * log K)`` elements for ``P`` pairs, ``K`` rounds and
+  ``R`` ratios.
   :func:`best_schedules` turns these tables into the cheapest predicted
   schedule of each client set (its whole-plan cost, used by data selection).
 * :func:`mc_second_block` -- the same question answered by Monte Carlo of
@@ -32,6 +34,10 @@ from depl_fl.planner.context import PlanContext
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
 ROUND_CAP = 120
+# Switch points enumerated one by one up to this round, then in steps of ~10%.
+DENSE_K1 = 16
+# A predicted quantile falling by less than this per round has stalled.
+STALL = 1e-6
 NEVER = np.iinfo(np.int32).max // 4
 
 
@@ -50,70 +56,96 @@ class Schedule:
 
 
 def allowed_pairs(ctx: PlanContext) -> list[tuple[str, str]]:
-    """``(m1, m2)`` pairs usable from the start state; ``(m, m)`` is the one-model schedule."""
+    """``(m1, m2)`` pairs usable from the start state; ``(m, m)`` is the one-model schedule.
+
+    Only switches to a model with more FLOPs per sample are enumerated (a
+    cheaper model first, where its higher floor does not bind yet); the
+    expanded graph covers the other orders.
+    """
     models = [m.id for m in ctx.scenario.models]
     prev = ctx.previous
 
     def reachable(m: str) -> bool:
         return prev is None or prev == m or (prev, m) in ctx.prop.switch
 
+    flops = {m.id: m.flops_per_sample for m in ctx.scenario.models}
     pairs = [(m, m) for m in models if reachable(m)]
     pairs += [(a, b) for a in models for b in models
-              if a != b and reachable(a) and (a, b) in ctx.prop.switch]
+              if flops[a] < flops[b] and reachable(a) and (a, b) in ctx.prop.switch]
     return pairs
 
 
-def _block(ctx: PlanContext, model: str, ratios: np.ndarray, rounds: int
-           ) -> tuple[np.ndarray, np.ndarray]:
-    """Moments after ``0..rounds`` rounds of ``model`` from the start state, shape ``(R, rounds + 1)``."""
-    mean = np.full(ratios.shape, ctx.start_mean)
-    var = np.full(ratios.shape, ctx.start_var)
-    if ctx.previous is not None and ctx.previous != model:
-        mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
-    means, vars_ = [mean], [var]
-    for _ in range(rounds):
-        mean, var = ctx.prop.run_array(model, mean, var, ratios)
-        means.append(mean)
-        vars_.append(var)
-    return np.stack(means, axis=1), np.stack(vars_, axis=1)
+def switch_points(horizon: int) -> np.ndarray:
+    """The ``k1`` values enumerated: every round up to ``DENSE_K1``, then steps of ~10%."""
+    points = list(range(1, min(horizon, DENSE_K1 + 1)))
+    k = DENSE_K1
+    while k < horizon:
+        points.append(k)
+        k = max(k + 1, int(k * 1.1))
+    return np.array(sorted(set(points)), dtype=np.int64)
+
+
+def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, k1: np.ndarray
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Moments after ``k1`` rounds of each model from the start state, shape ``(R, len(k1))``."""
+    out = {}
+    for model in models:
+        mean = np.full(ratios.shape, ctx.start_mean)
+        var = np.full(ratios.shape, ctx.start_var)
+        if ctx.previous is not None and ctx.previous != model:
+            if (ctx.previous, model) not in ctx.prop.switch:
+                continue
+            mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
+        means, vars_ = [mean], [var]
+        for _ in range(int(k1.max(initial=0))):
+            mean, var = ctx.prop.run_array(model, mean, var, ratios)
+            means.append(mean)
+            vars_.append(var)
+        out[model] = (np.stack(means, axis=1)[:, k1], np.stack(vars_, axis=1)[:, k1])
+    return out
 
 
 def predicted_second_block(ctx: PlanContext, pair: tuple[str, str], ratios: np.ndarray,
-                           kappa: float, horizon: int) -> np.ndarray:
-    """Fewest predicted rounds ``k2`` of ``m2`` after ``k1`` rounds of ``m1``, shape ``(R, horizon + 1)``.
+                           kappa: float, horizon: int, k1: np.ndarray,
+                           first: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, shape ``(R, len(k1))``.
 
-    Entry ``[i, k1]`` is ``NEVER`` when no ``k2`` with ``k1 + k2 <= horizon``
+    Entry ``[i, j]`` is ``NEVER`` when no ``k2`` with ``k1[j] + k2 <= horizon``
     reaches ``mean + kappa * std <= target`` on ratio ``ratios[i]``. For
-    ``m1 == m2`` only column 0 is filled (the one-model schedule).
+    ``m1 == m2`` (the one-model schedule, ``k1`` is then 0) only column 0 is
+    filled. ``first`` is :func:`first_blocks` for these ``k1``.
     """
     m1, m2 = pair
     target = ctx.targets.target_loss
-    out = np.full((ratios.size, horizon + 1), NEVER, dtype=np.int64)
+    out = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
     if m1 == m2:
-        mean, var = _block(ctx, m1, ratios, horizon)
+        steps = np.arange(horizon + 1)
+        mean, var = first_blocks(ctx, [m1], ratios, steps)[m1]
         hit = mean + kappa * np.sqrt(var) <= target
-        first = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
-        out[:, 0] = first
+        out[:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
         return out
-    mean1, var1 = _block(ctx, m1, ratios, horizon - 1)
     sw_mean, sw_var = ctx.prop.switch[(m1, m2)]
-    mean = mean1[:, 1:] + sw_mean                            # (R, horizon - 1): k1 = 1..horizon-1
-    var = var1[:, 1:] + sw_var
+    mean = first[m1][0] + sw_mean
+    var = first[m1][1] + sw_var
     rr = np.broadcast_to(ratios[:, None], mean.shape)
-    k1 = np.arange(1, horizon)[None, :]
-    need = np.full(mean.shape, NEVER, dtype=np.int64)
+    quantile = mean + kappa * np.sqrt(var)
     for k2 in range(1, horizon):
         mean, var = ctx.prop.run_array(m2, mean, var, rr)
-        hit = (need == NEVER) & (mean + kappa * np.sqrt(var) <= target) & (k1 + k2 <= horizon)
-        need[hit] = k2
-        if not (need == NEVER).any():
+        new_q = mean + kappa * np.sqrt(var)
+        open_ = (out == NEVER) & (k1[None, :] + k2 <= horizon)
+        hit = open_ & (new_q <= target)
+        out[hit] = k2
+        open_ &= ~hit
+        # stop when nothing is left open or the open predictions no longer fall
+        if not open_.any() or np.all(quantile[open_] - new_q[open_] < STALL):
             break
-    out[:, 1:horizon] = need
+        quantile = new_q
     return out
 
 
 def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, groups: np.ndarray,
-                   tables: dict[tuple[str, str], np.ndarray]) -> list[list[tuple[float, Schedule]]]:
+                   tables: dict[tuple[str, str], np.ndarray], k1_values: np.ndarray
+                   ) -> list[list[tuple[float, Schedule]]]:
     """Cheapest predicted schedule per client set and model pair.
 
     Parameters
@@ -125,6 +157,8 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
         Shape ``(S,)``: row of each set in the tables (its data ratio).
     tables : dict
         ``pair -> predicted_second_block(...)``.
+    k1_values : numpy.ndarray
+        The ``k1`` of the tables' columns (column 0 of a one-model pair is ``k1 = 0``).
 
     Returns
     -------
@@ -138,7 +172,8 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
     for (m1, m2), table in tables.items():
         k2 = table[groups].astype(float)                      # (S, H + 1)
         k2[k2 >= NEVER] = np.inf
-        k1 = np.arange(table.shape[1], dtype=float)[None, :]
+        k1 = (np.zeros(1) if m1 == m2 else k1_values.astype(float))[None, :]
+        k2 = k2[:, :k1.shape[1]]
         c1, c2 = costs[:, index[m1], None], costs[:, index[m2], None]
         t1, t2 = times[:, index[m1], None], times[:, index[m2], None]
         with np.errstate(invalid="ignore"):
