@@ -56,9 +56,8 @@ from depl_fl.planner.schedules import (
     Schedule,
     allowed_pairs,
     best_schedules,
-    first_blocks,
     mc_second_block,
-    predicted_second_block,
+    predicted_tables,
     switch_points,
 )
 
@@ -104,45 +103,48 @@ def reference_model(ctx: PlanContext) -> str:
     return min(ctx.scenario.models, key=lambda m: (m.compression, -m.flops_per_sample)).id
 
 
+def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
+                  lam: float, nu: float):
+    """Lightest goal path with per-round weight ``cost + lam * time + nu`` (None: no goal)."""
+    edges = {}
+    for m, o in opts.items():
+        chosen = lagrangian_option(o, lam)
+        edges[m] = EdgeSpec(chosen.cost, chosen.time)
+    # The graph does not depend on kappa: build it once per (set, prices).
+    key = (r, tuple(edges.items()), nu)
+    graph = ctx.graphs.get(key)
+    if graph is None:
+        graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
+                             ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
+        ctx.graphs[key] = graph
+    return graph.solve(kappa, ctx.targets.target_loss)
+
+
+def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float):
+    """When constraints bind: the fastest, fewest-rounds corner first, then the time price
+    relaxed towards the cheapest feasible one."""
+    mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
+    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost) is None:
+        return None
+    slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
+                     for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
+    for lam in slopes + [math.inf]:
+        for nu in (0.0, mean_cost, 10.0 * mean_cost):
+            result = _graph_search(ctx, opts, r, kappa, lam, nu)
+            if result is not None:
+                return result
+    return None
+
+
 def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
                  options: dict[str, list[Option]] | None = None) -> list[RoundDecision] | None:
     """Model graph + level allocation on one client set; None if no goal is reachable."""
     scen = ctx.scenario
     opts = options or {m.id: round_options(scen, cset, m.id) for m in scen.models}
     r = cset.total_samples / scen.loss.reference_samples
-
-    def search(lam: float, nu: float):
-        edges = {}
-        for m, o in opts.items():
-            chosen = lagrangian_option(o, lam)
-            edges[m] = EdgeSpec(chosen.cost, chosen.time)
-        # The graph does not depend on kappa: build it once per (set, prices).
-        key = (r, tuple(edges.items()), nu)
-        graph = ctx.graphs.get(key)
-        if graph is None:
-            graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
-                                 ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
-            ctx.graphs[key] = graph
-        return graph.solve(kappa, ctx.targets.target_loss)
-
-    result = search(0.0, 0.0)
+    result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0) or _priced_search(ctx, opts, r, kappa)
     if result is None:
-        # Constraints bind: first check the fastest, fewest-rounds corner, then
-        # relax the time price towards the cheapest feasible one.
-        mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
-        if search(math.inf, 10.0 * mean_cost) is None:
-            return None
-        slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
-                         for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
-        for lam in slopes + [math.inf]:
-            for nu in (0.0, mean_cost, 10.0 * mean_cost):
-                result = search(lam, nu)
-                if result is not None:
-                    break
-            if result is not None:
-                break
-        if result is None:
-            return None
+        return None
     if not result.models:
         return []
     alloc = allocate_levels(result.models, opts, ctx.deadline)
@@ -157,6 +159,119 @@ def _cost(opts: dict[str, list[Option]], rounds: list[RoundDecision]) -> float:
     return float(sum(table[(r.model, tuple(r.levels.items()))] for r in rounds))
 
 
+class _KappaSearch:
+    """The quantile-multiplier search of :func:`tune_set` on one client set."""
+
+    def __init__(self, ctx: PlanContext, cset: ClientSet, seed: int, n_final: int) -> None:
+        self.ctx, self.cset, self.seed, self.n_final = ctx, cset, seed, n_final
+        self.opts = {m.id: round_options(ctx.scenario, cset, m.id) for m in ctx.scenario.models}
+        pi = ctx.targets.target_prob
+        self.n_search = min(SEARCH_TRAJECTORIES, n_final)
+        self.need_search = required_probability(pi, self.n_search)
+        self.need_final = required_probability(pi, n_final)
+        self.seq_cache: dict[tuple, float] = {}
+        self.seen: dict[float, Candidate | None] = {}
+        self.most_probable: Candidate | None = None
+        self.passing: list[Candidate] = []
+
+    def attempt(self, k: float) -> Candidate | None:
+        """The graph's plan at multiplier ``k`` with its search probability (memoised)."""
+        k = round(k, 6)
+        if k in self.seen:
+            return self.seen[k]
+        rounds = plan_for_set(self.ctx, self.cset, k, self.opts)
+        cand = None
+        if rounds is not None:
+            key = tuple(r.model for r in rounds)
+            if key not in self.seq_cache:
+                self.seq_cache[key] = probability(self.ctx, rounds, self.n_search, self.seed + 7919)
+            cand = Candidate(rounds, _cost(self.opts, rounds), self.seq_cache[key], k)
+            if self.most_probable is None or cand.prob > self.most_probable.prob:
+                self.most_probable = cand
+        self.seen[k] = cand
+        return cand
+
+    def keep_if_ok(self, c: Candidate | None) -> bool:
+        """Record ``c`` as passing when its search probability meets the threshold."""
+        if c is not None and c.prob >= self.need_search:
+            self.passing.append(c)
+            return True
+        return False
+
+    def bisect(self, lo: float, hi: float) -> None:
+        """Narrow the kappa interval (lo fails, hi passes), keeping every passing plan."""
+        for _ in range(BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            if self.keep_if_ok(self.attempt(mid)):
+                hi = mid
+            else:
+                lo = mid
+
+    def loosen(self, k0: float) -> None:
+        """Gaussian calibration: a passing ``k0`` may be too pessimistic, try lower."""
+        if not self.keep_if_ok(self.attempt(k0 - LOOSEN)):
+            self.bisect(k0 - LOOSEN, k0)
+
+    def tighten(self, k0: float) -> None:
+        """``k0`` fails: raise kappa until a plan passes (or none exists), then narrow."""
+        lo, step, hi, no_path = k0, 0.5, None, None
+        while step <= 16.0:
+            c = self.attempt(k0 + step)
+            if c is None:
+                no_path = k0 + step
+                break
+            if self.keep_if_ok(c):
+                hi = k0 + step
+                break
+            lo = k0 + step
+            step *= 2.0
+        if hi is None and no_path is not None:
+            hi, lo = self.probe_below(lo, no_path)
+        if hi is not None:
+            self.bisect(lo, hi)
+
+    def probe_below(self, lo: float, no_path: float) -> tuple[float | None, float]:
+        """The prediction says "unreachable" above ``no_path``: probe the most
+        conservative plans that still exist, the Monte Carlo may accept them."""
+        for _ in range(BISECTIONS + 1):
+            mid = 0.5 * (lo + no_path)
+            c = self.attempt(mid)
+            if c is None:
+                no_path = mid
+            elif self.keep_if_ok(c):
+                return mid, lo
+            else:
+                lo = mid
+        return None, lo
+
+    def finish(self, cand: Candidate, p: float) -> Candidate:
+        """Trim a candidate that passed the final check."""
+        return trim(self.ctx, self.cset, self.opts, Candidate(cand.rounds, cand.cost, p, cand.kappa),
+                    self.need_final, self.n_final, self.seed)
+
+    def final(self, k0: float) -> Candidate | None:
+        """Final check on the full trajectory count, cheapest first; tighten on failure."""
+        for cand in sorted(self.passing, key=lambda c: c.cost):
+            p = probability(self.ctx, cand.rounds, self.n_final, self.seed)
+            if p >= self.need_final:
+                return self.finish(cand, p)
+        k = max((c.kappa for c in self.passing), default=k0)
+        for _ in range(8 if self.passing else 0):
+            k += 0.25
+            c = self.attempt(k)
+            if c is None:
+                break
+            p = probability(self.ctx, c.rounds, self.n_final, self.seed)
+            if p >= self.need_final:
+                return self.finish(c, p)
+        fallback = single_model_plan(self.ctx, self.cset, self.opts, self.need_final,
+                                     self.n_final, self.seed)
+        if fallback is not None:
+            return trim(self.ctx, self.cset, self.opts, fallback, self.need_final, self.n_final,
+                        self.seed)
+        return None
+
+
 def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
              n_final: int) -> tuple[Candidate | None, Candidate | None]:
     """Cheapest dependable plan on one client set over the quantile multiplier.
@@ -166,110 +281,17 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
     tuple
         ``(best dependable candidate or None, most probable candidate seen)``.
     """
-    scen = ctx.scenario
-    pi = ctx.targets.target_prob
-    opts = {m.id: round_options(scen, cset, m.id) for m in scen.models}
-    n_search = min(SEARCH_TRAJECTORIES, n_final)
-    need_search = required_probability(pi, n_search)
-    need_final = required_probability(pi, n_final)
-    seq_cache: dict[tuple, float] = {}
-    seen: dict[float, Candidate | None] = {}
-    most_probable: Candidate | None = None
-
-    def attempt(k: float) -> Candidate | None:
-        nonlocal most_probable
-        k = round(k, 6)
-        if k in seen:
-            return seen[k]
-        rounds = plan_for_set(ctx, cset, k, opts)
-        cand = None
-        if rounds is not None:
-            key = tuple(r.model for r in rounds)
-            if key not in seq_cache:
-                seq_cache[key] = probability(ctx, rounds, n_search, seed + 7919)
-            cand = Candidate(rounds, _cost(opts, rounds), seq_cache[key], k)
-            if most_probable is None or cand.prob > most_probable.prob:
-                most_probable = cand
-        seen[k] = cand
-        return cand
-
-    def ok(c: Candidate | None) -> bool:
-        return c is not None and c.prob >= need_search
-
-    passing: list[Candidate] = []
-
-    def bisect(lo: float, hi: float) -> None:
-        """Narrow the kappa interval (lo fails, hi passes), keeping every passing plan."""
-        for _ in range(BISECTIONS):
-            mid = 0.5 * (lo + hi)
-            c = attempt(mid)
-            if ok(c):
-                passing.append(c)
-                hi = mid
-            else:
-                lo = mid
-
-    k0 = kappa_of(pi, guarantee)
-    first = attempt(k0)
-    if ok(first):
-        passing.append(first)
+    search = _KappaSearch(ctx, cset, seed, n_final)
+    k0 = kappa_of(ctx.targets.target_prob, guarantee)
+    first = search.attempt(k0)
+    if search.keep_if_ok(first):
         if guarantee == "gaussian":
-            low = attempt(k0 - LOOSEN)
-            if ok(low):
-                passing.append(low)
-            else:
-                bisect(k0 - LOOSEN, k0)
+            search.loosen(k0)
+    elif first is None:
+        return None, search.most_probable
     else:
-        if first is None:
-            return None, most_probable
-        lo, step, hi, no_path = k0, 0.5, None, None
-        while step <= 16.0:
-            c = attempt(k0 + step)
-            if c is None:
-                no_path = k0 + step
-                break
-            if ok(c):
-                passing.append(c)
-                hi = k0 + step
-                break
-            lo = k0 + step
-            step *= 2.0
-        if hi is None and no_path is not None:
-            # The prediction says "unreachable" above some kappa: probe the most
-            # conservative plans that still exist, the Monte Carlo may accept them.
-            for _ in range(BISECTIONS + 1):
-                mid = 0.5 * (lo + no_path)
-                c = attempt(mid)
-                if c is None:
-                    no_path = mid
-                elif ok(c):
-                    passing.append(c)
-                    hi = mid
-                    break
-                else:
-                    lo = mid
-        if hi is not None:
-            bisect(lo, hi)
-    # Final check on the full trajectory count, cheapest first; tighten on failure.
-    for cand in sorted(passing, key=lambda c: c.cost):
-        p = probability(ctx, cand.rounds, n_final, seed)
-        if p >= need_final:
-            return trim(ctx, cset, opts, Candidate(cand.rounds, cand.cost, p, cand.kappa),
-                        need_final, n_final, seed), most_probable
-    k = max((c.kappa for c in passing), default=k0)
-    for _ in range(8 if passing else 0):
-        k += 0.25
-        c = attempt(k)
-        if c is None:
-            break
-        p = probability(ctx, c.rounds, n_final, seed)
-        if p >= need_final:
-            return trim(ctx, cset, opts, Candidate(c.rounds, c.cost, p, c.kappa),
-                        need_final, n_final, seed), most_probable
-    fallback = single_model_plan(ctx, cset, opts, need_final, n_final, seed)
-    if fallback is not None:
-        return trim(ctx, cset, opts, fallback, need_final, n_final, seed), most_probable
-    return None, most_probable
+        search.tighten(k0)
+    return search.final(k0), search.most_probable
 
 
 def single_model_plan(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]],
@@ -396,10 +418,7 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     ratios, groups = np.unique(totals_ / scen.loss.reference_samples, return_inverse=True)
     horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
     k1 = switch_points(horizon)
-    pairs = allowed_pairs(ctx)
-    first = first_blocks(ctx, sorted({a for a, b in pairs if a != b}), ratios, k1)
-    tables = {pair: predicted_second_block(ctx, pair, ratios, kappa, horizon, k1, first)
-              for pair in pairs}
+    tables = predicted_tables(ctx, allowed_pairs(ctx), ratios, kappa, horizon, k1)
     costs = np.empty((len(sets), len(scen.models)))
     times = np.empty_like(costs)
     for i, cset in enumerate(sets):

@@ -85,62 +85,87 @@ def switch_points(horizon: int) -> np.ndarray:
     return np.array(sorted(set(points)), dtype=np.int64)
 
 
-def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, k1: np.ndarray
+def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds: int
                  ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Moments after ``k1`` rounds of each model from the start state, shape ``(R, len(k1))``."""
+    """Moments after ``0..rounds`` rounds of each model from the start state, shape ``(R, rounds + 1)``.
+
+    All models advance together (one :meth:`LossPropagator.run_many` per round).
+    """
+    usable = [m for m in models if ctx.previous is None or ctx.previous == m
+              or (ctx.previous, m) in ctx.prop.switch]
+    if not usable:
+        return {}
+    which = np.repeat(np.arange(len(usable)), ratios.size)
+    rr = np.tile(ratios, len(usable))
+    mean = np.full(rr.shape, ctx.start_mean)
+    var = np.full(rr.shape, ctx.start_var)
+    if ctx.previous is not None:
+        for i, m in enumerate(usable):
+            if m != ctx.previous:
+                sl = which == i
+                mean[sl], var[sl] = ctx.prop.switch_array(ctx.previous, m, mean[sl], var[sl])
+    means, vars_ = [mean], [var]
+    for _ in range(rounds):
+        mean, var = ctx.prop.run_many(usable, which, mean, var, rr)
+        means.append(mean)
+        vars_.append(var)
+    all_m = np.stack(means, axis=1).reshape(len(usable), ratios.size, rounds + 1)
+    all_v = np.stack(vars_, axis=1).reshape(len(usable), ratios.size, rounds + 1)
+    return {m: (all_m[i], all_v[i]) for i, m in enumerate(usable)}
+
+
+def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.ndarray,
+                     kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, per pair.
+
+    Each table has shape ``(R, len(k1))``; entry ``[i, j]`` is ``NEVER`` when
+    no ``k2`` with ``k1[j] + k2 <= horizon`` reaches
+    ``mean + kappa * std <= target`` on ratio ``ratios[i]``. For ``m1 == m2``
+    (the one-model schedule, ``k1`` is then 0) only column 0 is filled. All
+    pairs advance together, one :meth:`LossPropagator.run_many` per round.
+    """
+    target = ctx.targets.target_loss
+    models = sorted({m for pair in pairs for m in pair})
+    first = first_blocks(ctx, models, ratios, horizon)
     out = {}
-    for model in models:
-        mean = np.full(ratios.shape, ctx.start_mean)
-        var = np.full(ratios.shape, ctx.start_var)
-        if ctx.previous is not None and ctx.previous != model:
-            if (ctx.previous, model) not in ctx.prop.switch:
-                continue
-            mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
-        means, vars_ = [mean], [var]
-        for _ in range(int(k1.max(initial=0))):
-            mean, var = ctx.prop.run_array(model, mean, var, ratios)
-            means.append(mean)
-            vars_.append(var)
-        out[model] = (np.stack(means, axis=1)[:, k1], np.stack(vars_, axis=1)[:, k1])
+    for m1, m2 in pairs:
+        out[(m1, m2)] = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
+        if m1 == m2 and m1 in first:
+            hit = first[m1][0] + kappa * np.sqrt(first[m1][1]) <= target
+            out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
+    switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
+    for m2 in sorted({b for _, b in switching}):
+        group = [p for p in switching if p[1] == m2]
+        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1))
     return out
 
 
-def predicted_second_block(ctx: PlanContext, pair: tuple[str, str], ratios: np.ndarray,
-                           kappa: float, horizon: int, k1: np.ndarray,
-                           first: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, shape ``(R, len(k1))``.
-
-    Entry ``[i, j]`` is ``NEVER`` when no ``k2`` with ``k1[j] + k2 <= horizon``
-    reaches ``mean + kappa * std <= target`` on ratio ``ratios[i]``. For
-    ``m1 == m2`` (the one-model schedule, ``k1`` is then 0) only column 0 is
-    filled. ``first`` is :func:`first_blocks` for these ``k1``.
-    """
-    m1, m2 = pair
+def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
+                   first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
+                   kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """:func:`predicted_tables` of switching pairs that share their second model (one array)."""
     target = ctx.targets.target_loss
-    out = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
-    if m1 == m2:
-        steps = np.arange(horizon + 1)
-        mean, var = first_blocks(ctx, [m1], ratios, steps)[m1]
-        hit = mean + kappa * np.sqrt(var) <= target
-        out[:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
-        return out
-    sw_mean, sw_var = ctx.prop.switch[(m1, m2)]
-    mean = first[m1][0] + sw_mean
-    var = first[m1][1] + sw_var
-    rr = np.broadcast_to(ratios[:, None], mean.shape)
+    m2 = group[0][1]
+    block = ratios.size * k1.size
+    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in group])
+    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in group])
+    rr = np.tile(np.repeat(ratios, k1.size), len(group))
+    kk = np.tile(k1, ratios.size * len(group))
+    need = np.full(mean.size, NEVER, dtype=np.int64)
     quantile = mean + kappa * np.sqrt(var)
     for k2 in range(1, horizon):
         mean, var = ctx.prop.run_array(m2, mean, var, rr)
         new_q = mean + kappa * np.sqrt(var)
-        open_ = (out == NEVER) & (k1[None, :] + k2 <= horizon)
+        open_ = (need == NEVER) & (kk + k2 <= horizon)
         hit = open_ & (new_q <= target)
-        out[hit] = k2
+        need[hit] = k2
         open_ &= ~hit
         # stop when nothing is left open or the open predictions no longer fall
         if not open_.any() or np.all(quantile[open_] - new_q[open_] < STALL):
             break
         quantile = new_q
-    return out
+    return {pair: need[i * block:(i + 1) * block].reshape(ratios.size, k1.size)
+            for i, pair in enumerate(group)}
 
 
 def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, groups: np.ndarray,
