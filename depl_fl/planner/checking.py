@@ -70,7 +70,7 @@ def decisions(models: Sequence[str], options: Sequence[Option],
               clients: Sequence[str]) -> list[RoundDecision]:
     """Plan rounds from per-round models and level options on a fixed client set."""
     ids = tuple(clients)
-    return [RoundDecision(m, ids, o.level_map()) for m, o in zip(models, options)]
+    return [RoundDecision(m, ids, o.level_map()) for m, o in zip(models, options, strict=True)]
 
 
 def confirm_seed(seed: int) -> int:
