@@ -26,6 +26,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from clients.faults import apply_faults
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
 from depl_fl.task.local_update import evaluate_state, local_update
 from depl_fl.task.partitions import client_partition, geometry
@@ -85,9 +86,11 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Mess
         batch_size=int(conf.get("batch-size", train["batch_size"])),
         seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
     )
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in result.kept_state.items()})
-    metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.train_loss,
-                            "train-time-s": result.train_time_s})
+    state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
+        "num-examples": result.num_examples, "train-loss": result.train_loss,
+        "train-time-s": result.train_time_s})
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    metrics = MetricRecord(sent)
     return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
 
 

@@ -9,7 +9,8 @@ same ServerApp strategy and ClientApp code on the small in-process Grid
 Every job writes ``results.json`` and ``loss.png`` into its Hydra output
 folder (one per job with ``-m``); the last line printed is the path of
 ``results.json``. User mistakes print one line (``depl-fl: ...``) and exit
-with status 2 (3 when no dependable plan exists).
+with status 2 (3 when no dependable plan exists). A sweep runs every job even
+when some fail, then exits non-zero with one line listing the failed jobs.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from omegaconf import DictConfig
 
 from depl_fl.errors import DeplError
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
+from depl_fl.sweep import SweepFailures, check_overrides, split_argv
 
 LOG = logging.getLogger("depl_fl.main")
+#: Failed jobs of the current sweep (Hydra's basic launcher runs the jobs in this process).
+FAILURES = SweepFailures()
 
 
 def _quiet_flower() -> None:
@@ -84,24 +88,54 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 @hydra.main(config_path=None, config_name="config", version_base=None)
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     _quiet_flower()
     out_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         plain = to_plain(cfg)
         validate(plain)
         path = run_job(plain, out_dir)
-    except DeplError as exc:
-        print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
-        sys.exit(exc.exit_status)
+    except Exception as exc:
+        status = exc.exit_status if isinstance(exc, DeplError) else 1
+        if not sweeping:
+            if isinstance(exc, DeplError):
+                print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
+                sys.exit(status)
+            raise
+        # A sweep runs every job: record this one and go on (traceback in the job's log).
+        LOG.error("sweep job #%s failed", hydra_cfg.job.num, exc_info=not isinstance(exc, DeplError))
+        print(f"depl-fl: job #{hydra_cfg.job.num}: {' '.join(str(exc).split())}", file=sys.stderr)
+        FAILURES.add(hydra_cfg.job.num, hydra_cfg.job.override_dirname, status)
+        return
     print(Path(path).resolve())
 
 
 def main() -> None:
-    """Console entry: ``python -m depl_fl.main [HYDRA_OVERRIDES...]``."""
+    """Console entry: ``python -m depl_fl.main [HYDRA_OVERRIDES...]``.
+
+    Overrides Hydra cannot compose are one line on stderr and exit status 2
+    (:func:`depl_fl.sweep.check_overrides`). A sweep (``-m``) runs every job;
+    if some failed, it ends with one line naming them and the highest exit
+    status of the failed jobs (2: bad value, 3: no dependable plan, 1: other).
+    """
+    overrides, multirun, hydra_only = split_argv(sys.argv[1:])
+    if not hydra_only:
+        try:
+            check_overrides(overrides, multirun, conf_dir())
+        except DeplError as exc:
+            print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)
+            sys.exit(exc.exit_status)
     if not any(a.startswith(("--config-path", "-cp", "--config-dir", "-cd")) for a in sys.argv[1:]):
         sys.argv.insert(1, f"--config-dir={conf_dir()}")
+    FAILURES.jobs.clear()
+    FAILURES.status = 0
     _hydra_main()
+    if FAILURES.jobs:
+        print(f"depl-fl: {FAILURES.line()}", file=sys.stderr)
+        sys.exit(FAILURES.status or 1)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Any, Callable, Sequence
+from collections import deque
+from typing import Any, Callable, Mapping, Sequence
 
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import data_ratio, round_energy, round_time
+from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 
 LOG = logging.getLogger(__name__)
 
@@ -50,12 +52,18 @@ class RunController:
     track_mean : bool
         Track the predicted *mean* of the final loss instead of its pi-quantile:
         the mean-based ``expectation`` baseline re-plans on its own criterion.
+    spike_tail_prob : float
+        One-sided probability under the loss model of flagging an honest round
+        as a spike (:mod:`depl_fl.tracking.plausibility`).
+    max_spikes : int
+        Consecutive spikes after which a high loss is taken as real (a spike is
+        one bad evaluation; a loss that stays high is the model's state).
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
                  guarantee: str = "gaussian", planner: Planner | None = None,
                  tracking: bool = False, replan_policy: Any = None,
-                 track_mean: bool = False) -> None:
+                 track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2) -> None:
         self.scenario = scenario
         self.track_mean = bool(track_mean)
         self.targets = targets
@@ -68,6 +76,12 @@ class RunController:
         #: Planned clients that did not deliver a valid update; re-plans leave them out.
         self.failed_clients: set[str] = set()
         self.elapsed_s = 0.0
+        self.spike_tail_prob = float(spike_tail_prob)
+        self.max_spikes = int(max_spikes)
+        #: Last loss judged plausible, residuals of recent plausible rounds, current run of spikes.
+        self._trusted_loss: float | None = None
+        self._residuals: deque[float] = deque(maxlen=10)
+        self._spikes = 0
         self.tracking = bool(tracking) and planner is not None
         self.estimator = None
         self.policy = replan_policy
@@ -140,20 +154,31 @@ class RunController:
             Global evaluation accuracy after the round.
         wall_s : float
             Measured wall time of the round.
-        replied, rejected : sequence of str
-            Client ids whose update was aggregated / rejected or missing.
+        replied : sequence of str
+            Client ids whose update was aggregated.
+        rejected : sequence of dict or str
+            ``{"client", "reason"}`` of every planned client whose update was
+            rejected or missing (a bare client id is accepted too).
         train_loss : float, optional
             Weighted mean local training loss.
 
         Returns
         -------
         dict
-            The round record (also appended to :attr:`records`).
+            The round record (also appended to :attr:`records`). ``loss_flag`` is
+            ``None``, ``"non-finite"`` or ``"spike"``; a flagged loss is recorded
+            but not fed to the estimator, and predictions and re-plans use
+            ``tracked_loss``: the observed loss, or for a flagged one its
+            one-round prediction from the last plausible loss.
         """
         k = self.rounds_done
         previous = self.records[-1]["model"] if self.records else None
+        before_flag = self.records[-1]["loss_flag"] if self.records else None
         t_round = round_time(self.scenario, decision)
         self.elapsed_s += t_round
+        rejections = [_rejection(r) for r in rejected]
+        flag = self._judge(decision, previous, loss_before, loss_after)
+        tracked = float(loss_after) if flag is None else self._trusted_loss
         rec: dict[str, Any] = {
             "round": k + 1,
             "model": decision.model,
@@ -161,9 +186,11 @@ class RunController:
             "levels": dict(decision.levels),
             "num_clients": len(decision.clients),
             "replied": list(replied),
-            "rejected": list(rejected),
+            "rejected": rejections,
             "loss_before": float(loss_before),
             "loss": float(loss_after),
+            "loss_flag": flag,
+            "tracked_loss": tracked,
             "accuracy": None if accuracy is None else float(accuracy),
             "train_loss": None if train_loss is None else float(train_loss),
             "energy_j": float(round_energy(self.scenario, decision)),
@@ -172,31 +199,70 @@ class RunController:
             "wall_s": float(wall_s),
         }
         self.records.append(rec)
-        self.failed_clients.update(rejected)
-        if self.estimator is not None and math.isfinite(loss_before) and math.isfinite(loss_after):
-            from depl_fl.tracking.estimation import LossObservation
-
-            self.estimator.observe(LossObservation(
-                k + 1, decision.model, previous, float(loss_before), float(loss_after),
-                data_ratio(self.scenario, decision.clients)))
+        failed = [r["client"] for r in rejections]
+        self.failed_clients.update(failed)
+        if flag is None and before_flag is None and math.isfinite(loss_before):
+            self._observe(k + 1, decision, previous, loss_before, loss_after)
         remaining = self.rounds[k + 1:]
-        rec["predicted_quantile"] = self.predict(loss_after, decision.model, remaining) \
-            if math.isfinite(loss_after) else float("nan")
+        usable = tracked is not None and math.isfinite(tracked)
+        rec["predicted_quantile"] = self.predict(tracked, decision.model, remaining) if usable \
+            else float("nan")
         rec["replanned"] = False
-        if self.tracking and self.policy is not None and math.isfinite(loss_after):
+        if self.tracking and self.policy is not None and usable:
             reason = self.policy.decide(k + 1, rec["predicted_quantile"], self.targets.target_loss,
-                                        failed_planned_clients=list(rejected),
+                                        failed_planned_clients=failed,
                                         remaining_rounds=len(remaining))
             if reason is not None:
                 self._replan(rec, reason, remaining)
         return rec
+
+    def _observe(self, round_no: int, decision: RoundDecision, previous: str | None,
+                 loss_before: float, loss_after: float) -> None:
+        if self.estimator is None:
+            return
+        from depl_fl.tracking.estimation import LossObservation
+
+        self.estimator.observe(LossObservation(
+            round_no, decision.model, previous, float(loss_before), float(loss_after),
+            data_ratio(self.scenario, decision.clients)))
+
+    def _judge(self, decision: RoundDecision, previous: str | None, loss_before: float,
+               loss_after: float) -> str | None:
+        """``None`` (plausible), ``"non-finite"`` or ``"spike"``; keeps the trusted loss and residuals."""
+        if self._trusted_loss is None and math.isfinite(loss_before):
+            self._trusted_loss = float(loss_before)
+        reference = self._trusted_loss if self._trusted_loss is not None else float(loss_before)
+        if not math.isfinite(reference):
+            flag = "non-finite" if not math.isfinite(loss_after) else None
+            mean = float(loss_after)
+        else:
+            mean, std, level = one_round_prediction(self._current_scenario().loss, decision.model,
+                                                    previous, reference,
+                                                    data_ratio(self.scenario, decision.clients))
+            flag = loss_flag(float(loss_after), mean, std, list(self._residuals), self.spike_tail_prob,
+                             floor=level)
+        if flag == "spike" and self._spikes >= self.max_spikes:
+            LOG.warning("round %d: loss %.4g high for %d rounds in a row: taken as real",
+                        self.rounds_done + 1, loss_after, self._spikes + 1)
+            flag = None
+        if flag is None:
+            self._residuals.append(float(loss_after) - mean)
+            self._trusted_loss = float(loss_after)
+            self._spikes = 0
+        else:
+            # The flagged measurement is replaced by its prediction (imputed).
+            self._spikes += flag == "spike"
+            self._trusted_loss = mean if math.isfinite(mean) else self._trusted_loss
+            LOG.warning("round %d: observed loss %.4g flagged %s (expected about %.4g): not tracked",
+                        self.rounds_done + 1, loss_after, flag, mean)
+        return flag
 
     def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
         from depl_fl.planner import PlanStart
         from depl_fl.tracking.online import ReplanRecord
 
         assert self.planner is not None
-        start = PlanStart(loss_mean=max(rec["loss"], 0.0), previous_model=rec["model"],
+        start = PlanStart(loss_mean=max(rec["tracked_loss"], 0.0), previous_model=rec["model"],
                           elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
         t0 = time.perf_counter()
         try:
@@ -213,7 +279,8 @@ class RunController:
         # A feasible empty plan means the target is already met with the required
         # probability (the current loss is known): the cheapest continuation is to stop.
         feasible = bool(new.feasible)
-        q_after = self.predict(rec["loss"], rec["model"], new.rounds) if new.rounds else float(rec["loss"])
+        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds) if new.rounds \
+            else float(rec["tracked_loss"])
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
             new_remaining_rounds=len(new.rounds) if feasible else len(remaining),
@@ -227,3 +294,10 @@ class RunController:
             rec["predicted_quantile_after_replan"] = q_after
             if not new.rounds:
                 LOG.info("round %d: the target is met now; stopping (%s)", rec["round"], reason)
+
+
+def _rejection(item: str | Mapping[str, Any]) -> dict[str, str]:
+    """A rejected client as ``{"client", "reason"}`` (a bare id: reason unknown)."""
+    if isinstance(item, str):
+        return {"client": item, "reason": "no valid update"}
+    return {"client": str(item["client"]), "reason": str(item.get("reason", "no valid update"))}

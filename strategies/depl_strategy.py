@@ -17,8 +17,11 @@ evaluate the global model centrally and hand the loss to the controller.
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,9 +32,18 @@ from flwr.serverapp.strategy import FedAvg, Result
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
-from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure
+from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure, extract, scatter
 from strategies.controller import Planner, RunController
 from strategies.reply_checks import WEIGHT_KEY, check_reply
+from strategies.robust_aggregation import (
+    AggregationSettings,
+    aggregate_problem,
+    bounded_weight,
+    combine,
+    norm_threshold,
+    update_norm,
+    weight_problem,
+)
 
 LOG = logging.getLogger("depl_fl.server")
 
@@ -64,6 +76,31 @@ def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
     return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
 
 
+@dataclass(frozen=True)
+class Accepted:
+    """A reply that passed the checks: client id, kept weights, bounded weight, metrics, update norm."""
+
+    cid: str
+    state: dict[str, np.ndarray]
+    weight: float
+    metrics: dict[str, Any]
+    norm: float
+
+
+def train_metrics(accepted: list[Accepted]) -> MetricRecord:
+    """Weighted mean train loss, slowest train time and number of aggregated replies."""
+    losses = [(float(c.metrics["train-loss"]), c.weight) for c in accepted
+              if isinstance(c.metrics.get("train-loss"), (int, float))]
+    times = [float(c.metrics["train-time-s"]) for c in accepted
+             if isinstance(c.metrics.get("train-time-s"), (int, float))]
+    total = sum(w for _, w in losses) or 1.0
+    return MetricRecord({
+        "train-loss": sum(v * w for v, w in losses) / total if losses else float("nan"),
+        "train-time-s": max(times) if times else 0.0,
+        "num-replies": len(accepted),
+    })
+
+
 class DepLStrategy(FedAvg):
     """Run a DepL plan in Flower: planned clients, model variant and resource level per round.
 
@@ -94,13 +131,18 @@ class DepLStrategy(FedAvg):
     track_mean : bool
         Track the predicted mean of the final loss instead of its pi-quantile
         (the mean-based ``expectation`` baseline).
+    aggregation : AggregationSettings, optional
+        Combination rule and the bounds of :mod:`strategies.robust_aggregation`.
+    spike_tail_prob : float
+        Tail probability of the loss spike test (:mod:`depl_fl.tracking.plausibility`).
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
                  plan_fn: PlanFn | None, num_clients: int, train_settings: Mapping[str, Any],
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
-                 replan_policy: Any = None, track_mean: bool = False) -> None:
+                 replan_policy: Any = None, track_mean: bool = False,
+                 aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3) -> None:
         super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
         self.arch = arch
         self.targets = targets
@@ -114,6 +156,8 @@ class DepLStrategy(FedAvg):
         self.given_plan = plan
         self.replan_policy = replan_policy
         self.track_mean = bool(track_mean)
+        self.aggregation = aggregation if aggregation is not None else AggregationSettings()
+        self.spike_tail_prob = float(spike_tail_prob)
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -125,7 +169,11 @@ class DepLStrategy(FedAvg):
         self._decision: RoundDecision | None = None
         self._structure: PruneStructure | None = None
         self._global_state: dict[str, np.ndarray] | None = None
-        self._last_round_clients: tuple[list[str], list[str]] = ([], [])
+        self._last_round_clients: tuple[list[str], list[dict[str, str]]] = ([], [])
+        self._rejected: list[dict[str, str]] = []
+        self._aggregate_problem: str | None = None
+        self._threshold = math.inf
+        self._norm_history: deque[float] = deque(maxlen=self.aggregation.history)
 
     def summary(self) -> None:
         """Log the strategy configuration."""
@@ -230,49 +278,91 @@ class DepLStrategy(FedAvg):
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Scatter the valid pruned replies back into the full model (weighted by num-examples).
+        """Screen the replies and combine the survivors into the full model.
 
-        Error replies, replies with NaN/inf, wrong names or shapes, or a bad
-        ``num-examples`` are logged and left out; when none is valid the global
-        model is unchanged (``None`` is returned).
+        Rejected (logged with the client id and reason, recorded in the round's
+        ``rejected``): error replies, wrong names/shapes/dtypes, NaN/inf, a
+        ``num-examples`` above the queried ``num-samples``, an update norm above
+        ``norm_factor`` times the reference (:mod:`strategies.robust_aggregation`).
+        When nothing survives, or the aggregate fails its sanity check, the
+        global model is unchanged (``None`` is returned).
         """
         assert self._structure is not None and self._global_state is not None
-        expected = self._structure.pruned_shapes()
-        accepted: list[tuple[dict[str, np.ndarray], float]] = []
-        losses: list[tuple[float, float]] = []
-        times: list[float] = []
-        replied: list[str] = []
-        for reply in replies:
-            node = reply.metadata.src_node_id
-            cid = self.client_of.get(node, f"node {node}")
-            state, metrics, problems = check_reply(reply, expected)
-            if problems:
-                LOG.warning("round %d: rejected reply from %s: %s", server_round, cid, "; ".join(problems))
-                continue
-            assert state is not None and metrics is not None
-            weight = float(metrics[WEIGHT_KEY])
-            accepted.append((state, weight))
-            replied.append(cid)
-            if isinstance(metrics.get("train-loss"), (int, float)):
-                losses.append((float(metrics["train-loss"]), weight))
-            if isinstance(metrics.get("train-time-s"), (int, float)):
-                times.append(float(metrics["train-time-s"]))
+        self._rejected = []
+        self._aggregate_problem = None
+        accepted = self._screen(server_round, replies)
+        replied = [c.cid for c in accepted]
         planned = list(self._decision.clients) if self._decision else []
-        missing = [c for c in planned if c not in replied]
-        self._last_round_clients = (replied, missing)
-        if missing:
-            LOG.warning("round %d: no valid update from %s", server_round, ", ".join(missing))
+        answered = replied + [r["client"] for r in self._rejected]
+        for cid in planned:
+            if cid not in answered:
+                self._reject(server_round, cid, "no reply")
+        self._last_round_clients = (replied, list(self._rejected))
         if not accepted:
             LOG.warning("round %d: no valid reply, global model unchanged", server_round)
             return None, None
-        new_state = aggregate_pruned(self._global_state, accepted, self._structure)
-        total = sum(w for _, w in losses) or 1.0
-        metrics_out = MetricRecord({
-            "train-loss": sum(l * w for l, w in losses) / total if losses else float("nan"),
-            "train-time-s": max(times) if times else 0.0,
-            "num-replies": len(accepted),
-        })
-        return state_to_arrays(new_state), metrics_out
+        new_state = self._combine(accepted)
+        if new_state is None:
+            return None, None
+        return state_to_arrays(new_state), train_metrics(accepted)
+
+    def _reject(self, server_round: int, cid: str, reason: str) -> None:
+        LOG.warning("round %d: rejected reply from %s: %s", server_round, cid, reason)
+        self._rejected.append({"client": cid, "reason": reason})
+
+    def _screen(self, server_round: int, replies: Iterable[Message]) -> list[Accepted]:
+        """Replies passing the reply checks, the weight bound and the norm check."""
+        assert self._structure is not None and self._global_state is not None
+        expected = self._structure.pruned_shapes()
+        reference = extract(self._global_state, self._structure)
+        queried = [int(p["num-samples"]) for p in self.properties.values()]
+        candidates: list[Accepted] = []
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            cid = self.client_of.get(node, f"unknown node {node}")
+            state, metrics, problems = check_reply(reply, expected)
+            if not problems:
+                assert metrics is not None and state is not None
+                known = self.properties.get(cid, {}).get("num-samples")
+                problem = weight_problem(float(metrics[WEIGHT_KEY]), known)
+                if problem is None:
+                    weight = bounded_weight(float(metrics[WEIGHT_KEY]), int(known), queried,
+                                            self.aggregation.weight_cap)
+                    candidates.append(Accepted(cid, state, weight, metrics,
+                                               update_norm(state, reference)))
+                    continue
+                problems = [problem]
+            self._reject(server_round, cid, "; ".join(problems))
+        zero = {k: np.zeros_like(v) for k, v in reference.items()}
+        threshold = norm_threshold([c.norm for c in candidates], self._norm_history,
+                                   self.aggregation.norm_factor, update_norm(reference, zero))
+        self._threshold = threshold
+        accepted = []
+        for cand in candidates:
+            if cand.norm > threshold:
+                self._reject(server_round, cand.cid, f"update norm {cand.norm:.3g} exceeds "
+                             f"{self.aggregation.norm_factor:g} x the reference norm ({threshold:.3g})")
+            else:
+                accepted.append(cand)
+        return accepted
+
+    def _combine(self, accepted: list[Accepted]) -> dict[str, np.ndarray] | None:
+        """The new full model from the accepted replies, or ``None`` (rolled back)."""
+        assert self._structure is not None and self._global_state is not None
+        if self.aggregation.rule == "fedavg":
+            new_state = aggregate_pruned(self._global_state, [(c.state, c.weight) for c in accepted],
+                                         self._structure)
+        else:
+            combined = combine([c.state for c in accepted], [c.weight for c in accepted], self.aggregation)
+            new_state = scatter(self._global_state, combined, self._structure)
+        problem = aggregate_problem(extract(new_state, self._structure),
+                                    extract(self._global_state, self._structure), self._threshold)
+        if problem is not None:
+            LOG.warning("aggregate rolled back, global model unchanged: %s", problem)
+            self._aggregate_problem = problem
+            return None
+        self._norm_history.extend(c.norm for c in accepted)
+        return new_state
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
@@ -310,7 +400,8 @@ class DepLStrategy(FedAvg):
         self.controller = RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
                                         planner=self.plan_fn, tracking=self.tracking,
                                         replan_policy=self.replan_policy,
-                                        track_mean=self.track_mean)
+                                        track_mean=self.track_mean,
+                                        spike_tail_prob=self.spike_tail_prob)
         train_config = ConfigRecord() if train_config is None else train_config
         result = Result()
         first_model = self.scenario.model(self.plan.rounds[0].model)
@@ -325,32 +416,48 @@ class DepLStrategy(FedAvg):
             server_round = self.controller.rounds_done + 1
             if num_rounds is not None and server_round > num_rounds:
                 break
-            t0 = time.perf_counter()
-            self._decision = decision
-            replies = grid.send_and_receive(
-                messages=self.configure_train(server_round, arrays, train_config, grid), timeout=timeout)
-            agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
-            if agg_arrays is not None:
-                arrays = agg_arrays
-                result.arrays = arrays
-            if agg_metrics is not None:
-                result.train_metrics_clientapp[server_round] = agg_metrics
-            res = evaluate_fn(server_round, arrays,
-                              float(self.scenario.model(decision.model).compression))
-            wall = time.perf_counter() - t0
-            if res is not None:
-                result.evaluate_metrics_serverapp[server_round] = res
-            new_loss = float(res["loss"]) if res is not None else float("nan")
-            replied, missing = self._last_round_clients
-            rec = self.controller.record(
-                decision, loss, new_loss, accuracy=float(res["accuracy"]) if res is not None and
-                "accuracy" in res else None, wall_s=wall, replied=replied, rejected=missing,
-                train_loss=float(agg_metrics["train-loss"]) if agg_metrics is not None else None)
-            loss = new_loss
-            LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s",
-                     rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
-                     "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
-                     rec["predicted_quantile"], self.targets.target_loss,
-                     " (re-planned)" if rec["replanned"] else "")
+            arrays, loss = self._run_round(grid, decision, server_round, arrays, loss, train_config,
+                                           timeout, evaluate_fn, result)
         self._decision = None
         return result
+
+    def _run_round(self, grid: Grid, decision: RoundDecision, server_round: int, arrays: ArrayRecord,
+                   loss: float, train_config: ConfigRecord, timeout: float, evaluate_fn: EvaluateFn,
+                   result: Result) -> tuple[ArrayRecord, float]:
+        """Train, aggregate, evaluate (rolling back a model whose loss is not finite) and record."""
+        assert self.scenario is not None and self.controller is not None
+        t0 = time.perf_counter()
+        self._decision = decision
+        compression = float(self.scenario.model(decision.model).compression)
+        replies = grid.send_and_receive(
+            messages=self.configure_train(server_round, arrays, train_config, grid), timeout=timeout)
+        agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
+        res = evaluate_fn(server_round, agg_arrays if agg_arrays is not None else arrays, compression)
+        if agg_arrays is not None and (res is None or not math.isfinite(float(res["loss"]))):
+            # The sanity check of last resort: a model whose loss is not finite is never kept.
+            self._aggregate_problem = "evaluation loss of the aggregate is not finite"
+            LOG.warning("round %d: aggregate rolled back, global model unchanged: %s", server_round,
+                        self._aggregate_problem)
+            agg_arrays, agg_metrics = None, None
+            res = evaluate_fn(server_round, arrays, compression)
+        if agg_arrays is not None:
+            arrays = agg_arrays
+            result.arrays = arrays
+        if agg_metrics is not None:
+            result.train_metrics_clientapp[server_round] = agg_metrics
+        if res is not None:
+            result.evaluate_metrics_serverapp[server_round] = res
+        new_loss = float(res["loss"]) if res is not None else float("nan")
+        replied, rejected = self._last_round_clients
+        accuracy = float(res["accuracy"]) if res is not None and "accuracy" in res else None
+        train_loss = float(agg_metrics["train-loss"]) if agg_metrics is not None else None
+        rec = self.controller.record(decision, loss, new_loss, accuracy=accuracy,
+                                     wall_s=time.perf_counter() - t0, replied=replied,
+                                     rejected=rejected, train_loss=train_loss)
+        rec["rolled_back"] = self._aggregate_problem
+        LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s",
+                 rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
+                 "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
+                 rec["predicted_quantile"], self.targets.target_loss,
+                 " (re-planned)" if rec["replanned"] else "")
+        return arrays, new_loss

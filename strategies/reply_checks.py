@@ -1,8 +1,10 @@
 """Validation of client training replies before aggregation (pure numpy, no flwr import).
 
 A reply is aggregated only when it carries no error, exactly the expected
-kept-weight names with the expected (pruned) shapes, only finite values, and a
+kept-weight names with the expected (pruned) shapes, a real floating dtype
+(no integer, bool, complex or object arrays), only finite values, and a
 positive finite ``num-examples``. Everything else is rejected with a reason.
+The weight and update-norm bounds follow in :mod:`strategies.robust_aggregation`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,18 @@ from typing import Any, Mapping
 import numpy as np
 
 WEIGHT_KEY = "num-examples"
+
+
+def array_problem(name: str, arr: np.ndarray, expected: tuple[int, ...]) -> str | None:
+    """Why one received array is unusable: wrong shape, not real floating, NaN/inf (``None``: fine)."""
+    if tuple(arr.shape) != expected:
+        return f"{name} has shape {tuple(arr.shape)}, expected {expected}"
+    if not np.issubdtype(arr.dtype, np.floating):
+        # integer, bool, complex and object arrays are no model weights
+        return f"{name} has dtype {arr.dtype}, expected real floating point"
+    if not np.all(np.isfinite(arr)):
+        return f"{name} contains NaN or inf"
+    return None
 
 
 def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, Any] | None,
@@ -44,13 +58,9 @@ def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, A
         if extra:
             problems.append(f"unexpected arrays {extra}")
         for name in sorted(set(state) & set(expected_shapes)):
-            arr = np.asarray(state[name])
-            if tuple(arr.shape) != tuple(expected_shapes[name]):
-                problems.append(f"{name} has shape {tuple(arr.shape)}, expected {tuple(expected_shapes[name])}")
-            elif not np.issubdtype(arr.dtype, np.number):
-                problems.append(f"{name} is not numeric ({arr.dtype})")
-            elif not np.all(np.isfinite(arr)):
-                problems.append(f"{name} contains NaN or inf")
+            problem = array_problem(name, np.asarray(state[name]), tuple(expected_shapes[name]))
+            if problem is not None:
+                problems.append(problem)
     if metrics is None:
         problems.append("no MetricRecord 'metrics'")
     else:

@@ -18,9 +18,10 @@ from flwr.serverapp import Grid, ServerApp
 
 from depl_fl.contract.plan import Plan, Targets
 from depl_fl.contract.scenario import Scenario
-from depl_fl.errors import DeplError
+from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import config_from_run_config
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
+from strategies.robust_aggregation import AggregationSettings
 
 LOG = logging.getLogger("depl_fl.server")
 
@@ -101,7 +102,17 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
         replan_policy=replan_policy,
         # The mean-based baseline tracks its own criterion (the predicted mean), so
         # that online re-planning does not turn it into a quantile method.
-        track_mean=cfg["method"] == "expectation")
+        track_mean=cfg["method"] == "expectation",
+        aggregation=aggregation_settings(cfg),
+        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)))
+
+
+def aggregation_settings(cfg: Mapping[str, Any]) -> AggregationSettings:
+    """The ``aggregation`` section as settings (one-line ScenarioError when invalid)."""
+    try:
+        return AggregationSettings.from_config(cfg.get("aggregation"))
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"config {exc}") from None
 
 
 def summary_line(summary: Mapping[str, Any]) -> str:

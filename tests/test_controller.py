@@ -139,3 +139,56 @@ def test_failed_replan_keeps_the_plan_and_is_logged(setting, caplog):
     assert rec["replanned"] is False and ctl.rounds == list(plan.rounds)
     assert ctl.replans[0]["error"] == "RuntimeError: planner exploded"
     assert "re-plan" in caplog.text and "planner exploded" in caplog.text
+
+
+def _on_mean_path(scenario, decision, loss, previous):
+    from depl_fl.contract.semantics import data_ratio
+    from depl_fl.tracking.plausibility import one_round_prediction
+
+    mean, _, _ = one_round_prediction(scenario.loss, decision.model, previous, loss,
+                                      data_ratio(scenario, decision.clients))
+    return mean
+
+
+def test_loss_spike_is_flagged_and_not_fed_to_the_estimator(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        replan_policy=ReplanPolicy())
+    first = ctl.next_decision()
+    l1 = _on_mean_path(scenario, first, scenario.loss.initial, None)
+    rec1 = ctl.record(first, scenario.loss.initial, l1, accuracy=None, wall_s=0.0,
+                      replied=list(first.clients), rejected=[])
+    assert rec1["loss_flag"] is None and ctl.estimator.num_observations == 1
+    second = ctl.next_decision()
+    rec2 = ctl.record(second, l1, 10 * scenario.loss.initial, accuracy=None, wall_s=0.0,
+                      replied=list(second.clients), rejected=[])
+    assert rec2["loss_flag"] == "spike"
+    # Tracking goes on from the imputed loss: the spike's one-round prediction.
+    assert rec2["tracked_loss"] == pytest.approx(_on_mean_path(scenario, second, l1, first.model))
+    assert ctl.estimator.num_observations == 1
+    assert rec2["replanned"] is False  # the spike alone does not put the run behind target
+    third = ctl.next_decision()
+    rec3 = ctl.record(third, rec2["loss"], float("nan"), accuracy=None, wall_s=0.0,
+                      replied=list(third.clients), rejected=[])
+    assert rec3["loss_flag"] == "non-finite" and ctl.estimator.num_observations == 1
+    assert rec3["predicted_quantile"] == pytest.approx(rec1["predicted_quantile"], rel=0.5)
+
+
+def test_honest_rounds_drawn_from_the_profile_are_not_flagged(setting):
+    import numpy as np
+
+    from depl_fl.contract.semantics import iter_round_losses
+
+    scenario, targets, plan, _ = setting
+    flags = total = 0
+    for seed in range(20):
+        ctl = RunController(scenario, targets, plan, tracking=False)
+        loss = scenario.loss.initial
+        for decision, after in zip(plan.rounds, (float(v[0]) for v in iter_round_losses(
+                scenario, plan.rounds, 1, np.random.default_rng(seed))), strict=True):
+            rec = ctl.record(decision, loss, after, accuracy=None, wall_s=0.0,
+                             replied=list(decision.clients), rejected=[])
+            flags += rec["loss_flag"] is not None
+            total += 1
+            loss = after
+    assert total >= 20 and flags / total <= 0.01

@@ -11,7 +11,7 @@ pytest.importorskip("hydra")
 from depl_fl.errors import ScenarioError  # noqa: E402
 from depl_fl.runs.runconfig import cluster_assignment, compose_config, conf_dir, validate  # noqa: E402
 
-GROUPS = ("dataset", "model", "clusters", "planner", "simulation")
+GROUPS = ("dataset", "model", "clusters", "planner", "simulation", "aggregation")
 
 
 @pytest.mark.parametrize("group,option", [(g, p.stem) for g in GROUPS

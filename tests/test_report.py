@@ -51,7 +51,7 @@ def test_report_figures_and_files(sweep: Path, tmp_path: Path, capsys):
     out = tmp_path / "out"
     assert report.main([str(sweep), "--out", str(out)]) == 0
     printed = capsys.readouterr()
-    assert "| depl | 0.35 | 0.8 | 10 | 0.800 | [0.490, 0.943] | yes |" in printed.out
+    assert "| depl | 0.35 | 0.8 | n/a | 10 | 0 | 0.800 | [0.490, 0.943] | yes |" in printed.out
     assert f"wrote {out / 'report.md'}" in printed.out
     assert printed.err == ""
 
@@ -73,7 +73,7 @@ def test_report_figures_and_files(sweep: Path, tmp_path: Path, capsys):
     assert full["wall_mean_s"] is None
 
     table = (out / "report.md").read_text()
-    assert "| full | 0.35 | 0.8 | 4 | 1.000 |" in table and "| 2.759 |" in table
+    assert "| full | 0.35 | 0.8 | n/a | 4 | 0 | 1.000 |" in table and "| 2.759 |" in table
     for name in ("final_loss_cdf.png", "energy.png"):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -143,3 +143,37 @@ def test_tracking_runs_are_labelled_and_depl_with_tracking_is_the_energy_referen
     assert rows["depl"]["energy_vs_depl"] == pytest.approx(0.5)
     write_result(root / "bad", method="depl", tracking="yes", final_loss=0.3, cost_j=1.0)
     assert len(build_report(root)["skipped"]) == 1
+
+
+def test_run_without_final_loss_counts_as_failure(tmp_path: Path):
+    root = tmp_path / "sweep"
+    for i in range(4):
+        write_result(root / str(i), method="depl", final_loss=0.2, cost_j=1.0, deadline_s=100.0)
+    # A diverged run: NaN is written as null (or the key is missing altogether).
+    write_result(root / "4", method="depl", final_loss=None, cost_j=1.0, deadline_s=100.0)
+    write_result(root / "5", method="depl", cost_j=1.0, deadline_s=100.0)
+    doc = build_report(root)
+    (row,) = doc["groups"]
+    assert row["runs"] == 6 and row["successes"] == 4 and row["no_final_loss"] == 2
+    assert row["probability"] == pytest.approx(4 / 6) and doc["skipped"] == []
+
+
+def test_runs_with_different_deadlines_are_not_pooled(tmp_path: Path):
+    root = tmp_path / "sweep"
+    for i in range(3):
+        write_result(root / f"short{i}", method="depl", final_loss=0.5, cost_j=1.0, deadline_s=50.0)
+        write_result(root / f"long{i}", method="depl", final_loss=0.2, cost_j=2.0, deadline_s=500.0)
+    doc = build_report(root)
+    rows = {row["deadline_s"]: row for row in doc["groups"]}
+    assert set(rows) == {50.0, 500.0}
+    assert rows[50.0]["probability"] == 0.0 and rows[500.0]["probability"] == 1.0
+    assert "| depl | 0.35 | 0.8 | 50 | 3 |" in doc["table"]
+
+
+def test_skipped_files_are_listed_with_the_reason_in_report_md(sweep: Path):
+    bad = sweep / "bad" / "results.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{not json", encoding="utf-8")
+    build_report(sweep)
+    text = (sweep / "report.md").read_text(encoding="utf-8")
+    assert "## Skipped files" in text and str(bad) in text and "malformed JSON" in text

@@ -108,9 +108,11 @@ def test_dropped_error_and_nan_replies_are_logged_and_excluded(cfg, caplog):
     text = caplog.text
     assert "rejected reply from c1" in text and "simulated crash" in text
     assert "rejected reply from c2" in text and "NaN" in text
-    assert "no valid update from c0, c1, c2" in text
+    assert "rejected reply from c0: no reply" in text
     rec = strategy.controller.records[0]
-    assert rec["replied"] == ["c3"] and rec["rejected"] == ["c0", "c1", "c2"]
+    assert rec["replied"] == ["c3"]
+    assert {r["client"] for r in rec["rejected"]} == {"c0", "c1", "c2"}
+    assert all(r["reason"] for r in rec["rejected"])
     # The new global model is client 3's update alone, scattered back.
     good = make_client_app(cfg)
     grid = InProcessGrid(good, N)

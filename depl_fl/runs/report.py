@@ -5,12 +5,15 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
-* optionally ``tracking`` (bool: online tracking was on), ``seed``, ``time_s`` (modelled learning time), ``wall_s``
+* optionally ``tracking`` (bool: online tracking was on), ``seed``,
+  ``deadline_s``, ``time_s`` (modelled learning time), ``wall_s``
   (measured wall time) and ``met`` (ignored: success is recomputed as
   ``final_loss <= target_loss`` so every method is judged the same way; a
-  non-finite final loss, e.g. a diverged run, counts as a failure).
+  missing, null or non-finite final loss, e.g. a diverged run, counts as a
+  failure and is counted under "no final loss", never dropped).
 
-Runs are grouped by ``(method, target_loss, target_prob)``, where a run with
+Runs are grouped by ``(method, target_loss, target_prob, deadline_s)`` (runs
+of different deadlines are never pooled; a missing deadline is its own group), where a run with
 online tracking on is labelled ``<method>+tracking``, so a sweep can compare a
 static plan with the same planner re-planning online.  Per group the
 report gives the number of runs, the achieved probability
@@ -25,8 +28,8 @@ empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 Input problems: a missing folder, a folder without any ``results.json``, or
 one where no ``results.json`` is usable is a one-line :class:`ReportError`
 (exit status 2).  A malformed ``results.json`` next to good ones is skipped
-with a one-line warning on stderr and listed under ``skipped`` in
-``report.json``, so that one crashed run does not hide a whole sweep.
+with a one-line warning on stderr and listed with its reason under
+``skipped`` in ``report.json`` and ``report.md``, so that one crashed run does not hide a whole sweep.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class RunResult:
     seed: Any = None
     time_s: float | None = None
     wall_s: float | None = None
+    deadline_s: float | None = None
 
     @property
     def met(self) -> bool:
@@ -106,7 +110,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 # ---------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------
-def _number(summary: dict[str, Any], key: str, *, finite: bool = True, optional: bool = False) -> float | None:
+def _number(summary: dict[str, Any], key: str, *, finite: bool = True,
+            optional: bool = False) -> float | None:
     if key not in summary or summary[key] is None:
         if optional:
             return None
@@ -144,12 +149,13 @@ def parse_result(doc: Any, path: str) -> RunResult:
         raise ValueError(f"summary.target_prob must be in (0, 1), got {target_prob!r}")
     if cost < 0:
         raise ValueError(f"summary.cost_j must be >= 0, got {cost!r}")
-    final_loss = _number(summary, "final_loss", finite=False)
-    assert final_loss is not None
+    # A run without a final loss (diverged: NaN is written as null) is a failure, not a gap.
+    final_loss = _number(summary, "final_loss", finite=False, optional=True)
     return RunResult(path=path, method=method, target_loss=target_loss, target_prob=target_prob,
-                     final_loss=final_loss, cost_j=cost, seed=summary.get("seed"),
-                     time_s=_number(summary, "time_s", optional=True),
-                     wall_s=_number(summary, "wall_s", optional=True))
+                     final_loss=math.inf if final_loss is None else final_loss, cost_j=cost,
+                     seed=summary.get("seed"), time_s=_number(summary, "time_s", optional=True),
+                     wall_s=_number(summary, "wall_s", optional=True),
+                     deadline_s=_number(summary, "deadline_s", optional=True))
 
 
 def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str, str]]]:
@@ -204,20 +210,28 @@ def _mean_or_none(values: list[float | None]) -> float | None:
     return float(np.mean(present)) if present else None
 
 
+def _group_key(run: RunResult) -> tuple[str, float, float, float]:
+    # Runs of different deadlines answer different questions: never pooled (missing = inf).
+    return (run.method, run.target_loss, run.target_prob,
+            math.inf if run.deadline_s is None else run.deadline_s)
+
+
 def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[str, Any]]:
-    """Per ``(method, target_loss, target_prob)`` figures, sorted by targets then method."""
-    groups: dict[tuple[str, float, float], list[RunResult]] = {}
+    """Per ``(method, target_loss, target_prob, deadline_s)`` figures, sorted by targets then method."""
+    groups: dict[tuple[str, float, float, float], list[RunResult]] = {}
     for run in runs:
-        groups.setdefault((run.method, run.target_loss, run.target_prob), []).append(run)
+        groups.setdefault(_group_key(run), []).append(run)
     rows = []
-    for (method, target_loss, target_prob), members in groups.items():
+    for (method, target_loss, target_prob, deadline), members in groups.items():
         n = len(members)
         successes = sum(r.met for r in members)
         low, high = wilson_interval(successes, n, confidence)
         costs = np.array([r.cost_j for r in members])
         rows.append({
             "method": method, "target_loss": target_loss, "target_prob": target_prob,
+            "deadline_s": None if math.isinf(deadline) else deadline,
             "runs": n, "successes": successes, "probability": successes / n,
+            "no_final_loss": sum(not math.isfinite(r.final_loss) for r in members),
             "wilson_low": low, "wilson_high": high, "guarantee_met": successes / n >= target_prob,
             "energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
             "energy_vs_depl": None,
@@ -227,15 +241,24 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
             "wall_runs": sum(r.wall_s is not None for r in members),
         })
     # The reference is DepL as it runs by default (with tracking), else static DepL.
-    depl_energy = {(r["target_loss"], r["target_prob"]): r["energy_mean_j"]
+    depl_energy = {_targets_of(r): r["energy_mean_j"]
                    for r in sorted(rows, key=lambda r: r["method"] == "depl+tracking")
                    if r["method"] in ("depl", "depl+tracking")}
     for row in rows:
-        base = depl_energy.get((row["target_loss"], row["target_prob"]))
+        base = depl_energy.get(_targets_of(row))
         if base:
             row["energy_vs_depl"] = row["energy_mean_j"] / base
-    rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _method_key(r["method"])))
+    rows.sort(key=lambda r: (r["target_loss"], r["target_prob"], _deadline_order(r["deadline_s"]),
+                             _method_key(r["method"])))
     return rows
+
+
+def _deadline_order(deadline: float | None) -> float:
+    return math.inf if deadline is None else deadline
+
+
+def _targets_of(row: dict[str, Any]) -> tuple[float, float, float | None]:
+    return (row["target_loss"], row["target_prob"], row["deadline_s"])
 
 
 # ---------------------------------------------------------------------------
@@ -247,12 +270,13 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The report's markdown table, one line per group."""
-    header = ("| method | L* | π | runs | P[L ≤ L*] | 95% Wilson | P ≥ π | mean energy (J) "
-              "| p95 energy (J) | energy / DepL | mean time (s) | mean wall (s) |")
+    header = ("| method | L* | π | deadline (s) | runs | no final loss | P[L ≤ L*] | 95% Wilson | P ≥ π "
+              "| mean energy (J) | p95 energy (J) | energy / DepL | mean time (s) | mean wall (s) |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
         lines.append(
-            f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {r['runs']} "
+            f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {_fmt(r['deadline_s'], 'g')} "
+            f"| {r['runs']} | {r['no_final_loss']} "
             f"| {r['probability']:.3f} | [{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] "
             f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['energy_mean_j'])} "
             f"| {_fmt(r['energy_p95_j'])} | {_fmt(r['energy_vs_depl'], '.3f')} "
@@ -260,8 +284,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _target_groups(runs: Sequence[RunResult]) -> list[tuple[float, float]]:
-    return sorted({(r.target_loss, r.target_prob) for r in runs})
+def _target_groups(runs: Sequence[RunResult]) -> list[tuple[float, float, float]]:
+    return sorted({_group_key(r)[1:] for r in runs})
 
 
 def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
@@ -272,8 +296,8 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
 
     targets = _target_groups(runs)
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4), squeeze=False)
-    for ax, (target_loss, target_prob) in zip(axes[0], targets):
-        members = [r for r in runs if (r.target_loss, r.target_prob) == (target_loss, target_prob)]
+    for ax, (target_loss, target_prob, deadline) in zip(axes[0], targets, strict=False):
+        members = [r for r in runs if _group_key(r)[1:] == (target_loss, target_prob, deadline)]
         for method in sorted({r.method for r in members}, key=_method_key):
             losses = np.sort([r.final_loss for r in members if r.method == method])
             ys = np.arange(1, len(losses) + 1) / len(losses)
@@ -286,7 +310,7 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
         ax.set_xlabel("final loss")
         ax.set_ylabel("P[final loss ≤ x]")
         ax.set_ylim(0, 1.02)
-        ax.set_title(f"L* = {target_loss:g}, π = {target_prob:g}")
+        ax.set_title(f"L* = {target_loss:g}, π = {target_prob:g}, deadline {deadline:g} s")
         ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -299,15 +323,14 @@ def plot_energy(rows: Sequence[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    targets = sorted({(r["target_loss"], r["target_prob"]) for r in rows})
+    targets = sorted({_targets_of(r) for r in rows}, key=lambda t: (t[0], t[1], _deadline_order(t[2])))
     methods = sorted({r["method"] for r in rows}, key=_method_key)
     width = 0.8 / len(methods)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.5 * len(targets) * len(methods)), 4))
     for mi, method in enumerate(methods):
         xs, means, p95 = [], [], []
         for ti, target in enumerate(targets):
-            row = next((r for r in rows if r["method"] == method
-                        and (r["target_loss"], r["target_prob"]) == target), None)
+            row = next((r for r in rows if r["method"] == method and _targets_of(r) == target), None)
             if row is not None:
                 xs.append(ti + (mi - (len(methods) - 1) / 2) * width)
                 means.append(row["energy_mean_j"])
@@ -315,12 +338,23 @@ def plot_energy(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.bar(xs, means, width=width, label=method)
         ax.scatter(xs, p95, marker="_", s=300, color="k", zorder=3)
     ax.set_xticks(range(len(targets)))
-    ax.set_xticklabels([f"L*={tl:g}\nπ={tp:g}" for tl, tp in targets])
+    ax.set_xticklabels([f"L*={tl:g}\nπ={tp:g}\nT={_fmt(dl, 'g')}" for tl, tp, dl in targets])
     ax.set_ylabel("energy per run (J): bar = mean, tick = p95")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def report_markdown(sweep_dir: str | Path, runs: Sequence[RunResult], skipped: Sequence[dict[str, str]],
+                    table: str) -> str:
+    """``report.md``: the table, then every skipped file and why."""
+    text = (f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
+            f"{f', {len(skipped)} skipped' if skipped else ''}. Runs without a final loss "
+            f"(diverged) count as failures.\n\n{table}\n")
+    if skipped:
+        text += "\n## Skipped files\n\n" + "".join(f"- `{s['path']}`: {s['reason']}\n" for s in skipped)
+    return text
 
 
 def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
@@ -357,9 +391,7 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> di
         "files": {k: str(v) for k, v in files.items()},
     }
     try:
-        files["markdown"].write_text(f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
-                                     f"{f', {len(skipped)} skipped' if skipped else ''}.\n\n{table}\n",
-                                     encoding="utf-8")
+        files["markdown"].write_text(report_markdown(sweep_dir, runs, skipped, table), encoding="utf-8")
         files["json"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         plot_final_loss_cdf(runs, files["final_loss_cdf"])
         plot_energy(rows, files["energy"])

@@ -6,13 +6,19 @@ Layout of ``results.json``::
      "seed": 0,
      "summary": {"final_loss", "final_accuracy", "initial_loss", "target_loss", "target_prob",
                  "deadline_s", "cost_j", "time_s", "wall_s", "method", "seed", "met",
-                 "rounds", "planned_rounds", "replans", "predicted": {...plan.predicted}},
+                 "rounds", "planned_rounds", "replans", "rejected_replies", "rolled_back_rounds",
+                 "flagged_losses", "predicted": {...plan.predicted}},
      "rounds": [{"round", "model", "clients", "levels", "loss", "loss_before", "accuracy",
-                 "predicted_quantile", "energy_j", "round_time_s", "wall_s", ...}],
+                 "predicted_quantile", "energy_j", "round_time_s", "wall_s",
+                 "replied": [client, ...], "rejected": [{"client", "reason"}, ...],
+                 "rolled_back": null | reason, "loss_flag": null | "non-finite" | "spike",
+                 "tracked_loss", ...}],
      "replans": [...], "plan": {...}, "scenario": {...}, "config": {...}}
 
 ``cost_j`` and ``time_s`` are modeled with the contract's cost model (real
-FLOPs and bytes of the variants); ``wall_s`` is measured.
+FLOPs and bytes of the variants); ``wall_s`` is measured. A run whose final
+loss is not finite writes ``final_loss: null`` and ``met: false``; the report
+counts it as a failure.
 """
 
 from __future__ import annotations
@@ -59,6 +65,11 @@ def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initia
         "rounds": len(rounds),
         "planned_rounds": int(planned_rounds),
         "replans": int(replans),
+        # Robustness (README "Robustness"): rejected client replies, rolled-back
+        # aggregates and flagged (not tracked) losses over the run.
+        "rejected_replies": sum(len(r.get("rejected") or ()) for r in rounds),
+        "rolled_back_rounds": sum(bool(r.get("rolled_back")) for r in rounds),
+        "flagged_losses": sum(r.get("loss_flag") is not None for r in rounds),
         "predicted": dict(predicted or {}),
     }
 

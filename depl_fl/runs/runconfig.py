@@ -18,6 +18,8 @@ from depl_fl.errors import ScenarioError
 
 METHODS = ("depl", "expectation", "full")
 BACKENDS = ("ray", "inprocess")
+AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
+FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
 
 
 def to_plain(cfg: Any) -> dict[str, Any]:
@@ -112,6 +114,52 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if not isinstance(clusters, Mapping) or not clusters:
         raise ScenarioError("config clusters.classes: must be a non-empty mapping of cluster id -> profile")
     cluster_assignment(int(num_clients), clusters)
+    validate_robustness(cfg)
+
+
+def validate_robustness(cfg: Mapping[str, Any]) -> None:
+    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
+    agg = cfg.get("aggregation")
+    if agg is not None:
+        if _get(cfg, "aggregation.rule") not in AGGREGATION_RULES:
+            raise ScenarioError(f"config aggregation.rule: must be one of {', '.join(AGGREGATION_RULES)}, "
+                                f"got {agg.get('rule')!r}")
+        trim = _positive(cfg, "aggregation.trim_fraction", allow_zero=True)
+        if trim >= 0.5:
+            raise ScenarioError(f"config aggregation.trim_fraction: must be in [0, 0.5), got {trim!r}")
+        if _positive(cfg, "aggregation.norm_factor") <= 1:
+            raise ScenarioError(f"config aggregation.norm_factor: must be > 1, got {agg['norm_factor']!r}")
+        if _positive(cfg, "aggregation.weight_cap") < 1:
+            raise ScenarioError(f"config aggregation.weight_cap: must be >= 1, got {agg['weight_cap']!r}")
+        _positive(cfg, "aggregation.history", integer=True, allow_zero=True)
+    tail = (cfg.get("tracking") or {}).get("spike_tail_prob")
+    if tail is not None and not (isinstance(tail, (int, float)) and not isinstance(tail, bool)
+                                 and 0.0 < tail < 0.5):
+        raise ScenarioError(f"config tracking.spike_tail_prob: must be in (0, 0.5), got {tail!r}")
+    if cfg.get("faults") is not None:
+        _validate_faults(cfg)
+
+
+def fault_kind(value: Any) -> str | None:
+    """A fault kind as a string: YAML and Hydra read ``nan`` as a float NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return None if value is None else str(value)
+
+
+def _validate_faults(cfg: Mapping[str, Any]) -> None:
+    kind = fault_kind(_get(cfg, "faults.kind"))
+    if kind is not None and kind not in FAULT_KINDS:
+        raise ScenarioError(f"config faults.kind: must be null or one of {', '.join(FAULT_KINDS)}, "
+                            f"got {kind!r}")
+    clients = _get(cfg, "faults.clients")
+    if not isinstance(clients, Sequence) or isinstance(clients, str) or not all(
+            isinstance(c, str) and c[:1] == "c" and c[1:].isdigit() for c in clients):
+        raise ScenarioError(f"config faults.clients: expected a list of client ids like [c0, c3], "
+                            f"got {clients!r}")
+    _positive(cfg, "faults.from_round", integer=True)
+    _positive(cfg, "faults.scale")
+    _positive(cfg, "faults.slow_s", allow_zero=True)
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
