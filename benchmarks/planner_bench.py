@@ -51,11 +51,11 @@ def one_point(spec: dict) -> dict:
     """Plan one scaled scenario in this process; wall time and peak RSS."""
     import resource
     scen, targets = scaled(spec["clients"], spec["models"], spec["rounds"])
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     plan = make_plan(scen, targets, eta=spec.get("eta"))
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak_kib = _peak_rss_kib() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {**spec, "seconds": seconds, "peak_mib": peak_kib / 1024.0, "feasible": plan.feasible,
+    return {**spec, "seconds": seconds, "cpu_s": cpu, "peak_mib": peak_kib / 1024.0, "feasible": plan.feasible,
             "planned_rounds": len(plan.rounds), "probability": plan.predicted["probability"]}
 
 

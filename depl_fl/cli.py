@@ -131,6 +131,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan
     from depl_fl.contract.scenario import load_scenario
 
+    if args.eta is not None and not (math.isfinite(args.eta) and 1e-3 <= args.eta <= 1.0):
+        raise ScenarioError(f"--eta: must be in (0, 1] and >= 0.001, got {args.eta!r}")
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
     from depl_fl.planner import make_plan
