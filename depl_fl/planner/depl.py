@@ -1,32 +1,52 @@
 """DepL: data -> model -> resources, then a Monte Carlo check that tightens the plan.
 
-1. **Data** (:mod:`.data_selection`): score client sets by ``K(S) * c(S)``
-   and keep the best few.
+1. **Data** (:mod:`.data_selection`, :func:`whole_plan_scores`): every
+   candidate client set (all subsets up to 10 clients, else greedy chains,
+   pre-ranked by ``K(S) * c(S)`` of one model) is scored by the predicted
+   cost of the **whole plan it enables**: its cheapest schedule "``m1`` for
+   ``k1`` rounds, then ``m2`` for ``k2``" (one switch at most, every switch
+   point, :mod:`.schedules`), at the set's cheapest levels. The best few sets
+   are planned in full.
 2. **Model** (:mod:`.model_selection`): for each kept set, the cheapest model
-   sequence (with switches) whose predicted quantile ``mean + kappa * std``
-   reaches the target, as a lowest-weight path in the expanded graph. The
-   per-round cost of a model is that of its level option minimising
-   ``cost + lambda * time``; ``lambda`` (and a price per round) rise from 0
-   only when the deadline or ``max_rounds`` would otherwise cut every path.
+   sequence (any number of switches) whose predicted quantile
+   ``mean + kappa * std`` reaches the target, as a lowest-weight path in the
+   expanded graph. The per-round cost of a model is that of its level option
+   minimising ``cost + lambda * time``; ``lambda`` (and a price per round)
+   rise from 0 only when the deadline or ``max_rounds`` would otherwise cut
+   every path. On the best sets the switch point of the best predicted
+   schedules is also searched by Monte Carlo (:func:`schedule_candidate`),
+   since the prediction's error depends on the schedule's shape.
 3. **Resources** (:mod:`.resources`): levels per round by the greedy
    multiple-choice knapsack under the deadline.
 4. **Check and tighten**: the plan's ``P[L_K <= L*]`` is estimated by Monte
    Carlo of the exact semantics. The quantile multiplier ``kappa`` starts at
    the guarantee's value (Gaussian ``Phi^-1(pi)`` or Cantelli's
    ``sqrt(pi/(1-pi))``); if the plan is not dependable ``kappa`` is raised
-   (more rounds / less-compressed models) until it is; with the Gaussian
-   guarantee, whose linearised prediction may also be pessimistic, ``kappa``
-   is also lowered while the plan stays dependable (calibration against the
-   Monte Carlo). Cantelli's bound is never loosened. When the prediction says
-   "unreachable" before any plan passes (round/time limit close), the most
-   conservative existing paths are probed, and as a last resort the cheapest
-   dependable "one model for K rounds" plan on the set is taken.
+   until it is, then the interval is bisected, keeping every passing plan
+   (the cheapest wins, not the first); with the Gaussian guarantee ``kappa``
+   is also lowered while the plan stays dependable. Cantelli's bound is never
+   loosened. When the prediction says "unreachable" before any plan passes,
+   the most conservative existing paths are probed, and as a last resort the
+   cheapest dependable "one model for K rounds" plan on the set is taken.
 5. **Refine**: rounds are dropped one at a time (cheapest first) while the
-   plan stays dependable (:func:`trim`), since the discretised graph and the
-   prediction are slightly conservative.
+   plan stays dependable (:func:`trim`).
+
+**Switches only when they pay**: of two dependable plans, one with more
+switches replaces one with fewer only when it is cheaper by ``SWITCH_MARGIN``
+per extra switch (:func:`_better`); ``planner_info.switches`` reports them.
+
+**Complexity** (``n`` clients, ``S`` candidate sets (``2^n`` up to 10
+clients, else ``O(n)`` chain prefixes), ``M`` models, ``K`` rounds, ``T``
+Monte Carlo trajectories, ``eta`` the step): set scoring
+``O(S M^2 K log K)`` moment updates; per planned set the graph
+``O(K M^2 / eta)`` vertex updates per kappa (a bounded number of kappas), the
+switch-point search ``O(M K T)`` and the checks ``O(K T)`` each (a bounded
+number); polynomial in every quantity except the exact subset enumeration
+of small instances.
 
 The returned plan has passed ``P >= pi + se`` (one Monte Carlo standard
-error) on ``mc_trajectories`` (>= 20,000) trajectories.
+error) on ``mc_trajectories`` (>= 20,000) trajectories, and ``P >= pi`` on an
+independent stream (:func:`.checking.finish_plan`).
 """
 
 from __future__ import annotations
