@@ -1,7 +1,7 @@
 """The DepL planner: data -> model -> resources, checked by Monte Carlo.
 
 Public API: :func:`make_plan`, :class:`PlanStart`, :func:`predict_quantile`.
-Imports numpy, scipy and networkx only (never flwr or torch).
+Imports numpy and scipy only (never flwr or torch).
 """
 
 from __future__ import annotations
