@@ -55,7 +55,8 @@ def one_point(spec: dict) -> dict:
     plan = make_plan(scen, targets, eta=spec.get("eta"))
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak_kib = _peak_rss_kib() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {**spec, "seconds": seconds, "cpu_s": cpu, "peak_mib": peak_kib / 1024.0, "feasible": plan.feasible,
+    return {**spec, "seconds": seconds, "cpu_s": cpu, "peak_mib": peak_kib / 1024.0,
+            "feasible": plan.feasible,
             "planned_rounds": len(plan.rounds), "probability": plan.predicted["probability"]}
 
 

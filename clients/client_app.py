@@ -3,7 +3,8 @@
 Message protocol (docs/ARCHITECTURE.md, "Message protocol"):
 
 * ``query``: reply ``ConfigRecord "properties"`` with ``cluster``,
-  ``num-samples`` and ``partition-id``.
+  ``num-samples``, ``partition-id`` and ``label-histogram`` (samples per class,
+  a list of ints: it reveals no sample).
 * ``train``: receive ``ArrayRecord "arrays"`` (full global weights) and
   ``ConfigRecord "config"`` (``model-id``, ``compression``, ``level``,
   ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
@@ -45,7 +46,7 @@ def node_partition(context: Context) -> tuple[int, int]:
 
 
 def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
-    """Cluster, number of samples and partition id of this node.
+    """Cluster, number of samples, partition id and label histogram of this node.
 
     The cluster is the node config's ``cluster`` when set (a real deployment);
     in simulation only ``partition-id``/``num-partitions`` exist and the cluster
@@ -56,7 +57,10 @@ def node_properties(cfg: Mapping[str, Any], context: Context) -> dict[str, Any]:
     if cluster is None:
         cluster = cluster_assignment(num, cfg["clusters"]["classes"])[pid]
     _, y = client_partition(cfg, pid, num)
-    return {"cluster": str(cluster), "num-samples": int(len(y)), "partition-id": pid}
+    # Counts per class only: no sample leaves the node (contract v2 label coverage).
+    histogram = np.bincount(np.asarray(y, dtype=np.int64), minlength=geometry(cfg).num_classes)
+    return {"cluster": str(cluster), "num-samples": int(len(y)), "partition-id": pid,
+            "label-histogram": [int(v) for v in histogram]}
 
 
 def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any]) -> Message:

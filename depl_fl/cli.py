@@ -28,20 +28,19 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any
 
+from depl_fl.console import PROG, OneLineParser, parse_or_status
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 
-PROG = "depl-fl"
 MIN_TRAJECTORIES = 20000
+#: Finest discretisation step: the expanded graph grows like 1/eta**2 (0.001 plans the example in ~3 s,
+#: 1e-6 runs out of memory).
+MIN_ETA = 1e-3
+#: Most Monte Carlo trajectories of ``evaluate``: about 1 GB of float64 working arrays.
+MAX_TRAJECTORIES = 10_000_000
 DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report"}
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line on stderr (exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _number(text: str) -> float:
@@ -59,6 +58,13 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _seed(text: str) -> int:
+    seed = _integer(text)
+    if not 0 <= seed < 2**63:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63), got {text!r}")
+    return seed
+
+
 def _add_targets(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target-loss", type=_number, required=True, metavar="X",
                         help="target loss L*")
@@ -68,16 +74,16 @@ def _add_targets(parser: argparse.ArgumentParser) -> None:
                         help="deadline in seconds (sum of round times)")
     parser.add_argument("--max-rounds", type=_integer, default=None, metavar="K",
                         help="maximum number of rounds (optional)")
-    parser.add_argument("--seed", type=_integer, default=0, metavar="S",
-                        help="seed of the Monte Carlo (default 0)")
+    parser.add_argument("--seed", type=_seed, default=0, metavar="S",
+                        help="seed of the Monte Carlo, >= 0 (default 0)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, description=(
+    parser = OneLineParser(prog=PROG, description=(
         "DepL for Flower: plan federated training that reaches a target loss with a "
         "target probability within a deadline at minimum energy."))
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                 parser_class=_OneLineParser)
+                                 parser_class=OneLineParser)
 
     plan = subs.add_parser("plan", help="compute a dependable plan",
                            description="Compute a dependable minimum-cost plan. Exit 3 "
@@ -87,7 +93,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--method", choices=["depl", "expectation", "optimum", "full"],
                       default="depl", help="planning method (default depl)")
     plan.add_argument("--eta", type=_number, default=None, metavar="E",
-                      help="discretisation step of the expanded graph, in [0.001, 1] (default: "
+                      help=f"discretisation step of the expanded graph, in [{MIN_ETA:g}, 1] (default: "
                            "chosen from the scenario and recorded in the plan as 'eta')")
     plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
                       help="quantile bound used while planning (default gaussian)")
@@ -102,7 +108,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_targets(evaluate)
     evaluate.add_argument("--trajectories", type=_integer, default=MIN_TRAJECTORIES,
                           metavar="N", help=f"Monte Carlo trajectories (default and minimum "
-                                            f"{MIN_TRAJECTORIES})")
+                                            f"{MIN_TRAJECTORIES}, at most {MAX_TRAJECTORIES})")
     evaluate.add_argument("--allow-few", action="store_true",
                           help=f"allow fewer than {MIN_TRAJECTORIES} trajectories (quick checks)")
 
@@ -131,8 +137,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan
     from depl_fl.contract.scenario import load_scenario
 
-    if args.eta is not None and not (math.isfinite(args.eta) and 1e-3 <= args.eta <= 1.0):
-        raise ScenarioError(f"--eta: must be in (0, 1] and >= 0.001, got {args.eta!r}")
+    if args.eta is not None and not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
+        raise ScenarioError(f"--eta: must be in [{MIN_ETA:g}, 1], got {args.eta!r}")
+    _refuse_overwriting_input(args.out, args.scenario)
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
     from depl_fl.planner import make_plan
@@ -140,6 +147,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     try:
         plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
                          guarantee=args.guarantee, seed=args.seed)
+    except MemoryError:
+        raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
+                            f"large at --eta {args.eta:g} (extreme loss-profile values, or try a larger "
+                            "--eta)") from None
+    except OverflowError as exc:
+        raise ScenarioError(f"{args.scenario}: a number overflowed while planning ({exc}); the "
+                            "scenario's values or the targets are out of range") from None
     except InfeasibleError as exc:
         # No plan at all (e.g. not even one round fits the deadline): still leave a plan
         # file behind, as the contract asks, then report the reason.
@@ -184,12 +198,25 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.trajectories < 1 or (args.trajectories < MIN_TRAJECTORIES and not args.allow_few):
         raise ScenarioError(f"--trajectories: must be >= {MIN_TRAJECTORIES} (the contract's "
                             f"minimum; --allow-few lowers it to 1), got {args.trajectories}")
+    if args.trajectories > MAX_TRAJECTORIES:
+        raise ScenarioError(f"--trajectories: must be <= {MAX_TRAJECTORIES}, got {args.trajectories}")
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
     plan = load_plan(args.plan)
     result = evaluate_plan(scenario, plan.rounds, targets, n=args.trajectories, seed=args.seed)
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _refuse_overwriting_input(out: str, *inputs: str) -> None:
+    """``--out`` must not name an input file: the plan would overwrite it."""
+    target = Path(out)
+    for source in inputs:
+        same = Path(source).resolve() == target.resolve()
+        if not same and target.exists() and Path(source).exists():
+            same = target.samefile(source)  # hard links and other aliases
+        if same:
+            raise ScenarioError(f"--out {out}: is the input file {source}; refusing to overwrite it")
 
 
 def _delegate(command: str, argv: list[str]) -> int:
@@ -225,11 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list and args_list[0] in DELEGATED:
             return _delegate(args_list[0], args_list[1:])
-        parser = _build_parser()
-        try:
-            args = parser.parse_args(args_list)
-        except SystemExit as exc:
-            return exc.code if isinstance(exc.code, int) else 2
+        args = parse_or_status(_build_parser(), args_list)
+        if isinstance(args, int):
+            return args
         if args.command == "plan":
             return _cmd_plan(args)
         return _cmd_evaluate(args)

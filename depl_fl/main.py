@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,6 +25,7 @@ from typing import Any, Mapping
 import hydra
 from omegaconf import DictConfig
 
+from depl_fl.console import log_to
 from depl_fl.errors import DeplError
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
@@ -36,15 +38,7 @@ FAILURES = SweepFailures()
 def _quiet_flower() -> None:
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    logging.getLogger("flwr").setLevel(logging.WARNING)
-    logger = logging.getLogger("depl_fl")
-    logger.setLevel(logging.INFO)
-    if not any(getattr(h, "_depl", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("[depl] %(message)s"))
-        handler._depl = True  # type: ignore[attr-defined]
-        logger.addHandler(handler)
-        logger.propagate = False
+    log_to(sys.stdout, quiet_flower=True)
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
@@ -85,12 +79,43 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     return Path(outcome["results"])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt (exit status 143 instead of 130)."""
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends a job like Ctrl-C (main thread only)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _interrupted(out_dir: str | Path, status: int) -> None:
+    """Mark the job's results.json interrupted and leave at once.
+
+    Under Ray the ServerApp runs in a non-daemon thread that would wait out its
+    round, so the process ends with :func:`os._exit` (Ray's own processes follow
+    their driver).
+    """
+    from depl_fl.runs.results import mark_interrupted
+    from strategies.server_app import STOPPING
+
+    STOPPING.set()
+    path = mark_interrupted(out_dir)
+    print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 @hydra.main(config_path=None, config_name="config", version_base=None)
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     _quiet_flower()
+    _sigterm_as_interrupt()
     out_dir = HydraConfig.get().runtime.output_dir
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
@@ -98,6 +123,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         plain = to_plain(cfg)
         validate(plain)
         path = run_job(plain, out_dir)
+    except KeyboardInterrupt as exc:
+        _interrupted(out_dir, 143 if isinstance(exc, Terminated) else 130)
     except Exception as exc:
         status = exc.exit_status if isinstance(exc, DeplError) else 1
         if not sweeping:

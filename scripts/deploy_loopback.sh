@@ -1,30 +1,72 @@
 #!/usr/bin/env bash
 # Run DepL as a real Flower deployment on loopback (127.0.0.1):
-#   one flower-superlink + N flower-supernode processes (insecure, distinct ports),
+#   one flower-superlink + N flower-supernode processes (distinct ports),
 #   then `flwr run <project> loopback --stream` against that SuperLink.
 #
 # Usage: scripts/deploy_loopback.sh [options] [HYDRA_OVERRIDE ...]
 #   -n N          number of SuperNodes / clients (default 3)
-#   -r ROUNDS     target.max_rounds (default 2)
+#   -r ROUNDS     target.max_rounds (default: the config's, 40)
 #   -c A,B,B      cluster of each SuperNode, in partition-id order
 #                 (default: the split of conf/clusters/two_class.yaml, 40% A / 60% B)
 #   -o DIR        output folder for results.json and the logs (default: outputs/deploy-<time>)
 #   -t SECONDS    give up on the run after this long (default 900)
 #   -k            keep the temporary FLWR_HOME folders (default: removed)
+#   --tls         TLS everywhere: a CA and a server certificate (subjectAltName IP:127.0.0.1)
+#                 are generated with openssl into the temporary folder
+#   --auth        SuperNode authentication (implies --tls): one ECDSA key pair per SuperNode,
+#                 registered with `flwr supernode register` before the SuperNodes start
+#   --intruder    (with --auth) also start one SuperNode whose key is NOT registered; its
+#                 log is logs/supernode-intruder.log (the SuperLink must refuse it)
+#   --database F  SuperLink state database file (default: in memory)
+#   --crash-after K  chaos test: once round K is checkpointed, kill -9 the SuperLink and the
+#                 ServerApp, restart the SuperLink on the same port and database, and
+#                 `flwr run` again with the same overrides plus resume=true
+#   --netem       every SuperNode in its own network namespace, its link shaped with tc netem
+#                 to its cluster's bytes_per_s (+ --latency-ms, default 20 ms); needs root
+#   --latency-ms MS  one-way latency of the netem links (default 20)
 #   HYDRA_OVERRIDE  extra overrides for conf/config.yaml, e.g. method=full seed=3
 #
 # Every process this script starts is stopped when it exits, whatever the reason
-# (trap on EXIT/INT/TERM). The exit status is 0 only if results.json was written.
+# (trap on EXIT/INT/TERM). The exit status is 0 only if results.json was written
+# with summary.status "completed".
 # The flwr executables are taken from $FLWR_BIN, else <project>/.venv/bin, else PATH.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NUM=3
-ROUNDS=2
+ROUNDS=""
 CLUSTERS=""
 OUT=""
 TIMEOUT=900
 KEEP=0
+TLS=0
+AUTH=0
+INTRUDER=0
+DATABASE=""
+CRASH_AFTER=""
+NETEM=0
+LATENCY_MS=20
+# Long options first (getopts knows only short ones); the rest goes to getopts.
+SHORT=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --tls) TLS=1 ;;
+        --auth) AUTH=1; TLS=1 ;;
+        --intruder) INTRUDER=1 ;;
+        --database) DATABASE="${2:-}"; shift ;;
+        --database=*) DATABASE="${1#*=}" ;;
+        --crash-after) CRASH_AFTER="${2:-}"; shift ;;
+        --crash-after=*) CRASH_AFTER="${1#*=}" ;;
+        --netem) NETEM=1 ;;
+        --latency-ms) LATENCY_MS="${2:-}"; shift ;;
+        --latency-ms=*) LATENCY_MS="${1#*=}" ;;
+        --help) SHORT+=("-h") ;;
+        --*) echo "deploy_loopback: unknown option $1 (see -h)" >&2; exit 2 ;;
+        *) SHORT+=("$1") ;;
+    esac
+    shift
+done
+set -- "${SHORT[@]+"${SHORT[@]}"}"
 while getopts "n:r:c:o:t:kh" opt; do
     case "$opt" in
         n) NUM="$OPTARG" ;;
@@ -33,7 +75,7 @@ while getopts "n:r:c:o:t:kh" opt; do
         o) OUT="$OPTARG" ;;
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
-        h) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        h) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -42,7 +84,11 @@ EXTRA=("$@")
 
 die() { echo "deploy_loopback: $*" >&2; exit 2; }
 [[ "$NUM" =~ ^[1-9][0-9]*$ ]] || die "-n must be a positive integer, got '$NUM'"
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "-r must be a positive integer, got '$ROUNDS'"
+[[ -z "$ROUNDS" || "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "-r must be a positive integer, got '$ROUNDS'"
+[[ -z "$CRASH_AFTER" || "$CRASH_AFTER" =~ ^[1-9][0-9]*$ ]] || \
+    die "--crash-after must be a positive integer, got '$CRASH_AFTER'"
+[[ "$LATENCY_MS" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--latency-ms must be a number >= 0, got '$LATENCY_MS'"
+[[ "$INTRUDER" -eq 0 || "$AUTH" -eq 1 ]] || die "--intruder needs --auth"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "-t must be a positive integer, got '$TIMEOUT'"
 
 if [[ -n "${FLWR_BIN:-}" ]]; then BIN="$FLWR_BIN"
@@ -125,6 +171,7 @@ cleanup() {
         wait || true
     fi
     for pid in $(marked_pids); do kill -KILL "$pid" || true; done
+    [[ "$NETEM" -eq 0 ]] || ! declare -F netem_teardown > /dev/null || netem_teardown
     if [[ "$KEEP" -eq 1 ]]; then echo "deploy_loopback: kept $WORK" >&3; else rm -rf "$WORK"; fi
     exit "$status"
 }
@@ -151,27 +198,62 @@ wait_port() {  # wait until 127.0.0.1:$1 accepts connections (pid $2 must stay a
     die "nothing listens on 127.0.0.1:$1 after 30 s (see $LOGS)"
 }
 
-read -r -a PORTS <<< "$(free_ports $((NUM + 1)))"
+read -r -a PORTS <<< "$(free_ports $((NUM + 2)))"
 LINK_PORT="${PORTS[0]}"
+# Where the SuperNodes reach the SuperLink (with --netem: through their veth link).
+LINK_BIND=127.0.0.1
+[[ "$NETEM" -eq 0 ]] || LINK_BIND=0.0.0.0
+[[ -n "$DATABASE" || -z "$CRASH_AFTER" ]] || DATABASE="$WORK/superlink-state.db"
 
-mkdir -p "$WORK/superlink"
-(cd "$WORK/superlink" && FLWR_HOME="$WORK/superlink" exec "$BIN/flower-superlink" --insecure \
-    --host 127.0.0.1 --port "$LINK_PORT" --disable-runtime-dependency-installation) \
-    > "$LOGS/superlink.log" 2>&1 &
-PIDS+=("$!")
-wait_port "$LINK_PORT" "${PIDS[0]}"
-echo "deploy_loopback: SuperLink on 127.0.0.1:$LINK_PORT" >&2
+# ---------------------------------------------------------------- security material
+LINK_SEC=(--insecure)
+NODE_SEC=(--insecure)
+CLI_SEC="insecure = true"
+if [[ "$NETEM" -eq 1 ]]; then
+    # shellcheck source=scripts/netem_lib.sh
+    source "$ROOT/scripts/netem_lib.sh"
+    netem_check || die "--netem needs root, ip netns and tc (see docs/DEPLOYMENT.md)"
+fi
+if [[ "$TLS" -eq 1 ]]; then
+    command -v openssl > /dev/null || die "--tls needs openssl"
+    CERTS="$WORK/certs"
+    mkdir -p "$CERTS"
+    SAN="IP:127.0.0.1,DNS:localhost"
+    if [[ "$NETEM" -eq 1 ]]; then
+        for ((i = 0; i < NUM; i++)); do SAN+=",IP:$(netem_host_ip "$i")"; done
+    fi
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=depl-loopback-ca" \
+            -keyout "$CERTS/ca.key" -out "$CERTS/ca.crt"
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+            -keyout "$CERTS/server.key" -out "$CERTS/server.csr"
+        printf 'subjectAltName=%s\n' "$SAN" > "$CERTS/server.ext"
+        openssl x509 -req -days 2 -in "$CERTS/server.csr" -CA "$CERTS/ca.crt" -CAkey "$CERTS/ca.key" \
+            -CAcreateserial -extfile "$CERTS/server.ext" -out "$CERTS/server.pem"
+    } > "$LOGS/openssl.log" 2>&1 || die "openssl failed (see $LOGS/openssl.log)"
+    LINK_SEC=(--ssl-ca-certfile "$CERTS/ca.crt" --ssl-certfile "$CERTS/server.pem"
+              --ssl-keyfile "$CERTS/server.key")
+    NODE_SEC=(--root-certificates "$CERTS/ca.crt")
+    CLI_SEC="root-certificates = \"$CERTS/ca.crt\""
+    echo "deploy_loopback: TLS certificates in $CERTS (server: $SAN)" >&2
+fi
+[[ "$AUTH" -eq 0 ]] || LINK_SEC+=(--enable-supernode-auth)
 
-for ((i = 0; i < NUM; i++)); do
-    node_port="${PORTS[$((i + 1))]}"
-    mkdir -p "$WORK/supernode-$i"
-    (cd "$WORK/supernode-$i" && FLWR_HOME="$WORK/supernode-$i" exec "$BIN/flower-supernode" --insecure \
-        --superlink "127.0.0.1:$LINK_PORT" --host 127.0.0.1 --port "$node_port" \
-        --node-config "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"") \
-        > "$LOGS/supernode-$i.log" 2>&1 &
-    PIDS+=("$!")
-    echo "deploy_loopback: SuperNode $i (cluster ${CLUSTER_OF[$i]}) on 127.0.0.1:$node_port" >&2
-done
+# ---------------------------------------------------------------- SuperLink
+LINK_PID=""
+start_superlink() {
+    local db=()
+    [[ -z "$DATABASE" ]] || db=(--database "$DATABASE")
+    mkdir -p "$WORK/superlink"
+    (cd "$WORK/superlink" && FLWR_HOME="$WORK/superlink" exec "$BIN/flower-superlink" "${LINK_SEC[@]}" \
+        --host "$LINK_BIND" --port "$LINK_PORT" --disable-runtime-dependency-installation \
+        "${db[@]+"${db[@]}"}") >> "$LOGS/superlink.log" 2>&1 &
+    LINK_PID="$!"
+    PIDS+=("$LINK_PID")
+    wait_port "$LINK_PORT" "$LINK_PID"
+    echo "deploy_loopback: SuperLink on $LINK_BIND:$LINK_PORT (pid $LINK_PID)" >&2
+}
+start_superlink
 
 # The CLI's connection list lives in $FLWR_HOME/config.toml (flwr rewrites it, so it
 # is a temporary file and not part of pyproject.toml).
@@ -182,29 +264,112 @@ default = "loopback"
 
 [superlink.loopback]
 address = "127.0.0.1:$LINK_PORT"
-insecure = true
+$CLI_SEC
 EOF
 
-OVERRIDES="num_clients=$NUM target.max_rounds=$ROUNDS ++output.dir=$OUT"
+# ---------------------------------------------------------------- SuperNodes
+KEYS="$WORK/keys"
+make_key() {  # ECDSA key pair $KEYS/$1{,.pub}
+    mkdir -p "$KEYS"
+    ssh-keygen -q -t ecdsa -b 384 -N "" -C "$1" -f "$KEYS/$1" > /dev/null || die "ssh-keygen failed"
+}
+if [[ "$AUTH" -eq 1 ]]; then
+    command -v ssh-keygen > /dev/null || die "--auth needs ssh-keygen"
+    for ((i = 0; i < NUM; i++)); do
+        make_key "supernode-$i"
+        FLWR_HOME="$WORK/cli" "$BIN/flwr" supernode register "$KEYS/supernode-$i.pub" loopback \
+            >> "$LOGS/register.log" 2>&1 || die "flwr supernode register failed (see $LOGS/register.log)"
+    done
+    echo "deploy_loopback: registered $NUM SuperNode keys" >&2
+fi
+
+start_supernode() {  # $1 name, $2 node port, $3 node config, $4 netem index or "", $5 key or ""
+    local auth=() wrap=() link="127.0.0.1:$LINK_PORT"
+    [[ -z "$5" ]] || auth=(--auth-supernode-private-key "$KEYS/$5")
+    if [[ -n "$4" ]]; then
+        read -r -a wrap <<< "$(netem_wrap "$4")"
+        link="$(netem_host_ip "$4"):$LINK_PORT"
+    fi
+    mkdir -p "$WORK/$1"
+    (cd "$WORK/$1" && FLWR_HOME="$WORK/$1" exec "${wrap[@]+"${wrap[@]}"}" "$BIN/flower-supernode" \
+        "${NODE_SEC[@]}" "${auth[@]+"${auth[@]}"}" --superlink "$link" --host 127.0.0.1 --port "$2" \
+        --node-config "$3") > "$LOGS/$1.log" 2>&1 &
+    PIDS+=("$!")
+    [[ -z "$4" ]] || netem_limit_cpu "$4" "$!"
+}
+[[ "$NETEM" -eq 0 ]] || netem_setup "$NUM"
+for ((i = 0; i < NUM; i++)); do
+    key=""
+    [[ "$AUTH" -eq 0 ]] || key="supernode-$i"
+    ns=""
+    [[ "$NETEM" -eq 0 ]] || ns="$i"
+    start_supernode "supernode-$i" "${PORTS[$((i + 1))]}" \
+        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"" "$ns" "$key"
+    echo "deploy_loopback: SuperNode $i (cluster ${CLUSTER_OF[$i]}) on 127.0.0.1:${PORTS[$((i + 1))]}" >&2
+done
+if [[ "$INTRUDER" -eq 1 ]]; then
+    make_key intruder  # never registered
+    start_supernode supernode-intruder "${PORTS[$((NUM + 1))]}" \
+        "partition-id=0 num-partitions=$NUM cluster=\"${CLUSTER_OF[0]}\"" "" intruder
+    echo "deploy_loopback: SuperNode with an unregistered key started (logs/supernode-intruder.log)" >&2
+fi
+
+# ---------------------------------------------------------------- the run
+OVERRIDES="num_clients=$NUM ++output.dir=$OUT"
+[[ -z "$ROUNDS" ]] || OVERRIDES+=" target.max_rounds=$ROUNDS"
 OVERRIDES+=" profile.cache_dir=${DEPL_CACHE_DIR:-$ROOT/.depl_cache}"
 for o in "${EXTRA[@]+"${EXTRA[@]}"}"; do
     [[ "$o" != *[[:space:]\"]* ]] || die "override '$o' must not contain spaces or double quotes"
     OVERRIDES+=" $o"
 done
-echo "deploy_loopback: flwr run $ROOT loopback --run-config 'overrides=\"$OVERRIDES\"'" >&2
+results_state() {  # "<status> <rounds>" of $OUT/results.json, or "none 0"
+    "$BIN/python" -c 'import json, sys
+doc = json.load(open(sys.argv[1]))
+print(doc["summary"].get("status", "completed"), len(doc["rounds"]))' "$OUT/results.json" 2>/dev/null \
+        || echo "none 0"
+}
+start_run() {  # $1: overrides; in the background, so that a signal runs the trap at once
+    echo "deploy_loopback: flwr run $ROOT loopback --run-config 'overrides=\"$1\"'" >&2
+    (cd "$ROOT" && FLWR_HOME="$WORK/cli" timeout "$TIMEOUT" "$BIN/flwr" run "$ROOT" loopback --stream \
+        --run-config "overrides=\"$1\"" 2>&1 | tee -a "$LOGS/flwr-run.log"; exit "${PIPESTATUS[0]}") &
+    RUN_PID="$!"
+    PIDS+=("$RUN_PID")
+}
+crash_superlink() {  # kill -9 the SuperLink and everything it started (SuperExec, ServerApp)
+    local pid victims=("$LINK_PID") f
+    for f in /proc/[0-9]*/environ; do
+        grep -qz "^FLWR_HOME=$WORK/superlink\$" "$f" 2>/dev/null && { f="${f#/proc/}"; victims+=("${f%/environ}"); }
+    done
+    echo "deploy_loopback: crash test: kill -9 of the SuperLink and ServerApp (pids ${victims[*]})" >&2
+    for pid in "${victims[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    for pid in $(all_descendants "$RUN_PID") "$RUN_PID"; do kill -TERM "$pid" 2>/dev/null || true; done
+    wait "$RUN_PID" 2>/dev/null || true
+}
 rm -f "$OUT/results.json"
-# In the background + `wait`, so that a signal to this script runs the trap at once
-# (bash defers traps until a foreground command ends).
-(cd "$ROOT" && FLWR_HOME="$WORK/cli" timeout "$TIMEOUT" "$BIN/flwr" run "$ROOT" loopback --stream \
-    --run-config "overrides=\"$OVERRIDES\"" 2>&1 | tee "$LOGS/flwr-run.log"; exit "${PIPESTATUS[0]}") &
-RUN_PID="$!"
-PIDS+=("$RUN_PID")
+start_run "$OVERRIDES"
+if [[ -n "$CRASH_AFTER" ]]; then
+    seen=""
+    while kill -0 "$RUN_PID" 2>/dev/null; do
+        read -r state done_rounds <<< "$(results_state)"
+        [[ "$state $done_rounds" == "$seen" ]] || echo "deploy_loopback: results.json: $state, $done_rounds rounds" >&2
+        seen="$state $done_rounds"
+        if [[ "$state" == running && "$done_rounds" -ge "$CRASH_AFTER" ]]; then
+            crash_superlink
+            start_superlink
+            start_run "$OVERRIDES resume=true"
+            break
+        fi
+        sleep 0.5
+    done
+fi
 RUN_STATUS=0
 wait "$RUN_PID" || RUN_STATUS=$?
 [[ "$RUN_STATUS" -ne 124 ]] || { echo "deploy_loopback: run timed out after $TIMEOUT s" >&2; exit 1; }
-if [[ -s "$OUT/results.json" ]]; then
+read -r state done_rounds <<< "$(results_state)"
+if [[ "$state" == completed ]]; then
     echo "$OUT/results.json"
     exit 0
 fi
-echo "deploy_loopback: the run wrote no results.json (flwr exit $RUN_STATUS; logs in $LOGS)" >&2
+echo "deploy_loopback: the run did not complete (results.json: $state, $done_rounds rounds;" \
+    "flwr exit $RUN_STATUS; logs in $LOGS)" >&2
 exit 1

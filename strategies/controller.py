@@ -1,11 +1,12 @@
 """Pure run controller of DepLStrategy: executes a plan, records rounds, tracks and re-plans.
 
-No flwr and no torch: the strategy feeds it the measured global loss of every
-round; it answers which decision comes next, computes the modeled cost and
-time of each round from the contract's cost model, the predicted
-pi-quantile of the final loss under the remaining plan, and (with tracking on)
-refines l_run / l_sw with :class:`~depl_fl.tracking.estimation.OnlineLossEstimator` and
-re-plans the remaining rounds via ``make_plan(start=PlanStart(...))`` when
+No flwr and no torch: the strategy feeds it the measured global validation loss
+of every round (and the test loss, which it only records); it answers which
+decision comes next, computes the modeled cost and time of each round from the
+contract's cost model, the predicted pi-quantile of the final loss under the
+remaining plan, and (with tracking on) refines l_run / l_sw with
+:class:`~depl_fl.tracking.online.OnlineLossEstimator` and re-plans the
+remaining rounds via ``make_plan(start=PlanStart(...))`` when
 :class:`~depl_fl.tracking.online.ReplanPolicy` says so.
 """
 
@@ -22,8 +23,9 @@ from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import data_ratio, round_energy, round_time
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
+from strategies.membership import drop_clients
 
-LOG = logging.getLogger(__name__)
+LOG = logging.getLogger("depl_fl.controller")
 
 #: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
 Planner = Callable[[Scenario, Targets, Any], Plan]
@@ -75,6 +77,10 @@ class RunController:
         self.replans: list[dict[str, Any]] = []
         #: Planned clients that did not deliver a valid update; re-plans leave them out.
         self.failed_clients: set[str] = set()
+        #: Clients removed from the remaining plan (dead, timed out or rejected).
+        self.dropped_clients: set[str] = set()
+        #: True while no dependable continuation is known (an infeasible or failed re-plan).
+        self.at_risk = False
         self.elapsed_s = 0.0
         self.spike_tail_prob = float(spike_tail_prob)
         self.max_spikes = int(max_spikes)
@@ -86,8 +92,7 @@ class RunController:
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
-            from depl_fl.tracking.estimation import OnlineLossEstimator
-            from depl_fl.tracking.online import ReplanPolicy
+            from depl_fl.tracking.online import OnlineLossEstimator, ReplanPolicy
 
             self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
@@ -140,7 +145,8 @@ class RunController:
     # ------------------------------------------------------------------
     def record(self, decision: RoundDecision, loss_before: float, loss_after: float, *,
                accuracy: float | None, wall_s: float, replied: Sequence[str],
-               rejected: Sequence[str], train_loss: float | None = None) -> dict[str, Any]:
+               rejected: Sequence[str], train_loss: float | None = None,
+               test_loss: float | None = None, test_accuracy: float | None = None) -> dict[str, Any]:
         """Record one finished round and, with tracking on, maybe re-plan.
 
         Parameters
@@ -149,9 +155,10 @@ class RunController:
             What the round ran (planned clients; cost is charged for all of them,
             since every planned client was sent the work).
         loss_before, loss_after : float
-            Measured global evaluation loss before and after the round.
+            Measured global validation loss before and after the round: the
+            only loss that tracking, stopping and re-planning read.
         accuracy : float or None
-            Global evaluation accuracy after the round.
+            Global validation accuracy after the round.
         wall_s : float
             Measured wall time of the round.
         replied : sequence of str
@@ -161,6 +168,9 @@ class RunController:
             rejected or missing (a bare client id is accepted too).
         train_loss : float, optional
             Weighted mean local training loss.
+        test_loss, test_accuracy : float, optional
+            Global loss and accuracy on the test split after the round: recorded
+            for the results, never read by a decision.
 
         Returns
         -------
@@ -193,6 +203,8 @@ class RunController:
             "tracked_loss": tracked,
             "accuracy": None if accuracy is None else float(accuracy),
             "train_loss": None if train_loss is None else float(train_loss),
+            "test_loss": None if test_loss is None else float(test_loss),
+            "test_accuracy": None if test_accuracy is None else float(test_accuracy),
             "energy_j": float(round_energy(self.scenario, decision)),
             "round_time_s": float(t_round),
             "elapsed_s": float(self.elapsed_s),
@@ -201,9 +213,10 @@ class RunController:
         self.records.append(rec)
         failed = [r["client"] for r in rejections]
         self.failed_clients.update(failed)
+        self.drop(failed)
         if flag is None and before_flag is None and math.isfinite(loss_before):
             self._observe(k + 1, decision, previous, loss_before, loss_after)
-        remaining = self.rounds[k + 1:]
+        remaining = self.rounds[k + 1:]  # without the clients dropped just now
         usable = tracked is not None and math.isfinite(tracked)
         rec["predicted_quantile"] = self.predict(tracked, decision.model, remaining) if usable \
             else float("nan")
@@ -213,8 +226,23 @@ class RunController:
                                         failed_planned_clients=failed,
                                         remaining_rounds=len(remaining))
             if reason is not None:
-                self._replan(rec, reason, remaining)
+                self._replan(rec, reason, self.rounds[k + 1:])
+        if not self.tracking and failed and rec["predicted_quantile"] > self.targets.target_loss:
+            self.at_risk = True  # a client was lost and nothing can re-plan around it
+        rec["at_risk"] = self.at_risk
         return rec
+
+    def drop(self, clients: Sequence[str]) -> None:
+        """Remove ``clients`` from every remaining round at once (and so from every prediction)."""
+        gone = set(clients) - self.dropped_clients
+        if not gone:
+            return
+        self.dropped_clients |= gone
+        self.failed_clients |= gone
+        done = self.rounds_done
+        self.rounds = self.rounds[:done] + drop_clients(self.rounds[done:], gone, self.scenario)
+        LOG.warning("dropped %s from the remaining plan (%d rounds left)", ", ".join(sorted(gone)),
+                    len(self.rounds) - done)
 
     def _observe(self, round_no: int, decision: RoundDecision, previous: str | None,
                  loss_before: float, loss_after: float) -> None:
@@ -274,6 +302,7 @@ class RunController:
                         rec["round"], reason, type(exc).__name__, exc)
             self.replans.append({"round": rec["round"], "reason": reason,
                                  "error": f"{type(exc).__name__}: {exc}"})
+            self.at_risk = True
             return
         seconds = time.perf_counter() - t0
         # A feasible empty plan means the target is already met with the required
@@ -287,7 +316,8 @@ class RunController:
             quantile_before=rec["predicted_quantile"], quantile_after=q_after,
             feasible=feasible, planner_seconds=seconds).to_dict())
         # An infeasible re-plan means no dependable continuation exists: keep the current
-        # plan (still the cheapest known continuation) rather than stopping.
+        # plan (still the cheapest known continuation) rather than stopping, at risk.
+        self.at_risk = not feasible
         if feasible:
             self.rounds = self.rounds[: self.rounds_done] + list(new.rounds)
             rec["replanned"] = True

@@ -51,9 +51,12 @@ LOG = logging.getLogger("depl_fl.server")
 ScenarioFn = Callable[[Mapping[str, Mapping[str, Any]]], Scenario]
 #: ``plan_fn(scenario, targets, start) -> Plan`` (start is None for the initial plan).
 PlanFn = Planner
+#: ``on_round(strategy, arrays, loss)``: called after every completed round.
+RoundHook = Callable[["DepLStrategy", ArrayRecord, float], None]
 #: ``evaluate_fn(server_round, arrays, compression) -> MetricRecord`` with ``loss``/``accuracy``
 #: of the variant ``compression`` pruned from the global weights (DepL tracks the loss of
-#: the model being trained; switching models makes it jump).
+#: the model being trained; switching models makes it jump) on the validation split, and
+#: optionally ``test-loss``/``test-accuracy`` on a test split no decision reads.
 EvaluateFn = Callable[[int, ArrayRecord, float], MetricRecord | None]
 
 
@@ -74,6 +77,11 @@ def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
     """A dict of numpy arrays as an ArrayRecord (insertion order kept)."""
     return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+
+
+def _metric(record: MetricRecord | None, key: str) -> float | None:
+    """``record[key]`` as a float, or None when there is no such metric."""
+    return float(record[key]) if record is not None and key in record else None
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,13 @@ class DepLStrategy(FedAvg):
         Combination rule and the bounds of :mod:`strategies.robust_aggregation`.
     spike_tail_prob : float
         Tail probability of the loss spike test (:mod:`depl_fl.tracking.plausibility`).
+    timeout_factor, timeout_slack_s : float
+        Reply timeout of a round: ``timeout_slack_s + timeout_factor *`` its
+        modelled round time, capped by the ``timeout`` given to :meth:`start`.
+    on_round : callable, optional
+        ``on_round(strategy, arrays, loss)`` after every completed round (checkpointing).
+    resume : mapping, optional
+        A checkpoint (:mod:`strategies.checkpointing`) to continue from instead of planning.
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
@@ -142,8 +157,13 @@ class DepLStrategy(FedAvg):
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
                  replan_policy: Any = None, track_mean: bool = False,
-                 aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3) -> None:
-        super().__init__(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=num_clients)
+                 aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3,
+                 timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
+                 on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None) -> None:
+        super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
+        # No federated evaluation (the server evaluates centrally). Set after FedAvg's
+        # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
+        self.fraction_evaluate, self.min_evaluate_nodes = 0.0, 0
         self.arch = arch
         self.targets = targets
         self.scenario_fn = scenario_fn
@@ -158,6 +178,10 @@ class DepLStrategy(FedAvg):
         self.track_mean = bool(track_mean)
         self.aggregation = aggregation if aggregation is not None else AggregationSettings()
         self.spike_tail_prob = float(spike_tail_prob)
+        self.timeout_factor = float(timeout_factor)
+        self.timeout_slack_s = float(timeout_slack_s)
+        self.on_round = on_round
+        self.resume = resume
         # Run state, filled by start().
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -166,10 +190,13 @@ class DepLStrategy(FedAvg):
         self.plan: Plan | None = None
         self.controller: RunController | None = None
         self.initial_loss: float | None = None
+        self.initial_test_loss: float | None = None
         self._decision: RoundDecision | None = None
         self._structure: PruneStructure | None = None
         self._global_state: dict[str, np.ndarray] | None = None
         self._last_round_clients: tuple[list[str], list[dict[str, str]]] = ([], [])
+        self._sent: list[tuple[Message, str]] = []
+        self.resumed_from: int | None = None
         self._rejected: list[dict[str, str]] = []
         self._aggregate_problem: str | None = None
         self._threshold = math.inf
@@ -183,7 +210,7 @@ class DepLStrategy(FedAvg):
 
     # ------------------------------------------------------------------ setup
     def wait_for_nodes(self, grid: Grid) -> list[int]:
-        """Node ids once ``num_clients`` nodes are connected.
+        """Node ids once at least ``num_clients`` nodes are connected (all connected nodes).
 
         Raises
         ------
@@ -201,8 +228,12 @@ class DepLStrategy(FedAvg):
                     f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s)")
             time.sleep(0.2)
 
-    def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float) -> dict[str, dict[str, Any]]:
-        """Ask every node for its properties; returns client id -> properties."""
+    def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float,
+                         required: bool = True) -> dict[str, dict[str, Any]]:
+        """Ask every node for its properties; returns client id -> properties.
+
+        With ``required``, no answer at all raises :class:`NodesUnavailableError`.
+        """
         messages = [Message(RecordDict({"config": ConfigRecord({"server-round": 0})}),
                             dst_node_id=node, message_type=MessageType.QUERY) for node in nodes]
         props: dict[str, dict[str, Any]] = {}
@@ -219,13 +250,13 @@ class DepLStrategy(FedAvg):
             except Exception as exc:  # a malformed answer leaves out that node only
                 LOG.warning("query: node %s sent malformed properties, left out: %s", node, exc)
                 continue
-            if cid in props:
+            if cid in props or cid in self.properties:
                 LOG.warning("query: node %s duplicates partition %s, left out", node, cid)
                 continue
             props[cid] = record
             self.node_of[cid] = node
             self.client_of[node] = cid
-        if not props:
+        if not props and required:
             raise NodesUnavailableError("no client answered the properties query")
         return props
 
@@ -260,6 +291,7 @@ class DepLStrategy(FedAvg):
         self._global_state = arrays_to_state(arrays)
         self._structure = compute_structure(self.arch, self._global_state, model.compression)
         messages = []
+        self._sent = []
         for cid in decision.clients:
             cluster = self.scenario.client(cid).cluster
             conf = ConfigRecord(dict(config))
@@ -274,7 +306,20 @@ class DepLStrategy(FedAvg):
             messages.append(Message(RecordDict({"arrays": arrays, "config": conf}),
                                     dst_node_id=self.node_of[cid], message_type=MessageType.TRAIN,
                                     group_id=str(server_round)))
+            self._sent.append((messages[-1], cid))
         return messages
+
+    def sender_of(self, reply: Message) -> str:
+        """Client id a reply belongs to.
+
+        Error replies made by the SuperLink (e.g. for a node that died) carry the
+        SuperLink's node id as sender, so the message they answer decides.
+        """
+        for sent, cid in self._sent:
+            if sent.metadata.message_id and sent.metadata.message_id == reply.metadata.reply_to_message_id:
+                return cid
+        node = reply.metadata.src_node_id
+        return self.client_of.get(node, f"unknown node {node}")
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -318,8 +363,7 @@ class DepLStrategy(FedAvg):
         queried = [int(p["num-samples"]) for p in self.properties.values()]
         candidates: list[Accepted] = []
         for reply in replies:
-            node = reply.metadata.src_node_id
-            cid = self.client_of.get(node, f"unknown node {node}")
+            cid = self.sender_of(reply)
             state, metrics, problems = check_reply(reply, expected)
             if not problems:
                 assert metrics is not None and state is not None
@@ -389,6 +433,29 @@ class DepLStrategy(FedAvg):
         LOG.info("clients: %s", ", ".join(f"{c}({p['cluster']}, {p['num-samples']})"
                                            for c, p in sorted(self.properties.items(),
                                                               key=lambda kv: int(kv[0][1:]))))
+        result = Result()
+        if self.resume is not None:
+            arrays, loss = self._resume_state(self.resume)
+        else:
+            arrays, loss = self._plan_and_evaluate(initial_arrays, evaluate_fn, result)
+        result.arrays = arrays
+        train_config = ConfigRecord() if train_config is None else train_config
+        while (decision := self.controller.next_decision()) is not None:
+            server_round = self.controller.rounds_done + 1
+            if num_rounds is not None and server_round > num_rounds:
+                break
+            arrays, loss = self._run_round(grid, decision, server_round, arrays, loss, train_config,
+                                           timeout, evaluate_fn, result)
+            result.arrays = arrays
+            if self.on_round is not None:
+                self.on_round(self, arrays, loss)
+            self._admit_late_nodes(grid, timeout)
+        self._decision = None
+        return result
+
+    def _plan_and_evaluate(self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn,
+                           result: Result) -> tuple[ArrayRecord, float]:
+        """Scenario, initial plan, controller and the evaluation of the initial model."""
         self.scenario = self.scenario_fn(self.properties)
         self.plan = self.make_initial_plan()
         LOG.info("plan (%s): %d rounds, predicted cost %.4g J, time %.4g s, quantile %.4g, "
@@ -397,29 +464,50 @@ class DepLStrategy(FedAvg):
                  self.plan.predicted.get("time_s", float("nan")),
                  self.plan.predicted.get("loss_quantile", float("nan")),
                  self.plan.predicted.get("probability", float("nan")))
-        self.controller = RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
-                                        planner=self.plan_fn, tracking=self.tracking,
-                                        replan_policy=self.replan_policy,
-                                        track_mean=self.track_mean,
-                                        spike_tail_prob=self.spike_tail_prob)
-        train_config = ConfigRecord() if train_config is None else train_config
-        result = Result()
+        self.controller = self._make_controller()
         first_model = self.scenario.model(self.plan.rounds[0].model)
         first = evaluate_fn(0, initial_arrays, float(first_model.compression))
         if first is not None:
             result.evaluate_metrics_serverapp[0] = first
-        loss = float(first["loss"]) if first is not None else float("nan")
-        self.initial_loss = loss
-        arrays = initial_arrays
-        result.arrays = arrays
-        while (decision := self.controller.next_decision()) is not None:
-            server_round = self.controller.rounds_done + 1
-            if num_rounds is not None and server_round > num_rounds:
-                break
-            arrays, loss = self._run_round(grid, decision, server_round, arrays, loss, train_config,
-                                           timeout, evaluate_fn, result)
-        self._decision = None
-        return result
+        self.initial_loss = float(first["loss"]) if first is not None else float("nan")
+        self.initial_test_loss = _metric(first, "test-loss")
+        if self.on_round is not None:
+            self.on_round(self, initial_arrays, self.initial_loss)
+        return initial_arrays, self.initial_loss
+
+    def _make_controller(self) -> RunController:
+        assert self.scenario is not None and self.plan is not None
+        return RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
+                             planner=self.plan_fn, tracking=self.tracking,
+                             replan_policy=self.replan_policy, track_mean=self.track_mean,
+                             spike_tail_prob=self.spike_tail_prob)
+
+    def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
+        """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
+        from strategies.checkpointing import restore_controller
+
+        self.scenario, self.plan = doc["scenario"], doc["plan"]
+        self.initial_loss = doc["initial_loss"]
+        self.initial_test_loss = doc.get("initial_test_loss")
+        self.controller = self._make_controller()
+        restore_controller(self.controller, doc["controller"])
+        for key, value in (doc.get("strategy") or {}).items():
+            setattr(self, key, value)
+        self.resumed_from = int(doc["rounds_done"])
+        absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
+                        - self.controller.dropped_clients)
+        LOG.info("resuming after round %d%s", self.resumed_from,
+                 f"; absent now: {', '.join(absent)}" if absent else "")
+        self.controller.drop(absent)
+        return state_to_arrays(doc["global_state"]), float(doc["loss"])
+
+    def round_timeout(self, decision: RoundDecision, cap_s: float) -> float:
+        """Reply timeout of a round from its modelled round time (see :mod:`strategies.membership`)."""
+        from strategies.membership import round_timeout_s
+
+        assert self.controller is not None
+        return round_timeout_s(self.controller.scenario, decision, factor=self.timeout_factor,
+                               slack_s=self.timeout_slack_s, cap_s=cap_s)
 
     def _run_round(self, grid: Grid, decision: RoundDecision, server_round: int, arrays: ArrayRecord,
                    loss: float, train_config: ConfigRecord, timeout: float, evaluate_fn: EvaluateFn,
@@ -429,8 +517,8 @@ class DepLStrategy(FedAvg):
         t0 = time.perf_counter()
         self._decision = decision
         compression = float(self.scenario.model(decision.model).compression)
-        replies = grid.send_and_receive(
-            messages=self.configure_train(server_round, arrays, train_config, grid), timeout=timeout)
+        messages = self.configure_train(server_round, arrays, train_config, grid)
+        replies = grid.send_and_receive(messages=messages, timeout=self.round_timeout(decision, timeout))
         agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
         res = evaluate_fn(server_round, agg_arrays if agg_arrays is not None else arrays, compression)
         if agg_arrays is not None and (res is None or not math.isfinite(float(res["loss"]))):
@@ -449,15 +537,35 @@ class DepLStrategy(FedAvg):
             result.evaluate_metrics_serverapp[server_round] = res
         new_loss = float(res["loss"]) if res is not None else float("nan")
         replied, rejected = self._last_round_clients
-        accuracy = float(res["accuracy"]) if res is not None and "accuracy" in res else None
         train_loss = float(agg_metrics["train-loss"]) if agg_metrics is not None else None
-        rec = self.controller.record(decision, loss, new_loss, accuracy=accuracy,
+        rec = self.controller.record(decision, loss, new_loss, accuracy=_metric(res, "accuracy"),
                                      wall_s=time.perf_counter() - t0, replied=replied,
-                                     rejected=rejected, train_loss=train_loss)
+                                     rejected=rejected, train_loss=train_loss,
+                                     test_loss=_metric(res, "test-loss"),
+                                     test_accuracy=_metric(res, "test-accuracy"))
         rec["rolled_back"] = self._aggregate_problem
-        LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s",
+        LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",
                  rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
                  "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
                  rec["predicted_quantile"], self.targets.target_loss,
-                 " (re-planned)" if rec["replanned"] else "")
+                 " (re-planned)" if rec["replanned"] else "", " AT RISK" if rec.get("at_risk") else "")
         return arrays, new_loss
+
+    def _admit_late_nodes(self, grid: Grid, timeout: float) -> None:
+        """Query nodes that connected after the start; their clients may be used from the next re-plan."""
+        from strategies.membership import admit_clients
+
+        assert self.controller is not None and self.scenario is not None
+        new_nodes = sorted(set(grid.get_node_ids()) - set(self.client_of))
+        if not new_nodes:
+            return
+        props = self.query_properties(grid, new_nodes, min(timeout, self.timeout_slack_s), required=False)
+        if not props:
+            return
+        self.properties.update(props)
+        built = self.scenario_fn(self.properties)
+        scenario, admitted = admit_clients(self.controller.scenario,
+                                           [c for c in built.clients if c.id in props])
+        self.controller.scenario = self.scenario = scenario
+        if admitted:
+            LOG.info("joined: %s (usable from the next re-plan)", ", ".join(admitted))

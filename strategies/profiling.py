@@ -12,7 +12,8 @@ FedAvg rounds in this process, without Ray or Flower messaging, but with exactly
 the client code of the ClientApp (:func:`depl_fl.task.local_update.local_update`:
 prune from the global weights, ``train_local``), the server's scatter-back
 aggregation (:func:`depl_fl.task.pruning.aggregate_pruned`, weighted by samples) and
-the server's evaluation of the trained variant on the test split.
+the server's evaluation of the trained variant on the validation split (the
+pilot seed's half of the held-out data, or ``dataset.val_dir``; never a test split).
 ``reference_samples`` is the total number of training samples (``r = 1`` when
 every client takes part).
 
@@ -36,7 +37,6 @@ seed, the clusters or the targets). Files: ``<cache_dir>/profile-<key>.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -44,11 +44,12 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from depl_fl.console import OneLineParser, log_to, parse_or_status
 from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
-LOG = logging.getLogger("strategies.profiling")
-PROFILE_VERSION = 3
+LOG = logging.getLogger("depl_fl.profiling")
+PROFILE_VERSION = 4
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -76,7 +77,7 @@ class _Pilot:
     def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
         import torch
 
-        from depl_fl.task.partitions import client_partition, geometry, test_split
+        from depl_fl.task.partitions import client_partition, geometry, validation_split
 
         torch.set_num_threads(1)
         self.cfg = cfg
@@ -84,7 +85,7 @@ class _Pilot:
         self.geometry = geometry(cfg)
         n = int(cfg["num_clients"])
         self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]
-        self.test = test_split(cfg)
+        self.test = validation_split(cfg, seed=seed)
         self.comp = dict(variant_list(cfg))
 
     def initial(self) -> dict[str, Any]:
@@ -283,15 +284,17 @@ def ensure_profile(cfg: Mapping[str, Any], force: bool = False) -> tuple[dict[st
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``depl-fl profile [--out SCENARIO.json] [--force] [HYDRA_OVERRIDES...]``."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="depl-fl profile",
         description="Fit the loss profile (l_run, l_sw) of a configuration from in-process pilot "
                     "federations and write it as a scenario file (cached in profile.cache_dir).")
     parser.add_argument("--out", default=None, help="write the scenario file here too")
     parser.add_argument("--force", action="store_true", help="re-run the pilots even if cached")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. num_clients=20 model=digits_cnn")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse_or_status(parser, argv)
+    if isinstance(args, int):
+        return args
+    log_to(sys.stderr, prefix="")
     cfg = compose_config(args.overrides)
     doc, path = ensure_profile(cfg, force=args.force)
     if args.out:

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from depl_fl.contract.coverage import (
+    DEFAULT_COVERAGE_THRESHOLD,
+    as_histogram,
+    pooled_histogram,
+    shares,
+)
 from depl_fl.contract.scenario import Scenario, scenario_from_dict
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.runconfig import variant_list
@@ -63,6 +69,44 @@ def scenario_doc(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],
 def build_scenario(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]],
                    models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
     """Validated scenario of a run from the queried node properties (client id -> properties)."""
-    clients = [{"id": cid, "cluster": str(p["cluster"]), "num_samples": int(p["num-samples"])}
-               for cid, p in sorted(properties.items(), key=lambda kv: kv[0])]
-    return scenario_from_dict(scenario_doc(cfg, clients, models, loss))
+    clients = [client_doc(cid, p) for cid, p in sorted(properties.items(), key=lambda kv: kv[0])]
+    return scenario_from_dict(scenario_doc(cfg, clients, models,
+                                           {**loss, **coverage_fields(cfg, clients, loss)}))
+
+
+def client_doc(cid: str, props: Mapping[str, Any]) -> dict[str, Any]:
+    """One scenario client from its queried properties.
+
+    A reported ``label-histogram`` becomes the client's ``label_histogram``
+    (contract version 2, docs/CONTRACT_V2.md); it is validated here and, until
+    the contract reads it, carried as an extra field that version 1 ignores.
+    """
+    doc: dict[str, Any] = {"id": cid, "cluster": str(props["cluster"]),
+                           "num_samples": int(props["num-samples"])}
+    if props.get("label-histogram") is not None:
+        hist = as_histogram(props["label-histogram"], f"client {cid}: label-histogram")
+        doc["label_histogram"] = [int(v) for v in hist]
+    return doc
+
+
+def coverage_fields(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],
+                    loss: Mapping[str, Any]) -> dict[str, Any]:
+    """The version-2 ``loss`` fields of label coverage (empty unless every client has a histogram).
+
+    ``label_shares``: the reference shares, the pooled histogram of the
+    clients (the whole training data, as the profile's pilots partition it);
+    ``coverage_threshold`` from ``profile.coverage_threshold`` (default 0.1);
+    ``min_coverage`` / ``max_uncovered`` copied from the profile's ``loss``
+    when its pilots measured them (see :func:`depl_fl.contract.coverage.measured_bounds`).
+    """
+    hists = [c.get("label_histogram") for c in clients]
+    if not hists or any(h is None for h in hists):
+        return {}
+    threshold = (cfg.get("profile") or {}).get("coverage_threshold")
+    fields: dict[str, Any] = {
+        "label_shares": [float(v) for v in shares(pooled_histogram(hists))],
+        "coverage_threshold": float(DEFAULT_COVERAGE_THRESHOLD if threshold is None else threshold)}
+    for key in ("min_coverage", "max_uncovered", "coverage_floor_loss"):
+        if loss.get(key) is not None:
+            fields[key] = float(loss[key])
+    return fields

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -16,6 +17,7 @@ from typing import Any, Callable, Mapping
 from flwr.app import ArrayRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 
+from depl_fl.console import log_to
 from depl_fl.contract.plan import Plan, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, ScenarioError
@@ -48,29 +50,36 @@ def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], P
 
 
 def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
-    """Central evaluation on the server's test split.
+    """Central evaluation on the server's validation and test splits.
 
     ``evaluate_fn(server_round, arrays, compression=0.0)`` evaluates the model
     variant ``compression`` pruned from the global weights (the variant
-    trained in that round; the full model for FedAvg), returning ``loss``
-    and ``accuracy``.
+    trained in that round; the full model for FedAvg), returning ``loss`` and
+    ``accuracy`` on the validation split (what decisions read) and
+    ``test-loss`` and ``test-accuracy`` on the test split (only reported).
     """
     from depl_fl.task.local_update import evaluate_variant
-    from depl_fl.task.partitions import geometry, test_split
+    from depl_fl.task.partitions import geometry, test_split, validation_split
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         import torch
 
         torch.set_num_threads(1)
-        loss, acc = evaluate_variant(arrays_to_state(arrays), geometry(cfg), float(compression),
-                                     *test_split(cfg))
-        return MetricRecord({"loss": float(loss), "accuracy": float(acc)})
+        state, geo = arrays_to_state(arrays), geometry(cfg)
+        loss, acc = evaluate_variant(state, geo, float(compression), *validation_split(cfg))
+        test_loss, test_acc = evaluate_variant(state, geo, float(compression), *test_split(cfg))
+        return MetricRecord({"loss": float(loss), "accuracy": float(acc),
+                             "test-loss": float(test_loss), "test-accuracy": float(test_acc)})
 
     return evaluate_fn
 
 
-def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStrategy:
-    """DepLStrategy for ``cfg`` (scenario from the cached loss profile and measured variants)."""
+def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
+                   resume: Mapping[str, Any] | None = None) -> DepLStrategy:
+    """DepLStrategy for ``cfg`` (scenario from the cached loss profile and measured variants).
+
+    ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`).
+    """
     from depl_fl.task.partitions import geometry
     from strategies.profiling import ensure_profile
     from strategies.scenario_builder import build_scenario, model_docs
@@ -84,6 +93,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
         return build_scenario(cfg, properties, models, profile["loss"])
 
     train = cfg["train"]
+    server = cfg["server"]
     replan_policy = None
     tracking_cfg = cfg.get("tracking") or {}
     if tracking_cfg.get("enabled"):
@@ -98,8 +108,10 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None) -> DepLStra
         train_settings={"local-epochs": int(train["local_epochs"]), "lr": float(train["lr"]),
                         "batch-size": int(train["batch_size"]), "seed": int(cfg["seed"])},
         guarantee=str(cfg["planner"]["guarantee"]), tracking=bool(tracking_cfg.get("enabled")),
-        node_wait_timeout_s=float(cfg["server"]["node_wait_timeout_s"]), plan=plan,
-        replan_policy=replan_policy,
+        node_wait_timeout_s=float(server["node_wait_timeout_s"]), plan=plan,
+        replan_policy=replan_policy, on_round=on_round, resume=resume,
+        timeout_factor=float(server.get("round_timeout_factor", 3.0)),
+        timeout_slack_s=float(server.get("round_timeout_slack_s", 60.0)),
         # The mean-based baseline tracks its own criterion (the predicted mean), so
         # that online re-planning does not turn it into a quantile method.
         track_mean=cfg["method"] == "expectation",
@@ -122,32 +134,74 @@ def summary_line(summary: Mapping[str, Any]) -> str:
         return format(value, fmt) if isinstance(value, (int, float)) else "n/a"
 
     verdict = "met" if summary.get("met") else "NOT met"
-    return (f"summary: {summary.get('method')} seed {summary.get('seed')}: final loss "
-            f"{num('final_loss', '.4f')} vs target {num('target_loss', 'g')} ({verdict}; "
+    return (f"summary: {summary.get('method')} seed {summary.get('seed')}: final test loss "
+            f"{num('final_test_loss', '.4f')} (validation {num('final_loss', '.4f')}) vs target "
+            f"{num('target_loss', 'g')} ({verdict}; "
             f"pi={num('target_prob', 'g')}), energy {num('cost_j', '.4g')} J, modeled time "
             f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
-            f"{summary.get('replans', 0)} re-plans")
+            f"{summary.get('replans', 0)} re-plans"
+            + (f", resumed after round {summary['resumed_from']}" if summary.get("resumed_from") else "")
+            + (", AT RISK" if summary.get("at_risk") else ""))
+
+
+#: Set when the job is being interrupted (Ctrl-C/SIGTERM): no more "running" writes.
+STOPPING = threading.Event()
+
+
+def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], float]) -> Callable[..., None]:
+    """``on_round(strategy, arrays, loss)``: checkpoint, then results.json with status running."""
+    from depl_fl.runs.checkpoint import save_checkpoint
+    from depl_fl.runs.results import build_results, write_results
+    from strategies.checkpointing import strategy_payload
+
+    def on_round(strategy: DepLStrategy, arrays: ArrayRecord, loss: float) -> None:
+        if STOPPING.is_set():
+            return
+        wall = clock()
+        save_checkpoint(out_dir, cfg, strategy_payload(strategy, arrays, loss, wall_s=wall))
+        write_results(build_results(strategy, cfg, wall_s=wall, status="running",
+                                    resumed_from=strategy.resumed_from), out_dir, plot=False)
+
+    return on_round
 
 
 def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
                plan: Plan | None = None) -> Path:
     """Run the whole DepL job on ``grid`` and write ``results.json`` (+ plot) into ``out_dir``.
 
+    After every round the job is checkpointed into ``out_dir`` and
+    ``results.json`` is rewritten with ``summary.status: running``; with
+    ``resume=true`` the job continues from the checkpoint of ``out_dir``.
+    Ctrl-C leaves ``results.json`` with ``summary.status: interrupted``.
+
     Returns
     -------
     Path
         The path of ``results.json``.
     """
-    from depl_fl.runs.results import build_results, write_results
+    from depl_fl.runs.checkpoint import load_checkpoint
+    from depl_fl.runs.results import build_results, mark_interrupted, write_results
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
 
     t0 = time.perf_counter()
-    strategy = build_strategy(cfg, plan=plan)
+    out_dir = Path(out_dir)
+    resume = load_checkpoint(out_dir, cfg) if cfg.get("resume") else None
+    wall0 = float(resume["wall_s"]) if resume is not None else 0.0
+
+    def clock() -> float:
+        return wall0 + time.perf_counter() - t0
+
+    strategy = build_strategy(cfg, plan=plan, on_round=_checkpointer(cfg, out_dir, clock), resume=resume)
     initial = state_to_arrays(initial_state(geometry(cfg), int(cfg["seed"])))
     evaluate = make_evaluate_fn(cfg)
-    strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
-    doc = build_results(strategy, cfg, wall_s=time.perf_counter() - t0)
+    try:
+        strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
+    except KeyboardInterrupt:
+        STOPPING.set()
+        mark_interrupted(out_dir)
+        raise
+    doc = build_results(strategy, cfg, wall_s=clock(), resumed_from=strategy.resumed_from)
     LOG.info("%s", summary_line(doc["summary"]))
     return write_results(doc, out_dir, plot=bool(cfg.get("output", {}).get("plot", True)))
 
@@ -158,13 +212,7 @@ def _log_to_stdout() -> None:
     In a deployment nothing else configures the ``depl_fl`` loggers, so the
     plan and per-round lines would be dropped.
     """
-    logger = logging.getLogger("depl_fl")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("[depl] %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    log_to(sys.stdout)
 
 
 def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -214,6 +215,7 @@ TARGET_CASES = [
     (_targets(deadline="-5"), "--deadline-s"),
     (_targets(deadline="nan"), "--deadline-s"),
     (_targets(deadline="inf"), "--deadline-s"),
+    (_targets(deadline="1e308"), "--deadline-s: must be a number in (0, 1e+15]"),
     (_targets(deadline="soon"), "--deadline-s"),
     (_targets(loss="nan"), "--target-loss"),
     (_targets(loss="-1"), "--target-loss"),
@@ -247,6 +249,10 @@ def test_bad_targets(tmp_path: Path, capsys: pytest.CaptureFixture, command: str
     (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--trajectories", "100"], "--trajectories"),
     (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--trajectories", "many"], "--trajectories"),
     (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--bogus"], "--bogus"),
+    (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--trajectories", str(10**12)],
+     "--trajectories: must be <= 10000000"),
+    (["plan", str(EXAMPLE), *TARGETS, "--out", "x.json", "--seed", "-1"], "--seed"),
+    (["evaluate", str(EXAMPLE), "p.json", *TARGETS, "--seed", "-5"], "--seed"),
     (["frobnicate"], "frobnicate"),
     ([], "COMMAND"),
 ])
@@ -255,14 +261,14 @@ def test_bad_options(capsys: pytest.CaptureFixture, argv: list[str], needle: str
     _assert_one_line_error(status, err, needle)
 
 
-@pytest.mark.parametrize("eta", ["1.5", "-0.1", "inf"])
+@pytest.mark.parametrize("eta", ["1.5", "-0.1", "inf", "1e-308", "1e-6"])
 def test_eta_outside_unit_interval_is_rejected_before_planning(
         tmp_path: Path, capsys: pytest.CaptureFixture, eta: str) -> None:
     # The scenario file does not exist: the --eta check must come first.
     out = tmp_path / "out.json"
     status, stdout, err = _run(capsys, ["plan", str(tmp_path / "missing.json"), *TARGETS,
                                         "--out", str(out), "--eta", eta])
-    _assert_one_line_error(status, err, "--eta: must be in (0, 1]")
+    _assert_one_line_error(status, err, "--eta: must be in [0.001, 1]")
     assert stdout == ""
     assert not out.exists()
 
@@ -286,3 +292,100 @@ def test_unwritable_out_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
                                    "--target-prob", "0.9", "--deadline-s", "200",
                                    "--out", str(out)])
     _assert_one_line_error(status, err, "--out")
+
+
+@pytest.mark.parametrize("same", ["path", "alias"])
+def test_out_naming_the_input_scenario_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                  same: str) -> None:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    before = scenario.read_bytes()
+    out = str(scenario) if same == "path" else str(tmp_path / "sub" / ".." / "scenario.json")
+    (tmp_path / "sub").mkdir()
+    status, stdout, err = _run(capsys, ["plan", str(scenario), "--target-loss", "1.5",
+                                        "--target-prob", "0.9", "--deadline-s", "200", "--out", out])
+    _assert_one_line_error(status, err, "--out")
+    assert "refusing to overwrite" in err and stdout == ""
+    assert scenario.read_bytes() == before
+
+
+# Finite but extreme values: a one-line error naming the field, or a valid result; never a traceback.
+EXTREME_CASES = [
+    (("clusters", 0, "levels", 0, "flops_per_s"), 1e-308, "clusters[0].levels[0]"),
+    (("clusters", 0, "levels", 1, "joules_per_flop"), 1e308, "clusters[0].levels[1]"),
+    (("clusters", 0, "bytes_per_s"), 1e-308, "clusters[0].bytes_per_s"),
+    (("clusters", 0, "activation_joules"), 1e308, "clusters[0].activation_joules"),
+    (("models", 0, "flops_per_sample"), 1e308, "clusters[0].levels[0]"),
+    (("models", 1, "size_bytes"), 1e308, "clusters[0].bytes_per_s"),
+    (("local_epochs",), 1e308, "clusters[0].levels[0]"),
+    (("clients", 0, "num_samples"), 10**400, "clients[0].num_samples"),
+    (("loss", "initial"), 1e308, "loss.initial"),
+    (("loss", "run", "full", "mean", 1), 1e308, "loss.run.full.mean[1]"),
+    (("loss", "run", "p75", "std", 2), 1e308, "loss.run.p75.std[2]"),
+    (("loss", "run", "full", "levels", 0), -1e308, "loss.run.full.levels[0]"),
+    (("loss", "switch", 0, "mean"), -1e308, "loss.switch[0].mean"),
+    (("loss", "switch", 1, "std"), 1e308, "loss.switch[1].std"),
+    (("loss", "reference_samples"), 1e-308, "loss.data_exponent_mean"),
+    (("loss", "data_exponent_mean"), -1e308, "loss.data_exponent_mean"),
+    (("loss", "data_exponent_std"), 1e308, "loss.data_exponent_std"),
+]
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+@pytest.mark.parametrize("path, value, needle", EXTREME_CASES,
+                         ids=[".".join(map(str, c[0])) + "=" + str(c[1])[:8] for c in EXTREME_CASES])
+def test_extreme_finite_values_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                   command: str, path: tuple, value: float,
+                                                   needle: str) -> None:
+    doc = _example()
+    _set(path, value)(doc)
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(doc), encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    if command == "plan":
+        argv = ["plan", str(scenario), *TARGETS, "--out", str(plan)]
+    else:
+        plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
+        argv = ["evaluate", str(scenario), str(plan), *TARGETS]
+    status, out, err = _run(capsys, argv)
+    _assert_one_line_error(status, err, needle)
+    assert out == ""
+
+
+@pytest.mark.parametrize("path, value", [
+    (("clusters", 0, "levels", 0, "joules_per_flop"), 1e-308),
+    (("loss", "run", "full", "std", 1), 1e-308),
+    (("loss", "data_exponent_std"), 1e-308),
+    (("models", 1, "size_bytes"), 1e-308),
+], ids=lambda v: str(v))
+def test_tiny_positive_values_give_valid_results(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                 path: tuple, value: float) -> None:
+    doc = _example()
+    _set(path, value)(doc)
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(doc), encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
+    status, out, err = _run(capsys, ["evaluate", str(scenario), str(plan), *TARGETS,
+                                     "--trajectories", "2000", "--allow-few"])
+    assert status == 0 and err == "", err
+    result = json.loads(out)
+    assert result["valid"] and 0.0 <= result["probability"] <= 1.0
+    assert math.isfinite(result["cost_joules"]) and math.isfinite(result["time_s"])
+
+
+@pytest.mark.parametrize("error, needle", [(MemoryError(), "out of memory while planning"),
+                                           (OverflowError("int too large"), "overflowed while planning")])
+def test_planner_running_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch, error: Exception,
+                                                  needle: str) -> None:
+    import depl_fl.planner
+
+    def explode(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(depl_fl.planner, "make_plan", explode)
+    out = tmp_path / "plan.json"
+    status, stdout, err = _run(capsys, ["plan", str(EXAMPLE), *TARGETS, "--out", str(out)])
+    _assert_one_line_error(status, err, needle)
+    assert stdout == "" and not out.exists()

@@ -87,3 +87,13 @@ def test_query_reports_cluster_samples_and_partition(cfg):
     assert props["num-samples"] == len(client_partition(cfg, 3, 4)[1])
     # A node config cluster (real deployment) takes precedence.
     assert handle_query(msg, _context(3, 4, cluster="A"), cfg).content["properties"]["cluster"] == "A"
+
+
+def test_query_reports_the_label_histogram_of_the_partition_only(cfg):
+    InProcessGrid(lambda m, c: m, 1)
+    msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)
+    props = handle_query(msg, _context(2, 4), cfg).content["properties"]
+    _, y = client_partition(cfg, 2, 4)
+    hist = list(props["label-histogram"])
+    assert len(hist) == geometry(cfg).num_classes and sum(hist) == props["num-samples"]
+    assert hist == np.bincount(y, minlength=geometry(cfg).num_classes).tolist()

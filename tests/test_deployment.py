@@ -1,7 +1,10 @@
 """A real Flower deployment on loopback: flower-superlink + 3 flower-supernodes + ``flwr run``.
 
-Runs ``scripts/deploy_loopback.sh`` for 2 rounds and checks the ServerApp's
-results.json and that no process the script started is left running.
+Runs ``scripts/deploy_loopback.sh`` and checks the ServerApp's results.json and
+that no process the script started is left running: insecure for 2 rounds;
+with TLS + SuperNode authentication (a SuperNode with an unregistered key is
+refused); with a kill -9 of the SuperLink and ServerApp after round 2 and a
+resumed run; with a SuperNode killed mid-run (dropped within one round timeout).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,8 @@ SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
 BIN = Path(sys.executable).parent
 TINY = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=2.0",
         "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
+#: A job whose plan has at least 4 rounds (the script caps it at -r 4).
+RESUME_JOB = [*TINY[:3], "target.loss=0.7", "target.prob=0.6", "tracking.enabled=false", "output.plot=false"]
 
 
 def _superlink() -> str | None:
@@ -45,18 +51,29 @@ def _live_pids_with_env(marker: str) -> list[int]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(_superlink() is None, reason="flower-superlink is not installed")
-def test_loopback_deployment_runs_two_rounds(tmp_path):
+def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None
+            ) -> tuple[subprocess.Popen, str, str, Path]:
+    """Run the script to its end (``during(work_dir, out_dir)`` is polled meanwhile).
+
+    Returns the finished process, its stdout and stderr, and the output folder;
+    asserts that nothing it started is left running.
+    """
     bin_dir = str(Path(_superlink()).parent)
     env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path)}
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        ["bash", str(SCRIPT), "-n", "3", "-r", "2", "-o", str(out), "-t", "400", *TINY],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+    proc = subprocess.Popen(["bash", str(SCRIPT), "-o", str(out), "-t", str(int(timeout) - 20), *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    err_path = tmp_path / "stderr.txt"
     try:
-        stdout, stderr = proc.communicate(timeout=420)
+        if during is not None:
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and time.monotonic() < deadline:
+                work = re.search(r"work dir (\S+)", _peek(proc, err_path))
+                if work and during(Path(work.group(1)), out):
+                    break
+                time.sleep(0.5)
+        stdout, stderr = proc.communicate(timeout=max(30.0, timeout))
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGTERM)  # the script's trap stops what it started
         stdout, stderr = proc.communicate(timeout=40)
@@ -64,25 +81,69 @@ def test_loopback_deployment_runs_two_rounds(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        # Every process the script started carries FLWR_HOME=<work dir>/...
-        work = re.search(r"work dir (\S+)", stderr or "")
-        leftovers = _live_pids_with_env(work.group(1)) if work else []
-        for pid in leftovers:
-            try:
-                print("left running:", Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "))
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-
+    stderr = _PEEKED.pop(proc.pid, "") + (stderr or "")
+    # Every process the script started carries FLWR_HOME=<work dir>/...
+    work = re.search(r"work dir (\S+)", stderr)
+    leftovers = _live_pids_with_env(work.group(1)) if work else []
+    for pid in leftovers:
+        try:
+            print("left running:", Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" "))
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     assert work is not None, stderr[-3000:]
     assert leftovers == [], f"processes left running: {leftovers}: {stderr[-2000:]}"
     assert not Path(work.group(1)).exists()
+    return proc, stdout, stderr, out
+
+
+_PEEKED: dict[int, str] = {}
+
+
+def _peek(proc: subprocess.Popen, _unused: Path) -> str:
+    """stderr read so far without blocking (kept for the final communicate)."""
+    import fcntl
+
+    fd = proc.stderr.fileno()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    try:
+        chunk = os.read(fd, 1 << 16).decode(errors="replace")
+    except BlockingIOError:
+        chunk = ""
+    _PEEKED[proc.pid] = _PEEKED.get(proc.pid, "") + chunk
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return _PEEKED[proc.pid]
+
+
+def _results(out: Path) -> dict | None:
+    try:
+        return json.loads((out / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _check_complete(doc: dict) -> None:
+    """Every round exactly once, numbered without gaps, status completed."""
+    rounds = [r["round"] for r in doc["rounds"]]
+    assert rounds == list(range(1, len(rounds) + 1)) and doc["summary"]["rounds"] == len(rounds)
+    assert doc["summary"]["status"] == "completed"
+
+
+needs_flower = pytest.mark.skipif(_superlink() is None, reason="flower-superlink is not installed")
+
+
+@pytest.mark.slow
+@needs_flower
+def test_loopback_deployment_runs_two_rounds(tmp_path):
+    proc, stdout, stderr, out = _deploy(tmp_path, ["-n", "3", "-r", "2", *TINY])
     assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
     path = out / "results.json"
     assert stdout.strip().splitlines()[-1] == str(path)
     assert "[depl] round 2:" in stdout
     doc = json.loads(path.read_text())
     summary = doc["summary"]
+    _check_complete(doc)
+    assert summary["resumed_from"] is None and summary["at_risk"] is False
     assert summary["rounds"] == len(doc["rounds"]) == 2
     assert [r["round"] for r in doc["rounds"]] == [1, 2]
     assert summary["method"] == "depl" and doc["config"]["num_clients"] == 3
@@ -96,3 +157,79 @@ def test_loopback_deployment_runs_two_rounds(tmp_path):
         assert r["energy_j"] > 0 and r["round_time_s"] > 0 and r["loss"] >= 0
     for name in ("superlink.log", "supernode-0.log", "supernode-1.log", "supernode-2.log"):
         assert (out / "logs" / name).stat().st_size > 0
+
+
+@pytest.mark.slow
+@needs_flower
+def test_tls_and_supernode_auth_refuse_an_unregistered_key(tmp_path):
+    proc, stdout, stderr, out = _deploy(tmp_path, ["--auth", "--intruder", "-n", "3", "-r", "2", *TINY])
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    assert "TLS certificates" in stderr and "registered 3 SuperNode keys" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    _check_complete(doc)
+    assert {c["id"] for c in doc["scenario"]["clients"]} == {"c0", "c1", "c2"}
+    logs = out / "logs"
+    assert (logs / "register.log").read_text().count("registered successfully") == 3
+    # The SuperLink refused the unregistered key, and that SuperNode gave up.
+    assert "No SuperNode found with the given public key" in (logs / "superlink.log").read_text()
+    intruder = (logs / "supernode-intruder.log").read_text()
+    assert "Failed to activate SuperNode" in intruder and "SuperNode ID" not in intruder
+    for i in range(3):
+        assert "SuperNode ID" in (logs / f"supernode-{i}.log").read_text()
+
+
+@pytest.mark.slow
+@needs_flower
+def test_superlink_killed_after_round_two_resumes_every_round_once(tmp_path):
+    proc, stdout, stderr, out = _deploy(
+        tmp_path, ["--crash-after", "2", "-n", "3", "-r", "4", *RESUME_JOB], timeout=900)
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    assert "crash test: kill -9 of the SuperLink" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    _check_complete(doc)
+    assert doc["summary"]["rounds"] == 4
+    assert doc["summary"]["resumed_from"] >= 2 and doc["config"]["resume"] is True
+    assert (out / "logs" / "superlink.log").read_text().count("Starting Flower SuperLink") == 2
+    assert f"resuming after round {doc['summary']['resumed_from']}" in stdout
+
+
+def _kill_planned_node(after_round: int, victim: dict):
+    """``during`` callback: after ``after_round``, kill -9 the SuperNode (and its ClientApps) of a
+    client planned for the next round; its id goes into ``victim["id"]``."""
+    def during(work: Path, out: Path) -> bool:
+        doc = _results(out)
+        if doc is None or doc["summary"].get("status") != "running" or len(doc["rounds"]) < after_round:
+            return False
+        cid = doc["plan"]["rounds"][after_round]["clients"][0]
+        victim["id"] = cid
+        for pid in _live_pids_with_env(f"FLWR_HOME={work}/supernode-{int(cid[1:])}"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return True
+    return during
+
+
+@pytest.mark.slow
+@needs_flower
+def test_supernode_killed_mid_run_is_dropped_within_one_round_timeout(tmp_path):
+    slack, victim = 45.0, {}
+    job = [o for o in RESUME_JOB if not o.startswith("tracking")] + ["tracking.enabled=true"]
+    proc, stdout, stderr, out = _deploy(
+        tmp_path, ["-n", "3", "-r", "4", *job, f"server.round_timeout_slack_s={slack}"],
+        timeout=900, during=_kill_planned_node(1, victim))
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    cid = victim["id"]
+    doc = json.loads((out / "results.json").read_text())
+    _check_complete(doc)
+    assert doc["summary"]["dropped_clients"] == [cid]
+    lost = [r for r in doc["rounds"] if cid in [x["client"] for x in r["rejected"]]]
+    assert len(lost) == 1 and lost[0]["round"] == 2, doc["rounds"]
+    # It was dropped from everything after that round, and that round waited at most
+    # one reply timeout (slack + factor * modelled round time) plus the evaluation.
+    assert all(cid not in r["clients"] for r in doc["rounds"][2:])
+    factor = doc["config"]["server"]["round_timeout_factor"]
+    assert lost[0]["wall_s"] <= slack + factor * lost[0]["round_time_s"] + 30
+    assert isinstance(doc["summary"]["at_risk"], bool)
+    assert f"rejected reply from {cid}" in stdout and "unknown node" not in stdout

@@ -36,11 +36,12 @@ def _check(proc: subprocess.CompletedProcess, tmp_path: Path) -> dict:
     s = doc["summary"]
     assert 1 <= len(doc["rounds"]) <= 2 and s["rounds"] == len(doc["rounds"])
     for r in doc["rounds"]:
-        assert {"round", "model", "clients", "loss", "accuracy", "predicted_quantile", "energy_j",
-                "round_time_s", "wall_s"} <= set(r)
-        assert r["energy_j"] > 0 and r["round_time_s"] > 0 and r["loss"] >= 0
+        assert {"round", "model", "clients", "loss", "accuracy", "test_loss", "test_accuracy",
+                "predicted_quantile", "energy_j", "round_time_s", "wall_s"} <= set(r)
+        assert r["energy_j"] > 0 and r["round_time_s"] > 0 and r["loss"] >= 0 and r["test_loss"] >= 0
     assert s["cost_j"] == pytest.approx(sum(r["energy_j"] for r in doc["rounds"]))
-    assert s["met"] == (s["final_loss"] <= 2.2) and s["method"] == "depl" and doc["seed"] == 0
+    assert s["final_test_loss"] == doc["rounds"][-1]["test_loss"] and s["met_on"] == "test"
+    assert s["met"] == (s["final_test_loss"] <= 2.2) and s["method"] == "depl" and doc["seed"] == 0
     assert doc["config"]["num_clients"] == 3 and (path.parent / "loss.png").stat().st_size > 1000
     return doc
 
@@ -86,7 +87,7 @@ def test_short_multirun_produces_a_report(tmp_path):
     for method, group in groups.items():
         mine = [d for d in docs if d["summary"]["method"] == method]
         assert group["runs"] == len(mine) == 2
-        assert group["successes"] == sum(d["summary"]["final_loss"] <= 2.2 for d in mine)
+        assert group["successes"] == sum(d["summary"]["final_test_loss"] <= 2.2 for d in mine)
         assert group["energy_mean_j"] == pytest.approx(sum(d["summary"]["cost_j"] for d in mine) / 2)
     for name in ("report.md", "final_loss_cdf.png", "energy.png"):
         assert (out / name).stat().st_size > 0

@@ -9,12 +9,12 @@ from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile, scen
 from depl_fl.errors import ScenarioError
 from depl_fl.tracking.estimation import (
     LossObservation,
-    OnlineLossEstimator,
     fit_data_exponents,
     fit_loss_profile,
     hat_basis,
     observations_from_trajectory,
 )
+from depl_fl.tracking.online import OnlineLossEstimator
 
 A_EXP, B_EXP = 0.5, 0.5
 TRUE_RUN = {
@@ -90,7 +90,7 @@ def test_fit_with_automatic_levels_is_accepted_by_scenario(synthetic):
                            data_exponent_mean=A_EXP, data_exponent_std=B_EXP)
     for model, truth in TRUE_RUN.items():
         fit = doc["run"][model]
-        assert all(b > a for a, b in zip(fit["levels"], fit["levels"][1:]))
+        assert all(b > a for a, b in zip(fit["levels"], fit["levels"][1:], strict=False))
         assert len(fit["levels"]) == len(fit["mean"]) == len(fit["std"]) >= 3
         fitted = RunProfile(tuple(fit["levels"]), tuple(fit["mean"]), tuple(fit["std"]))
         grid = visited_losses(synthetic, model)

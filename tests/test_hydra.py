@@ -39,6 +39,17 @@ def test_all_groups_have_options():
     ("profile.spread_horizon=1", "profile.spread_horizon"),
     ("profile.spread_horizon=99", "profile.spread_horizon"),
     ("profile.spread_horizon=2.5", "profile.spread_horizon"),
+    ("profile.switch_at=[0]", r"profile.switch_at\[0\]: must be >= 1"),
+    ("profile.switch_at=[16]", r"profile.switch_at\[0\]: must be <= profile.rounds \(15\)"),
+    ("profile.switch_at=[2.5]", "profile.switch_at"), ("profile.switch_at=soon", "profile.switch_at"),
+    ("server.round_timeout_s=0", "server.round_timeout_s"),
+    ("server.node_wait_timeout_s=-5", "server.node_wait_timeout_s"),
+    ("server.round_timeout_s=1e300", "server.round_timeout_s: must be <= 1e"),
+    ("server.node_wait_timeout_s=inf", "server.node_wait_timeout_s: must be finite"),
+    ("planner.eta=0", "config planner.eta: must be >= 0.001"),
+    ("planner.guarantee=hope", "planner.guarantee"), ("target.deadline_s=1e300", "target.deadline_s"),
+    ("planner.mc_trajectories=0", "planner.mc_trajectories"),
+    ("seed=-1", "config seed"), ("train.batch_size=0", "train.batch_size"),
 ])
 def test_bad_values_are_one_line_errors(override, message):
     with pytest.raises(ScenarioError, match=message) as info:

@@ -177,3 +177,62 @@ def test_skipped_files_are_listed_with_the_reason_in_report_md(sweep: Path):
     build_report(sweep)
     text = (sweep / "report.md").read_text(encoding="utf-8")
     assert "## Skipped files" in text and str(bad) in text and "malformed JSON" in text
+
+
+# --------------------------------------------------------------------------- calibration
+def test_calibration_is_the_inverted_cdf_quantile_over_the_target():
+    from depl_fl.runs.report import calibration
+
+    # 8th of 10 sorted losses is 0.35: the 0.8-quantile sits exactly on L* = 0.35.
+    value, low, high = calibration(DEPL_LOSSES, 0.8, 0.35)
+    assert value == pytest.approx(1.0)
+    assert low is not None and high is not None and low <= value <= high
+    # pi = 0.5: the 5th of the sorted losses (0.31).
+    assert calibration(DEPL_LOSSES, 0.5, 0.35)[0] == pytest.approx(0.31 / 0.35)
+    assert calibration([0.2], 0.9, 0.4) == (pytest.approx(0.5), None, None)
+
+
+def test_calibration_agrees_with_coverage_on_random_sweeps():
+    import numpy as np
+
+    from depl_fl.runs.report import calibration
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(2, 40))
+        losses = rng.lognormal(-1.0, 0.4, n)
+        prob, target = float(rng.choice([0.8, 0.9, 0.95])), float(rng.uniform(0.2, 0.6))
+        coverage = float(np.mean(losses <= target))
+        assert (calibration(losses, prob, target, n_resamples=50)[0] <= 1.0) == (coverage >= prob)
+
+
+def test_calibration_interval_is_seeded_and_covers_the_true_quantile():
+    import numpy as np
+
+    from depl_fl.runs.report import calibration
+
+    losses = np.random.default_rng(11).uniform(0.0, 1.0, 600)
+    first = calibration(losses, 0.9, 0.5, seed=3)
+    assert calibration(losses, 0.9, 0.5, seed=3) == first
+    value, low, high = first
+    assert low < 1.8 < high and high - low < 0.2 and low <= value <= high  # true q_0.9 / 0.5 = 1.8
+
+
+def test_report_judges_the_test_loss_and_shows_calibration(tmp_path: Path):
+    root = tmp_path / "sweep"
+    for i in range(5):  # validation looks fine, the test split does not
+        write_result(root / f"v{i}", method="depl", final_loss=0.1, final_test_loss=0.3 + 0.02 * i,
+                     cost_j=10.0)
+    write_result(root / "old", method="expectation", final_loss=0.2, cost_j=10.0)
+    write_result(root / "diverged", method="full", final_loss=math.nan, cost_j=10.0)
+    result = build_report(root)
+    rows = {g["method"]: g for g in result["groups"]}
+    assert rows["depl"]["successes"] == 3 and rows["depl"]["loss_split"] == "test"
+    assert rows["depl"]["calibration"] == pytest.approx(0.36 / 0.35)  # 4th of 5 at pi = 0.8
+    assert rows["expectation"]["loss_split"] == "validation"
+    assert rows["full"]["calibration"] == math.inf
+    doc = json.loads((root / "report.json").read_text())
+    assert {g["method"]: g["calibration"] for g in doc["groups"]}["full"] is None
+    assert "| calibration | 95% bootstrap |" in result["table"]
+    text = (root / "report.md").read_text()
+    assert "| 1.029 | [" in text and "Calibration = empirical" in text

@@ -167,11 +167,11 @@ def test_check_update_flags_shapes_names_nan_and_weights():
 def test_summary_line_states_the_verdict_and_survives_missing_figures():
     from strategies.server_app import summary_line
 
-    line = summary_line({"method": "depl", "seed": 3, "final_loss": 0.2596, "target_loss": 0.35,
-                         "target_prob": 0.9, "met": True, "cost_j": 92.26, "time_s": 48.99,
-                         "rounds": 27, "replans": 1})
-    assert line == ("summary: depl seed 3: final loss 0.2596 vs target 0.35 (met; pi=0.9), "
-                    "energy 92.26 J, modeled time 48.99 s, 27 rounds, 1 re-plans")
+    line = summary_line({"method": "depl", "seed": 3, "final_loss": 0.2596, "final_test_loss": 0.2711,
+                         "target_loss": 0.35, "target_prob": 0.9, "met": True, "cost_j": 92.26,
+                         "time_s": 48.99, "rounds": 27, "replans": 1})
+    assert line == ("summary: depl seed 3: final test loss 0.2711 (validation 0.2596) vs target 0.35 "
+                    "(met; pi=0.9), energy 92.26 J, modeled time 48.99 s, 27 rounds, 1 re-plans")
     broken = summary_line({"method": "full", "seed": 0, "final_loss": None, "target_loss": 0.35,
                            "target_prob": 0.9, "met": False, "rounds": 2})
-    assert "final loss n/a" in broken and "(NOT met;" in broken
+    assert "final test loss n/a (validation n/a)" in broken and "(NOT met;" in broken

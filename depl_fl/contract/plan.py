@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from depl_fl.contract.scenario import read_json
+from depl_fl.contract.schema import OpenSchema, Schema, parse
 from depl_fl.errors import ScenarioError
 
 PLAN_VERSION = 1
+#: Longest accepted deadline (seconds, ~32 million years): keeps deadline / round time finite.
+MAX_DEADLINE_S = 1e15
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,9 @@ class Targets:
     def __post_init__(self) -> None:
         if not (0.0 < self.target_prob < 1.0):
             raise ScenarioError(f"--target-prob: must be in (0, 1), got {self.target_prob!r}")
-        if not (self.deadline_s > 0.0) or self.deadline_s == float("inf"):
-            raise ScenarioError(f"--deadline-s: must be a finite number > 0, got {self.deadline_s!r}")
+        if not (0.0 < self.deadline_s <= MAX_DEADLINE_S):
+            raise ScenarioError(f"--deadline-s: must be a number in (0, {MAX_DEADLINE_S:g}], "
+                                f"got {self.deadline_s!r}")
         if not (self.target_loss >= 0.0) or self.target_loss == float("inf"):
             raise ScenarioError(f"--target-loss: must be a finite number >= 0, got {self.target_loss!r}")
         if self.max_rounds is not None and self.max_rounds < 1:
@@ -70,43 +76,39 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     return doc
 
 
+class _RoundDoc(Schema):
+    model: Annotated[str, Field(strict=True)]
+    clients: list[Annotated[str, Field(strict=True)]]
+    levels: dict[str, Annotated[int, Field(strict=True)]] = {}
+
+
+class _PlanDoc(OpenSchema):
+    version: Literal[1] = PLAN_VERSION
+    method: Annotated[str, Field(strict=True)] = "unknown"
+    feasible: Annotated[bool, Field(strict=True)] = True
+    rounds: list[_RoundDoc]
+    predicted: dict[str, Any] | None = None
+    planner_seconds: Annotated[float, Field(strict=True)] | None = None
+
+
 def plan_from_dict(raw: Any) -> Plan:
-    """Parse a decoded plan document (structure only; ids are checked by ``evaluate``)."""
+    """Parse a decoded plan document (structure only; ids are checked by ``evaluate``).
+
+    Raises
+    ------
+    ScenarioError
+        With one line naming the field, e.g. ``plan.rounds[0].model: expected a string, got 3``.
+    """
     if not isinstance(raw, dict):
         raise ScenarioError(f"plan: expected a JSON object, got {type(raw).__name__}")
-    if raw.get("version", PLAN_VERSION) != PLAN_VERSION:
-        raise ScenarioError(f"plan.version: unsupported plan version {raw.get('version')!r}")
-    rounds_raw = raw.get("rounds")
-    if not isinstance(rounds_raw, list):
-        raise ScenarioError("plan.rounds: missing or not a list")
-    rounds = []
-    for i, r in enumerate(rounds_raw):
-        where = f"plan.rounds[{i}]"
-        if not isinstance(r, dict):
-            raise ScenarioError(f"{where}: expected an object")
-        model, clients, levels = r.get("model"), r.get("clients"), r.get("levels", {})
-        if not isinstance(model, str):
-            raise ScenarioError(f"{where}.model: expected a model id string, got {model!r}")
-        if not isinstance(clients, list) or not all(isinstance(c, str) for c in clients):
-            raise ScenarioError(f"{where}.clients: expected a list of client id strings")
-        if not isinstance(levels, dict) or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in levels.values()):
-            raise ScenarioError(f"{where}.levels: expected an object mapping cluster id to level index")
-        rounds.append(RoundDecision(model, tuple(clients), dict(levels)))
-    predicted = raw.get("predicted", {}) or {}
-    if not isinstance(predicted, dict):
-        raise ScenarioError("plan.predicted: expected an object")
-    planner_seconds = raw.get("planner_seconds", 0.0) or 0.0
-    if isinstance(planner_seconds, bool) or not isinstance(planner_seconds, (int, float)):
-        raise ScenarioError(f"plan.planner_seconds: expected a number, got {planner_seconds!r}")
-    known = {"version", "method", "feasible", "rounds", "predicted", "planner_seconds"}
+    doc = parse(_PlanDoc, raw, root="plan")
     return Plan(
-        method=str(raw.get("method", "unknown")),
-        feasible=bool(raw.get("feasible", True)),
-        rounds=rounds,
-        predicted=dict(predicted),
-        planner_seconds=float(planner_seconds),
-        extra={k: v for k, v in raw.items() if k not in known},
+        method=doc.method,
+        feasible=doc.feasible,
+        rounds=[RoundDecision(r.model, tuple(r.clients), dict(r.levels)) for r in doc.rounds],
+        predicted=dict(doc.predicted or {}),
+        planner_seconds=float(doc.planner_seconds or 0.0),
+        extra=dict(doc.model_extra or {}),
     )
 
 

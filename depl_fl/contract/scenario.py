@@ -9,13 +9,24 @@ profile used by the planner. Every validation failure raises
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
+from depl_fl.contract.schema import (
+    Count,
+    Finite,
+    Ident,
+    NonNegative,
+    OpenSchema,
+    Positive,
+    Schema,
+    invalid,
+    parse,
+)
 from depl_fl.errors import ScenarioError
 
 SCENARIO_VERSION = 1
@@ -143,85 +154,189 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------
-# Parsing and validation
+# Parsing and validation: the pydantic schema of contract version 1
 # ---------------------------------------------------------------------------
-def _require(mapping: Any, key: str, where: str) -> Any:
-    if not isinstance(mapping, dict):
-        raise ScenarioError(f"{where}: expected an object, got {type(mapping).__name__}")
-    if key not in mapping:
-        raise ScenarioError(f"{where}.{key}: missing required field")
-    return mapping[key]
+class _LevelDoc(Schema):
+    flops_per_s: Positive
+    joules_per_flop: NonNegative
 
 
-def _number(value: Any, where: str, *, minimum: float | None = 0.0,
-            strict: bool = False, allow_negative: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ScenarioError(f"{where}: expected a number, got {value!r}")
-    try:
-        number = float(value)
-    except OverflowError:
-        raise ScenarioError(f"{where}: must be finite, got an integer too large for a float") from None
-    if not math.isfinite(number):
-        raise ScenarioError(f"{where}: must be finite, got {value!r}")
-    if not allow_negative and minimum is not None:
-        if strict and number <= minimum:
-            raise ScenarioError(f"{where}: must be > {minimum:g}, got {value!r}")
-        if not strict and number < minimum:
-            raise ScenarioError(f"{where}: must be >= {minimum:g}, got {value!r}")
-    return number
+class _ClusterDoc(Schema):
+    id: Ident
+    levels: Annotated[list[_LevelDoc], Field(min_length=1)]
+    bytes_per_s: Positive
+    joules_per_byte: NonNegative = 0.0
+    activation_joules: NonNegative = 0.0
+    max_clients: Count = 10**9
 
 
-def _integer(value: Any, where: str, *, minimum: int) -> int:
-    number = _number(value, where, minimum=minimum)
-    if number != int(number):
-        raise ScenarioError(f"{where}: expected an integer, got {value!r}")
-    return int(number)
+class _ClientDoc(Schema):
+    id: Ident
+    cluster: Ident
+    num_samples: Count
 
 
-def _identifier(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ScenarioError(f"{where}: expected a non-empty string id, got {value!r}")
-    return value
+class _ModelDoc(Schema):
+    id: Ident
+    compression: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, lt=1)] = 0.0
+    flops_per_sample: Positive
+    size_bytes: NonNegative
 
 
-def _list(value: Any, where: str, *, non_empty: bool = True) -> list[Any]:
-    if not isinstance(value, list):
-        raise ScenarioError(f"{where}: expected a list, got {type(value).__name__}")
-    if non_empty and not value:
-        raise ScenarioError(f"{where}: must not be empty")
-    return value
+#: Largest round time (s) or energy (J) of one client: sums over rounds stay finite.
+MAGNITUDE_LIMIT = 1e200
+#: Largest magnitude of a loss value (initial loss, levels, mean and std of a change).
+LOSS_LIMIT = 1e6
+#: Largest factor ``(samples / reference_samples) ** exponent`` over the possible sets.
+SCALE_LIMIT = 1e100
+
+_LossValue = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-LOSS_LIMIT, le=LOSS_LIMIT)]
+_LossSpread = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=LOSS_LIMIT)]
 
 
-def _unique(ids: list[str], where: str) -> None:
+class _RunDoc(Schema):
+    levels: Annotated[list[_LossValue], Field(min_length=1)]
+    mean: Annotated[list[_LossValue], Field(min_length=1)]
+    std: Annotated[list[_LossSpread], Field(min_length=1)]
+    spread_factor: list[Positive] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _RunDoc:
+        n = len(self.levels)
+        if len(self.mean) != n or len(self.std) != n:
+            raise invalid(f"levels, mean and std must have the same length "
+                          f"(got {n}, {len(self.mean)}, {len(self.std)})")
+        if any(b <= a for a, b in zip(self.levels, self.levels[1:], strict=False)):
+            raise invalid(f"must be strictly ascending, got {self.levels}", "levels")
+        if self.spread_factor is not None and len(self.spread_factor) != n:
+            raise invalid(f"expected {n} numbers > 0 (one per level), got {len(self.spread_factor)}",
+                          "spread_factor")
+        return self
+
+
+class _SwitchDoc(Schema):
+    source: Annotated[Ident, Field(alias="from")]
+    target: Annotated[Ident, Field(alias="to")]
+    mean: _LossValue
+    std: _LossSpread
+
+    @model_validator(mode="after")
+    def _not_to_itself(self) -> _SwitchDoc:
+        if self.source == self.target:
+            raise invalid(f"a switch from {self.source!r} to itself is not a switch")
+        return self
+
+
+class _LossDoc(Schema):
+    initial: _LossSpread
+    reference_samples: Positive | None = None
+    data_exponent_mean: Finite = 0.0
+    data_exponent_std: Finite = 0.0
+    run: dict[str, _RunDoc]
+    switch: list[_SwitchDoc] = []
+
+
+class _ScenarioDoc(OpenSchema):
+    version: Literal[1] = SCENARIO_VERSION
+    local_epochs: Positive = 1.0
+    clusters: Annotated[list[_ClusterDoc], Field(min_length=1)]
+    clients: Annotated[list[_ClientDoc], Field(min_length=1)]
+    models: Annotated[list[_ModelDoc], Field(min_length=1)]
+    loss: _LossDoc
+
+    @model_validator(mode="after")
+    def _references(self) -> _ScenarioDoc:
+        for name in ("clusters", "clients", "models"):
+            _check_unique([item.id for item in getattr(self, name)], name)
+        cluster_ids = {c.id for c in self.clusters}
+        for i, client in enumerate(self.clients):
+            if client.cluster not in cluster_ids:
+                raise invalid(f"unknown cluster {client.cluster!r} for client {client.id!r}",
+                              "clients", i, "cluster")
+        _check_loss_ids(self.loss, [m.id for m in self.models])
+        _check_magnitudes(self)
+        _check_data_scale(self)
+        return self
+
+
+def _check_unique(ids: list[str], where: str) -> None:
     seen: set[str] = set()
     for ident in ids:
         if ident in seen:
-            raise ScenarioError(f"{where}: duplicate id {ident!r}")
+            raise invalid(f"duplicate id {ident!r}", where)
         seen.add(ident)
 
 
-def _parse_run_profile(raw: Any, where: str) -> RunProfile:
-    levels = [_number(v, f"{where}.levels[{i}]", allow_negative=True)
-              for i, v in enumerate(_list(_require(raw, "levels", where), f"{where}.levels"))]
-    mean = [_number(v, f"{where}.mean[{i}]", allow_negative=True)
-            for i, v in enumerate(_list(_require(raw, "mean", where), f"{where}.mean"))]
-    std = [_number(v, f"{where}.std[{i}]")
-           for i, v in enumerate(_list(_require(raw, "std", where), f"{where}.std"))]
-    if len(mean) != len(levels) or len(std) != len(levels):
-        raise ScenarioError(
-            f"{where}: levels, mean and std must have the same length "
-            f"(got {len(levels)}, {len(mean)}, {len(std)})")
-    if any(b <= a for a, b in zip(levels, levels[1:])):
-        raise ScenarioError(f"{where}.levels: must be strictly ascending, got {levels}")
-    factor = None
-    if raw.get("spread_factor") is not None:
-        factor = [_number(v, f"{where}.spread_factor[{i}]")
-                  for i, v in enumerate(_list(raw["spread_factor"], f"{where}.spread_factor"))]
-        if len(factor) != len(levels) or not all(v > 0.0 for v in factor):
-            raise ScenarioError(f"{where}.spread_factor: expected {len(levels)} numbers > 0 (one per level), "
-                                f"got {factor}")
-    return RunProfile(tuple(levels), tuple(mean), tuple(std),
-                      tuple(factor) if factor is not None else None)
+def _check_loss_ids(loss: _LossDoc, model_ids: list[str]) -> None:
+    for key in loss.run:
+        if key not in model_ids:
+            raise invalid(f"unknown model id {key!r}", "loss", "run", key)
+    for model_id in model_ids:
+        if model_id not in loss.run:
+            raise invalid(f"model {model_id!r} has no loss profile", "loss", "run")
+    pairs: set[tuple[str, str]] = set()
+    for i, sw in enumerate(loss.switch):
+        for name, ident in (("from", sw.source), ("to", sw.target)):
+            if ident not in model_ids:
+                raise invalid(f"unknown model id {ident!r}", "loss", "switch", i, name)
+        if (sw.source, sw.target) in pairs:
+            raise invalid(f"duplicate switch {sw.source!r} -> {sw.target!r}", "loss", "switch", i)
+        pairs.add((sw.source, sw.target))
+
+
+def _check_magnitudes(doc: _ScenarioDoc) -> None:
+    """Every client's round time and energy must stay below :data:`MAGNITUDE_LIMIT`.
+
+    The fields are finite one by one; their products (work = epochs x samples x
+    FLOPs per sample, then time and energy) may still overflow, e.g. with
+    ``flops_per_s: 1e-308``, and sums over rounds need headroom. Such a
+    scenario has no meaning, so it is refused naming the field where it happens.
+    """
+    work = doc.local_epochs * max(m.flops_per_sample for m in doc.models)
+    size = 2.0 * max(m.size_bytes for m in doc.models)
+    for ci, cluster in enumerate(doc.clusters):
+        samples = max((k.num_samples for k in doc.clients if k.cluster == cluster.id), default=0)
+        w = work * samples
+        checks = [((size / cluster.bytes_per_s, size * cluster.joules_per_byte), ("bytes_per_s",)),
+                  ((cluster.activation_joules,), ("activation_joules",))]
+        checks += [((w, w / lv.flops_per_s, w * lv.joules_per_flop), ("levels", li))
+                   for li, lv in enumerate(cluster.levels)]
+        for figures, where in checks:
+            if not all(abs(f) <= MAGNITUDE_LIMIT for f in figures):
+                raise invalid(f"out of range: a client's round time or energy exceeds {MAGNITUDE_LIMIT:g} "
+                              "(seconds or joules)", "clusters", ci, *where)
+
+
+def _check_data_scale(doc: _ScenarioDoc) -> None:
+    """``r ** a`` and ``r ** -b`` must stay within [1/SCALE_LIMIT, SCALE_LIMIT] for every set.
+
+    ``r`` ranges from the smallest client's share to all clients' share of
+    ``reference_samples``; beyond that range of factors the loss semantics only
+    produce overflows (infinite or NaN losses), so the exponents are refused.
+    """
+    total = float(sum(k.num_samples for k in doc.clients))
+    reference = doc.loss.reference_samples or total
+    shares = (min(k.num_samples for k in doc.clients) / reference, total / reference)
+    for name, power in (("data_exponent_mean", doc.loss.data_exponent_mean),
+                        ("data_exponent_std", -doc.loss.data_exponent_std)):
+        with np.errstate(all="ignore"):
+            factors = np.power(np.asarray(shares, dtype=float), power)
+        if not np.all((factors <= SCALE_LIMIT) & (factors >= 1.0 / SCALE_LIMIT)):
+            raise invalid(f"out of range: (samples / reference_samples) ** exponent must stay within "
+                          f"[1e-100, 1e100] for every client set, got {power!r} with samples / "
+                          f"reference_samples in [{shares[0]:.3g}, {shares[1]:.3g}]", "loss", name)
+
+
+def _to_loss(doc: _LossDoc, total_samples: int) -> LossModel:
+    run = {mid: RunProfile(tuple(p.levels), tuple(p.mean), tuple(p.std),
+                           tuple(p.spread_factor) if p.spread_factor is not None else None)
+           for mid, p in doc.run.items()}
+    switch = {(s.source, s.target): SwitchProfile(s.source, s.target, s.mean, s.std)
+              for s in doc.switch}
+    reference = doc.reference_samples if doc.reference_samples is not None else float(total_samples)
+    return LossModel(initial=doc.initial, reference_samples=reference,
+                     data_exponent_mean=doc.data_exponent_mean,
+                     data_exponent_std=doc.data_exponent_std, run=run, switch=switch)
 
 
 def scenario_from_dict(raw: Any) -> Scenario:
@@ -244,108 +359,16 @@ def scenario_from_dict(raw: Any) -> Scenario:
     """
     if not isinstance(raw, dict):
         raise ScenarioError(f"scenario: expected a JSON object, got {type(raw).__name__}")
-    version = raw.get("version", SCENARIO_VERSION)
-    if version != SCENARIO_VERSION:
-        raise ScenarioError(f"version: unsupported scenario version {version!r} (expected 1)")
-    local_epochs = _number(raw.get("local_epochs", 1), "local_epochs", strict=True)
-
-    clusters: list[Cluster] = []
-    for ci, craw in enumerate(_list(_require(raw, "clusters", "scenario"), "clusters")):
-        where = f"clusters[{ci}]"
-        cid = _identifier(_require(craw, "id", where), f"{where}.id")
-        levels = []
-        for li, lraw in enumerate(_list(_require(craw, "levels", where), f"{where}.levels")):
-            lw = f"{where}.levels[{li}]"
-            levels.append(Level(
-                flops_per_s=_number(_require(lraw, "flops_per_s", lw), f"{lw}.flops_per_s", strict=True),
-                joules_per_flop=_number(_require(lraw, "joules_per_flop", lw), f"{lw}.joules_per_flop"),
-            ))
-        clusters.append(Cluster(
-            id=cid,
-            levels=tuple(levels),
-            bytes_per_s=_number(_require(craw, "bytes_per_s", where), f"{where}.bytes_per_s", strict=True),
-            joules_per_byte=_number(craw.get("joules_per_byte", 0.0), f"{where}.joules_per_byte"),
-            activation_joules=_number(craw.get("activation_joules", 0.0), f"{where}.activation_joules"),
-            max_clients=_integer(craw.get("max_clients", 10**9), f"{where}.max_clients", minimum=1),
-        ))
-    _unique([c.id for c in clusters], "clusters")
-    cluster_ids = {c.id for c in clusters}
-
-    clients: list[Client] = []
-    for ki, kraw in enumerate(_list(_require(raw, "clients", "scenario"), "clients")):
-        where = f"clients[{ki}]"
-        kid = _identifier(_require(kraw, "id", where), f"{where}.id")
-        cluster = _identifier(_require(kraw, "cluster", where), f"{where}.cluster")
-        if cluster not in cluster_ids:
-            raise ScenarioError(f"{where}.cluster: unknown cluster {cluster!r} for client {kid!r}")
-        clients.append(Client(kid, cluster, _integer(_require(kraw, "num_samples", where),
-                                                     f"{where}.num_samples", minimum=1)))
-    _unique([c.id for c in clients], "clients")
-
-    models: list[ModelVariant] = []
-    for mi, mraw in enumerate(_list(_require(raw, "models", "scenario"), "models")):
-        where = f"models[{mi}]"
-        model_id = _identifier(_require(mraw, "id", where), f"{where}.id")
-        compression = _number(mraw.get("compression", 0.0), f"{where}.compression")
-        if compression >= 1.0:
-            raise ScenarioError(f"{where}.compression: must be in [0, 1), got {compression!r}")
-        models.append(ModelVariant(
-            id=model_id,
-            compression=compression,
-            flops_per_sample=_number(_require(mraw, "flops_per_sample", where),
-                                     f"{where}.flops_per_sample", strict=True),
-            size_bytes=_number(_require(mraw, "size_bytes", where), f"{where}.size_bytes"),
-        ))
-    _unique([m.id for m in models], "models")
-    model_ids = {m.id for m in models}
-
-    lraw = _require(raw, "loss", "scenario")
-    run_raw = _require(lraw, "run", "loss")
-    if not isinstance(run_raw, dict):
-        raise ScenarioError(f"loss.run: expected an object keyed by model id, got {type(run_raw).__name__}")
-    for key in run_raw:
-        if key not in model_ids:
-            raise ScenarioError(f"loss.run.{key}: unknown model id {key!r}")
-    run: dict[str, RunProfile] = {}
-    for model in models:
-        if model.id not in run_raw:
-            raise ScenarioError(f"loss.run: model {model.id!r} has no loss profile")
-        run[model.id] = _parse_run_profile(run_raw[model.id], f"loss.run.{model.id}")
-
-    switch: dict[tuple[str, str], SwitchProfile] = {}
-    for si, sraw in enumerate(_list(lraw.get("switch", []), "loss.switch", non_empty=False)):
-        where = f"loss.switch[{si}]"
-        source = _identifier(_require(sraw, "from", where), f"{where}.from")
-        target = _identifier(_require(sraw, "to", where), f"{where}.to")
-        for name, ident in (("from", source), ("to", target)):
-            if ident not in model_ids:
-                raise ScenarioError(f"{where}.{name}: unknown model id {ident!r}")
-        if source == target:
-            raise ScenarioError(f"{where}: a switch from {source!r} to itself is not a switch")
-        if (source, target) in switch:
-            raise ScenarioError(f"{where}: duplicate switch {source!r} -> {target!r}")
-        switch[(source, target)] = SwitchProfile(
-            source, target,
-            _number(_require(sraw, "mean", where), f"{where}.mean", allow_negative=True),
-            _number(_require(sraw, "std", where), f"{where}.std"),
-        )
-
-    total_samples = float(sum(c.num_samples for c in clients))
-    loss = LossModel(
-        initial=_number(_require(lraw, "initial", "loss"), "loss.initial"),
-        reference_samples=_number(lraw.get("reference_samples", total_samples),
-                                  "loss.reference_samples", strict=True),
-        data_exponent_mean=_number(lraw.get("data_exponent_mean", 0.0), "loss.data_exponent_mean",
-                                   allow_negative=True),
-        data_exponent_std=_number(lraw.get("data_exponent_std", 0.0), "loss.data_exponent_std",
-                                  allow_negative=True),
-        run=run,
-        switch=switch,
-    )
-    known = {"version", "local_epochs", "clusters", "clients", "models", "loss"}
-    extra = {k: v for k, v in raw.items() if k not in known}
-    return Scenario(tuple(clusters), tuple(clients), tuple(models), loss,
-                    local_epochs=local_epochs, extra=extra)
+    doc = parse(_ScenarioDoc, raw)
+    clusters = tuple(Cluster(c.id, tuple(Level(lv.flops_per_s, lv.joules_per_flop) for lv in c.levels),
+                             c.bytes_per_s, c.joules_per_byte, c.activation_joules, c.max_clients)
+                     for c in doc.clusters)
+    clients = tuple(Client(k.id, k.cluster, k.num_samples) for k in doc.clients)
+    models = tuple(ModelVariant(m.id, m.compression, m.flops_per_sample, m.size_bytes)
+                   for m in doc.models)
+    loss = _to_loss(doc.loss, sum(k.num_samples for k in clients))
+    return Scenario(clusters, clients, models, loss, local_epochs=doc.local_epochs,
+                    extra=dict(doc.model_extra or {}))
 
 
 def _run_doc(profile: RunProfile) -> dict[str, Any]:

@@ -159,30 +159,38 @@ def plan_totals(scenario: Scenario, rounds: Sequence[RoundDecision]) -> tuple[fl
 def _round_errors(scenario: Scenario, index: int, decision: RoundDecision,
                   previous: str | None) -> list[str]:
     where = f"round {index}"
-    errors: list[str] = []
-    model_ok = True
-    try:
-        scenario.model(decision.model)
-    except KeyError:
-        errors.append(f"{where}: unknown model id {decision.model!r}")
-        model_ok = False
-    if model_ok and previous is not None and previous != decision.model \
-            and previous in scenario.loss.run \
-            and (previous, decision.model) not in scenario.loss.switch:
-        errors.append(f"{where}: switch {previous!r} -> {decision.model!r} is not allowed "
-                      "(no such pair in loss.switch)")
+    counts = Counter(decision.clients)
+    per_cluster: Counter[str] = Counter()
+    errors = _model_errors(scenario, where, decision, previous)
     if not decision.clients:
         errors.append(f"{where}: no clients")
-    counts = Counter(decision.clients)
-    for cid, count in counts.items():
-        if count > 1:
-            errors.append(f"{where}: client {cid!r} listed {count} times")
-    per_cluster: Counter[str] = Counter()
+    errors += [f"{where}: client {cid!r} listed {count} times" for cid, count in counts.items() if count > 1]
     for cid in counts:
         try:
             per_cluster[scenario.client(cid).cluster] += 1
         except KeyError:
             errors.append(f"{where}: unknown client id {cid!r}")
+    return errors + _cluster_errors(scenario, where, decision, per_cluster)
+
+
+def _model_errors(scenario: Scenario, where: str, decision: RoundDecision,
+                  previous: str | None) -> list[str]:
+    """Unknown model id, or a change of model that is not an allowed switch."""
+    try:
+        scenario.model(decision.model)
+    except KeyError:
+        return [f"{where}: unknown model id {decision.model!r}"]
+    if previous is not None and previous != decision.model and previous in scenario.loss.run \
+            and (previous, decision.model) not in scenario.loss.switch:
+        return [f"{where}: switch {previous!r} -> {decision.model!r} is not allowed "
+                "(no such pair in loss.switch)"]
+    return []
+
+
+def _cluster_errors(scenario: Scenario, where: str, decision: RoundDecision,
+                    per_cluster: Counter[str]) -> list[str]:
+    """Capacity of the active clusters, and a valid level for exactly the active clusters."""
+    errors = []
     for cluster_id, count in per_cluster.items():
         cluster = scenario.cluster(cluster_id)
         if count > cluster.max_clients:
@@ -308,8 +316,8 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
         ``start_loss`` shape.
     """
     final = None
-    for final in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model):
-        pass
+    for losses in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model):
+        final = losses
     return final if final is not None else _start_array(scenario, n, start_loss)
 
 

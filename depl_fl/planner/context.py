@@ -82,7 +82,7 @@ class PlanContext:
         if eta is None:
             eta = auto_eta(scenario, targets, mean)
         if not (isinstance(eta, (int, float)) and math.isfinite(eta) and ETA_MIN <= eta <= 1.0):
-            raise ScenarioError(f"--eta: must be in (0, 1] and >= {ETA_MIN:g}, got {eta!r}")
+            raise ScenarioError(f"--eta: must be in [{ETA_MIN:g}, 1], got {eta!r}")
         elapsed = start.elapsed_s if start else 0.0
         done = start.rounds_done if start else 0
         limit = targets.max_rounds if targets.max_rounds is not None else DEFAULT_MAX_ROUNDS + done

@@ -5,7 +5,10 @@ Scans ``SWEEP_DIR`` (typically a Hydra multirun folder) recursively for
 
 * ``method`` (str), ``final_loss``, ``target_loss``, ``target_prob`` and
   ``cost_j`` (numbers; ``cost_joules`` is accepted for ``cost_j``);
-* optionally ``tracking`` (bool: online tracking was on), ``seed``,
+* optionally ``final_test_loss`` (the loss on the test split no decision read;
+  when the summary has it, it is the loss every figure judges, else
+  ``final_loss``, the validation loss of older results, is used and the group
+  says so in ``loss_split``), ``tracking`` (bool: online tracking was on), ``seed``,
   ``deadline_s``, ``time_s`` (modelled learning time), ``wall_s``
   (measured wall time) and ``met`` (ignored: success is recomputed as
   ``final_loss <= target_loss`` so every method is judged the same way; a
@@ -18,9 +21,13 @@ online tracking on is labelled ``<method>+tracking``, so a sweep can compare a
 static plan with the same planner re-planning online.  Per group the
 report gives the number of runs, the achieved probability
 ``P[final_loss <= target_loss]`` with its 95% Wilson score interval, whether
-it reaches ``target_prob``, the mean and 95th percentile (numpy's linear
+it reaches ``target_prob``, the calibration (the empirical
+``target_prob``-quantile of the final losses divided by ``target_loss``: 1.0 is
+exact, below 1 over-cautious, above 1 the promise is broken; see
+:func:`calibration`) with a seeded 95% bootstrap interval, the mean and 95th percentile (numpy's linear
 interpolation) of the energy, its ratio to DepL's mean energy at the same
-targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It writes ``report.md``,
+targets (``depl+tracking`` if present, else ``depl``), and the mean learning time.  It
+writes ``report.md``,
 ``report.json``, ``final_loss_cdf.png`` (one panel per target pair, one
 empirical CDF per method, target marked) and ``energy.png`` into ``--out``
 (default: ``SWEEP_DIR``) and prints the table and the paths.
@@ -34,24 +41,30 @@ with a one-line warning on stderr and listed with its reason under
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest
 
+from depl_fl.console import OneLineParser, parse_or_status
 from depl_fl.errors import DeplError
 
 PROG = "depl-fl report"
 RESULTS_NAME = "results.json"
 #: Methods listed first, in this order; others follow alphabetically.
 METHOD_ORDER = ("depl", "expectation", "optimum", "full")
+
+
+#: Printed under the table in report.md.
+LEGEND = ("Losses are final test losses (a split no decision read) where the runs recorded them. "
+          "Calibration = empirical π-quantile of the final losses / L* (1.0 exact, < 1 over-cautious, "
+          "> 1 the promise is broken), with a seeded 95% percentile-bootstrap interval.")
 
 
 class ReportError(DeplError):
@@ -72,6 +85,9 @@ class RunResult:
     time_s: float | None = None
     wall_s: float | None = None
     deadline_s: float | None = None
+    #: Which split ``final_loss`` was measured on: ``test`` (summary.final_test_loss) or
+    #: ``validation`` (results written before the test split existed).
+    loss_split: str = "validation"
 
     @property
     def met(self) -> bool:
@@ -99,12 +115,57 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
-    z = float(norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    denom = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def empirical_quantile(losses: np.ndarray, prob: float, axis: int = -1) -> np.ndarray:
+    """The empirical ``prob``-quantile: the smallest loss ``x`` with ``F_n(x) >= prob``.
+
+    The inverted-CDF definition (no interpolation) makes calibration and
+    coverage agree exactly: ``quantile <= L*`` if and only if the share of runs
+    with ``loss <= L*`` is at least ``prob``. NaN losses count as +inf (failures).
+    """
+    values = np.where(np.isnan(losses), np.inf, np.asarray(losses, dtype=float))
+    return np.quantile(values, prob, axis=axis, method="inverted_cdf")
+
+
+def calibration(losses: Sequence[float], prob: float, target_loss: float, confidence: float = 0.95,
+                seed: int = 0, n_resamples: int = 2000) -> tuple[float, float | None, float | None]:
+    """Calibration ``q_prob(final losses) / target_loss`` with a percentile bootstrap interval.
+
+    Parameters
+    ----------
+    losses : sequence of float
+        Final (test) losses of the runs of one group.
+    prob, target_loss : float
+        pi and L* of the group (``target_loss > 0``).
+    confidence : float
+        Two-sided level of the interval.
+    seed : int
+        Seed of the bootstrap resampling (equal seeds, equal intervals).
+    n_resamples : int
+        Bootstrap resamples.
+
+    Returns
+    -------
+    (float, float or None, float or None)
+        The calibration (1.0: the pi-quantile sits exactly on the target;
+        below 1: over-cautious; +inf when more than ``1 - prob`` of the runs
+        have no finite final loss) and its interval (None with fewer than two runs).
+    """
+    from scipy.stats import bootstrap
+
+    data = np.asarray(losses, dtype=float)
+    value = float(empirical_quantile(data, prob)) / target_loss
+    if data.size < 2:
+        return value, None, None
+    with np.errstate(invalid="ignore"):  # diverged runs (inf) make scipy's spread check warn
+        res = bootstrap((data,), lambda x, axis: empirical_quantile(x, prob, axis=axis) / target_loss,
+                        confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                        rng=np.random.default_rng(seed), vectorized=True)
+    ci = res.confidence_interval
+    return value, float(ci.low), float(ci.high)
 
 
 # ---------------------------------------------------------------------------
@@ -149,13 +210,17 @@ def parse_result(doc: Any, path: str) -> RunResult:
         raise ValueError(f"summary.target_prob must be in (0, 1), got {target_prob!r}")
     if cost < 0:
         raise ValueError(f"summary.cost_j must be >= 0, got {cost!r}")
+    # Judged on the test split where the run recorded one (summary.met_on says so).
+    split = "test" if "final_test_loss" in summary and summary.get("met_on") != "validation" \
+        else "validation"
     # A run without a final loss (diverged: NaN is written as null) is a failure, not a gap.
-    final_loss = _number(summary, "final_loss", finite=False, optional=True)
+    final_loss = _number(summary, "final_test_loss" if split == "test" else "final_loss",
+                         finite=False, optional=True)
     return RunResult(path=path, method=method, target_loss=target_loss, target_prob=target_prob,
                      final_loss=math.inf if final_loss is None else final_loss, cost_j=cost,
                      seed=summary.get("seed"), time_s=_number(summary, "time_s", optional=True),
                      wall_s=_number(summary, "wall_s", optional=True),
-                     deadline_s=_number(summary, "deadline_s", optional=True))
+                     deadline_s=_number(summary, "deadline_s", optional=True), loss_split=split)
 
 
 def load_results(sweep_dir: str | Path) -> tuple[list[RunResult], list[dict[str, str]]]:
@@ -227,12 +292,17 @@ def summarise(runs: Sequence[RunResult], confidence: float = 0.95) -> list[dict[
         successes = sum(r.met for r in members)
         low, high = wilson_interval(successes, n, confidence)
         costs = np.array([r.cost_j for r in members])
+        calib = calibration([r.final_loss for r in members], target_prob, target_loss, confidence) \
+            if target_loss > 0 else (None, None, None)
+        splits = sorted({r.loss_split for r in members})
         rows.append({
             "method": method, "target_loss": target_loss, "target_prob": target_prob,
             "deadline_s": None if math.isinf(deadline) else deadline,
             "runs": n, "successes": successes, "probability": successes / n,
             "no_final_loss": sum(not math.isfinite(r.final_loss) for r in members),
             "wilson_low": low, "wilson_high": high, "guarantee_met": successes / n >= target_prob,
+            "calibration": calib[0], "calibration_low": calib[1], "calibration_high": calib[2],
+            "loss_split": splits[0] if len(splits) == 1 else "mixed",
             "energy_mean_j": float(costs.mean()), "energy_p95_j": float(np.percentile(costs, 95)),
             "energy_vs_depl": None,
             "time_mean_s": _mean_or_none([r.time_s for r in members]),
@@ -268,17 +338,23 @@ def _fmt(value: float | None, spec: str = ".4g") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _interval(low: float | None, high: float | None) -> str:
+    return "n/a" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The report's markdown table, one line per group."""
     header = ("| method | L* | π | deadline (s) | runs | no final loss | P[L ≤ L*] | 95% Wilson | P ≥ π "
-              "| mean energy (J) | p95 energy (J) | energy / DepL | mean time (s) | mean wall (s) |")
+              "| calibration | 95% bootstrap | mean energy (J) | p95 energy (J) | energy / DepL "
+              "| mean time (s) | mean wall (s) |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
         lines.append(
             f"| {r['method']} | {r['target_loss']:g} | {r['target_prob']:g} | {_fmt(r['deadline_s'], 'g')} "
             f"| {r['runs']} | {r['no_final_loss']} "
             f"| {r['probability']:.3f} | [{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] "
-            f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['energy_mean_j'])} "
+            f"| {'yes' if r['guarantee_met'] else 'no'} | {_fmt(r['calibration'], '.3f')} "
+            f"| {_interval(r['calibration_low'], r['calibration_high'])} | {_fmt(r['energy_mean_j'])} "
             f"| {_fmt(r['energy_p95_j'])} | {_fmt(r['energy_vs_depl'], '.3f')} "
             f"| {_fmt(r['time_mean_s'])} | {_fmt(r['wall_mean_s'])} |")
     return "\n".join(lines)
@@ -307,7 +383,7 @@ def plot_final_loss_cdf(runs: Sequence[RunResult], path: Path) -> None:
                 ax.step(np.r_[xs[0], xs], np.r_[0.0, ys[finite]], where="post", label=method)
         ax.axvline(target_loss, color="k", linestyle="--", linewidth=1, label=f"L* = {target_loss:g}")
         ax.axhline(target_prob, color="gray", linestyle=":", linewidth=1, label=f"π = {target_prob:g}")
-        ax.set_xlabel("final loss")
+        ax.set_xlabel("final loss (test split where recorded)")
         ax.set_ylabel("P[final loss ≤ x]")
         ax.set_ylim(0, 1.02)
         ax.set_title(f"L* = {target_loss:g}, π = {target_prob:g}, deadline {deadline:g} s")
@@ -351,10 +427,21 @@ def report_markdown(sweep_dir: str | Path, runs: Sequence[RunResult], skipped: S
     """``report.md``: the table, then every skipped file and why."""
     text = (f"# DepL sweep report\n\n{len(runs)} runs from {sweep_dir}"
             f"{f', {len(skipped)} skipped' if skipped else ''}. Runs without a final loss "
-            f"(diverged) count as failures.\n\n{table}\n")
+            f"(diverged) count as failures.\n\n{table}\n\n{LEGEND}\n")
     if skipped:
         text += "\n## Skipped files\n\n" + "".join(f"- `{s['path']}`: {s['reason']}\n" for s in skipped)
     return text
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats (an infinite calibration) as None, for strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
@@ -392,17 +479,13 @@ def build_report(sweep_dir: str | Path, out_dir: str | Path | None = None) -> di
     }
     try:
         files["markdown"].write_text(report_markdown(sweep_dir, runs, skipped, table), encoding="utf-8")
-        files["json"].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        files["json"].write_text(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n",
+                                 encoding="utf-8")
         plot_final_loss_cdf(runs, files["final_loss_cdf"])
         plot_energy(rows, files["energy"])
     except OSError as exc:
         raise ReportError(f"--out {out}: cannot write report ({exc.strerror or exc})") from None
     return {**doc, "table": table}
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -411,13 +494,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     :class:`ReportError` propagates (the ``depl-fl`` CLI prints it as one line
     and exits 2); bad options print one line and return 2.
     """
-    parser = _OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
+    parser = OneLineParser(prog=PROG, description="Summarise a sweep of runs (results.json files).")
     parser.add_argument("sweep_dir", metavar="SWEEP_DIR", help="folder scanned recursively for results.json")
     parser.add_argument("--out", metavar="DIR", default=None, help="output folder (default: SWEEP_DIR)")
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
+    args = parse_or_status(parser, argv)
+    if isinstance(args, int):
+        return args
     report = build_report(args.sweep_dir, args.out)
     for item in report["skipped"]:
         print(f"{PROG}: warning: skipped {item['path']}: {item['reason']}", file=sys.stderr)

@@ -4,16 +4,29 @@ Layout of ``results.json``::
 
     {"version": 1,
      "seed": 0,
-     "summary": {"final_loss", "final_accuracy", "initial_loss", "target_loss", "target_prob",
+     "summary": {"final_loss", "final_accuracy", "final_test_loss", "final_test_accuracy", "met_on",
+                 "initial_loss", "initial_test_loss", "target_loss", "target_prob",
                  "deadline_s", "cost_j", "time_s", "wall_s", "method", "seed", "met",
                  "rounds", "planned_rounds", "replans", "rejected_replies", "rolled_back_rounds",
-                 "flagged_losses", "predicted": {...plan.predicted}},
+                 "flagged_losses", "predicted": {...plan.predicted},
+                 "status", "resumed_from", "at_risk", "dropped_clients"},
      "rounds": [{"round", "model", "clients", "levels", "loss", "loss_before", "accuracy",
+                 "test_loss", "test_accuracy",
                  "predicted_quantile", "energy_j", "round_time_s", "wall_s",
                  "replied": [client, ...], "rejected": [{"client", "reason"}, ...],
                  "rolled_back": null | reason, "loss_flag": null | "non-finite" | "spike",
                  "tracked_loss", ...}],
      "replans": [...], "plan": {...}, "scenario": {...}, "config": {...}}
+
+``loss`` (per round) and ``final_loss`` are measured on the validation split,
+the only loss any decision (tracking, stopping, re-planning, profile fitting)
+reads; ``test_loss`` and ``final_test_loss`` on a disjoint test split that no
+decision reads, and ``met`` judges the test loss.
+
+``summary.status`` is ``running`` while the job runs (the file is rewritten
+after every round), ``completed`` at the end and ``interrupted`` after Ctrl-C
+or SIGTERM; ``summary.resumed_from`` is the last completed round before a
+restart (``null`` for a job that never restarted). Every write is atomic.
 
 ``cost_j`` and ``time_s`` are modeled with the contract's cost model (real
 FLOPs and bytes of the variants); ``wall_s`` is measured. A run whose final
@@ -28,7 +41,10 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from depl_fl.runs.checkpoint import atomic_write_text
+
 RESULTS_VERSION = 1
+STATUSES = ("running", "completed", "interrupted")
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -43,15 +59,27 @@ def _finite_or_none(value: Any) -> Any:
 
 def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initial_loss: float | None,
               predicted: Mapping[str, Any] | None, planned_rounds: int, replans: int,
-              wall_s: float) -> dict[str, Any]:
-    """The ``summary`` section from the round records and the config."""
+              wall_s: float, initial_test_loss: float | None = None) -> dict[str, Any]:
+    """The ``summary`` section from the round records and the config.
+
+    ``final_loss`` is the last validation loss (what the decisions read);
+    ``met`` judges ``final_test_loss`` (the test split no decision read) and
+    falls back to ``final_loss`` only when no test loss was measured
+    (``met_on`` says which).
+    """
     target = cfg["target"]
     final_loss = rounds[-1]["loss"] if rounds else initial_loss
-    met = final_loss is not None and math.isfinite(final_loss) and final_loss <= float(target["loss"])
+    final_test = rounds[-1].get("test_loss") if rounds else initial_test_loss
+    judged = final_test if final_test is not None else final_loss
+    met = judged is not None and math.isfinite(judged) and judged <= float(target["loss"])
     return {
         "final_loss": final_loss,
         "final_accuracy": rounds[-1].get("accuracy") if rounds else None,
+        "final_test_loss": final_test,
+        "final_test_accuracy": rounds[-1].get("test_accuracy") if rounds else None,
+        "met_on": "test" if final_test is not None else "validation",
         "initial_loss": initial_loss,
+        "initial_test_loss": initial_test_loss,
         "target_loss": float(target["loss"]),
         "target_prob": float(target["prob"]),
         "deadline_s": float(target["deadline_s"]),
@@ -74,21 +102,33 @@ def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initia
     }
 
 
-def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
-    """The results document of a finished :class:`strategies.depl_strategy.DepLStrategy` run."""
+def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, status: str = "completed",
+                  resumed_from: int | None = None) -> dict[str, Any]:
+    """The results document of a :class:`strategies.depl_strategy.DepLStrategy` run.
+
+    ``status`` is one of :data:`STATUSES`; ``resumed_from`` the last completed
+    round before a restart (``None`` when the job never restarted).
+    """
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     from depl_fl.contract.plan import plan_to_dict
     from depl_fl.contract.scenario import scenario_to_dict
 
     ctrl = strategy.controller
     rounds = list(ctrl.records) if ctrl is not None else []
     plan = strategy.plan
+    summary = summarize(rounds, cfg, initial_loss=strategy.initial_loss,
+                        predicted=plan.predicted if plan is not None else None,
+                        planned_rounds=len(plan.rounds) if plan is not None else 0,
+                        replans=len(ctrl.replans) if ctrl is not None else 0, wall_s=wall_s,
+                        initial_test_loss=getattr(strategy, "initial_test_loss", None))
+    summary.update(status=status, resumed_from=resumed_from,
+                   at_risk=bool(getattr(ctrl, "at_risk", False)),
+                   dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
     return _finite_or_none({
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
-        "summary": summarize(rounds, cfg, initial_loss=strategy.initial_loss,
-                             predicted=plan.predicted if plan is not None else None,
-                             planned_rounds=len(plan.rounds) if plan is not None else 0,
-                             replans=len(ctrl.replans) if ctrl is not None else 0, wall_s=wall_s),
+        "summary": summary,
         "rounds": rounds,
         "replans": list(ctrl.replans) if ctrl is not None else [],
         "plan": plan_to_dict(plan) if plan is not None else None,
@@ -109,7 +149,12 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
     xs = [0] + [r["round"] for r in rounds]
     loss = [summary.get("initial_loss")] + [r["loss"] for r in rounds]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(xs, [math.nan if v is None else v for v in loss], marker="o", ms=3, label="global loss")
+    ax.plot(xs, [math.nan if v is None else v for v in loss], marker="o", ms=3,
+            label="validation loss (decisions)")
+    test = [summary.get("initial_test_loss")] + [r.get("test_loss") for r in rounds]
+    if any(v is not None for v in test):
+        ax.plot(xs, [math.nan if v is None else v for v in test], marker=".", ms=3, lw=0.8,
+                label="test loss (reported)")
     ax.plot([r["round"] for r in rounds],
             [math.nan if r.get("predicted_quantile") is None else r["predicted_quantile"] for r in rounds],
             ls="--", label=f"predicted q{100 * summary['target_prob']:.0f} of final loss")
@@ -124,7 +169,9 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
                         textcoords="offset points")
     ax.set_xlabel("round")
     ax.set_ylabel("loss")
-    ax.set_title(f"{summary['method']}, seed {summary['seed']}: final {summary['final_loss']:.3f}, "
+    final = summary.get("final_test_loss")
+    final = summary["final_loss"] if final is None else final
+    ax.set_title(f"{summary['method']}, seed {summary['seed']}: final {final:.3f}, "
                  f"cost {summary['cost_j']:.4g} J")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -135,11 +182,26 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True) -> Path:
-    """Write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path."""
+    """Atomically write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.json"
-    path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    path = atomic_write_text(out / "results.json", json.dumps(doc, indent=2, allow_nan=False) + "\n")
     if plot and doc.get("rounds"):
         plot_results(doc, out / "loss.png")
     return path
+
+
+def mark_interrupted(out_dir: str | Path) -> Path:
+    """Set ``summary.status`` of ``out_dir/results.json`` to ``interrupted`` (atomically).
+
+    A job interrupted before its first write gets a minimal document, so that
+    every interrupted job leaves a ``results.json`` saying so.
+    """
+    path = Path(out_dir) / "results.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {"version": RESULTS_VERSION, "summary": {"rounds": 0}, "rounds": [], "replans": []}
+    if doc["summary"].get("status") in (None, "running"):
+        doc["summary"]["status"] = "interrupted"
+    return write_results(doc, out_dir, plot=False)

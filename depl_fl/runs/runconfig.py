@@ -12,12 +12,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
+from pydantic import BeforeValidator, Field, StrictBool, model_validator
+
+from depl_fl.contract.plan import MAX_DEADLINE_S
+from depl_fl.contract.schema import (
+    Count,
+    NonNegative,
+    NonNegativeCount,
+    Positive,
+    Schema,
+    invalid,
+    parse,
+)
 from depl_fl.errors import ScenarioError
 
-METHODS = ("depl", "expectation", "full")
-BACKENDS = ("ray", "inprocess")
 AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
 FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
 
@@ -44,100 +56,121 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def _positive(cfg: Mapping[str, Any], dotted: str, *, integer: bool = False,
-              allow_zero: bool = False) -> float:
-    value = _get(cfg, dotted)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ScenarioError(f"config {dotted}: expected a finite number, got {value!r}")
-    if integer and value != int(value):
-        raise ScenarioError(f"config {dotted}: expected an integer, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ScenarioError(f"config {dotted}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return value
+_Fraction = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=1)]
+#: Longest accepted wait (seconds): beyond it Python's own thread waits overflow.
+MAX_TIMEOUT_S = 1e9
+_Timeout = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=MAX_TIMEOUT_S)]
+
+
+class _Partition(Schema):
+    alpha: Positive | None
+
+
+class _Target(Schema):
+    loss: NonNegative
+    prob: _Fraction
+    deadline_s: Annotated[Positive, Field(le=MAX_DEADLINE_S)]
+    max_rounds: Count | None
+
+
+class _Train(Schema):
+    local_epochs: Count
+    lr: Positive
+    batch_size: Count
+
+
+class _Profile(Schema):
+    seeds: Count
+    rounds: Count
+    switch_rounds: NonNegativeCount = 1
+    switch_at: list[Count] | None = None
+    subset_fractions: list[_Fraction] | None
+    spread_horizon: Count | None = None
+
+    @model_validator(mode="after")
+    def _within_rounds(self) -> _Profile:
+        for i, k in enumerate(self.switch_at or []):
+            if k > self.rounds:
+                raise invalid(f"must be <= profile.rounds ({self.rounds}), got {k}", "switch_at", i)
+        horizon = self.spread_horizon
+        if horizon is not None and not 2 <= horizon <= self.rounds:
+            raise invalid(f"must be null or an integer in [2, profile.rounds={self.rounds}], got {horizon}",
+                          "spread_horizon")
+        return self
+
+
+class _Tracking(Schema):
+    margin: NonNegative
+    ahead_margin: NonNegative | None
+    every_rounds: Count | None
+
+
+class _Server(Schema):
+    node_wait_timeout_s: _Timeout
+    round_timeout_s: _Timeout
+    round_timeout_factor: NonNegative | None = None
+    round_timeout_slack_s: _Timeout | None = None
+
+
+class _Planner(Schema):
+    eta: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1e-3, le=1)]
+    guarantee: Literal["gaussian", "cantelli"]
+    mc_trajectories: Annotated[Count, Field(le=10_000_000)]
+
+
+class _Simulation(Schema):
+    backend: Literal["ray", "inprocess"]
+
+
+class _ClusterClass(Schema):
+    fraction: Positive = 1.0
+
+
+class _Clusters(Schema):
+    classes: Annotated[dict[str, _ClusterClass], Field(min_length=1)]
+
+
+class _Config(Schema):
+    """The user-facing keys of ``conf/`` (other keys are checked where they are used)."""
+
+    method: Literal["depl", "expectation", "full"]
+    seed: NonNegativeCount
+    resume: StrictBool = False
+    num_clients: Count
+    partition: _Partition
+    target: _Target
+    train: _Train
+    profile: _Profile
+    tracking: _Tracking
+    server: _Server
+    planner: _Planner
+    simulation: _Simulation
+    clusters: _Clusters
 
 
 def validate(cfg: Mapping[str, Any]) -> None:
-    """Check the user-facing keys of a composed configuration.
+    """Check the user-facing keys of a composed configuration against the config schema.
 
     Raises
     ------
     ScenarioError
-        With one line naming the key and the problem.
+        With one line naming the key and the problem, e.g.
+        ``config target.prob: must be < 1, got 1.5``.
     """
-    method = _get(cfg, "method")
-    if method not in METHODS:
-        raise ScenarioError(f"config method: must be one of {', '.join(METHODS)}, got {method!r}")
-    seed = _get(cfg, "seed")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ScenarioError(f"config seed: expected an integer >= 0, got {seed!r}")
-    num_clients = _positive(cfg, "num_clients", integer=True)
-    if num_clients < 1:
-        raise ScenarioError(f"config num_clients: must be >= 1, got {num_clients!r}")
-    alpha = _get(cfg, "partition.alpha")
-    if alpha is not None:
-        _positive(cfg, "partition.alpha")
-    prob = _get(cfg, "target.prob")
-    if isinstance(prob, bool) or not isinstance(prob, (int, float)) or not 0.0 < prob < 1.0:
-        raise ScenarioError(f"config target.prob: must be in (0, 1), got {prob!r}")
-    _positive(cfg, "target.loss", allow_zero=True)
-    _positive(cfg, "target.deadline_s")
-    if _get(cfg, "target.max_rounds") is not None:
-        _positive(cfg, "target.max_rounds", integer=True)
-    _positive(cfg, "train.local_epochs", integer=True)
-    _positive(cfg, "train.lr")
-    _positive(cfg, "train.batch_size", integer=True)
-    _positive(cfg, "profile.seeds", integer=True)
-    _positive(cfg, "profile.rounds", integer=True)
-    fractions = _get(cfg, "profile.subset_fractions")
-    if fractions is None:
-        fractions = []
-    if not isinstance(fractions, Sequence) or isinstance(fractions, str) or not all(
-            isinstance(f, (int, float)) and not isinstance(f, bool) and 0.0 < f < 1.0 for f in fractions):
-        raise ScenarioError(f"config profile.subset_fractions: expected a list of numbers in (0, 1), "
-                            f"got {fractions!r}")
-    horizon = _get(cfg, "profile.spread_horizon")
-    if horizon is not None:
-        _positive(cfg, "profile.spread_horizon", integer=True)
-        if not 2 <= int(horizon) <= int(_get(cfg, "profile.rounds")):
-            raise ScenarioError(f"config profile.spread_horizon: must be null or an integer in "
-                                f"[2, profile.rounds={_get(cfg, 'profile.rounds')}], got {horizon!r}")
-    _positive(cfg, "tracking.margin", allow_zero=True)
-    if _get(cfg, "tracking.ahead_margin") is not None:
-        _positive(cfg, "tracking.ahead_margin", allow_zero=True)
-    if _get(cfg, "tracking.every_rounds") is not None:
-        _positive(cfg, "tracking.every_rounds", integer=True)
-    backend = _get(cfg, "simulation.backend")
-    if backend not in BACKENDS:
-        raise ScenarioError(
-            f"config simulation.backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    clusters = _get(cfg, "clusters.classes")
-    if not isinstance(clusters, Mapping) or not clusters:
-        raise ScenarioError("config clusters.classes: must be a non-empty mapping of cluster id -> profile")
-    cluster_assignment(int(num_clients), clusters)
+    parse(_Config, cfg, label="config ")
     validate_robustness(cfg)
 
 
-def validate_robustness(cfg: Mapping[str, Any]) -> None:
-    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
-    agg = cfg.get("aggregation")
-    if agg is not None:
-        if _get(cfg, "aggregation.rule") not in AGGREGATION_RULES:
-            raise ScenarioError(f"config aggregation.rule: must be one of {', '.join(AGGREGATION_RULES)}, "
-                                f"got {agg.get('rule')!r}")
-        trim = _positive(cfg, "aggregation.trim_fraction", allow_zero=True)
-        if trim >= 0.5:
-            raise ScenarioError(f"config aggregation.trim_fraction: must be in [0, 0.5), got {trim!r}")
-        if _positive(cfg, "aggregation.norm_factor") <= 1:
-            raise ScenarioError(f"config aggregation.norm_factor: must be > 1, got {agg['norm_factor']!r}")
-        if _positive(cfg, "aggregation.weight_cap") < 1:
-            raise ScenarioError(f"config aggregation.weight_cap: must be >= 1, got {agg['weight_cap']!r}")
-        _positive(cfg, "aggregation.history", integer=True, allow_zero=True)
-    tail = (cfg.get("tracking") or {}).get("spike_tail_prob")
-    if tail is not None and not (isinstance(tail, (int, float)) and not isinstance(tail, bool)
-                                 and 0.0 < tail < 0.5):
-        raise ScenarioError(f"config tracking.spike_tail_prob: must be in (0, 0.5), got {tail!r}")
-    if cfg.get("faults") is not None:
-        _validate_faults(cfg)
+class _Aggregation(Schema):
+    rule: Literal[AGGREGATION_RULES]  # type: ignore[valid-type]
+    trim_fraction: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, lt=0.5)]
+    norm_factor: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=1)]
+    weight_cap: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=1)]
+    history: NonNegativeCount
+
+
+class _SpikeTracking(Schema):
+    spike_tail_prob: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=0.5)] | None = None
 
 
 def fault_kind(value: Any) -> str | None:
@@ -147,19 +180,25 @@ def fault_kind(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _validate_faults(cfg: Mapping[str, Any]) -> None:
-    kind = fault_kind(_get(cfg, "faults.kind"))
-    if kind is not None and kind not in FAULT_KINDS:
-        raise ScenarioError(f"config faults.kind: must be null or one of {', '.join(FAULT_KINDS)}, "
-                            f"got {kind!r}")
-    clients = _get(cfg, "faults.clients")
-    if not isinstance(clients, Sequence) or isinstance(clients, str) or not all(
-            isinstance(c, str) and c[:1] == "c" and c[1:].isdigit() for c in clients):
-        raise ScenarioError(f"config faults.clients: expected a list of client ids like [c0, c3], "
-                            f"got {clients!r}")
-    _positive(cfg, "faults.from_round", integer=True)
-    _positive(cfg, "faults.scale")
-    _positive(cfg, "faults.slow_s", allow_zero=True)
+class _Faults(Schema):
+    clients: list[Annotated[str, Field(strict=True, pattern=r"^c[0-9]+$")]]
+    kind: Annotated[Literal[FAULT_KINDS] | None, BeforeValidator(fault_kind)]  # type: ignore[valid-type]
+    from_round: Count
+    scale: Positive
+    slow_s: NonNegative
+
+
+class _Robustness(Schema):
+    """``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob``; absent sections pass."""
+
+    aggregation: _Aggregation | None = None
+    tracking: _SpikeTracking | None = None
+    faults: _Faults | None = None
+
+
+def validate_robustness(cfg: Mapping[str, Any]) -> None:
+    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
+    parse(_Robustness, cfg, label="config ")
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -195,7 +234,7 @@ def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, A
     for i in order[: num_partitions - sum(sizes)]:
         sizes[i] += 1
     out: list[str] = []
-    for cid, size in zip(ids, sizes):
+    for cid, size in zip(ids, sizes, strict=True):
         out.extend([cid] * size)
     return out
 
@@ -235,14 +274,12 @@ def conf_dir() -> str:
     ``depl_fl.conf``, so the entry points and the Flower apps run from any
     directory.
     """
-    from pathlib import Path
-
-    checkout = Path(__file__).resolve().parents[2] / "conf"
-    if (checkout / "config.yaml").is_file():
-        return str(checkout)
-    from importlib.resources import files
-
-    return str(files("depl_fl.conf"))
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "conf", package.parent / "conf"):  # installed wheel, checkout
+        if (candidate / "config.yaml").is_file():
+            return str(candidate)
+    raise ScenarioError(f"config: no conf/config.yaml in {package.parent} or {package} "
+                        "(a broken install: the wheel ships conf/ as depl_fl/conf)")
 
 
 def compose_config(overrides: Sequence[str] = ()) -> dict[str, Any]:

@@ -47,6 +47,9 @@ class DatasetArrays:
     num_classes: int
     in_channels: int
     image_size: int
+    #: Per-channel mean and std the images were standardised with (folder datasets only).
+    norm_mean: np.ndarray | None = None
+    norm_std: np.ndarray | None = None
 
 
 def load_dataset(name: str, data_dir: str | os.PathLike | None = None,
@@ -138,7 +141,56 @@ def _load_folder(name: str, data_dir: str, cache_dir) -> DatasetArrays:
     x_tr = ((x_tr - mean) / std).astype(np.float32)
     x_te = ((x_te - mean) / std).astype(np.float32)
     return DatasetArrays(x_tr, y_tr, x_te, y_te, num_classes=num_classes, in_channels=3,
-                         image_size=IMAGE_SIZE)
+                         image_size=IMAGE_SIZE, norm_mean=mean, norm_std=std)
+
+
+def load_held_out_images(name: str, folder: str | os.PathLike, like: DatasetArrays,
+                         field: str = "dataset.val_dir") -> tuple[np.ndarray, np.ndarray]:
+    """Images and labels of one extra held-out folder, standardised like ``like``'s training split.
+
+    ``folder`` is a saved HF dataset (its ``validation``, ``test`` or only
+    split) or an imagefolder (``<class>/*.png``). Raises :class:`DataError`
+    naming ``field`` when the dataset has no folder form or the folder is unreadable.
+    """
+    import datasets
+
+    if like.norm_mean is None or like.norm_std is None:
+        raise DataError(f"{field}: dataset {name!r} is not read from a folder; leave {field} unset")
+    if not os.path.isdir(folder):
+        raise DataError(f"{field}: {os.fspath(folder)!r} is not a folder")
+    try:
+        loaded = (datasets.load_from_disk(os.fspath(folder))
+                  if any(os.path.exists(os.path.join(folder, f))
+                         for f in ("dataset_dict.json", "dataset_info.json", "state.json"))
+                  else datasets.load_dataset("imagefolder", data_dir=os.fspath(folder)))
+    except Exception as exc:  # datasets raises many types; the user needs one line
+        raise DataError(f"{field}: cannot read {os.fspath(folder)!r}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    if isinstance(loaded, datasets.DatasetDict):
+        key = next((k for k in ("validation", "test") if k in loaded), next(iter(loaded)))
+        loaded = loaded[key]
+    x, y = _to_arrays(loaded, *_columns(loaded, name))
+    return ((x - like.norm_mean) / like.norm_std).astype(np.float32), y
+
+
+def split_held_out(labels: np.ndarray, first_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split held-out sample indices in two disjoint parts, stratified by label where possible.
+
+    Returns the sorted indices of the first part (``first_fraction`` of the
+    samples) and of the rest; equal seeds give equal splits. Classes too rare
+    to stratify fall back to a plain seeded split.
+    """
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(labels).ravel()
+    idx = np.arange(labels.size)
+    if labels.size < 2:
+        raise DataError(f"cannot split {labels.size} held-out samples into validation and test")
+    _, counts = np.unique(labels, return_counts=True)
+    stratify = labels if counts.min() >= 2 else None
+    first, rest = train_test_split(idx, train_size=float(first_fraction), random_state=int(seed),
+                                   stratify=stratify)
+    return np.sort(first), np.sort(rest)
 
 
 def _columns(ds, name: str) -> tuple[str, str]:

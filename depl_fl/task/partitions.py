@@ -1,8 +1,10 @@
-"""Per-process cached access to the dataset, the client partitions and the test split.
+"""Per-process cached access to the dataset, the client partitions and the held-out splits.
 
 Both the ClientApp (one Ray actor = one process, many partitions) and the
-server (test split for central evaluation) go through here, so the dataset is
-loaded and partitioned once per process.
+server (validation and test splits for central evaluation) go through here,
+so the dataset is loaded and partitioned once per process. Decisions read the
+validation split only; the test split is only reported (README, "What 'the
+loss' is").
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from depl_fl.task.data import load_dataset, partition_indices
+from depl_fl.task.data import load_dataset, load_held_out_images, partition_indices, split_held_out
 from depl_fl.task.local_update import TaskGeometry
 
 
@@ -57,7 +59,57 @@ def client_partition(cfg: Mapping[str, Any], partition_id: int, num_partitions: 
     return np.asarray(data.x_train)[idx], np.asarray(data.y_train)[idx]
 
 
-def test_split(cfg: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The server's held-out test split ``(x, y)``."""
+@lru_cache(maxsize=4)
+def _held_out_folder(name: str, data_dir: str | None, folder: str, field: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    return load_held_out_images(name, folder, _dataset(name, data_dir), field=field)
+
+
+def load_held_out_folder(cfg: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(x, y)`` of the folder ``dataset.<key>`` (loaded once per process), or None when unset."""
+    folder = (cfg["dataset"] or {}).get(key)
+    if not folder:
+        return None
+    return _held_out_folder(*_key(cfg), str(folder), f"dataset.{key}")
+
+
+#: Share of the server's held-out data that becomes the validation split (the rest: test).
+VALIDATION_FRACTION = 0.5
+
+
+@lru_cache(maxsize=4)  # each entry copies the held-out images (CIFAR-10: ~120 MB)
+def _held_out_halves(name: str, data_dir: str | None, seed: int
+                     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    data = _dataset(name, data_dir)
+    val_idx, test_idx = split_held_out(np.asarray(data.y_test), VALIDATION_FRACTION, seed)
+    x, y = np.asarray(data.x_test), np.asarray(data.y_test)
+    return (x[val_idx], y[val_idx]), (x[test_idx], y[test_idx])
+
+
+def _split_seed(cfg: Mapping[str, Any], seed: int | None) -> int:
+    return int(cfg["seed"]) if seed is None else int(seed)
+
+
+def validation_split(cfg: Mapping[str, Any], seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The server's validation split ``(x, y)``: the loss every decision reads.
+
+    Tracking, stopping, re-planning and the profile pilots evaluate here. It is
+    the ``dataset.val_dir`` folder when one is configured, else a stratified
+    half of the held-out data drawn with ``seed`` (default: the run seed).
+    """
+    own = load_held_out_folder(cfg, "val_dir")
+    if own is not None:
+        return own
+    return _held_out_halves(*_key(cfg), _split_seed(cfg, seed))[0]
+
+
+def test_split(cfg: Mapping[str, Any], seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The server's test split ``(x, y)``: only reported, never read by a decision.
+
+    With ``dataset.val_dir`` configured, the whole held-out (test) data of the
+    dataset; else the other half of the split of :func:`validation_split`.
+    """
     data = dataset(cfg)
-    return np.asarray(data.x_test), np.asarray(data.y_test)
+    if (cfg["dataset"] or {}).get("val_dir"):
+        return np.asarray(data.x_test), np.asarray(data.y_test)
+    return _held_out_halves(*_key(cfg), _split_seed(cfg, seed))[1]

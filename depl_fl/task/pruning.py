@@ -109,7 +109,7 @@ def _shapes(
 
 
 def _producer(spec: ArchSpec, group: int) -> LayerSpec:
-    return next(l for l in spec.layers if l.out_group == group and l.kind != "dwconv")
+    return next(layer for layer in spec.layers if layer.out_group == group and layer.kind != "dwconv")
 
 
 def _check_state(state: State, expected: Mapping[str, tuple[int, ...]], what: str) -> None:
@@ -133,7 +133,7 @@ def _infer_dims(spec: ArchSpec, full_state: State) -> tuple[tuple[int, ...], int
         first, last = spec.layers[0], spec.layers[-1]
         in_channels = int(np.shape(full_state[f"{first.name}.weight"])[1])
         num_classes = int(np.shape(full_state[f"{last.name}.weight"])[0])
-        flat = next(l for l in spec.layers if l.flatten_in)
+        flat = next(layer for layer in spec.layers if layer.flatten_in)
         in_features = int(np.shape(full_state[f"{flat.name}.weight"])[1])
     except (KeyError, IndexError) as exc:
         raise PruneError(f"full state does not look like a model of this architecture ({exc})") from None
@@ -267,7 +267,8 @@ def aggregate_pruned(
     result = {}
     for name, idx in _indices(structure).items():
         full = np.asarray(full_state[name])
-        mean = sum(w * np.asarray(state[name], dtype=np.float64) for (state, _), w in zip(replies, weights))
+        mean = sum(w * np.asarray(state[name], dtype=np.float64)
+                   for (state, _), w in zip(replies, weights, strict=True))
         out = full.copy()
         out[idx] = mean.astype(full.dtype)
         result[name] = out

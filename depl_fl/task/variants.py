@@ -12,7 +12,6 @@ transfer (download or upload) of the model moves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn
@@ -101,20 +100,3 @@ def measure_variant(
 def model_id(compression: float) -> str:
     """Scenario model id of a compression factor: ``full``, ``p50``, ``p75``, ``p90``..."""
     return "full" if compression == 0 else f"p{int(round(compression * 100))}"
-
-
-def scenario_models(
-    arch: str,
-    compressions: Sequence[float],
-    num_classes: int,
-    in_channels: int,
-    image_size: int,
-) -> list[dict]:
-    """Entries for a scenario's ``models`` list, one per compression factor."""
-    entries = []
-    for c in compressions:
-        cost = measure_variant(arch, c, num_classes, in_channels, image_size)
-        entries.append({"id": model_id(c), "compression": float(c),
-                        "flops_per_sample": cost.train_flops_per_sample,
-                        "size_bytes": cost.size_bytes})
-    return entries

@@ -38,20 +38,8 @@ The estimators here:
     ``sigma`` so that the random walk has the observed ``h``-round spread; the
     factors are kept in the profile as the extra field ``spread_factor``.
 
-:class:`OnlineLossEstimator` (used by the server after every round)
-    Starts from a prior :class:`~depl_fl.contract.scenario.LossModel` and keeps its levels.
-    Per model, the level means get a Gaussian posterior from a Bayesian
-    linear regression on the hat basis (prior mean = prior profile, prior
-    precision ``prior_strength / sigma_j**2``, i.e. worth ``prior_strength``
-    observations per level); each level's variance gets an inverse-gamma
-    posterior fed by the basis-weighted squared residuals.  The reported std of a
-    level is the posterior predictive one,
-    ``sqrt(E[sigma_j**2] + horizon * Var(mu_j))``: ``E[sigma**2] = beta/(alpha-1)``
-    is the Student-t variance and ``Var(mu_j)`` the remaining uncertainty about the
-    mean, so few observations give a wider profile.  Switch jumps get a conjugate
-    Normal-inverse-gamma posterior per pair, on the ``Y_i`` estimates above.
-    With a calibrated prior the run posterior is computed on the per-round
-    scale of the residuals and multiplied back by ``spread_factor``.
+:class:`depl_fl.tracking.online.OnlineLossEstimator` (the server, after every round)
+    Refines the fitted profile online; see its module.
 """
 
 from __future__ import annotations
@@ -63,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from depl_fl.contract.scenario import LossModel, RunProfile, SwitchProfile
+from depl_fl.contract.scenario import RunProfile
 from depl_fl.errors import ScenarioError
 
 #: Smallest standard deviation any fitted profile reports.
@@ -172,7 +160,7 @@ def _ridge_solve(gram: np.ndarray, rhs: np.ndarray, anchor: np.ndarray) -> np.nd
     return np.linalg.solve(gram + lam * np.eye(len(rhs)), rhs + lam * anchor)
 
 
-def _run_arrays(obs: Sequence[LossObservation], a: float, b: float
+def run_arrays(obs: Sequence[LossObservation], a: float, b: float
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Loss before, normalised decrease ``y = d / r**a`` and noise scale ``s = r**-(a+b)``."""
     loss = np.array([o.loss_before for o in obs], dtype=float)
@@ -181,7 +169,7 @@ def _run_arrays(obs: Sequence[LossObservation], a: float, b: float
     return loss, dec / r**a, r ** (-(a + b))
 
 
-def _switch_estimates(obs: Sequence[LossObservation], profile: RunProfile, a: float, b: float,
+def switch_estimates(obs: Sequence[LossObservation], profile: RunProfile, a: float, b: float,
                       iterations: int = 20) -> tuple[np.ndarray, np.ndarray, float]:
     """Per-round jump estimates ``Y_i``, the run variance each carries, and their mean."""
     loss = np.array([o.loss_before for o in obs], dtype=float)
@@ -273,14 +261,15 @@ def fit_run_profile(observations: Sequence[LossObservation], levels: Sequence[fl
     if not observations:
         raise ScenarioError("profile: cannot fit a run profile without observations")
     a, b = float(data_exponent_mean), float(data_exponent_std)
-    loss, y, s = _run_arrays(observations, a, b)
+    loss, y, s = run_arrays(observations, a, b)
     n = len(loss)
     if levels is None:
         grid = _auto_levels(loss, max_levels, min_points_per_level)
     else:
         grid = np.asarray(list(levels), dtype=float)
         if grid.size == 0 or not np.all(np.isfinite(grid)):
-            raise ScenarioError(f"profile: levels must be a non-empty list of finite numbers, got {list(levels)}")
+            raise ScenarioError("profile: levels must be a non-empty list of finite numbers, "
+                                f"got {list(levels)}")
     grid = _prune_levels(loss, _strictly_ascending(grid), min(min_points_per_level, n))
     phi = hat_basis(loss, grid)
     k = len(grid)
@@ -310,7 +299,7 @@ def fit_switch_profile(observations: Sequence[LossObservation], target_profile: 
     """
     if not observations:
         raise ScenarioError("profile: cannot fit a switch without observations")
-    jumps, run_var, ybar = _switch_estimates(observations, target_profile,
+    jumps, run_var, ybar = switch_estimates(observations, target_profile,
                                              data_exponent_mean, data_exponent_std)
     if len(jumps) == 1:
         return ybar, max(float(math.sqrt(run_var[0])), std_floor)
@@ -392,7 +381,7 @@ def fit_spread_factors(observations: Sequence[LossObservation], profile: RunProf
     for segment in run_segments(observations):
         if len(segment) < h:
             continue
-        loss, y, s = _run_arrays(segment, data_exponent_mean, data_exponent_std)
+        loss, y, s = run_arrays(segment, data_exponent_mean, data_exponent_std)
         z = (y - profile.mean_at(loss)) / (s * profile.std_at(loss))
         window_sums = np.convolve(z, np.ones(h), mode="valid")
         window_loss = np.convolve(loss, np.ones(h) / h, mode="valid")
@@ -450,44 +439,68 @@ def fit_loss_profile(observations: Iterable[LossObservation], model_ids: Iterabl
     obs, models = _validate_observations(observations, model_ids)
     if not obs:
         raise ScenarioError("profile: no observations to fit")
-    opts = dict(data_exponent_mean=data_exponent_mean, data_exponent_std=data_exponent_std)
-    run: dict[str, RunProfile] = {}
-    run_rounds: dict[str, list[LossObservation]] = {}
-    for model in models:
-        own = run_rounds[model] = [o for o in obs if o.model == model and not o.is_switch]
-        if not own:
-            raise ScenarioError(f"profile: model {model!r} has no observed run round (only switches or none)")
-        model_levels = levels.get(model) if isinstance(levels, Mapping) else levels
-        run[model] = fit_run_profile(own, model_levels, max_levels=max_levels,
-                                     min_points_per_level=min_points_per_level,
-                                     std_floor=std_floor, **opts)
-    switches = []
-    pairs = sorted({(o.previous_model, o.model) for o in obs if o.is_switch})
-    for source, target in pairs:
-        own = [o for o in obs if o.is_switch and (o.previous_model, o.model) == (source, target)]
-        mean, std = fit_switch_profile(own, run[target], std_floor=std_floor, **opts)
-        switches.append({"from": source, "to": target, "mean": mean, "std": std})
+    exps = {"data_exponent_mean": data_exponent_mean, "data_exponent_std": data_exponent_std}
+    run_rounds = _run_rounds_by_model(obs, models)
+    run = {model: fit_run_profile(own, levels.get(model) if isinstance(levels, Mapping) else levels,
+                                  max_levels=max_levels, min_points_per_level=min_points_per_level,
+                                  std_floor=std_floor, **exps)
+           for model, own in run_rounds.items()}
+    # Switches are fitted before the spread calibration: a switch round carries one round of run noise.
+    switches = _fit_switches(obs, run, std_floor, exps)
     if spread_horizon is not None:
-        for model, profile in run.items():
-            factor = fit_spread_factors(run_rounds[model], profile, spread_horizon, **opts)
-            std = np.maximum(np.asarray(profile.std) * factor, std_floor)
-            run[model] = RunProfile(profile.levels, profile.mean, tuple(float(v) for v in std),
-                                    tuple(float(v) for v in factor))
-
-    if initial is None:
-        first = [o.loss_before for o in obs if o.previous_model is None]
-        initial = float(np.mean(first)) if first else max(o.loss_before for o in obs)
-    doc: dict[str, Any] = {"initial": float(initial)}
+        run = {model: _calibrated(profile, run_rounds[model], spread_horizon, std_floor, exps)
+               for model, profile in run.items()}
+    doc: dict[str, Any] = {"initial": float(_initial_loss(obs) if initial is None else initial)}
     if reference_samples is not None:
         doc["reference_samples"] = float(reference_samples)
-    doc.update({
-        "data_exponent_mean": float(data_exponent_mean),
-        "data_exponent_std": float(data_exponent_std),
-        "run": {m: {"levels": list(p.levels), "mean": list(p.mean), "std": list(p.std),
-                    **({"spread_factor": list(p.spread_factor)} if p.spread_factor else {})}
-                for m, p in run.items()},
-        "switch": switches,
-    })
+    doc.update({key: float(value) for key, value in exps.items()})
+    doc["run"] = {model: _run_profile_doc(profile) for model, profile in run.items()}
+    doc["switch"] = switches
+    return doc
+
+
+def _run_rounds_by_model(obs: Sequence[LossObservation],
+                         models: Sequence[str]) -> dict[str, list[LossObservation]]:
+    """The run (non-switch) rounds of every model; each model needs at least one."""
+    out = {}
+    for model in models:
+        own = out[model] = [o for o in obs if o.model == model and not o.is_switch]
+        if not own:
+            raise ScenarioError(f"profile: model {model!r} has no observed run round (only switches or none)")
+    return out
+
+
+def _fit_switches(obs: Sequence[LossObservation], run: Mapping[str, RunProfile], std_floor: float,
+                  exps: Mapping[str, float]) -> list[dict[str, Any]]:
+    """One ``{from, to, mean, std}`` entry per observed switch pair, in sorted pair order."""
+    switches = []
+    for source, target in sorted({(o.previous_model, o.model) for o in obs if o.is_switch}):
+        own = [o for o in obs if o.is_switch and (o.previous_model, o.model) == (source, target)]
+        mean, std = fit_switch_profile(own, run[target], std_floor=std_floor, **exps)
+        switches.append({"from": source, "to": target, "mean": mean, "std": std})
+    return switches
+
+
+def _calibrated(profile: RunProfile, rounds: Sequence[LossObservation], horizon: int,
+                std_floor: float, exps: Mapping[str, float]) -> RunProfile:
+    """``profile`` with its std scaled to the spread over ``horizon`` rounds (and the factors kept)."""
+    factor = fit_spread_factors(rounds, profile, horizon, **exps)
+    std = np.maximum(np.asarray(profile.std) * factor, std_floor)
+    return RunProfile(profile.levels, profile.mean, tuple(float(v) for v in std),
+                      tuple(float(v) for v in factor))
+
+
+def _initial_loss(obs: Sequence[LossObservation]) -> float:
+    """Mean loss before the first rounds, else the largest observed loss."""
+    first = [o.loss_before for o in obs if o.previous_model is None]
+    return float(np.mean(first)) if first else max(o.loss_before for o in obs)
+
+
+def _run_profile_doc(profile: RunProfile) -> dict[str, Any]:
+    doc: dict[str, Any] = {"levels": list(profile.levels), "mean": list(profile.mean),
+                           "std": list(profile.std)}
+    if profile.spread_factor:
+        doc["spread_factor"] = list(profile.spread_factor)
     return doc
 
 
@@ -561,195 +574,3 @@ def fit_data_exponents(observations: Iterable[LossObservation], model_ids: Itera
                 best = (total, a, b)
     assert best is not None
     return best[1], best[2]
-
-
-# ---------------------------------------------------------------------------
-# Online estimator
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _RunPosterior:
-    mean: np.ndarray          # posterior mean of the level means
-    mean_var: np.ndarray      # posterior variance of the level means
-    noise_var: np.ndarray     # E[sigma_j**2] (Student-t predictive variance)
-    support: np.ndarray       # sum of basis weights per level (effective count)
-
-
-@dataclass(frozen=True)
-class _SwitchPosterior:
-    mean: float
-    mean_var: float
-    noise_var: float
-    count: int
-
-
-def _factor(profile: RunProfile) -> np.ndarray:
-    """The profile's spread factors (ones when it is not calibrated)."""
-    if profile.spread_factor is None:
-        return np.ones(len(profile.levels))
-    return np.asarray(profile.spread_factor, dtype=float)
-
-
-class OnlineLossEstimator:
-    """Bayesian online refinement of l_run / l_sw from observed rounds.
-
-    Parameters
-    ----------
-    prior_loss_model : LossModel
-        The profile the plan was made with (levels are kept).
-    prior_strength : float
-        How many observations the prior is worth, per level and per switch pair.
-    horizon_rounds : float
-        Multiplier of the mean's posterior variance in the reported std.  Errors
-        of the mean add up coherently over rounds; ``horizon_rounds = H`` makes the
-        independent per-round draws of the contract carry the right variance
-        over ``H`` rounds.  1 gives the plain posterior predictive.
-    std_floor : float
-        Smallest reported standard deviation.
-    """
-
-    def __init__(self, prior_loss_model: LossModel, prior_strength: float = 5.0,
-                 horizon_rounds: float = 1.0, std_floor: float = DEFAULT_STD_FLOOR) -> None:
-        if not (prior_strength > 0.0 and math.isfinite(prior_strength)):
-            raise ScenarioError(f"estimator: prior_strength must be a finite number > 0, got {prior_strength!r}")
-        if not (horizon_rounds >= 0.0 and math.isfinite(horizon_rounds)):
-            raise ScenarioError(f"estimator: horizon_rounds must be a finite number >= 0, got {horizon_rounds!r}")
-        self.prior = prior_loss_model
-        self.prior_strength = float(prior_strength)
-        self.horizon_rounds = float(horizon_rounds)
-        self.std_floor = float(std_floor)
-        self._run_obs: dict[str, list[LossObservation]] = {m: [] for m in prior_loss_model.run}
-        self._switch_obs: dict[tuple[str, str], list[LossObservation]] = {}
-        self._cache: tuple[dict[str, _RunPosterior], dict[tuple[str, str], _SwitchPosterior]] | None = None
-
-    @property
-    def num_observations(self) -> int:
-        """Number of rounds observed so far."""
-        return sum(map(len, self._run_obs.values())) + sum(map(len, self._switch_obs.values()))
-
-    def observe(self, obs: LossObservation) -> None:
-        """Add one observed round (run rounds update l_run, switch rounds l_sw)."""
-        for name, ident in (("model", obs.model), ("previous_model", obs.previous_model)):
-            if ident is not None and ident not in self._run_obs:
-                raise ScenarioError(f"observation round {obs.round}: unknown {name} {ident!r}")
-        if obs.is_switch:
-            self._switch_obs.setdefault((obs.previous_model, obs.model), []).append(obs)  # type: ignore[arg-type]
-        else:
-            self._run_obs[obs.model].append(obs)
-        self._cache = None
-
-    # -- posteriors ---------------------------------------------------------
-    def _run_posterior(self, model: str) -> _RunPosterior:
-        prior = self.prior.run[model]
-        k0 = self.prior_strength
-        mu0 = np.asarray(prior.mean, dtype=float)
-        # A calibrated prior (spread_factor) holds multi-round spread; the
-        # posterior is computed on the per-round scale the residuals have and
-        # calibrated back at the end.
-        factor = _factor(prior)
-        sd0 = np.maximum(np.asarray(prior.std, dtype=float), self.std_floor) / factor
-        obs = self._run_obs[model]
-        if not obs:
-            return _RunPosterior(mu0, sd0**2 / k0, (sd0 * factor) ** 2, np.zeros_like(mu0))
-        alpha0 = k0 / 2.0 + 1.0
-        beta0 = sd0**2 * (alpha0 - 1.0)
-        loss, y, s = _run_arrays(obs, self.prior.data_exponent_mean, self.prior.data_exponent_std)
-        phi = hat_basis(loss, prior.levels)
-        support = phi.sum(axis=0)
-        noise_var = sd0**2
-        for _ in range(3):
-            prior_prec = k0 / noise_var
-            weights = 1.0 / ((phi @ np.sqrt(noise_var)) ** 2 * s**2)
-            precision = np.diag(prior_prec) + phi.T @ (phi * weights[:, None])
-            cov = np.linalg.inv(precision)
-            mean = cov @ (prior_prec * mu0 + phi.T @ (weights * y))
-            res2 = ((y - phi @ mean) / s) ** 2
-            alpha = alpha0 + 0.5 * support
-            beta = beta0 + 0.5 * (phi.T @ res2)
-            noise_var = np.maximum(beta / (alpha - 1.0), self.std_floor**2)
-        noise_var = np.maximum(noise_var * factor**2, self.std_floor**2)
-        return _RunPosterior(mean, np.diag(cov).copy(), noise_var, support)
-
-    def _switch_posterior(self, pair: tuple[str, str], run: Mapping[str, _RunPosterior]) -> _SwitchPosterior:
-        source, target = pair
-        k0 = self.prior_strength
-        prior = self.prior.switch.get(pair)
-        if prior is None:
-            # Not in the prior (a switch the plan never allowed): weak, centred prior.
-            k0 = 1.0
-            mean0 = 0.0
-            sd0 = max(float(np.max(self.prior.run[target].std)), self.std_floor)
-        else:
-            mean0, sd0 = prior.mean, max(prior.std, self.std_floor)
-        obs = self._switch_obs.get(pair, [])
-        if not obs:
-            return _SwitchPosterior(mean0, sd0**2 / k0, sd0**2, 0)
-        calibrated = self._profile_from(self.prior.run[target], run[target], include_mean_var=False)
-        # A switch round carries one round of run noise: the per-round spread.
-        profile = RunProfile(calibrated.levels, calibrated.mean,
-                             tuple(np.asarray(calibrated.std) / _factor(calibrated)))
-        jumps, run_var, _ = _switch_estimates(obs, profile, self.prior.data_exponent_mean,
-                                              self.prior.data_exponent_std)
-        n = len(jumps)
-        vbar = float(np.mean(run_var))
-        tau0 = sd0**2 + vbar
-        alpha0 = k0 / 2.0 + 1.0
-        beta0 = tau0 * (alpha0 - 1.0)
-        ybar = float(np.mean(jumps))
-        kn = k0 + n
-        mean = (k0 * mean0 + n * ybar) / kn
-        beta = beta0 + 0.5 * (float(np.sum((jumps - ybar) ** 2)) + k0 * n / kn * (ybar - mean0) ** 2)
-        total_var = beta / (alpha0 + n / 2.0 - 1.0)
-        noise_var = max(total_var - vbar, self.std_floor**2)
-        return _SwitchPosterior(mean, total_var / kn, noise_var, n)
-
-    def _posteriors(self) -> tuple[dict[str, _RunPosterior], dict[tuple[str, str], _SwitchPosterior]]:
-        if self._cache is None:
-            run = {m: self._run_posterior(m) for m in self.prior.run}
-            pairs = list(self.prior.switch) + [p for p in self._switch_obs if p not in self.prior.switch]
-            switch = {p: self._switch_posterior(p, run) for p in pairs}
-            self._cache = (run, switch)
-        return self._cache
-
-    def _profile_from(self, prior: RunProfile, post: _RunPosterior, include_mean_var: bool = True) -> RunProfile:
-        var = post.noise_var + (self.horizon_rounds * post.mean_var if include_mean_var else 0.0)
-        std = np.maximum(np.sqrt(var), self.std_floor)
-        return RunProfile(tuple(prior.levels), tuple(float(v) for v in post.mean),
-                          tuple(float(v) for v in std), prior.spread_factor)
-
-    # -- outputs ------------------------------------------------------------
-    def loss_model(self) -> LossModel:
-        """The refined loss profile (posterior means, predictive stds), for re-planning."""
-        run, switch = self._posteriors()
-        profiles = {m: self._profile_from(self.prior.run[m], run[m]) for m in self.prior.run}
-        switches = {}
-        for (source, target), post in switch.items():
-            std = max(math.sqrt(post.noise_var + self.horizon_rounds * post.mean_var), self.std_floor)
-            switches[(source, target)] = SwitchProfile(source, target, float(post.mean), std)
-        return LossModel(
-            initial=self.prior.initial,
-            reference_samples=self.prior.reference_samples,
-            data_exponent_mean=self.prior.data_exponent_mean,
-            data_exponent_std=self.prior.data_exponent_std,
-            run=profiles,
-            switch=switches,
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-friendly state for logging: per model/level and per switch pair."""
-        run, switch = self._posteriors()
-        model = self.loss_model()
-        return {
-            "observations": self.num_observations,
-            "run": {m: {
-                "levels": list(model.run[m].levels),
-                "mean": list(model.run[m].mean),
-                "std": list(model.run[m].std),
-                "mean_stderr": [float(v) for v in np.sqrt(run[m].mean_var)],
-                "support": [float(v) for v in run[m].support],
-            } for m in model.run},
-            "switch": [{
-                "from": src, "to": dst, "mean": model.switch[(src, dst)].mean,
-                "std": model.switch[(src, dst)].std,
-                "mean_stderr": float(math.sqrt(post.mean_var)), "count": post.count,
-            } for (src, dst), post in switch.items()],
-        }

@@ -1,0 +1,1 @@
+"""A minimal numpy Flower app: one linear least-squares step per round on every node."""

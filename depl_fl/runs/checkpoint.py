@@ -1,0 +1,114 @@
+"""Atomic files and the per-round checkpoint of a DepL job.
+
+After every round the ServerApp writes ``checkpoint.pkl`` into the job's
+output folder: the global model and everything else needed to continue the
+run (round records, plan, scenario, estimator and policy state, random
+state). Every write goes to a temporary file in the same folder that then
+replaces the target with :func:`os.replace`, so a reader (or a crash) sees
+either the previous or the new complete file, never a torn one.
+
+A job started with ``resume=true`` loads the checkpoint of its output folder;
+its configuration must equal the checkpointed one except for ``resume``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from depl_fl.errors import ScenarioError
+
+CHECKPOINT_FILE = "checkpoint.pkl"
+CHECKPOINT_VERSION = 1
+#: Configuration keys that may differ between a run and its resumption.
+RESUME_FREE_KEYS = ("resume",)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder + ``os.replace``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """UTF-8 text version of :func:`atomic_write_bytes`."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def resumable_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``cfg`` without the keys that may change on resumption."""
+    return {k: v for k, v in cfg.items() if k not in RESUME_FREE_KEYS}
+
+
+def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
+    """Dotted name of the first key where two nested configs differ (``None`` if equal)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b), key=str):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key not in a or key not in b:
+                return name
+            diff = first_difference(a[key], b[key], name)
+            if diff is not None:
+                return diff
+        return None
+    return None if a == b else (prefix or "<config>")
+
+
+def random_state() -> dict[str, Any]:
+    """State of the process-wide generators (Python's ``random``, numpy's legacy global)."""
+    return {"python": random.getstate(), "numpy": np.random.get_state()}
+
+
+def set_random_state(state: Mapping[str, Any]) -> None:
+    """Restore what :func:`random_state` captured."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+
+
+def save_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any], payload: Mapping[str, Any]) -> Path:
+    """Atomically write ``payload`` (+ the config and random state) as the job's checkpoint."""
+    doc = {"version": CHECKPOINT_VERSION, "config": resumable_config(cfg), "random": random_state(),
+           **payload}
+    return atomic_write_bytes(Path(out_dir) / CHECKPOINT_FILE, pickle.dumps(doc, protocol=5))
+
+
+def load_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The checkpoint of ``out_dir`` for a job with configuration ``cfg``.
+
+    Raises
+    ------
+    ScenarioError
+        One line naming the problem: no checkpoint, unreadable, or made with a
+        different configuration (the first differing key is named).
+    """
+    path = Path(out_dir) / CHECKPOINT_FILE
+    if not path.is_file():
+        raise ScenarioError(f"resume: no checkpoint {path} (output.dir must be the interrupted job's folder)")
+    try:
+        doc = pickle.loads(path.read_bytes())
+    except Exception as exc:  # any unpickling failure means the same to the user
+        raise ScenarioError(f"resume: unreadable checkpoint {path}: {type(exc).__name__}") from None
+    if not isinstance(doc, dict) or doc.get("version") != CHECKPOINT_VERSION:
+        raise ScenarioError(f"resume: {path} is not a version {CHECKPOINT_VERSION} checkpoint")
+    diff = first_difference(doc["config"], resumable_config(cfg))
+    if diff is not None:
+        raise ScenarioError(f"resume: config {diff} differs from the checkpointed run's "
+                            f"(resume with the same overrides plus resume=true)")
+    return doc

@@ -1,0 +1,52 @@
+"""What a DepLStrategy checkpoint holds, and how a run controller is restored from one.
+
+The file format and the atomic write live in :mod:`depl_fl.runs.checkpoint`;
+this module only knows the strategy: the global model, the current loss, the
+scenario and plan, and the whole state of the
+:class:`~strategies.controller.RunController` (round records, remaining
+rounds, re-plans, failed and dropped clients, elapsed modelled time, the
+online estimator and the re-planning policy). The planner callable is not
+saved: the resumed job builds its own from the same configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+#: Controller attributes that are rebuilt, not restored.
+_NOT_SAVED = ("planner",)
+#: Strategy attributes carried across a restart (the robust aggregation's norm reference).
+STRATEGY_STATE = ("_threshold", "_norm_history")
+
+
+def controller_state(controller: Any) -> dict[str, Any]:
+    """The controller's attributes minus the planner callable."""
+    return {k: v for k, v in vars(controller).items() if k not in _NOT_SAVED}
+
+
+def restore_controller(controller: Any, state: Mapping[str, Any]) -> None:
+    """Overwrite a freshly built controller's state with a saved one."""
+    for key, value in state.items():
+        if key not in _NOT_SAVED:
+            setattr(controller, key, value)
+
+
+def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) -> dict[str, Any]:
+    """Checkpoint payload of ``strategy`` after its last completed round."""
+    from strategies.depl_strategy import arrays_to_state
+
+    ctrl = strategy.controller
+    return {
+        "rounds_done": ctrl.rounds_done,
+        "global_state": arrays_to_state(arrays),
+        "loss": float(loss),
+        "initial_loss": strategy.initial_loss,
+        "initial_test_loss": getattr(strategy, "initial_test_loss", None),
+        "scenario": ctrl.scenario,
+        "plan": strategy.plan,
+        "properties": dict(strategy.properties),
+        "controller": controller_state(ctrl),
+        "wall_s": float(wall_s),
+        "resumed_from": strategy.resumed_from,
+        "strategy": {k: getattr(strategy, k) for k in STRATEGY_STATE if hasattr(strategy, k)},
+    }

@@ -1,0 +1,95 @@
+"""Checkpoint files, atomic writes, results.json status and the controller state round trip."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from depl_fl.errors import ScenarioError
+from depl_fl.runs.checkpoint import (
+    CHECKPOINT_FILE,
+    atomic_write_text,
+    first_difference,
+    load_checkpoint,
+    save_checkpoint,
+)
+from depl_fl.runs.results import mark_interrupted, write_results
+
+CFG = {"seed": 0, "method": "depl", "resume": False, "target": {"loss": 0.5, "prob": 0.9},
+       "server": {"round_timeout_s": 600}}
+
+
+def test_atomic_write_replaces_whole_file_and_leaves_no_temporaries(tmp_path):
+    path = tmp_path / "sub" / "results.json"
+    atomic_write_text(path, "first")
+    atomic_write_text(path, "second")
+    assert path.read_text() == "second"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]
+
+
+def test_atomic_write_failure_keeps_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "results.json"
+    atomic_write_text(path, "old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write_text(path, "new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_checkpoint_round_trip_and_resume_flag_ignored(tmp_path):
+    state = {"w": np.arange(6.0).reshape(2, 3)}
+    save_checkpoint(tmp_path, CFG, {"rounds_done": 2, "global_state": state})
+    doc = load_checkpoint(tmp_path, {**CFG, "resume": True})
+    assert doc["rounds_done"] == 2
+    np.testing.assert_array_equal(doc["global_state"]["w"], state["w"])
+    assert "python" in doc["random"] and "numpy" in doc["random"]
+
+
+def test_resume_with_other_config_names_the_key(tmp_path):
+    save_checkpoint(tmp_path, CFG, {"rounds_done": 1})
+    other = {**CFG, "target": {"loss": 0.4, "prob": 0.9}, "resume": True}
+    with pytest.raises(ScenarioError, match="target.loss"):
+        load_checkpoint(tmp_path, other)
+
+
+def test_resume_without_checkpoint_is_a_one_line_error(tmp_path):
+    with pytest.raises(ScenarioError, match="no checkpoint"):
+        load_checkpoint(tmp_path, CFG)
+    (tmp_path / CHECKPOINT_FILE).write_bytes(b"not a pickle")
+    with pytest.raises(ScenarioError, match="unreadable"):
+        load_checkpoint(tmp_path, CFG)
+
+
+def test_first_difference():
+    assert first_difference({"a": {"b": 1}}, {"a": {"b": 1}}) is None
+    assert first_difference({"a": {"b": 1}}, {"a": {"b": 2}}) == "a.b"
+    assert first_difference({"a": 1}, {"a": 1, "c": 2}) == "c"
+
+
+def test_mark_interrupted_keeps_rounds_and_sets_status(tmp_path):
+    doc = {"version": 1, "summary": {"status": "running", "rounds": 2},
+           "rounds": [{"round": 1}, {"round": 2}]}
+    write_results(doc, tmp_path, plot=False)
+    mark_interrupted(tmp_path)
+    out = json.loads((tmp_path / "results.json").read_text())
+    assert out["summary"]["status"] == "interrupted" and len(out["rounds"]) == 2
+
+
+def test_mark_interrupted_without_results_writes_minimal_document(tmp_path):
+    mark_interrupted(tmp_path)
+    out = json.loads((tmp_path / "results.json").read_text())
+    assert out["summary"]["status"] == "interrupted" and out["rounds"] == []
+
+
+def test_mark_interrupted_does_not_undo_completed(tmp_path):
+    write_results({"version": 1, "summary": {"status": "completed"}, "rounds": []}, tmp_path, plot=False)
+    mark_interrupted(tmp_path)
+    assert json.loads((tmp_path / "results.json").read_text())["summary"]["status"] == "completed"

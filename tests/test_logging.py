@@ -1,0 +1,83 @@
+"""Logging: one logger hierarchy under ``depl_fl``, shown by one handler; no spurious Flower warnings."""
+
+from __future__ import annotations
+
+import ast
+import io
+import logging
+from pathlib import Path
+
+import pytest
+
+from depl_fl.console import ROOT_LOGGER, log_to
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("depl_fl", "strategies", "clients")
+
+
+def _logger_names(path: Path) -> list[str]:
+    """The first argument of every ``logging.getLogger(...)`` call, as source text."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "getLogger" and node.args):
+            names.append(ast.unparse(node.args[0]))
+    return names
+
+
+def test_every_project_logger_is_under_depl_fl() -> None:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for name in _logger_names(path):
+                found[f"{path.relative_to(ROOT)}: {name}"] = name
+    assert found, "no logger found: the scan is broken"
+    bad = []
+    for where, name in found.items():
+        in_core = where.startswith("depl_fl/")
+        ok = (name in (repr(ROOT_LOGGER), "ROOT_LOGGER") or name.startswith(f"'{ROOT_LOGGER}.")
+              or (name == "__name__" and in_core)
+              or (name == "'flwr'" and where.startswith("depl_fl/console.py")))
+        if not ok:
+            bad.append(where)
+    assert not bad, f"loggers outside the depl_fl hierarchy: {bad}"
+
+
+def test_log_to_shows_every_depl_fl_logger(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = logging.getLogger(ROOT_LOGGER)
+    monkeypatch.setattr(root, "handlers", [h for h in root.handlers if not getattr(h, "_depl", False)])
+    monkeypatch.setattr(root, "propagate", root.propagate)
+    monkeypatch.setattr(root, "level", root.level)
+    stream = io.StringIO()
+    log_to(stream)
+    log_to(io.StringIO())  # idempotent: no second handler
+    for name in ("depl_fl.controller", "depl_fl.server", "depl_fl.profiling"):
+        logging.getLogger(name).info("hello from %s", name)
+    lines = stream.getvalue().splitlines()
+    assert lines == [f"[depl] hello from {n}" for n in ("depl_fl.controller", "depl_fl.server",
+                                                          "depl_fl.profiling")]
+
+
+def test_strategy_construction_logs_no_flower_warning() -> None:
+    pytest.importorskip("flwr")
+    from depl_fl.contract.plan import Targets
+    from strategies.depl_strategy import DepLStrategy
+
+    records: list[logging.LogRecord] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = _Keep(level=logging.DEBUG)
+    flwr_logger = logging.getLogger("flwr")
+    flwr_logger.addHandler(handler)
+    try:
+        strategy = DepLStrategy(arch="digits_cnn", targets=Targets(0.3, 0.9, 100.0),
+                                scenario_fn=lambda props: None, plan_fn=None, num_clients=3,
+                                train_settings={})
+    finally:
+        flwr_logger.removeHandler(handler)
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+    # Federated evaluation stays off (the server evaluates centrally).
+    assert strategy.fraction_evaluate == 0.0 and strategy.min_evaluate_nodes == 0

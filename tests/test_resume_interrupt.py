@@ -1,0 +1,137 @@
+"""Simulation jobs: Ctrl-C leaves an interrupted results.json (Ray and in-process); a job killed
+with SIGKILL after round 2 resumes from its checkpoint and trains like an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: A job of 4 short rounds of one client each (digits, 3 clients).
+JOB = ["num_clients=3", "profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]",
+       "target.loss=0.7", "target.prob=0.6", "target.max_rounds=6", "tracking.enabled=false",
+       "output.plot=false"]
+
+
+def _start(tmp_path: Path, run_dir: Path, extra: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0",
+           "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "depl_fl.main", *JOB, f"profile.cache_dir={tmp_path / 'cache'}",
+         f"hydra.run.dir={run_dir}", *extra],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _results(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_for_round(proc: subprocess.Popen, run_dir: Path, rounds: int, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = _results(run_dir)
+        if doc is not None and doc["summary"].get("status") == "running" and len(doc["rounds"]) >= rounds:
+            return doc
+        if proc.poll() is not None:
+            pytest.fail(f"job ended before round {rounds}: {proc.stderr.read()[-3000:]}")
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    pytest.fail(f"no round {rounds} within {timeout} s")
+
+
+def _group_alive(pgid: int) -> list[int]:
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                alive.append(int(entry.name))
+    return alive
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["ray", "inprocess"])
+def test_ctrl_c_leaves_interrupted_results_and_exits_promptly(tmp_path, backend):
+    run_dir = tmp_path / "job"
+    proc = _start(tmp_path, run_dir, [f"simulation={backend}"])
+    _wait_for_round(proc, run_dir, 1, 900)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    t0 = time.monotonic()
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the job did not exit within 60 s of Ctrl-C")
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode == 130, stderr[-3000:]
+    doc = _results(run_dir)
+    assert doc["summary"]["status"] == "interrupted"
+    assert len(doc["rounds"]) >= 1
+    assert [r["round"] for r in doc["rounds"]] == list(range(1, len(doc["rounds"]) + 1))
+    time.sleep(5)
+    assert _group_alive(proc.pid) == [], "processes of the job outlived it"
+
+
+@pytest.mark.slow
+def test_sigterm_is_an_interrupt_too(tmp_path):
+    run_dir = tmp_path / "job"
+    proc = _start(tmp_path, run_dir, ["simulation=inprocess"])
+    _wait_for_round(proc, run_dir, 1, 900)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert _results(run_dir)["summary"]["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_killed_inprocess_job_resumes_like_an_uninterrupted_one(tmp_path):
+    whole_dir, crash_dir = tmp_path / "whole", tmp_path / "crash"
+    whole = _start(tmp_path, whole_dir, ["simulation=inprocess"])
+    _, stderr = whole.communicate(timeout=1200)
+    assert whole.returncode == 0, stderr[-3000:]
+    reference = _results(whole_dir)
+    assert reference["summary"]["rounds"] >= 3
+
+    crash = _start(tmp_path, crash_dir, ["simulation=inprocess"])
+    _wait_for_round(crash, crash_dir, 2, 900)
+    os.killpg(crash.pid, signal.SIGKILL)
+    crash.communicate()
+    assert _results(crash_dir)["summary"]["status"] == "running"
+
+    resumed = _start(tmp_path, crash_dir, ["simulation=inprocess", "resume=true"])
+    stdout, stderr = resumed.communicate(timeout=1200)
+    assert resumed.returncode == 0, stderr[-3000:]
+    doc = _results(crash_dir)
+    assert doc["summary"]["status"] == "completed"
+    assert doc["summary"]["resumed_from"] >= 2
+    assert [r["round"] for r in doc["rounds"]] == list(range(1, reference["summary"]["rounds"] + 1))
+    for got, want in zip(doc["rounds"], reference["rounds"], strict=True):
+        assert got["model"] == want["model"] and got["clients"] == want["clients"]
+        assert got["loss"] == pytest.approx(want["loss"], rel=1e-6)
+    assert doc["summary"]["final_loss"] == pytest.approx(reference["summary"]["final_loss"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_resume_with_other_overrides_is_one_line(tmp_path):
+    run_dir = tmp_path / "job"
+    proc = _start(tmp_path, run_dir, ["simulation=inprocess"])
+    _, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-3000:]
+    again = _start(tmp_path, run_dir, ["simulation=inprocess", "seed=1", "resume=true"])
+    _, stderr = again.communicate(timeout=600)
+    assert again.returncode == 2
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
+    assert len(lines) == 1 and "seed" in lines[0] and "Traceback" not in stderr
