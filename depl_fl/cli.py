@@ -149,7 +149,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                          guarantee=args.guarantee, seed=args.seed)
     except MemoryError:
         raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
-                            f"large at --eta {args.eta:g} (extreme loss-profile values, or try a larger "
+                            f"large at --eta {args.eta if args.eta is not None else 'auto'} (extreme "
+                            "loss-profile values, or try a larger "
                             "--eta)") from None
     except OverflowError as exc:
         raise ScenarioError(f"{args.scenario}: a number overflowed while planning ({exc}); the "
