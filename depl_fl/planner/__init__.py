@@ -91,11 +91,16 @@ def _plan_with(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
         return plan_optimum(ctx, seed, n, started)
     best, most, info = plan_depl(ctx, guarantee, seed, n)
     if best is not None:
-        return finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
+        plan = finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
+        if plan.feasible:
+            return plan
+        info["confirmation"] = plan.extra["planner_info"].get("confirmation")
     full_rounds, full_ok, full_p = plan_full(ctx, seed, n)
     if full_ok:  # DepL's search missed a plan that plain FedAvg finds: still return it.
         info["fallback"] = "full"
-        return finish_plan(ctx, method, full_rounds, True, started, seed, n, info)
+        plan = finish_plan(ctx, method, full_rounds, True, started, seed, n, info)
+        if plan.feasible or best is None:
+            return plan
     if most is not None and most.prob > full_p:
         return finish_plan(ctx, method, most.rounds, False, started, seed, n, info,
                            probability_override=most.prob)
