@@ -21,7 +21,7 @@
 #   --crash-after K  chaos test: once round K is checkpointed, kill -9 the SuperLink and the
 #                 ServerApp, restart the SuperLink on the same port and database, and
 #                 `flwr run` again with the same overrides plus resume=true
-#   --netem       every SuperNode in its own network namespace, its link shaped with tc netem
+#   --netem       every SuperNode in its own network namespace, its link shaped (tc netem, else tbf)
 #                 to its cluster's bytes_per_s (+ --latency-ms, default 20 ms); needs root
 #   --latency-ms MS  one-way latency of the netem links (default 20)
 #   HYDRA_OVERRIDE  extra overrides for conf/config.yaml, e.g. method=full seed=3
@@ -75,7 +75,7 @@ while getopts "n:r:c:o:t:kh" opt; do
         o) OUT="$OPTARG" ;;
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
-        h) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        h) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done

@@ -91,3 +91,15 @@ def test_short_multirun_produces_a_report(tmp_path):
         assert group["energy_mean_j"] == pytest.approx(sum(d["summary"]["cost_j"] for d in mine) / 2)
     for name in ("report.md", "final_loss_cdf.png", "energy.png"):
         assert (out / name).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_ray_job_with_faulty_clients_rejects_them_and_finishes(tmp_path):
+    """Fault injection reaches Ray's ClientApps (config by closure); every NaN reply is rejected."""
+    doc = _check(_run(tmp_path, ["simulation=ray", "faults.clients=[c0,c1,c2]", "faults.kind=nan"]),
+                 tmp_path)
+    for r in doc["rounds"]:
+        assert r["replied"] == []
+        assert {x["client"] for x in r["rejected"]} == set(r["clients"])
+        assert all("NaN" in x["reason"] for x in r["rejected"])
+    assert doc["summary"]["rejected_replies"] == sum(len(r["clients"]) for r in doc["rounds"])

@@ -149,7 +149,8 @@ def test_all_replies_bad_keeps_global_model(cfg, caplog):
 def test_missing_nodes_give_a_clear_error(cfg):
     strategy = _strategy(cfg, _plan("full", 1))
     with pytest.raises(NodesUnavailableError, match=f"only 2 of {N} clients connected"):
-        strategy.start(InProcessGrid(make_client_app(cfg), 2), state_to_arrays(initial_state(geometry(cfg), 0)),
+        strategy.start(InProcessGrid(make_client_app(cfg), 2),
+                       state_to_arrays(initial_state(geometry(cfg), 0)),
                        evaluate_fn=lambda r, a, c: MetricRecord({"loss": 1.0}))
 
 
@@ -157,9 +158,10 @@ def test_check_update_flags_shapes_names_nan_and_weights():
     shapes = {"w": (2, 3), "b": (2,)}
     good = {"w": np.zeros((2, 3), np.float32), "b": np.zeros(2, np.float32)}
     assert check_update(good, {"num-examples": 5}, shapes) == []
-    assert any("shape" in p for p in check_update({**good, "w": np.zeros((3, 3))}, {"num-examples": 5}, shapes))
+    ok = {"num-examples": 5}
+    assert any("shape" in p for p in check_update({**good, "w": np.zeros((3, 3))}, ok, shapes))
     assert any("missing" in p for p in check_update({"w": good["w"]}, {"num-examples": 5}, shapes))
-    assert any("NaN" in p for p in check_update({**good, "b": np.array([0, np.inf])}, {"num-examples": 5}, shapes))
+    assert any("NaN" in p for p in check_update({**good, "b": np.array([0, np.inf])}, ok, shapes))
     assert any("num-examples" in p for p in check_update(good, {"num-examples": 0}, shapes))
     assert any("num-examples" in p for p in check_update(good, {}, shapes))
 
