@@ -216,4 +216,10 @@ def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
         rounds, _, p = plan_full(ctx, seed, n_final)
         return finish_plan(ctx, "optimum", rounds, False, started, seed, n_final, info,
                            probability_override=p)
-    return finish_plan(ctx, "optimum", search.best_rounds, True, started, seed, n_final, info)
+    plan = finish_plan(ctx, "optimum", search.best_rounds, True, started, seed, n_final, info)
+    if not plan.feasible:  # failed the independent confirmation: the confirmed FedAvg plan, if any
+        from depl_fl.planner.baselines import plan_full
+        rounds, ok, _ = plan_full(ctx, seed, n_final)
+        alt = finish_plan(ctx, "optimum", rounds, True, started, seed, n_final, info) if ok else plan
+        return alt if alt.feasible else plan
+    return plan
