@@ -9,6 +9,10 @@ Writes ``benchmarks/results/planner_bench.md`` (tables) and
     the exhaustive branch-and-bound of :mod:`depl_fl.planner.optimum`, but
     over 5 client sets only (DepL's, all clients, each cluster alone) instead
     of all 2^30 subsets.
+(c) Hard random scenarios (:func:`scenarios.random_hard`), the tuning and the
+    held-out seed sets: DepL against the exhaustive optimum (cost ratio),
+    an independent 20,000-trajectory Monte Carlo of DepL's plan, planning
+    time (wall and CPU), switches and the automatic eta.
 (b) Scalability: planner wall time and peak resident memory
     (``VmHWM`` of a fresh process per point, so it includes the
     interpreter and numpy, ~65 MB) as clients, rounds, models and 1/eta grow.
@@ -27,7 +31,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from scenarios import paper_like, scaled  # noqa: E402
+from scenarios import (  # noqa: E402
+    HARD_HELDOUT_SEEDS,
+    HARD_TUNING_SEEDS,
+    paper_like,
+    random_hard,
+    scaled,
+)
 
 from depl_fl.contract.semantics import evaluate_plan  # noqa: E402
 from depl_fl.planner import make_plan  # noqa: E402
@@ -41,11 +51,12 @@ def one_point(spec: dict) -> dict:
     """Plan one scaled scenario in this process; wall time and peak RSS."""
     import resource
     scen, targets = scaled(spec["clients"], spec["models"], spec["rounds"])
-    started = time.perf_counter()
-    plan = make_plan(scen, targets, eta=spec["eta"])
-    seconds = time.perf_counter() - started
+    started, cpu = time.perf_counter(), time.process_time()
+    plan = make_plan(scen, targets, eta=spec.get("eta"))
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak_kib = _peak_rss_kib() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {**spec, "seconds": seconds, "peak_mib": peak_kib / 1024.0, "feasible": plan.feasible,
+    return {**spec, "seconds": seconds, "cpu_s": cpu, "peak_mib": peak_kib / 1024.0,
+            "feasible": plan.feasible,
             "planned_rounds": len(plan.rounds), "probability": plan.predicted["probability"]}
 
 
@@ -84,11 +95,14 @@ def paper_table(quick: bool) -> tuple[list[dict], list[str]]:
     for pi in ((0.95,) if quick else (0.8, 0.9, 0.95)):
         scen, targets = paper_like(pi)
         plans = {}
+        cpu = {}
         for method in ("depl", "expectation", "full"):
+            c0 = time.process_time()
             plans[method] = make_plan(scen, targets, method=method)
+            cpu[method] = time.process_time() - c0
         if not quick:
             started = time.perf_counter()
-            ctx = PlanContext.build(scen, targets, None, 0.05)
+            ctx = PlanContext.build(scen, targets, None, plans["depl"].extra["eta"])
             depl_set = tuple(plans["depl"].rounds[0].clients)
             sets = [depl_set, tuple(c.id for c in scen.clients)]
             sets += [tuple(c.id for c in scen.clients if c.cluster == cl.id) for cl in scen.clusters]
@@ -98,17 +112,67 @@ def paper_table(quick: bool) -> tuple[list[dict], list[str]]:
             rows.append({"pi": pi, "method": method, "feasible": plan.feasible,
                          "rounds": len(plan.rounds), "cost_j": ev["cost_joules"],
                          "time_s": ev["time_s"], "probability": ev["probability"],
-                         "planner_s": plan.planner_seconds,
+                         "planner_s": plan.planner_seconds, "cpu_s": cpu.get(method, float("nan")),
+                         "switches": _switches(plan), "eta": plan.extra.get("eta"),
                          "models": sorted({r.model for r in plan.rounds}),
                          "clients": len(plan.rounds[0].clients) if plan.rounds else 0})
     lines.append("| pi | method | feasible | rounds | clients | cost (kJ) | time (h) | "
-                 "P[L<=L*] (indep. MC) | planner (s) | models used |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+                 "P[L<=L*] (indep. MC) | planner wall (s) | planner CPU (s) | switches | models used |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         lines.append(f"| {r['pi']} | {r['method']} | {r['feasible']} | {r['rounds']} | {r['clients']} | "
                      f"{r['cost_j'] / 1e3:.1f} | {r['time_s'] / 3600:.2f} | {r['probability']:.4f} | "
-                     f"{r['planner_s']:.2f} | {', '.join(r['models'])} |")
+                     f"{r['planner_s']:.2f} | {r['cpu_s']:.2f} | {r['switches']} | "
+                     f"{', '.join(r['models'])} |")
     return rows, lines
+
+
+def _switches(plan) -> int:
+    models = [r.model for r in plan.rounds]
+    return sum(1 for a, b in zip(models, models[1:], strict=False) if a != b)
+
+
+def hard_rows(seeds) -> list[dict]:
+    """DepL vs the exhaustive optimum on :func:`random_hard` scenarios."""
+    rows = []
+    for seed in seeds:
+        scen, targets = random_hard(seed)
+        wall, cpu = time.perf_counter(), time.process_time()
+        depl = make_plan(scen, targets, seed=seed)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        opt = make_plan(scen, targets, method="optimum", seed=seed)
+        ev = evaluate_plan(scen, depl.rounds, targets, n=20000, seed=424242)
+        ratio = depl.predicted["cost_joules"] / opt.predicted["cost_joules"] \
+            if depl.feasible and opt.feasible else float("nan")
+        rows.append({"seed": seed, "pi": targets.target_prob, "feasible": depl.feasible,
+                     "opt_feasible": opt.feasible, "ratio": ratio, "p_indep": ev["probability"],
+                     "wall_s": wall, "cpu_s": cpu, "switches": _switches(depl),
+                     "opt_switches": _switches(opt), "eta": depl.extra["eta"]})
+        print(f"  seed {seed}: ratio {ratio:.3f} P {ev['probability']:.4f} {wall:.2f} s", flush=True)
+    return rows
+
+
+def hard_table() -> list[str]:
+    lines = []
+    for name, seeds in (("tuning", HARD_TUNING_SEEDS), ("held-out", HARD_HELDOUT_SEEDS)):
+        rows = hard_rows(seeds)
+        lines += [f"### {name} seeds {seeds[0]}-{seeds[-1]}", "",
+                  "| seed | pi | feasible (depl/opt) | depl/optimum cost | P[L<=L*] (indep. MC) | "
+                  "planner wall (s) | planner CPU (s) | switches (depl/opt) | eta |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['seed']} | {r['pi']} | {r['feasible']}/{r['opt_feasible']} | "
+                         f"{r['ratio']:.3f} | {r['p_indep']:.4f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+                         f"{r['switches']}/{r['opt_switches']} | {r['eta']:.3f} |")
+        ratios = [r["ratio"] for r in rows if r["feasible"] and r["opt_feasible"]]
+        dep = sum(1 for r in rows if r["feasible"] and r["p_indep"] >= r["pi"] - 0.005)
+        worst = max(ratios, default=float("nan"))
+        lines += ["", f"- {name}: {len(ratios)} feasible of {len(rows)}; depl/optimum mean "
+                      f"{sum(ratios) / max(len(ratios), 1):.4f}, worst {worst:.4f}; "
+                      f"dependable (indep. MC >= pi - 0.005) {dep}/{len(ratios)}; planner CPU max "
+                      f"{max(r['cpu_s'] for r in rows):.2f} s; max switches "
+                      f"{max(r['switches'] for r in rows)}", ""]
+    return lines
 
 
 def summary(rows: list[dict]) -> list[str]:
@@ -173,30 +237,44 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer points, no optimum")
     parser.add_argument("--point", help=argparse.SUPPRESS)
+    parser.add_argument("--only", default="paper,hard,scale",
+                        help="comma-separated sections to run: paper, hard, scale (default all)")
     args = parser.parse_args(argv)
     if args.point:
         print(json.dumps(one_point(json.loads(args.point))))
         return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
-    print("(a) paper-like scenario", flush=True)
-    rows, lines = paper_table(args.quick)
-    print("\n".join(lines + summary(rows)), flush=True)
-    print("(b) scalability", flush=True)
-    points = scalability(args.quick)
+    only = set(args.only.split(","))
     stem = "planner_bench_quick" if args.quick else "planner_bench"
-    plot(points, RESULTS / f"{stem}.png")
-    md = ["# Planner benchmark" + (" (--quick)" if args.quick else ""), "",
-          "## (a) Paper-like scenario (30 clients, 3 clusters, AlexNet-/MobileNet-like x 4 "
-          "compressions, L* = 1.0, deadline 12 h, <= 60 rounds)", ""] + lines + [""] + summary(rows)
-    md += ["", "## (b) Scalability (fresh process per point; peak RSS includes interpreter + numpy)", "",
-           "| axis | clients | models | rounds | 1/eta | planner (s) | peak RSS (MiB) | feasible | note |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    for p in points:
-        md.append(f"| {p['axis']} | {p['clients']} | {p['models']} | {p['rounds']} | {1 / p['eta']:.0f} | "
-                  f"{p['seconds']:.2f} | {p['peak_mib']:.0f} | {p['feasible']} | {p.get('note', '')} |")
-    md += ["", f"![scalability]({stem}.png)", ""]
-    (RESULTS / f"{stem}.md").write_text("\n".join(md), encoding="utf-8")
-    print(f"wrote {RESULTS / (stem + '.md')} and {stem}.png")
+    md = ["# Planner benchmark" + (" (--quick)" if args.quick else ""), ""]
+    if "paper" in only:
+        print("(a) paper-like scenario", flush=True)
+        rows, lines = paper_table(args.quick)
+        print("\n".join(lines + summary(rows)), flush=True)
+        md += ["## (a) Paper-like scenario (30 clients, 3 clusters, AlexNet-/MobileNet-like x 4 "
+               "compressions, L* = 1.0, deadline 12 h, <= 60 rounds)", ""] + lines + [""] + summary(rows)
+    if "hard" in only:
+        print("(c) hard random scenarios", flush=True)
+        lines = hard_table()
+        print("\n".join(lines), flush=True)
+        md += ["", "## (c) Hard random scenarios (3-4 variants, cheap single client, switch costs): "
+               "DepL vs exhaustive optimum", ""] + lines
+    if "scale" in only:
+        print("(b) scalability", flush=True)
+        points = scalability(args.quick)
+        plot(points, RESULTS / f"{stem}.png")
+        md += ["", "## (b) Scalability (fresh process per point; peak RSS includes interpreter + numpy)",
+               "", "| axis | clients | models | rounds | 1/eta | planner (s) | peak RSS (MiB) | feasible "
+               "| note |",
+               "|---|---|---|---|---|---|---|---|---|"]
+        for p in points:
+            md.append(f"| {p['axis']} | {p['clients']} | {p['models']} | {p['rounds']} | "
+                      f"{1 / p['eta']:.0f} | "
+                      f"{p['seconds']:.2f} | {p['peak_mib']:.0f} | {p['feasible']} | {p.get('note', '')} |")
+        md += ["", f"![scalability]({stem}.png)", ""]
+    name = stem if only == {"paper", "hard", "scale"} else f"{stem}_{'_'.join(sorted(only))}"
+    (RESULTS / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
+    print(f"wrote {RESULTS / (name + '.md')}")
     return 0
 
 

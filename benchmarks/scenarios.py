@@ -142,3 +142,90 @@ def scaled(n_clients: int, n_models: int, rounds: int, seed: int = 0) -> tuple[S
            "loss": {"initial": 2.3, "data_exponent_mean": 0.5, "data_exponent_std": 0.5,
                     "run": run, "switch": switch}}
     return scenario_from_dict(doc), Targets(1.2, 0.9, 1.0e9, rounds)
+
+
+#: Seeds of :func:`random_hard` the planner was developed against, and the held-out ones
+#: (never looked at while tuning; reported separately).
+HARD_TUNING_SEEDS = tuple(range(100, 112))
+HARD_HELDOUT_SEEDS = tuple(range(5000, 5012))
+
+
+def _hard_run(initial: float, floor: float, speed: float, noise: float, knee: float) -> dict:
+    """A profile that keeps most of its speed down to ``knee`` above the floor, then slows."""
+    mid = floor + knee * (initial - floor)
+    return {"levels": [floor, mid, initial + 0.2],
+            "mean": [0.0, 0.8 * speed, speed],
+            "std": [0.4 * noise, 0.8 * noise, noise]}
+
+
+def _hard_models(rng: np.random.Generator) -> tuple[list, dict, list]:
+    """3-4 variants: compressed ones fast early with high floors, the full one slow but low.
+
+    Switches towards the full model are cheap in loss (so "compressed first,
+    then full" pays); switches back cost a large jump (so a second switch
+    rarely pays); switches between compressed variants are sometimes missing.
+    """
+    comps = [0.0] + sorted(rng.choice([0.5, 0.75, 0.9], size=int(rng.integers(2, 4)),
+                                      replace=False).tolist())
+    flops, size = float(rng.uniform(1e8, 8e8)), float(rng.uniform(1e6, 8e6))
+    floor, speed = float(rng.uniform(0.15, 0.4)), float(rng.uniform(0.12, 0.3))
+    noise = float(rng.uniform(0.03, 0.09))
+    models, run, ids = [], {}, []
+    for c in comps:
+        mid = "full" if c == 0.0 else f"p{int(round(c * 100))}"
+        ids.append((mid, c))
+        models.append({"id": mid, "compression": c, "flops_per_sample": flops * (1.0 - c),
+                       "size_bytes": size * (1.0 - c)})
+        keep = float(rng.uniform(0.75, 1.0)) if c > 0 else 1.0
+        run[mid] = _hard_run(2.3, floor + float(rng.uniform(0.25, 0.9)) * c, speed * keep,
+                             noise * (1.0 + 0.5 * c), float(rng.uniform(0.2, 0.45)))
+    up_std = float(rng.uniform(0.01, 0.06))
+    back = float(rng.uniform(0.08, 0.3))
+    switch = []
+    for a, ca in ids:
+        for b, cb in ids:
+            if a == b or (ca > 0 and cb > 0 and rng.random() < 0.3):
+                continue
+            mean = float(rng.uniform(-0.04, 0.06)) if cb < ca else back * (cb - ca + 0.3)
+            switch.append({"from": a, "to": b, "mean": mean, "std": up_std + 0.03 * abs(cb - ca)})
+    return models, run, switch
+
+
+def random_hard(seed: int) -> tuple[Scenario, Targets]:
+    """A small scenario of the shapes that are hard for a decoupled planner, and targets.
+
+    1-3 clusters, 3-5 clients, the full model and 2-3 compressed ones (see
+    :func:`_hard_models`); one client is often much cheaper than the rest
+    (a slow, cheap cluster of its own, little activation energy), so that the
+    optimum may train on it alone at its lowest level; the target is the
+    predicted 0.9-quantile of the full model on every client after 10-18
+    rounds, below the compressed models' floors in most cases, so the optimum
+    often trains a compressed model first and then switches to the full one.
+    """
+    from depl_fl.contract.plan import RoundDecision
+    from depl_fl.planner import predict_quantile
+
+    rng = np.random.default_rng(seed)
+    n_clusters = int(rng.integers(1, 4))
+    n_clients = int(rng.integers(3, 6))
+    clusters = [_cluster(f"K{i}", CLASS_A if rng.random() < 0.5 else CLASS_B,
+                         int(rng.integers(2, 5)), float(rng.uniform(20, 150)))
+                for i in range(n_clusters)]
+    clients = [{"id": f"c{i}", "cluster": clusters[i % n_clusters]["id"],
+                "num_samples": int(rng.integers(150, 700))} for i in range(n_clients)]
+    if rng.random() < 0.6:  # a single cheap client in a cluster of its own
+        clusters.append(_cluster("cheap", CLASS_B, 1, float(rng.uniform(2, 20))))
+        clients.append({"id": f"c{n_clients}", "cluster": "cheap",
+                        "num_samples": int(rng.integers(300, 900))})
+    models, run, switch = _hard_models(rng)
+    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
+           "models": models,
+           "loss": {"initial": 2.3, "data_exponent_mean": float(rng.uniform(0.3, 0.7)),
+                    "data_exponent_std": float(rng.uniform(0.3, 0.7)), "run": run,
+                    "switch": switch}}
+    scen = scenario_from_dict(doc)
+    everyone = tuple(c["id"] for c in clients)
+    k = int(rng.integers(10, 19))
+    target = predict_quantile(scen, [RoundDecision("full", everyone, {})] * k, 0.9)[0]
+    prob = float(rng.choice([0.8, 0.9, 0.95]))
+    return scen, Targets(round(target, 4), prob, 1.0e7, 25)

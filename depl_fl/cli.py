@@ -94,8 +94,9 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_targets(plan)
     plan.add_argument("--method", choices=["depl", "expectation", "optimum", "full"],
                       default="depl", help="planning method (default depl)")
-    plan.add_argument("--eta", type=_number, default=0.05, metavar="E",
-                      help=f"discretisation step of the expanded graph, in [{MIN_ETA:g}, 1] (default 0.05)")
+    plan.add_argument("--eta", type=_number, default=None, metavar="E",
+                      help=f"discretisation step of the expanded graph, in [{MIN_ETA:g}, 1] (default: "
+                           "chosen from the scenario and recorded in the plan as 'eta')")
     plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
                       help="quantile bound used while planning (default gaussian)")
     plan.add_argument("--out", required=True, metavar="PLAN", help="plan JSON file to write")
@@ -138,7 +139,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan
     from depl_fl.contract.scenario import load_scenario
 
-    if not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
+    if args.eta is not None and not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
         raise ScenarioError(f"--eta: must be in [{MIN_ETA:g}, 1], got {args.eta!r}")
     _refuse_overwriting_input(args.out, args.scenario)
     targets = _targets(args)
@@ -150,7 +151,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                          guarantee=args.guarantee, seed=args.seed)
     except MemoryError:
         raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
-                            f"large at --eta {args.eta:g} (extreme loss-profile values, or try a larger "
+                            f"large at --eta {args.eta if args.eta is not None else 'auto'} (extreme "
+                            "loss-profile values, or try a larger "
                             "--eta)") from None
     except OverflowError as exc:
         raise ScenarioError(f"{args.scenario}: a number overflowed while planning ({exc}); the "
@@ -174,6 +176,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"{PROG}: plan written to {args.out}: {len(plan.rounds)} rounds, "
           f"cost {_fmt(predicted.get('cost_joules'))} J, time {_fmt(predicted.get('time_s'))} s, "
           f"P[loss <= {targets.target_loss:g}] = {_fmt(predicted.get('probability'))} "
+          f"+- {_fmt(predicted.get('probability_stderr'))} "
           f"(method {plan.method}, {plan.planner_seconds:.3g} s)"
           f"{_dependability_note(predicted.get('probability'), targets.target_prob)}")
     return 0

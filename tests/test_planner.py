@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 import pytest
 
@@ -23,7 +22,7 @@ from depl_fl.contract.semantics import (
 from depl_fl.errors import ScenarioError
 from depl_fl.planner import PlanStart, make_plan, predict_quantile
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.model_selection import EdgeSpec, cheapest_path
+from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import LossPropagator, kappa
 from depl_fl.planner.resources import ClientSet, allocate_levels, round_options
 
@@ -177,20 +176,33 @@ def test_level_allocation_meets_the_deadline_and_prefers_cheap_levels():
     assert sum(o.cost for o in loose) <= sum(o.cost for o in chosen) <= sum(opts[m][0].cost for m in seq)
 
 
-def test_lazy_dijkstra_matches_networkx_on_the_explored_graph(small):
-    scen, targets = small
-    ctx = PlanContext.build(scen, targets, None, 0.05)
+def test_layered_graph_finds_the_cheapest_goal_sequence_by_brute_force(small):
+    """Every model sequence up to 7 rounds, predicted exactly: the graph's path is a goal and as
+    cheap as the cheapest goal sequence (up to the discretisation's merges)."""
+    import itertools
+
+    scen, _ = small
+    models = [m.id for m in scen.models]
+    everyone = [c.id for c in scen.clients]
+    target = predict_quantile(scen, _rounds(scen, [models[0]] * 6, everyone), 0.9)[0]
+    targets = Targets(target, 0.9, 1e9, 7)
+    ctx = PlanContext.build(scen, targets, None, 0.01)
     edges = {m.id: EdgeSpec(10.0 * (1.0 - m.compression) + 1.0, 1.0) for m in scen.models}
-    res = cheapest_path(ctx.prop, 1.0, edges, ctx.start_mean, 0.0, None, kappa(0.9),
-                        targets.target_loss, 1e9, 25, ctx.bin_width, record_edges=True)
-    assert res is not None and res.models
-    graph = res.to_networkx()
-    assert graph.number_of_nodes() > len(res.models)
+    r = sum(c.num_samples for c in scen.clients) / scen.loss.reference_samples
+    graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, 0.0, None, 1e9, 7, ctx.bin_width)
+    res = graph.solve(kappa(0.9), target)
+    best = math.inf
+    for k in range(1, 8):
+        for seq in itertools.product(models, repeat=k):
+            if any(a != b and (a, b) not in ctx.prop.switch for a, b in itertools.pairwise(seq)):
+                continue
+            cost = sum(edges[m].cost for m in seq)
+            if cost < best and predict_quantile(scen, _rounds(scen, seq, everyone), 0.9)[0] <= target + 1e-12:
+                best = cost
+    assert res is not None and math.isfinite(best)
     assert res.cost == pytest.approx(sum(edges[m].cost for m in res.models))
-    # networkx's Dijkstra on the explored state graph finds the same weight to the goal
-    assert nx.dijkstra_path_length(graph, "start", res.goal) == pytest.approx(res.cost)
-    q, _, _ = predict_quantile(scen, _rounds(scen, res.models), 0.9)
-    assert q <= targets.target_loss + 1e-9
+    assert predict_quantile(scen, _rounds(scen, res.models, everyone), 0.9)[0] <= target + 1e-9
+    assert res.cost <= best * 1.0001
 
 
 def test_finer_eta_explores_more_vertices(small):
@@ -199,9 +211,8 @@ def test_finer_eta_explores_more_vertices(small):
     for eta in (0.2, 0.02):
         ctx = PlanContext.build(scen, targets, None, eta)
         edges = {m.id: EdgeSpec(1.0 + m.flops_per_sample / 1e8, 1.0) for m in scen.models}
-        res = cheapest_path(ctx.prop, 1.0, edges, ctx.start_mean, 0.0, None, kappa(0.9),
-                            targets.target_loss, 1e9, 25, ctx.bin_width)
-        counts.append(res.vertices)
+        graph = LayeredGraph(ctx.prop, 1.0, edges, ctx.start_mean, 0.0, None, 1e9, 25, ctx.bin_width)
+        counts.append(graph.solve(kappa(0.9), targets.target_loss).vertices)
     assert counts[1] > counts[0]
 
 

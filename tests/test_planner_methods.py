@@ -75,7 +75,8 @@ def test_depl_within_five_percent_of_optimum(results):
 def test_depl_cheaper_than_full_fedavg(results):
     for seed, _, _, plans, _ in results:
         if plans["depl"].feasible and plans["full"].feasible:
-            assert plans["depl"].predicted["cost_joules"] <= plans["full"].predicted["cost_joules"] * 1.0001, \
+            depl, full = plans["depl"].predicted["cost_joules"], plans["full"].predicted["cost_joules"]
+            assert depl <= full * 1.0001, \
                 f"seed {seed}"
 
 

@@ -465,6 +465,7 @@ def evaluate_plan(scenario: Scenario, rounds: Sequence[RoundDecision], targets: 
     dict
         ``valid`` (no errors), ``errors`` (see :func:`plan_errors`),
         ``probability`` (empirical ``P[L_K <= target_loss]``),
+        ``probability_stderr`` (its Monte Carlo standard error),
         ``loss_quantile`` (empirical ``target_prob``-quantile of the final
         loss, see :func:`empirical_quantile`), ``cost_joules``, ``time_s``,
         ``rounds`` (number of rounds), ``dependable`` (valid and probability
@@ -489,6 +490,7 @@ def evaluate_plan(scenario: Scenario, rounds: Sequence[RoundDecision], targets: 
     probability = float(np.mean(losses <= targets.target_loss))
     quantile = empirical_quantile(losses, targets.target_prob)
     result.update(probability=probability,
+                  probability_stderr=math.sqrt(probability * (1.0 - probability) / n),
                   loss_quantile=quantile if math.isfinite(quantile) else None,
                   cost_joules=cost, time_s=time_s,
                   dependable=bool(not errors and probability >= targets.target_prob))

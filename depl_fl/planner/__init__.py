@@ -1,7 +1,7 @@
 """The DepL planner: data -> model -> resources, checked by Monte Carlo.
 
 Public API: :func:`make_plan`, :class:`PlanStart`, :func:`predict_quantile`.
-Imports numpy, scipy and networkx only (never flwr or torch).
+Imports numpy and scipy only (never flwr or torch).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ METHODS = ("depl", "expectation", "full", "optimum")
 __all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "predict_quantile"]
 
 
-def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float = 0.05,
+def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float | None = None,
               guarantee: str = "gaussian", seed: int = 0, start: PlanStart | None = None,
               mc_trajectories: int = 20000) -> Plan:
     """Plan training that reaches ``target_loss`` with ``target_prob`` at minimum cost.
@@ -36,8 +36,10 @@ def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: f
     method : {"depl", "expectation", "full", "optimum"}
         DepL, the mean-based baseline, plain FedAvg made dependable, or
         exhaustive search (small instances).
-    eta : float
-        Discretisation step of the expanded graph, in (0, 1].
+    eta : float, optional
+        Discretisation step of the expanded graph, in [0.001, 1]; None (the
+        default) chooses it from the scenario (:func:`.context.auto_eta`).
+        The step used is recorded in the plan (``eta``).
     guarantee : {"gaussian", "cantelli"}
         How the planner predicts the pi-quantile (see :mod:`.quantile`).
     seed : int
@@ -64,6 +66,15 @@ def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: f
         raise ScenarioError(f"mc_trajectories: must be >= 1, got {mc_trajectories!r}")
     n = int(mc_trajectories)
     ctx = PlanContext.build(scenario, targets, start, eta)
+    plan = _plan_with(ctx, method, guarantee, seed, n, started)
+    plan.extra["eta"] = ctx.eta
+    plan.extra["planner_info"]["eta_source"] = "user" if eta is not None else "auto"
+    return plan
+
+
+def _plan_with(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
+               started: float) -> Plan:
+    """Dispatch to the method (see :func:`make_plan`)."""
     if method == "full":
         rounds, ok, best_p = plan_full(ctx, seed, n)
         return finish_plan(ctx, method, rounds, ok, started, seed, n,
@@ -74,17 +85,22 @@ def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: f
             full_rounds, _, best_p = plan_full(ctx, seed, n)
             return finish_plan(ctx, method, full_rounds, False, started, seed, n, info,
                                probability_override=best_p)
-        return finish_plan(ctx, method, rounds, True, started, seed, n, info)
+        return finish_plan(ctx, method, rounds, True, started, seed, n, info, confirm=False)
     if method == "optimum":
         from depl_fl.planner.optimum import plan_optimum
         return plan_optimum(ctx, seed, n, started)
     best, most, info = plan_depl(ctx, guarantee, seed, n)
     if best is not None:
-        return finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
+        plan = finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
+        if plan.feasible:
+            return plan
+        info["confirmation"] = plan.extra["planner_info"].get("confirmation")
     full_rounds, full_ok, full_p = plan_full(ctx, seed, n)
     if full_ok:  # DepL's search missed a plan that plain FedAvg finds: still return it.
         info["fallback"] = "full"
-        return finish_plan(ctx, method, full_rounds, True, started, seed, n, info)
+        plan = finish_plan(ctx, method, full_rounds, True, started, seed, n, info)
+        if plan.feasible or best is None:
+            return plan
     if most is not None and most.prob > full_p:
         return finish_plan(ctx, method, most.rounds, False, started, seed, n, info,
                            probability_override=most.prob)

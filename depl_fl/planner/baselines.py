@@ -81,6 +81,8 @@ def plan_full(ctx: PlanContext, seed: int, n: int) -> tuple[list[RoundDecision],
     losses = np.array(np.broadcast_to(start_losses(ctx, n, rng), (n,)), dtype=float)
     previous = ctx.previous
     best_k, best_p = 0, float(np.mean(losses <= ctx.targets.target_loss))
+    if best_p >= need:  # the target is met before any round: the zero-round plan
+        return [], True, best_p
     for k in range(1, limit + 1):
         losses = simulate_final_losses(ctx.scenario, [decision], n, rng, start_loss=losses,
                                        previous_model=previous)

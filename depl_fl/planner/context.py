@@ -12,11 +12,34 @@ import numpy as np
 from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
+from depl_fl.planner.limits import check_ranges
 from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
 from depl_fl.planner.trajectories import TrajectoryCache
 
 # Rounds considered when the user gives no max_rounds.
 DEFAULT_MAX_ROUNDS = 1000
+# Range of the discretisation step: below ETA_MIN the expanded graph's layers
+# (O(1/eta) vertices per model after dominance, O(1/eta^2) cells in the
+# dominance grid) outgrow memory; the automatic choice stays in [ETA_AUTO_MIN, ETA_AUTO_MAX].
+ETA_MIN = 1e-3
+ETA_AUTO_MIN = 0.05
+ETA_AUTO_MAX = 0.2
+
+
+def auto_eta(scenario: Scenario, targets: Targets, start_mean: float) -> float:
+    """The discretisation step used when the user gives none.
+
+    A bin of the expanded graph is ``eta * span / 4`` wide (``span`` the
+    distance from the start loss to the target); the step is chosen so that a
+    bin is no wider than a quarter of a typical round's loss noise (the
+    median over models of the run profiles' std at the start loss), i.e.
+    ``eta = noise / span``: states closer than the noise of one round are
+    merged, farther ones kept apart. Clamped to ``[ETA_AUTO_MIN, ETA_AUTO_MAX]``.
+    """
+    span = max(abs(start_mean - targets.target_loss), 1e-9)
+    noise = float(np.median([np.interp(start_mean, p.levels, p.std)
+                             for p in scenario.loss.run.values()]))
+    return float(min(max(noise / span, ETA_AUTO_MIN), ETA_AUTO_MAX))
 
 
 @dataclass
@@ -33,6 +56,7 @@ class PlanContext:
     start_var: float
     previous: str | None
     bin_width: float
+    eta: float
     mc_cache: TrajectoryCache = field(init=False, repr=False)
     # Expanded graphs already built, by (data ratio, edges, round price): see plan_for_set.
     graphs: dict[tuple, Any] = field(init=False, repr=False, default_factory=dict)
@@ -51,11 +75,14 @@ class PlanContext:
 
     @classmethod
     def build(cls, scenario: Scenario, targets: Targets, start: PlanStart | None,
-              eta: float) -> "PlanContext":
-        """Check the inputs and derive the remaining budget."""
-        if not (isinstance(eta, (int, float)) and 0.0 < eta <= 1.0):
-            raise ScenarioError(f"--eta: must be in (0, 1], got {eta!r}")
+              eta: float | None) -> "PlanContext":
+        """Check the inputs and derive the remaining budget (``eta=None``: :func:`auto_eta`)."""
+        check_ranges(scenario)
         mean, var, previous = start_moments(scenario, start)
+        if eta is None:
+            eta = auto_eta(scenario, targets, mean)
+        if not (isinstance(eta, (int, float)) and math.isfinite(eta) and ETA_MIN <= eta <= 1.0):
+            raise ScenarioError(f"--eta: must be in [{ETA_MIN:g}, 1], got {eta!r}")
         elapsed = start.elapsed_s if start else 0.0
         done = start.rounds_done if start else 0
         limit = targets.max_rounds if targets.max_rounds is not None else DEFAULT_MAX_ROUNDS + done
@@ -63,7 +90,7 @@ class PlanContext:
         width = eta * max(span, 0.05 * max(mean, targets.target_loss, 1e-3)) / 4.0
         return cls(scenario, targets, start, LossPropagator(scenario),
                    targets.deadline_s - elapsed, max(limit - done, 0), mean, var, previous,
-                   width)
+                   width, float(eta))
 
     @property
     def start_std(self) -> float:

@@ -166,7 +166,7 @@ def _chain_prefixes(scenario: Scenario, chain: Sequence[str]) -> Iterable[Client
         biggest[i] = max(biggest[i], client.num_samples)
         if k in checkpoints:
             active = counts > 0
-            yield ClientSet(tuple(kept[:k]), tuple(c for c, a in zip(order, active) if a),
+            yield ClientSet(tuple(kept[:k]), tuple(c for c, a in zip(order, active, strict=True) if a),
                             samples[active].copy(), counts[active].copy(), biggest[active].copy(),
                             int(samples.sum()))
 

@@ -1,36 +1,57 @@
 """DepL: data -> model -> resources, then a Monte Carlo check that tightens the plan.
 
-1. **Data** (:mod:`.data_selection`): score client sets by ``K(S) * c(S)``
-   and keep the best few.
+1. **Data** (:mod:`.data_selection`, :func:`whole_plan_scores`): every
+   candidate client set (all subsets up to 10 clients, else greedy chains,
+   pre-ranked by ``K(S) * c(S)`` of one model) is scored by the predicted
+   cost of the **whole plan it enables**: its cheapest schedule "``m1`` for
+   ``k1`` rounds, then ``m2`` for ``k2``" (one switch at most, every switch
+   point, :mod:`.schedules`), at the set's cheapest levels. The best few sets
+   are planned in full.
 2. **Model** (:mod:`.model_selection`): for each kept set, the cheapest model
-   sequence (with switches) whose predicted quantile ``mean + kappa * std``
-   reaches the target, as a lowest-weight path in the expanded graph. The
-   per-round cost of a model is that of its level option minimising
-   ``cost + lambda * time``; ``lambda`` (and a price per round) rise from 0
-   only when the deadline or ``max_rounds`` would otherwise cut every path.
+   sequence (any number of switches) whose predicted quantile
+   ``mean + kappa * std`` reaches the target, as a lowest-weight path in the
+   expanded graph. The per-round cost of a model is that of its level option
+   minimising ``cost + lambda * time``; ``lambda`` (and a price per round)
+   rise from 0 only when the deadline or ``max_rounds`` would otherwise cut
+   every path. On the best sets the switch point of the best predicted
+   schedules is also searched by Monte Carlo (:func:`schedule_candidate`),
+   since the prediction's error depends on the schedule's shape.
 3. **Resources** (:mod:`.resources`): levels per round by the greedy
    multiple-choice knapsack under the deadline.
 4. **Check and tighten**: the plan's ``P[L_K <= L*]`` is estimated by Monte
    Carlo of the exact semantics. The quantile multiplier ``kappa`` starts at
    the guarantee's value (Gaussian ``Phi^-1(pi)`` or Cantelli's
    ``sqrt(pi/(1-pi))``); if the plan is not dependable ``kappa`` is raised
-   (more rounds / less-compressed models) until it is; with the Gaussian
-   guarantee, whose linearised prediction may also be pessimistic, ``kappa``
-   is also lowered while the plan stays dependable (calibration against the
-   Monte Carlo). Cantelli's bound is never loosened. When the prediction says
-   "unreachable" before any plan passes (round/time limit close), the most
-   conservative existing paths are probed, and as a last resort the cheapest
-   dependable "one model for K rounds" plan on the set is taken.
+   until it is, then the interval is bisected, keeping every passing plan
+   (the cheapest wins, not the first); with the Gaussian guarantee ``kappa``
+   is also lowered while the plan stays dependable. Cantelli's bound is never
+   loosened. When the prediction says "unreachable" before any plan passes,
+   the most conservative existing paths are probed, and as a last resort the
+   cheapest dependable "one model for K rounds" plan on the set is taken.
 5. **Refine**: rounds are dropped one at a time (cheapest first) while the
-   plan stays dependable (:func:`trim`), since the discretised graph and the
-   prediction are slightly conservative.
+   plan stays dependable (:func:`trim`).
+
+**Switches only when they pay**: of two dependable plans, one with more
+switches replaces one with fewer only when it is cheaper by ``SWITCH_MARGIN``
+per extra switch (:func:`_better`); ``planner_info.switches`` reports them.
+
+**Complexity** (``n`` clients, ``S`` candidate sets (``2^n`` up to 10
+clients, else ``O(n)`` chain prefixes), ``M`` models, ``K`` rounds, ``T``
+Monte Carlo trajectories, ``eta`` the step): set scoring
+``O(S M^2 K log K)`` moment updates; per planned set the graph
+``O(K M^2 / eta)`` vertex updates per kappa (a bounded number of kappas), the
+switch-point search ``O(M K T)`` and the checks ``O(K T)`` each (a bounded
+number); polynomial in every quantity except the exact subset enumeration
+of small instances.
 
 The returned plan has passed ``P >= pi + se`` (one Monte Carlo standard
-error) on ``mc_trajectories`` (>= 20,000) trajectories.
+error) on ``mc_trajectories`` (>= 20,000) trajectories, and ``P >= pi`` on an
+independent stream (:func:`.checking.finish_plan`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -50,13 +71,41 @@ from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option, round_options
+from depl_fl.planner.schedules import (
+    ROUND_CAP,
+    Schedule,
+    allowed_pairs,
+    best_schedules,
+    mc_second_block,
+    predicted_tables,
+    switch_points,
+)
 
 # How many of the best-scored client sets are planned in full.
 SETS_SMALL = 6
-SETS_LARGE = 2
+SETS_LARGE = 1
 # Gaussian calibration: how far below Phi^-1(pi) kappa may go.
 LOOSEN = 1.5
 BISECTIONS = 3
+# Sets scored by their whole plan (the rest are pre-ranked by the one-model proxy).
+PRE_RANK = 64
+PRE_RANK_LARGE = 16
+# Best-scored sets whose switch point is also searched by Monte Carlo, the k1
+# window around the predicted switch point, and the trajectories of that search.
+SCHEDULE_SETS = 3
+SCHEDULE_SETS_LARGE = 1
+K1_WINDOW = 6
+# Model pairs refined per set: those predicted within PAIR_SLACK of the set's best, at most MAX_PAIRS.
+PAIR_SLACK = 0.3
+MAX_PAIRS = 3
+MAX_PAIRS_LARGE = 2
+SCHEDULE_TRAJECTORIES = 4000
+SCHEDULE_EXTEND = 3
+SCHEDULE_CHECKS = 6
+SCHEDULE_CHECKS_LARGE = 2
+SCREEN_Z = 2.0
+# A plan with more switches must be this much cheaper per extra switch.
+SWITCH_MARGIN = 0.002
 
 
 @dataclass
@@ -74,45 +123,48 @@ def reference_model(ctx: PlanContext) -> str:
     return min(ctx.scenario.models, key=lambda m: (m.compression, -m.flops_per_sample)).id
 
 
+def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
+                  lam: float, nu: float):
+    """Lightest goal path with per-round weight ``cost + lam * time + nu`` (None: no goal)."""
+    edges = {}
+    for m, o in opts.items():
+        chosen = lagrangian_option(o, lam)
+        edges[m] = EdgeSpec(chosen.cost, chosen.time)
+    # The graph does not depend on kappa: build it once per (set, prices).
+    key = (r, tuple(edges.items()), nu)
+    graph = ctx.graphs.get(key)
+    if graph is None:
+        graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
+                             ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
+        ctx.graphs[key] = graph
+    return graph.solve(kappa, ctx.targets.target_loss)
+
+
+def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float):
+    """When constraints bind: the fastest, fewest-rounds corner first, then the time price
+    relaxed towards the cheapest feasible one."""
+    mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
+    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost) is None:
+        return None
+    slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
+                     for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
+    for lam in slopes + [math.inf]:
+        for nu in (0.0, mean_cost, 10.0 * mean_cost):
+            result = _graph_search(ctx, opts, r, kappa, lam, nu)
+            if result is not None:
+                return result
+    return None
+
+
 def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
                  options: dict[str, list[Option]] | None = None) -> list[RoundDecision] | None:
     """Model graph + level allocation on one client set; None if no goal is reachable."""
     scen = ctx.scenario
     opts = options or {m.id: round_options(scen, cset, m.id) for m in scen.models}
     r = cset.total_samples / scen.loss.reference_samples
-
-    def search(lam: float, nu: float):
-        edges = {}
-        for m, o in opts.items():
-            chosen = lagrangian_option(o, lam)
-            edges[m] = EdgeSpec(chosen.cost, chosen.time)
-        # The graph does not depend on kappa: build it once per (set, prices).
-        key = (r, tuple(edges.items()), nu)
-        graph = ctx.graphs.get(key)
-        if graph is None:
-            graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
-                                 ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
-            ctx.graphs[key] = graph
-        return graph.solve(kappa, ctx.targets.target_loss)
-
-    result = search(0.0, 0.0)
+    result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0) or _priced_search(ctx, opts, r, kappa)
     if result is None:
-        # Constraints bind: first check the fastest, fewest-rounds corner, then
-        # relax the time price towards the cheapest feasible one.
-        mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
-        if search(math.inf, 10.0 * mean_cost) is None:
-            return None
-        slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
-                         for o in opts.values() for a, b in zip(o, o[1:]) if b.time > a.time})
-        for lam in slopes + [math.inf]:
-            for nu in (0.0, mean_cost, 10.0 * mean_cost):
-                result = search(lam, nu)
-                if result is not None:
-                    break
-            if result is not None:
-                break
-        if result is None:
-            return None
+        return None
     if not result.models:
         return []
     alloc = allocate_levels(result.models, opts, ctx.deadline)
@@ -127,6 +179,119 @@ def _cost(opts: dict[str, list[Option]], rounds: list[RoundDecision]) -> float:
     return float(sum(table[(r.model, tuple(r.levels.items()))] for r in rounds))
 
 
+class _KappaSearch:
+    """The quantile-multiplier search of :func:`tune_set` on one client set."""
+
+    def __init__(self, ctx: PlanContext, cset: ClientSet, seed: int, n_final: int) -> None:
+        self.ctx, self.cset, self.seed, self.n_final = ctx, cset, seed, n_final
+        self.opts = {m.id: round_options(ctx.scenario, cset, m.id) for m in ctx.scenario.models}
+        pi = ctx.targets.target_prob
+        self.n_search = min(SEARCH_TRAJECTORIES, n_final)
+        self.need_search = required_probability(pi, self.n_search)
+        self.need_final = required_probability(pi, n_final)
+        self.seq_cache: dict[tuple, float] = {}
+        self.seen: dict[float, Candidate | None] = {}
+        self.most_probable: Candidate | None = None
+        self.passing: list[Candidate] = []
+
+    def attempt(self, k: float) -> Candidate | None:
+        """The graph's plan at multiplier ``k`` with its search probability (memoised)."""
+        k = round(k, 6)
+        if k in self.seen:
+            return self.seen[k]
+        rounds = plan_for_set(self.ctx, self.cset, k, self.opts)
+        cand = None
+        if rounds is not None:
+            key = tuple(r.model for r in rounds)
+            if key not in self.seq_cache:
+                self.seq_cache[key] = probability(self.ctx, rounds, self.n_search, self.seed + 7919)
+            cand = Candidate(rounds, _cost(self.opts, rounds), self.seq_cache[key], k)
+            if self.most_probable is None or cand.prob > self.most_probable.prob:
+                self.most_probable = cand
+        self.seen[k] = cand
+        return cand
+
+    def keep_if_ok(self, c: Candidate | None) -> bool:
+        """Record ``c`` as passing when its search probability meets the threshold."""
+        if c is not None and c.prob >= self.need_search:
+            self.passing.append(c)
+            return True
+        return False
+
+    def bisect(self, lo: float, hi: float) -> None:
+        """Narrow the kappa interval (lo fails, hi passes), keeping every passing plan."""
+        for _ in range(BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            if self.keep_if_ok(self.attempt(mid)):
+                hi = mid
+            else:
+                lo = mid
+
+    def loosen(self, k0: float) -> None:
+        """Gaussian calibration: a passing ``k0`` may be too pessimistic, try lower."""
+        if not self.keep_if_ok(self.attempt(k0 - LOOSEN)):
+            self.bisect(k0 - LOOSEN, k0)
+
+    def tighten(self, k0: float) -> None:
+        """``k0`` fails: raise kappa until a plan passes (or none exists), then narrow."""
+        lo, step, hi, no_path = k0, 0.5, None, None
+        while step <= 16.0:
+            c = self.attempt(k0 + step)
+            if c is None:
+                no_path = k0 + step
+                break
+            if self.keep_if_ok(c):
+                hi = k0 + step
+                break
+            lo = k0 + step
+            step *= 2.0
+        if hi is None and no_path is not None:
+            hi, lo = self.probe_below(lo, no_path)
+        if hi is not None:
+            self.bisect(lo, hi)
+
+    def probe_below(self, lo: float, no_path: float) -> tuple[float | None, float]:
+        """The prediction says "unreachable" above ``no_path``: probe the most
+        conservative plans that still exist, the Monte Carlo may accept them."""
+        for _ in range(BISECTIONS + 1):
+            mid = 0.5 * (lo + no_path)
+            c = self.attempt(mid)
+            if c is None:
+                no_path = mid
+            elif self.keep_if_ok(c):
+                return mid, lo
+            else:
+                lo = mid
+        return None, lo
+
+    def finish(self, cand: Candidate, p: float) -> Candidate:
+        """Trim a candidate that passed the final check."""
+        return trim(self.ctx, self.cset, self.opts, Candidate(cand.rounds, cand.cost, p, cand.kappa),
+                    self.need_final, self.n_final, self.seed)
+
+    def final(self, k0: float) -> Candidate | None:
+        """Final check on the full trajectory count, cheapest first; tighten on failure."""
+        for cand in sorted(self.passing, key=lambda c: c.cost):
+            p = probability(self.ctx, cand.rounds, self.n_final, self.seed)
+            if p >= self.need_final:
+                return self.finish(cand, p)
+        k = max((c.kappa for c in self.passing), default=k0)
+        for _ in range(8 if self.passing else 0):
+            k += 0.25
+            c = self.attempt(k)
+            if c is None:
+                break
+            p = probability(self.ctx, c.rounds, self.n_final, self.seed)
+            if p >= self.need_final:
+                return self.finish(c, p)
+        fallback = single_model_plan(self.ctx, self.cset, self.opts, self.need_final,
+                                     self.n_final, self.seed)
+        if fallback is not None:
+            return trim(self.ctx, self.cset, self.opts, fallback, self.need_final, self.n_final,
+                        self.seed)
+        return None
+
+
 def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
              n_final: int) -> tuple[Candidate | None, Candidate | None]:
     """Cheapest dependable plan on one client set over the quantile multiplier.
@@ -136,110 +301,17 @@ def tune_set(ctx: PlanContext, cset: ClientSet, guarantee: str, seed: int,
     tuple
         ``(best dependable candidate or None, most probable candidate seen)``.
     """
-    scen = ctx.scenario
-    pi = ctx.targets.target_prob
-    opts = {m.id: round_options(scen, cset, m.id) for m in scen.models}
-    n_search = min(SEARCH_TRAJECTORIES, n_final)
-    need_search = required_probability(pi, n_search)
-    need_final = required_probability(pi, n_final)
-    seq_cache: dict[tuple, float] = {}
-    seen: dict[float, Candidate | None] = {}
-    most_probable: Candidate | None = None
-
-    def attempt(k: float) -> Candidate | None:
-        nonlocal most_probable
-        k = round(k, 6)
-        if k in seen:
-            return seen[k]
-        rounds = plan_for_set(ctx, cset, k, opts)
-        cand = None
-        if rounds is not None:
-            key = tuple(r.model for r in rounds)
-            if key not in seq_cache:
-                seq_cache[key] = probability(ctx, rounds, n_search, seed + 7919)
-            cand = Candidate(rounds, _cost(opts, rounds), seq_cache[key], k)
-            if most_probable is None or cand.prob > most_probable.prob:
-                most_probable = cand
-        seen[k] = cand
-        return cand
-
-    def ok(c: Candidate | None) -> bool:
-        return c is not None and c.prob >= need_search
-
-    passing: list[Candidate] = []
-
-    def bisect(lo: float, hi: float) -> None:
-        """Narrow the kappa interval (lo fails, hi passes), keeping every passing plan."""
-        for _ in range(BISECTIONS):
-            mid = 0.5 * (lo + hi)
-            c = attempt(mid)
-            if ok(c):
-                passing.append(c)
-                hi = mid
-            else:
-                lo = mid
-
-    k0 = kappa_of(pi, guarantee)
-    first = attempt(k0)
-    if ok(first):
-        passing.append(first)
+    search = _KappaSearch(ctx, cset, seed, n_final)
+    k0 = kappa_of(ctx.targets.target_prob, guarantee)
+    first = search.attempt(k0)
+    if search.keep_if_ok(first):
         if guarantee == "gaussian":
-            low = attempt(k0 - LOOSEN)
-            if ok(low):
-                passing.append(low)
-            else:
-                bisect(k0 - LOOSEN, k0)
+            search.loosen(k0)
+    elif first is None:
+        return None, search.most_probable
     else:
-        if first is None:
-            return None, most_probable
-        lo, step, hi, no_path = k0, 0.5, None, None
-        while step <= 16.0:
-            c = attempt(k0 + step)
-            if c is None:
-                no_path = k0 + step
-                break
-            if ok(c):
-                passing.append(c)
-                hi = k0 + step
-                break
-            lo = k0 + step
-            step *= 2.0
-        if hi is None and no_path is not None:
-            # The prediction says "unreachable" above some kappa: probe the most
-            # conservative plans that still exist, the Monte Carlo may accept them.
-            for _ in range(BISECTIONS + 1):
-                mid = 0.5 * (lo + no_path)
-                c = attempt(mid)
-                if c is None:
-                    no_path = mid
-                elif ok(c):
-                    passing.append(c)
-                    hi = mid
-                    break
-                else:
-                    lo = mid
-        if hi is not None:
-            bisect(lo, hi)
-    # Final check on the full trajectory count, cheapest first; tighten on failure.
-    for cand in sorted(passing, key=lambda c: c.cost):
-        p = probability(ctx, cand.rounds, n_final, seed)
-        if p >= need_final:
-            return trim(ctx, cset, opts, Candidate(cand.rounds, cand.cost, p, cand.kappa),
-                        need_final, n_final, seed), most_probable
-    k = max((c.kappa for c in passing), default=k0)
-    for _ in range(8 if passing else 0):
-        k += 0.25
-        c = attempt(k)
-        if c is None:
-            break
-        p = probability(ctx, c.rounds, n_final, seed)
-        if p >= need_final:
-            return trim(ctx, cset, opts, Candidate(c.rounds, c.cost, p, c.kappa),
-                        need_final, n_final, seed), most_probable
-    fallback = single_model_plan(ctx, cset, opts, need_final, n_final, seed)
-    if fallback is not None:
-        return trim(ctx, cset, opts, fallback, need_final, n_final, seed), most_probable
-    return None, most_probable
+        search.tighten(k0)
+    return search.final(k0), search.most_probable
 
 
 def single_model_plan(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]],
@@ -306,7 +378,7 @@ def trim(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]], cand:
                 continue
             prev = ctx.previous
             if any(a != b and (a, b) not in ctx.prop.switch
-                   for a, b in zip([prev] + seq[:-1], seq) if a is not None):
+                   for a, b in itertools.pairwise([prev, *seq]) if a is not None):
                 continue
             alloc = allocate_levels(seq, opts, ctx.deadline)
             if alloc is None:
@@ -339,34 +411,149 @@ def largest_set(ctx: PlanContext) -> ClientSet:
     return ClientSet.from_ids(scen, ids)
 
 
+def is_small(ctx: PlanContext) -> bool:
+    """Small instances get a wider search (more sets, pairs and switch points checked)."""
+    return len(ctx.scenario.clients) <= 12 and ctx.max_rounds <= 60
+
+
+def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[ClientSet]:
+    """The sets worth a whole-plan score: all when few, else the best by the one-model proxy."""
+    limit = PRE_RANK if is_small(ctx) else PRE_RANK_LARGE
+    if len(sets) <= limit:
+        return list(sets)
+    ranked = rank_sets(ctx, sets, kappa, [m.id for m in ctx.scenario.models])
+    return [c for _, c in ranked[:limit]]
+
+
+def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
+                      ) -> list[tuple[float, list[Schedule], ClientSet]]:
+    """Data selection against the plan a set enables: predicted cost of its best <= 1-switch schedule.
+
+    Sorted ascending; sets whose schedules all miss the goal come last (by sample total).
+    Each set comes with its predicted schedules (one per model pair) within
+    ``PAIR_SLACK`` of its best, cheapest first.
+    """
+    scen = ctx.scenario
+    totals_ = np.array([c.total_samples for c in sets], dtype=float)
+    ratios, groups = np.unique(totals_ / scen.loss.reference_samples, return_inverse=True)
+    horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
+    k1 = switch_points(horizon)
+    tables = predicted_tables(ctx, allowed_pairs(ctx), ratios, kappa, horizon, k1)
+    costs = np.empty((len(sets), len(scen.models)))
+    times = np.empty_like(costs)
+    for i, cset in enumerate(sets):
+        for j, m in enumerate(scen.models):
+            opts = round_options(scen, cset, m.id)
+            costs[i, j], times[i, j] = opts[-1].cost, opts[0].time
+    scored = best_schedules(ctx, costs, times, groups, tables, k1)
+    out = []
+    for per_pair, cset in zip(scored, sets, strict=True):
+        cost = per_pair[0][0] if per_pair else math.inf
+        pairs = MAX_PAIRS if is_small(ctx) else MAX_PAIRS_LARGE
+        out.append((cost, [sc for c, sc in per_pair if c <= cost * (1.0 + PAIR_SLACK)][:pairs],
+                    cset))
+    out.sort(key=lambda t: (t[0], -t[2].total_samples))
+    return out
+
+
+def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed: int,
+                       n_final: int) -> Candidate | None:
+    """Monte Carlo choice of the switch point around a predicted schedule, checked on ``n_final``.
+
+    ``k1`` is tried in a window around the predicted one; for each, the
+    fewest ``k2`` that passes a screening threshold (``SCREEN_Z`` search
+    standard errors below the final one) comes from :func:`mc_second_block`;
+    the cheapest few are re-checked on the full trajectory count, adding
+    rounds of the second model while they fall short.
+    """
+    scen = ctx.scenario
+    opts = {m.id: round_options(scen, cset, m.id) for m in scen.models}
+    pi = ctx.targets.target_prob
+    n_search = min(SCHEDULE_TRAJECTORIES, n_final)
+    need_final = required_probability(pi, n_final)
+    screen = need_final - SCREEN_Z * math.sqrt(pi * (1.0 - pi) / n_search)
+    pair = (guess.first, guess.second)
+    window = range(max(guess.k1 - K1_WINDOW, 1), guess.k1 + K1_WINDOW + 1)
+    found = mc_second_block(ctx, pair, cset.total_samples / scen.loss.reference_samples,
+                            window, ctx.max_rounds, screen, n_search, seed + 31337)
+    one_model = pair[0] == pair[1]
+    c1, c2 = opts[pair[0]][-1].cost, opts[pair[1]][-1].cost
+    ranked = sorted(((0 if one_model else k1) * c1 + k2 * c2, 0 if one_model else k1, k2)
+                    for k1, k2 in found.items())
+    best: Candidate | None = None
+    for low, k1, k2 in ranked[:SCHEDULE_CHECKS if is_small(ctx) else SCHEDULE_CHECKS_LARGE]:
+        if best is not None and low >= best.cost:
+            break
+        cand = _extend_until_dependable(ctx, cset, opts, Schedule(pair[0], k1, pair[1], k2),
+                                        need_final, n_final, seed)
+        if cand is not None and (best is None or cand.cost < best.cost):
+            best = cand
+    return best
+
+
+def _extend_until_dependable(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]],
+                             sched: Schedule, need: float, n: int, seed: int) -> Candidate | None:
+    """The schedule, with up to ``SCHEDULE_EXTEND`` more rounds of its second model, once dependable."""
+    for extra in range(SCHEDULE_EXTEND + 1):
+        seq = Schedule(sched.first, sched.k1, sched.second, sched.k2 + extra).models()
+        if len(seq) > ctx.max_rounds:
+            return None
+        alloc = allocate_levels(seq, opts, ctx.deadline)
+        if alloc is None:
+            return None
+        rounds = decisions(seq, alloc, cset.ids)
+        p = probability(ctx, rounds, n, seed)
+        if p >= need:
+            return Candidate(rounds, _cost(opts, rounds), p, math.nan)
+    return None
+
+
+def switches(models: list[str]) -> int:
+    """Number of model switches in a round sequence."""
+    return sum(1 for a, b in itertools.pairwise(models) if a != b)
+
+
+def _better(cand: Candidate | None, best: Candidate | None) -> bool:
+    """Cheaper wins; a plan with more switches must be cheaper by ``SWITCH_MARGIN`` (no thrashing)."""
+    if cand is None:
+        return False
+    if best is None:
+        return True
+    extra = switches([r.model for r in cand.rounds]) - switches([r.model for r in best.rounds])
+    margin = SWITCH_MARGIN * extra if extra > 0 else 0.0
+    return cand.cost * (1.0 + margin) < best.cost or (extra < 0 and cand.cost <= best.cost)
+
+
 def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
               ) -> tuple[Candidate | None, Candidate | None, dict]:
     """Run DepL; returns (best dependable candidate, most probable candidate, info)."""
     scen = ctx.scenario
-    models = [m.id for m in scen.models]
     k0 = kappa_of(ctx.targets.target_prob, guarantee)
     sets = candidate_sets(scen, reference_model(ctx))
-    ranked = rank_sets(ctx, sets, k0, models)
-    limit = SETS_SMALL if len(scen.clients) <= 12 and ctx.max_rounds <= 60 else SETS_LARGE
-    chosen = [c for s, c in ranked if math.isfinite(s)][:limit]
+    scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0)
+    limit = SETS_SMALL if is_small(ctx) else SETS_LARGE
+    chosen = [(scheds, c) for cost, scheds, c in scored if math.isfinite(cost)][:limit]
     if not chosen:
-        # No single model reaches the goal: let the graph (with switches) try
-        # the largest sets.
-        chosen = sorted(sets, key=lambda c: -c.total_samples)[:limit]
-    # Always also plan the largest set (every cluster at capacity): the proxy
-    # scores single-model plans only and can undervalue data when switching
-    # models (or a tight pi) favours it.
+        # No schedule with <= 1 switch reaches the goal: let the graph try the largest sets.
+        chosen = [([], c) for c in sorted(sets, key=lambda c: -c.total_samples)[:limit]]
+    # Always also plan the largest set (every cluster at capacity): a tight pi
+    # may favour data the prediction undervalues.
     largest = largest_set(ctx)
-    if all(set(c.ids) != set(largest.ids) for c in chosen):
-        chosen.append(largest)
+    if all(set(c.ids) != set(largest.ids) for _, c in chosen):
+        chosen.append(([], largest))
     best: Candidate | None = None
     most: Candidate | None = None
-    for cset in chosen:
+    for rank, (scheds, cset) in enumerate(chosen):
         cand, probable = tune_set(ctx, cset, guarantee, seed, n_final)
-        if cand is not None and (best is None or cand.cost < best.cost):
+        if _better(cand, best):
             best = cand
         if probable is not None and (most is None or probable.prob > most.prob):
             most = probable
+        for sched in scheds if rank < (SCHEDULE_SETS if is_small(ctx) else SCHEDULE_SETS_LARGE) else []:
+            sc = schedule_candidate(ctx, cset, sched, seed, n_final)
+            if _better(sc, best):
+                best = sc
     info = {"candidate_sets": len(sets), "sets_planned": len(chosen),
-            "kappa": best.kappa if best and math.isfinite(best.kappa) else None}
+            "kappa": best.kappa if best and math.isfinite(best.kappa) else None,
+            "switches": switches([r.model for r in best.rounds]) if best else None}
     return best, most, info

@@ -12,25 +12,20 @@ rounds, used by the caller when the deadline binds). A vertex is a goal when
 
 The bin width is ``eta * |L0 - L*| / 4`` for mean and std, so a layer holds
 ``O(M / eta^2)`` vertices, each with at most ``M`` out-edges: smaller ``eta``
-= closer to optimal, more vertices. The graph is never built in full:
-
-* :func:`cheapest_path` -- lazy Dijkstra from the start state, successors
-  generated on demand, stops at the first goal popped; can export the
-  explored part as a :class:`networkx.DiGraph` (used to cross-check it).
-* :func:`layered_path` -- the production solver: since ``k`` is part of the
-  vertex the graph is a DAG, so Dijkstra becomes a forward pass over rounds,
-  vectorised with numpy per layer and stopped as soon as a layer's lightest
-  vertex is no lighter than the best goal. Both return the same path.
+= closer to optimal, more vertices. The graph is never built in full: since
+``k`` is part of the vertex the graph is a DAG, so Dijkstra becomes a forward
+pass over rounds (:class:`LayeredGraph`), vectorised with numpy per layer and
+stopped as soon as a layer's lightest vertex is no lighter than the best goal.
+A dominance rule (same model, both bins lower or equal, lighter) keeps each
+layer a Pareto staircase of ``O(1/eta)`` vertices per model, so a solve costs
+``O(K * M^2 / eta)`` vertex updates for ``K`` rounds and ``M`` models.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from depl_fl.planner.quantile import LossPropagator
@@ -54,153 +49,6 @@ class GraphResult:
     cost: float
     time: float
     vertices: int
-    edges: list[tuple[object, object, float]] = field(default_factory=list)
-    goal: object = "start"
-
-    def to_networkx(self) -> nx.DiGraph:
-        """The explored part of the expanded graph (vertices are discretised states).
-
-        Only available when edges were recorded; the start vertex is ``"start"``.
-        """
-        graph = nx.DiGraph()
-        graph.add_weighted_edges_from(self.edges)
-        return graph
-
-
-def cheapest_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
-                  start_mean: float, start_var: float, previous: str | None,
-                  kappa: float, target: float, deadline: float, max_rounds: int,
-                  bin_width: float, round_price: float = 0.0, time_price: float = 0.0,
-                  record_edges: bool = False, max_vertices: int = 2_000_000
-                  ) -> GraphResult | None:
-    """Dijkstra on the lazily expanded state graph; None when no goal is reachable.
-
-    Parameters
-    ----------
-    prop : LossPropagator
-        Moment propagation of the scenario's loss.
-    r : float
-        Data ratio of the chosen client set.
-    edges : dict
-        ``model id -> EdgeSpec`` (per-round cost/time of each usable model).
-    start_mean, start_var : float
-        Loss moments at the start.
-    previous : str or None
-        Model of the round before the start (None at the very beginning).
-    kappa : float
-        Quantile multiplier of the goal test ``mean + kappa * std <= target``.
-    target : float
-        Target loss L*.
-    deadline : float
-        Remaining time.
-    max_rounds : int
-        Remaining rounds.
-    bin_width : float
-        Discretisation step of mean and std.
-    round_price, time_price : float
-        Lagrangian prices added to each edge weight (``round_price + time_price * time``).
-    record_edges : bool
-        Keep the explored edges (for :meth:`GraphResult.to_networkx`).
-    max_vertices : int
-        Safety cap on settled vertices.
-
-    Returns
-    -------
-    GraphResult or None
-    """
-    models = list(edges)
-    allowed = {p: [m for m in models if m == p or (p, m) in prop.switch] for p in models}
-    first = [m for m in models if previous is None or m == previous or (previous, m) in prop.switch]
-    inv_w = 1.0 / bin_width
-    # per vertex: mean, var, model, time, rounds, cost, parent
-    means = [start_mean]
-    vars_ = [start_var]
-    mods: list[str | None] = [previous]
-    times = [0.0]
-    rounds = [0]
-    costs = [0.0]
-    parents = [-1]
-    keys: list[tuple | None] = [None]
-    best: dict[tuple, float] = {}
-    heap = [(0.0, 0)]
-    settled = 0
-    recorded: list[tuple[object, object, float]] = []
-    weights = {m: e.cost + round_price + time_price * e.time for m, e in edges.items()}
-    while heap:
-        w, v = heapq.heappop(heap)
-        if keys[v] is not None and best[keys[v]] < w:
-            continue  # superseded by a cheaper path to the same vertex
-        mean, var = means[v], vars_[v]
-        if mean + kappa * math.sqrt(var) <= target:
-            path = []
-            u = v
-            while u > 0:
-                path.append(mods[u])
-                u = parents[u]
-            path.reverse()
-            return GraphResult(path, mean, var, costs[v], times[v], len(means), recorded,
-                               keys[v] if keys[v] is not None else "start")
-        settled += 1
-        if settled > max_vertices:
-            break
-        cur = mods[v]
-        if rounds[v] >= max_rounds:
-            continue
-        for m in (first if cur is None or v == 0 else allowed[cur]):
-            e = edges[m]
-            t = times[v] + e.time
-            if t > deadline * (1.0 + 1e-9):
-                continue
-            nm, nv = (mean, var) if cur is None or cur == m else prop.switch_scalar(cur, m, mean, var)
-            nm, nv = prop.run_scalar(m, nm, nv, r)
-            nw = w + weights[m]
-            key = (rounds[v] + 1, m, int(nm * inv_w), int(math.sqrt(nv) * inv_w))
-            if best.get(key, math.inf) <= nw:
-                continue
-            best[key] = nw
-            means.append(nm)
-            vars_.append(nv)
-            mods.append(m)
-            times.append(t)
-            rounds.append(rounds[v] + 1)
-            costs.append(costs[v] + e.cost)
-            parents.append(v)
-            keys.append(key)
-            u = len(means) - 1
-            if record_edges:
-                recorded.append((keys[v] if keys[v] is not None else "start", key, weights[m]))
-            heapq.heappush(heap, (nw, u))
-    return None
-
-
-def sequence_cost(models: Sequence[str], edges: dict[str, EdgeSpec]) -> float:
-    """Total cost of a model sequence under per-model round costs."""
-    return float(sum(edges[m].cost for m in models))
-
-
-def layered_path(prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],
-                 start_mean: float, start_var: float, previous: str | None,
-                 kappa: float, target: float, deadline: float, max_rounds: int,
-                 bin_width: float, round_price: float = 0.0, time_price: float = 0.0,
-                 dominance: bool = True) -> GraphResult | None:
-    """The same expanded graph as :func:`cheapest_path`, solved layer by layer.
-
-    Vertices ``(round k, model, mean bin, std bin)`` form a DAG in ``k``, so
-    Dijkstra reduces to a forward pass over rounds; each layer is processed
-    with numpy (all vertices x all models at once, duplicates merged keeping
-    the lightest). The pass stops as soon as the lightest vertex of a layer
-    weighs at least the best goal found (every edge has positive weight), or
-    at ``max_rounds``. Same parameters and result as :func:`cheapest_path`,
-    plus ``dominance``: within a layer and model, drop a vertex when another
-    one has a lower-or-equal mean bin, lower-or-equal std bin and a smaller
-    weight (it is at least as close to every goal, for less). This keeps each
-    layer a Pareto staircase of ``O(1/eta)`` vertices instead of
-    ``O(1/eta^2)``. See :class:`LayeredGraph` to solve one graph for several
-    ``kappa``.
-    """
-    graph = LayeredGraph(prop, r, edges, start_mean, start_var, previous, deadline, max_rounds,
-                         bin_width, round_price, time_price, dominance)
-    return graph.solve(kappa, target)
 
 
 @dataclass
@@ -223,9 +71,30 @@ class LayeredGraph:
     each :meth:`solve` scans them. Pruning by weight only ever removes
     vertices at least as heavy as the best goal, which can neither lead to a
     lighter goal nor win a merge or dominance test against a lighter vertex,
-    so :meth:`solve` returns exactly the path of the pruned forward pass
-    described in :func:`layered_path` (same parameters, without ``kappa`` and
-    ``target``).
+    so :meth:`solve` returns exactly the path of the pruned forward pass.
+
+    Parameters
+    ----------
+    prop : LossPropagator
+        Moment propagation of the scenario's loss.
+    r : float
+        Data ratio of the chosen client set.
+    edges : dict
+        ``model id -> EdgeSpec`` (per-round cost/time of each usable model).
+    start_mean, start_var : float
+        Loss moments at the start.
+    previous : str or None
+        Model of the round before the start (None at the very beginning).
+    deadline : float
+        Remaining time.
+    max_rounds : int
+        Remaining rounds.
+    bin_width : float
+        Discretisation step of mean and std.
+    round_price, time_price : float
+        Lagrangian prices added to each edge weight (``round_price + time_price * time``).
+    dominance : bool
+        Drop dominated vertices (see the module docstring).
     """
 
     def __init__(self, prop: LossPropagator, r: float, edges: dict[str, EdgeSpec],

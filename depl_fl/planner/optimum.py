@@ -63,13 +63,125 @@ def _block_costs(opts: dict[str, list[Option]], blocks: list[tuple[str, int]],
     lists = [opts[m] for m, _ in blocks]
     best: tuple[float, list[Option]] | None = None
     for combo in itertools.product(*lists):
-        t = sum(o.time * k for o, (_, k) in zip(combo, blocks))
+        t = sum(o.time * k for o, (_, k) in zip(combo, blocks, strict=True))
         if t > deadline * (1.0 + 1e-9):
             continue
-        c = sum(o.cost * k for o, (_, k) in zip(combo, blocks))
+        c = sum(o.cost * k for o, (_, k) in zip(combo, blocks, strict=True))
         if best is None or c < best[0]:
             best = (c, list(combo))
     return best
+
+
+Member = tuple[ClientSet, dict[str, list[Option]]]
+
+
+def _groups(ctx: PlanContext, client_sets: list[tuple[str, ...]],
+            models: list[str]) -> dict[int, list[Member]]:
+    """Capacity-feasible client sets with their options, grouped by sample total (same loss)."""
+    groups: dict[int, list[Member]] = {}
+    for combo in client_sets:
+        if _capacity_ok(ctx.scenario, combo):
+            cset = ClientSet.from_ids(ctx.scenario, combo)
+            opts = {m: round_options(ctx.scenario, cset, m) for m in models}
+            groups.setdefault(cset.total_samples, []).append((cset, opts))
+    return groups
+
+
+class _Search:
+    """Branch and bound over block sequences (see the module docstring)."""
+
+    def __init__(self, ctx: PlanContext, seed: int, n_final: int) -> None:
+        self.ctx, self.seed, self.n_final = ctx, seed, n_final
+        pi = ctx.targets.target_prob
+        self.need_final = required_probability(pi, n_final)
+        self.n_search = min(SEARCH_TRAJECTORIES, n_final)
+        self.screen = self.need_final - SCREEN_Z * math.sqrt(pi * (1 - pi) / self.n_search)
+        self.models = [m.id for m in ctx.scenario.models]
+        self.best_cost, self.best_rounds = math.inf, None
+        self.nodes = self.verified = 0
+        self.streams: dict[tuple[int, bool], np.random.Generator] = {}
+        self.states: dict[tuple[int, bool], dict] = {}
+        self.verified_cache: dict[tuple, float] = {}
+
+    def seed_incumbents(self) -> None:
+        """Start from the dependable ``full`` plan and DepL's plan."""
+        from depl_fl.planner.baselines import plan_full
+        from depl_fl.planner.depl import plan_depl
+        rounds, ok, _ = plan_full(self.ctx, self.seed, self.n_final)
+        if ok:
+            self.best_cost, self.best_rounds = totals(self.ctx, rounds)[0], rounds
+        cand, _, _ = plan_depl(self.ctx, "gaussian", self.seed, self.n_final)
+        if cand is not None and cand.cost < self.best_cost:
+            self.best_cost, self.best_rounds = cand.cost, cand.rounds
+
+    def _stream(self, depth: int, is_switch: bool) -> np.random.Generator:
+        """Common random numbers: the same stream for every prefix of this round index."""
+        key = (depth, is_switch)
+        rng = self.streams.get(key)
+        if rng is None:
+            rng = self.streams[key] = np.random.default_rng((self.seed, depth, int(is_switch)))
+            self.states[key] = rng.bit_generator.state
+        else:
+            rng.bit_generator.state = self.states[key]
+        return rng
+
+    def _verify(self, total: int, members: list[Member], blocks: list[tuple[str, int]]) -> bool:
+        """Re-check a screened sequence on every set of the group; True if one became the incumbent."""
+        key = (total, tuple(blocks))
+        found = False
+        for cset, opts in members:
+            choice = _block_costs(opts, blocks, self.ctx.deadline)
+            if choice is None or choice[0] >= self.best_cost:
+                continue
+            seq = [m for m, k in blocks for _ in range(k)]
+            per_round = [o for o, (_, k) in zip(choice[1], blocks, strict=True) for _ in range(k)]
+            rounds = decisions(seq, per_round, cset.ids)
+            if key not in self.verified_cache:
+                self.verified += 1
+                self.verified_cache[key] = probability(self.ctx, rounds, self.n_final, self.seed)
+            if self.verified_cache[key] >= self.need_final:
+                self.best_cost, self.best_rounds = choice[0], rounds
+                found = True
+        return found
+
+    def _children(self, blocks: list[tuple[str, int]], switches: int):
+        """Allowed next models with whether they switch."""
+        last = blocks[-1][0] if blocks else self.ctx.previous
+        for m in self.models:
+            is_switch = last is not None and m != last
+            if is_switch and ((last, m) not in self.ctx.scenario.loss.switch
+                              or (blocks and switches >= MAX_SWITCHES)):
+                continue
+            yield m, last, is_switch
+
+    def group(self, total: int, members: list[Member]) -> None:
+        """Depth-first search over the block sequences of one sample total."""
+        ctx = self.ctx
+        lb_cost = {m: min(o[m][-1].cost for _, o in members) for m in self.models}
+        lb_time = {m: min(o[m][0].time for _, o in members) for m in self.models}
+        probe = members[0][0].ids
+        rng0 = np.random.default_rng(self.seed + 104729)
+        start = np.array(np.broadcast_to(start_losses(ctx, self.n_search, rng0), (self.n_search,)), float)
+        stack = [(start, [], 0, 0.0, 0.0)]   # (losses, blocks, switches, cost_lb, time_lb)
+        while stack:
+            losses, blocks, switches, c_lb, t_lb = stack.pop()
+            depth = sum(k for _, k in blocks)
+            if depth >= ctx.max_rounds:
+                continue
+            for m, last, is_switch in self._children(blocks, switches):
+                nc, nt = c_lb + lb_cost[m], t_lb + lb_time[m]
+                if nc >= self.best_cost or nt > ctx.deadline * (1.0 + 1e-9):
+                    continue
+                self.nodes += 1
+                new = simulate_final_losses(ctx.scenario, [RoundDecision(m, probe, {})], self.n_search,
+                                            self._stream(depth, is_switch), start_loss=losses,
+                                            previous_model=last)
+                nblocks = blocks[:-1] + [(m, blocks[-1][1] + 1)] if blocks and m == blocks[-1][0] \
+                    else blocks + [(m, 1)]
+                if np.count_nonzero(new <= ctx.targets.target_loss) >= self.screen * self.n_search \
+                        and self._verify(total, members, nblocks):
+                    continue  # extensions only cost more
+                stack.append((new, nblocks, switches + (1 if blocks and is_switch else 0), nc, nt))
 
 
 def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
@@ -84,100 +196,30 @@ def plan_optimum(ctx: PlanContext, seed: int, n_final: int, started: float,
     if client_sets is None and len(scen.clients) > MAX_CLIENTS:
         raise ScenarioError(f"--method optimum: exhaustive search is limited to {MAX_CLIENTS} "
                             f"clients, the scenario has {len(scen.clients)} (use depl)")
-    target, pi = ctx.targets.target_loss, ctx.targets.target_prob
-    need_final = required_probability(pi, n_final)
-    n_search = min(SEARCH_TRAJECTORIES, n_final)
-    screen = need_final - SCREEN_Z * math.sqrt(pi * (1 - pi) / n_search)
-    models = [m.id for m in scen.models]
-
-    best_cost, best_rounds, best_p = math.inf, None, 0.0
+    search = _Search(ctx, seed, n_final)
     if seed_incumbents:
-        from depl_fl.planner.baselines import plan_full
-        from depl_fl.planner.depl import plan_depl
-        rounds, ok, p = plan_full(ctx, seed, n_final)
-        if ok:
-            best_cost, best_rounds, best_p = totals(ctx, rounds)[0], rounds, p
-        cand, _, _ = plan_depl(ctx, "gaussian", seed, n_final)
-        if cand is not None and cand.cost < best_cost:
-            best_cost, best_rounds, best_p = cand.cost, cand.rounds, cand.prob
-    incumbent_cost = best_cost
-
+        search.seed_incumbents()
+    incumbent_cost = search.best_cost
     ids = [c.id for c in scen.clients]
     if client_sets is None:
         client_sets = [combo for size in range(1, len(ids) + 1)
                        for combo in itertools.combinations(ids, size)]
-    groups: dict[int, list[tuple[ClientSet, dict[str, list[Option]]]]] = {}
-    for combo in client_sets:
-        if _capacity_ok(scen, combo):
-            cset = ClientSet.from_ids(scen, combo)
-            opts = {m: round_options(scen, cset, m) for m in models}
-            groups.setdefault(cset.total_samples, []).append((cset, opts))
-    nodes = verified = 0
-    streams: dict[tuple[int, bool], np.random.Generator] = {}
-    states: dict[tuple[int, bool], dict] = {}
-    verified_cache: dict[tuple, float] = {}
-    for total, members in sorted(groups.items(), reverse=True):
-        lb_cost = {m: min(o[m][-1].cost for _, o in members) for m in models}
-        lb_time = {m: min(o[m][0].time for _, o in members) for m in models}
-        probe = members[0][0].ids
-        rng0 = np.random.default_rng(seed + 104729)
-        start = np.array(np.broadcast_to(start_losses(ctx, n_search, rng0), (n_search,)), float)
-        # DFS stack: (losses, blocks, switches, cost_lb, time_lb)
-        stack: list[tuple[np.ndarray, list[tuple[str, int]], int, float, float]] = [
-            (start, [], 0, 0.0, 0.0)]
-        while stack:
-            losses, blocks, switches, c_lb, t_lb = stack.pop()
-            depth = sum(k for _, k in blocks)
-            if depth >= ctx.max_rounds:
-                continue
-            last = blocks[-1][0] if blocks else ctx.previous
-            for m in models:
-                is_switch = last is not None and m != last
-                if is_switch and ((last, m) not in scen.loss.switch
-                                  or (blocks and switches >= MAX_SWITCHES)):
-                    continue
-                nc, nt = c_lb + lb_cost[m], t_lb + lb_time[m]
-                if nc >= best_cost or nt > ctx.deadline * (1.0 + 1e-9):
-                    continue
-                nodes += 1
-                rng = streams.get((depth, is_switch))
-                if rng is None:
-                    rng = streams[(depth, is_switch)] = np.random.default_rng((seed, depth, int(is_switch)))
-                    states[(depth, is_switch)] = rng.bit_generator.state
-                else:  # common random numbers: replay the stream of this round index
-                    rng.bit_generator.state = states[(depth, is_switch)]
-                new = simulate_final_losses(scen, [RoundDecision(m, probe, {})], n_search, rng,
-                                            start_loss=losses, previous_model=last)
-                nblocks = blocks[:-1] + [(m, blocks[-1][1] + 1)] if blocks and m == blocks[-1][0] \
-                    else blocks + [(m, 1)]
-                nsw = switches + (1 if blocks and is_switch else 0)
-                if np.count_nonzero(new <= target) >= screen * n_search:
-                    key = (total, tuple(nblocks))
-                    found = False
-                    for cset, opts in members:
-                        choice = _block_costs(opts, nblocks, ctx.deadline)
-                        if choice is None or choice[0] >= best_cost:
-                            continue
-                        seq = [m2 for m2, k in nblocks for _ in range(k)]
-                        per_round = [o for o, (_, k) in zip(choice[1], nblocks) for _ in range(k)]
-                        rounds = decisions(seq, per_round, cset.ids)
-                        if key not in verified_cache:
-                            verified += 1
-                            verified_cache[key] = probability(ctx, rounds, n_final, seed)
-                        if verified_cache[key] >= need_final:
-                            best_cost, best_rounds, best_p = choice[0], rounds, verified_cache[key]
-                            found = True
-                    if found:
-                        continue  # extensions only cost more
-                stack.append((new, nblocks, nsw, nc, nt))
+    for total, members in sorted(_groups(ctx, client_sets, search.models).items(), reverse=True):
+        search.group(total, members)
     info = {"search_space": f"fixed client set ({len(client_sets)} sets), "
                             f"<= {MAX_SWITCHES} switches, one level vector per block",
-            "nodes": nodes, "verified": verified, "search_trajectories": n_search,
-            "from_incumbent": bool(best_rounds is not None and best_cost >= incumbent_cost)}
-    if best_rounds is None:
+            "nodes": search.nodes, "verified": search.verified, "search_trajectories": search.n_search,
+            "from_incumbent": bool(search.best_rounds is not None
+                                   and search.best_cost >= incumbent_cost)}
+    if search.best_rounds is None:
         from depl_fl.planner.baselines import plan_full
         rounds, _, p = plan_full(ctx, seed, n_final)
         return finish_plan(ctx, "optimum", rounds, False, started, seed, n_final, info,
                            probability_override=p)
-    return finish_plan(ctx, "optimum", best_rounds, True, started, seed, n_final, info)
-
+    plan = finish_plan(ctx, "optimum", search.best_rounds, True, started, seed, n_final, info)
+    if not plan.feasible:  # failed the independent confirmation: the confirmed FedAvg plan, if any
+        from depl_fl.planner.baselines import plan_full
+        rounds, ok, _ = plan_full(ctx, seed, n_final)
+        alt = finish_plan(ctx, "optimum", rounds, True, started, seed, n_final, info) if ok else plan
+        return alt if alt.feasible else plan
+    return plan

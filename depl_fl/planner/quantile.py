@@ -125,7 +125,8 @@ class LossPropagator:
         self.initial = scenario.loss.initial
         self.switch = {key: (sw.mean, sw.std ** 2) for key, sw in scenario.loss.switch.items()}
         self._profiles: dict[str, _HingeProfile] = {
-            mid: _HingeProfile.of(prof.levels, prof.mean, prof.std) for mid, prof in scenario.loss.run.items()}
+            mid: _HingeProfile.of(prof.levels, prof.mean, prof.std)
+            for mid, prof in scenario.loss.run.items()}
         self._table_cache: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
 
     # -- scalar form (used inside the expanded graph, where it is fastest) ------

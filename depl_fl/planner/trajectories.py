@@ -40,7 +40,7 @@ class _Entry:
 
 def _common_prefix(a: Sequence[tuple[str, Any]], b: Sequence[tuple[str, Any]]) -> int:
     k = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         k += 1

@@ -1,0 +1,275 @@
+"""Two-block schedules: ``m1`` for ``k1`` rounds, then ``m2`` for ``k2`` rounds (one switch at most).
+
+The expanded graph (:mod:`.model_selection`) finds the cheapest path for one
+quantile multiplier, but the moment prediction's error depends on the shape
+of the schedule, so a single ``kappa`` can favour the wrong switch point. This
+module searches the switch point directly, in two stages:
+
+* :func:`predicted_second_block` -- with the moment propagation, for every
+  data ratio ``r`` of the candidate client sets, every allowed pair
+  ``(m1, m2)`` and every switch point ``k1`` (each round up to ``DENSE_K1``,
+  then steps of ~10%: ``O(log K)`` more), the fewest ``k2`` whose predicted
+  quantile reaches the target. Vectorised over ``(r, k1)``: ``O(P * K)``
+  numpy steps of ``O(R * log K)`` elements for ``P`` pairs, ``K`` rounds and
+  ``R`` ratios.
+  :func:`best_schedules` turns these tables into the cheapest predicted
+  schedule of each client set (its whole-plan cost, used by data selection).
+* :func:`mc_second_block` -- the same question answered by Monte Carlo of
+  the contract's loss semantics for a window of ``k1`` values around the
+  predicted best (``O(W * K * n)`` for ``W`` values of ``k1`` and ``n``
+  trajectories), so the switch point is chosen on the quantity the plan is
+  judged by.
+
+A schedule with one model only is the pair ``(m, m)`` with ``k1 = 0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from depl_fl.planner.context import PlanContext
+
+# Predicted schedules longer than this are not enumerated (the graph still covers them).
+ROUND_CAP = 120
+# Switch points enumerated one by one up to this round, then in steps of ~10%.
+DENSE_K1 = 16
+# A predicted quantile falling by less than this per round has stalled.
+STALL = 1e-6
+NEVER = np.iinfo(np.int32).max // 4
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """``first`` for ``k1`` rounds then ``second`` for ``k2`` rounds (``k1 = 0``: one model)."""
+
+    first: str
+    k1: int
+    second: str
+    k2: int
+
+    def models(self) -> list[str]:
+        """The model of every round."""
+        return [self.first] * self.k1 + [self.second] * self.k2
+
+
+def allowed_pairs(ctx: PlanContext) -> list[tuple[str, str]]:
+    """``(m1, m2)`` pairs usable from the start state; ``(m, m)`` is the one-model schedule.
+
+    Only switches to a model with more FLOPs per sample are enumerated (a
+    cheaper model first, where its higher floor does not bind yet); the
+    expanded graph covers the other orders.
+    """
+    models = [m.id for m in ctx.scenario.models]
+    prev = ctx.previous
+
+    def reachable(m: str) -> bool:
+        return prev is None or prev == m or (prev, m) in ctx.prop.switch
+
+    flops = {m.id: m.flops_per_sample for m in ctx.scenario.models}
+    pairs = [(m, m) for m in models if reachable(m)]
+    pairs += [(a, b) for a in models for b in models
+              if flops[a] < flops[b] and reachable(a) and (a, b) in ctx.prop.switch]
+    return pairs
+
+
+def switch_points(horizon: int) -> np.ndarray:
+    """The ``k1`` values enumerated: every round up to ``DENSE_K1``, then steps of ~10%."""
+    points = list(range(1, min(horizon, DENSE_K1 + 1)))
+    k = DENSE_K1
+    while k < horizon:
+        points.append(k)
+        k = max(k + 1, int(k * 1.1))
+    return np.array(sorted(set(points)), dtype=np.int64)
+
+
+def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds: int
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Moments after ``0..rounds`` rounds of each model from the start state, shape ``(R, rounds + 1)``.
+
+    All models advance together (one :meth:`LossPropagator.run_many` per round).
+    """
+    usable = [m for m in models if ctx.previous is None or ctx.previous == m
+              or (ctx.previous, m) in ctx.prop.switch]
+    if not usable:
+        return {}
+    which = np.repeat(np.arange(len(usable)), ratios.size)
+    rr = np.tile(ratios, len(usable))
+    mean = np.full(rr.shape, ctx.start_mean)
+    var = np.full(rr.shape, ctx.start_var)
+    if ctx.previous is not None:
+        for i, m in enumerate(usable):
+            if m != ctx.previous:
+                sl = which == i
+                mean[sl], var[sl] = ctx.prop.switch_array(ctx.previous, m, mean[sl], var[sl])
+    means, vars_ = [mean], [var]
+    for _ in range(rounds):
+        mean, var = ctx.prop.run_many(usable, which, mean, var, rr)
+        means.append(mean)
+        vars_.append(var)
+    all_m = np.stack(means, axis=1).reshape(len(usable), ratios.size, rounds + 1)
+    all_v = np.stack(vars_, axis=1).reshape(len(usable), ratios.size, rounds + 1)
+    return {m: (all_m[i], all_v[i]) for i, m in enumerate(usable)}
+
+
+def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.ndarray,
+                     kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, per pair.
+
+    Each table has shape ``(R, len(k1))``; entry ``[i, j]`` is ``NEVER`` when
+    no ``k2`` with ``k1[j] + k2 <= horizon`` reaches
+    ``mean + kappa * std <= target`` on ratio ``ratios[i]``. For ``m1 == m2``
+    (the one-model schedule, ``k1`` is then 0) only column 0 is filled. All
+    pairs advance together, one :meth:`LossPropagator.run_many` per round.
+    """
+    target = ctx.targets.target_loss
+    models = sorted({m for pair in pairs for m in pair})
+    first = first_blocks(ctx, models, ratios, horizon)
+    out = {}
+    for m1, m2 in pairs:
+        out[(m1, m2)] = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
+        if m1 == m2 and m1 in first:
+            hit = first[m1][0] + kappa * np.sqrt(first[m1][1]) <= target
+            out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
+    switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
+    for m2 in sorted({b for _, b in switching}):
+        group = [p for p in switching if p[1] == m2]
+        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1))
+    return out
+
+
+def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
+                   first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
+                   kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """:func:`predicted_tables` of switching pairs that share their second model (one array)."""
+    target = ctx.targets.target_loss
+    m2 = group[0][1]
+    block = ratios.size * k1.size
+    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in group])
+    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in group])
+    rr = np.tile(np.repeat(ratios, k1.size), len(group))
+    kk = np.tile(k1, ratios.size * len(group))
+    need = np.full(mean.size, NEVER, dtype=np.int64)
+    quantile = mean + kappa * np.sqrt(var)
+    for k2 in range(1, horizon):
+        mean, var = ctx.prop.run_array(m2, mean, var, rr)
+        new_q = mean + kappa * np.sqrt(var)
+        open_ = (need == NEVER) & (kk + k2 <= horizon)
+        hit = open_ & (new_q <= target)
+        need[hit] = k2
+        open_ &= ~hit
+        # stop when nothing is left open or the open predictions no longer fall
+        if not open_.any() or np.all(quantile[open_] - new_q[open_] < STALL):
+            break
+        quantile = new_q
+    return {pair: need[i * block:(i + 1) * block].reshape(ratios.size, k1.size)
+            for i, pair in enumerate(group)}
+
+
+def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, groups: np.ndarray,
+                   tables: dict[tuple[str, str], np.ndarray], k1_values: np.ndarray
+                   ) -> list[list[tuple[float, Schedule]]]:
+    """Cheapest predicted schedule per client set and model pair.
+
+    Parameters
+    ----------
+    costs, times : numpy.ndarray
+        Shape ``(S, M)``: per set and model, the cost of its cheapest round
+        option and the time of its fastest one.
+    groups : numpy.ndarray
+        Shape ``(S,)``: row of each set in the tables (its data ratio).
+    tables : dict
+        ``pair -> predicted_second_block(...)``.
+    k1_values : numpy.ndarray
+        The ``k1`` of the tables' columns (column 0 of a one-model pair is ``k1 = 0``).
+
+    Returns
+    -------
+    list
+        Per set, ``(cost, schedule)`` of every pair that reaches the goal,
+        cheapest first (empty when none does).
+    """
+    index = {m.id: i for i, m in enumerate(ctx.scenario.models)}
+    out: list[list[tuple[float, Schedule]]] = [[] for _ in groups]
+    rows = np.arange(len(groups))
+    for (m1, m2), table in tables.items():
+        k2 = table[groups].astype(float)                      # (S, H + 1)
+        k2[k2 >= NEVER] = np.inf
+        k1 = (np.zeros(1) if m1 == m2 else k1_values.astype(float))[None, :]
+        k2 = k2[:, :k1.shape[1]]
+        c1, c2 = costs[:, index[m1], None], costs[:, index[m2], None]
+        t1, t2 = times[:, index[m1], None], times[:, index[m2], None]
+        with np.errstate(invalid="ignore"):
+            total = np.where(k1 > 0, k1 * c1, 0.0) + k2 * c2
+            late = np.where(k1 > 0, k1 * t1, 0.0) + k2 * t2 > ctx.deadline * (1.0 + 1e-9)
+        total[late | ~np.isfinite(total)] = np.inf
+        j = np.argmin(total, axis=1)
+        value = total[rows, j]
+        for s in np.nonzero(np.isfinite(value))[0]:
+            out[s].append((float(value[s]), Schedule(m1, int(j[s]), m2, int(k2[s, j[s]]))))
+    for lst in out:
+        lst.sort(key=lambda t: t[0])
+    return out
+
+
+def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values: Sequence[int],
+                    horizon: int, need: float, n: int, seed: int) -> dict[int, int]:
+    """Fewest ``k2`` with Monte Carlo ``P[L <= L*] >= need``, per ``k1`` (missing: none within ``horizon``).
+
+    Exact contract semantics on ``n`` trajectories (``r`` the set's data
+    ratio); the rounds of the first block share their random draws across
+    the ``k1`` values (common random numbers), so the comparison between
+    switch points is not blurred by independent noise.
+    """
+    m1, m2 = pair
+    scen = ctx.scenario
+    rng = np.random.default_rng(seed)
+    a, b = scen.loss.data_exponent_mean, scen.loss.data_exponent_std
+    scale = (r ** a, r ** (-b))
+    losses = np.array(np.broadcast_to(ctx.start_losses(n, rng), (n,)), dtype=float)
+    k1s = sorted({k for k in k1_values if 0 <= k < horizon} if m1 != m2 else {0})
+    first_from = ctx.previous
+    if m1 == m2:
+        rows = losses[None, :].copy()
+    else:
+        losses = _switch(ctx, first_from, m1, losses, rng)
+        rows = np.empty((len(k1s), n))
+        for k in range(max(k1s) + 1):
+            if k in k1s:
+                rows[k1s.index(k)] = losses
+            losses = _run(scen, m1, losses, scale, rng)
+    for i, k1 in enumerate(k1s):
+        source = m1 if k1 > 0 else first_from
+        rows[i] = _switch(ctx, source, m2, rows[i], rng)
+    result: dict[int, int] = {}
+    open_ = np.ones(len(k1s), dtype=bool)
+    target = ctx.targets.target_loss
+    for k2 in range(1, horizon + 1):
+        live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
+        if live.size == 0:
+            break
+        rows[live] = _run(scen, m2, rows[live], scale, rng)
+        probs = np.mean(rows[live] <= target, axis=1)
+        for i in live[probs >= need]:
+            result[k1s[i]] = k2
+            open_[i] = False
+    return result
+
+
+def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarray,
+            rng: np.random.Generator) -> np.ndarray:
+    if source is None or source == target:
+        return losses
+    sw = ctx.scenario.loss.switch[(source, target)]
+    return losses + sw.mean + sw.std * rng.standard_normal(losses.shape)
+
+
+def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
+         rng: np.random.Generator) -> np.ndarray:
+    prof = scen.loss.run[model]
+    mu = np.interp(losses, prof.levels, prof.mean)
+    sigma = np.interp(losses, prof.levels, prof.std)
+    x = rng.standard_normal(losses.shape)
+    return np.maximum(losses - (mu * scale[0] + sigma * scale[1] * x), 0.0)
