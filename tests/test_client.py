@@ -25,8 +25,8 @@ def cfg():
 
 
 def _context(pid: int, num: int, **extra) -> Context:
-    return Context(run_id=1, node_id=100 + pid, node_config={"partition-id": pid, "num-partitions": num, **extra},
-                   state=RecordDict(), run_config={})
+    node_config = {"partition-id": pid, "num-partitions": num, **extra}
+    return Context(run_id=1, node_id=100 + pid, node_config=node_config, state=RecordDict(), run_config={})
 
 
 def _train_msg(state, compression: float, server_round: int = 1) -> Message:

@@ -38,8 +38,8 @@ def test_iid_partitions_deterministic_disjoint_covering():
     b = partition_indices(labels, 7, None, seed=1)
     c = partition_indices(labels, 7, None, seed=2)
     _check_partition(a, labels.size)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert any(not np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert any(not np.array_equal(x, y) for x, y in zip(a, c, strict=True))
     sizes = [p.size for p in a]
     assert max(sizes) - min(sizes) <= 1
     assert _max_label_share(labels, a) < 0.35
@@ -51,7 +51,7 @@ def test_dirichlet_small_alpha_is_label_skewed():
     again = partition_indices(labels, 10, alpha=0.1, seed=0)
     iid = partition_indices(labels, 10, None, seed=0)
     _check_partition(skewed, labels.size)
-    assert all(np.array_equal(x, y) for x, y in zip(skewed, again))
+    assert all(np.array_equal(x, y) for x, y in zip(skewed, again, strict=True))
     assert _max_label_share(labels, skewed) > 0.5
     assert _max_label_share(labels, iid) < 0.3
 
