@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ from flwr.serverapp import Grid
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import client_energy, client_time
+from depl_fl.diskcache import atomic_write
 from depl_fl.errors import InfeasibleError
 from depl_fl.runs.runconfig import stable_hash, variant_list
 from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
@@ -79,13 +79,8 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
 
 def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
     """Write ``doc`` to ``path`` through a unique temporary file and ``os.replace`` (concurrent-safe)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    text = json.dumps(doc, indent=2) + "\n"
+    atomic_write(path, lambda fh: fh.write(text), binary=False)
 
 
 def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generator) -> list[list[str]]:

@@ -13,15 +13,14 @@ its configuration must equal the checkpointed one except for ``resume``.
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from depl_fl.diskcache import atomic_write
 from depl_fl.errors import ScenarioError
 
 CHECKPOINT_FILE = "checkpoint.pkl"
@@ -33,17 +32,7 @@ RESUME_FREE_KEYS = ("resume",)
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temporary file in the same folder + ``os.replace``)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda fh: fh.write(data))
     return path
 
 
