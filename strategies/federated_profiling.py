@@ -83,6 +83,12 @@ def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
     atomic_write(path, lambda fh: fh.write(text), binary=False)
 
 
+def _worst(values: Any) -> float | None:
+    """Largest of ``values``; ``None`` when any is missing (an evaluation without a test split)."""
+    values = list(values)
+    return None if not values or any(v is None for v in values) else float(max(values))
+
+
 def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generator) -> list[list[str]]:
     """Disjoint random groups of ``clients`` with random sizes (each at least one client)."""
     order = [clients[i] for i in rng.permutation(len(clients))]
@@ -240,7 +246,7 @@ class FederatedProfiler:
         total = float(sum(int(p["num-samples"]) for p in strategy.properties.values()))
         switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
         models = list(self.models)
-        losses = self._losses(evaluate_fn, 0, arrays)
+        losses, _ = self._losses(evaluate_fn, 0, arrays)
         fresh = losses[models[0]]
         observations: list[LossObservation] = []
         previous_groups: list[_Group] = []
@@ -252,10 +258,11 @@ class FederatedProfiler:
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
             arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, total)
             observations += obs
-            new_losses = self._losses(evaluate_fn, k, arrays)
+            new_losses, test_losses = self._losses(evaluate_fn, k, arrays)
             observations += self._merged_observations(k, groups, losses, new_losses, strategy.properties,
                                                       total)
-            self._record(scenario, k, groups, max(losses.values()), new_losses, time.perf_counter() - t0)
+            self._record(scenario, k, groups, max(losses.values()), new_losses, test_losses,
+                         time.perf_counter() - t0)
             losses, previous_groups = new_losses, groups
         return arrays, observations, fresh, max(losses.values())
 
@@ -310,8 +317,12 @@ class FederatedProfiler:
             groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start, previous))
         return groups
 
-    def _losses(self, evaluate_fn: Any, k: int, arrays: ArrayRecord) -> dict[str, float]:
-        return {m: float(evaluate_fn(k, arrays, c)["loss"]) for m, c in self.models.items()}
+    def _losses(self, evaluate_fn: Any, k: int,
+                arrays: ArrayRecord) -> tuple[dict[str, float], dict[str, float | None]]:
+        """Validation loss (decisions) and test loss (reporting only) of every variant of ``arrays``."""
+        metrics = {m: evaluate_fn(k, arrays, c) for m, c in self.models.items()}
+        test = {m: float(r["test-loss"]) if "test-loss" in r else None for m, r in metrics.items()}
+        return {m: float(r["loss"]) for m, r in metrics.items()}, test
 
     @staticmethod
     def _train(strategy: Any, grid: Grid, server_round: int, groups: Sequence[_Group],
@@ -365,7 +376,7 @@ class FederatedProfiler:
         return state_to_arrays(merge_states(states, weights)), observations
 
     def _record(self, scenario: Scenario, k: int, groups: Sequence[_Group], loss_before: float,
-                losses: Mapping[str, float], wall: float) -> None:
+                losses: Mapping[str, float], test_losses: Mapping[str, float | None], wall: float) -> None:
         energy, duration = round_cost(scenario, [g.decision for g in groups])
         elapsed = self.time_s + duration
         self.records.append({
@@ -381,6 +392,8 @@ class FederatedProfiler:
                         "train_loss": g.train_loss} for g in groups],
             "loss_before": float(loss_before), "loss": float(max(losses.values())),
             "losses": dict(losses), "accuracy": None, "train_loss": None,
+            # reported like "loss" (the worst variant), never read by a decision
+            "test_loss": _worst(test_losses.values()), "test_accuracy": None,
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
         })
