@@ -49,4 +49,6 @@ def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) 
         "wall_s": float(wall_s),
         "resumed_from": strategy.resumed_from,
         "strategy": {k: getattr(strategy, k) for k in STRATEGY_STATE if hasattr(strategy, k)},
+        "profiler": (strategy.profiler.checkpoint_state()
+                     if getattr(strategy, "profiler", None) is not None else None),
     }

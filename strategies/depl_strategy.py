@@ -506,6 +506,8 @@ class DepLStrategy(FedAvg):
         restore_controller(self.controller, doc["controller"])
         for key, value in (doc.get("strategy") or {}).items():
             setattr(self, key, value)
+        if self.profiler is not None and doc.get("profiler"):
+            self.profiler.restore(doc["profiler"])
         self.resumed_from = int(doc["rounds_done"])
         absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
                         - self.controller.dropped_clients)

@@ -168,6 +168,19 @@ class FederatedProfiler:
         self.cache_file: Path | None = None
         self.wall_s = 0.0
 
+    #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for.
+    CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s")
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The exploration's outcome and records, for a checkpoint."""
+        return {k: getattr(self, k) for k in self.CHECKPOINT_STATE}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back :meth:`checkpoint_state` after a restart (no exploration round is repeated)."""
+        for key in self.CHECKPOINT_STATE:
+            if key in state:
+                setattr(self, key, state[key])
+
     # -------------------------------------------------------------- accounting
     @property
     def energy_j(self) -> float:

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-#: A job of 4 short rounds of one client each (digits, 3 clients).
-JOB = ["num_clients=3", "profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]",
-       "target.loss=0.7", "target.prob=0.6", "target.max_rounds=6", "tracking.enabled=false",
-       "output.plot=false"]
+#: A short job (digits, 3 clients): 2 federated exploration rounds, then 3 training rounds; every
+#: reply is held back 1 s (fault kind ``slow``) so that a signal lands while the job still runs.
+JOB = ["num_clients=3", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
+       "profile.explore.switch_rounds=[2]", "target.loss=0.35", "target.prob=0.6", "target.max_rounds=6",
+       "tracking.enabled=false", "output.plot=false", "faults.clients=[c0,c1,c2]", "faults.kind=slow",
+       "faults.slow_s=1.0"]
 
 
 def _start(tmp_path: Path, run_dir: Path, extra: list[str]) -> subprocess.Popen:
@@ -36,11 +38,15 @@ def _results(run_dir: Path) -> dict | None:
         return None
 
 
+def _train_rounds(doc: dict) -> int:
+    return sum(r.get("phase", "train") == "train" for r in doc["rounds"])
+
+
 def _wait_for_round(proc: subprocess.Popen, run_dir: Path, rounds: int, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         doc = _results(run_dir)
-        if doc is not None and doc["summary"].get("status") == "running" and len(doc["rounds"]) >= rounds:
+        if doc is not None and doc["summary"].get("status") == "running" and _train_rounds(doc) >= rounds:
             return doc
         if proc.poll() is not None:
             pytest.fail(f"job ended before round {rounds}: {proc.stderr.read()[-3000:]}")
@@ -117,7 +123,9 @@ def test_killed_inprocess_job_resumes_like_an_uninterrupted_one(tmp_path):
     doc = _results(crash_dir)
     assert doc["summary"]["status"] == "completed"
     assert doc["summary"]["resumed_from"] >= 2
-    assert [r["round"] for r in doc["rounds"]] == list(range(1, reference["summary"]["rounds"] + 1))
+    # every round (exploration and training) exactly once, numbered without gaps, as uninterrupted
+    assert [r["round"] for r in doc["rounds"]] == list(range(1, len(reference["rounds"]) + 1))
+    assert [r.get("phase") for r in doc["rounds"]] == [r.get("phase") for r in reference["rounds"]]
     for got, want in zip(doc["rounds"], reference["rounds"], strict=True):
         assert got["model"] == want["model"] and got["clients"] == want["clients"]
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-6)

@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "example_scenario.json"
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "outputs", "multirun", ".depl_cache", "__pycache__",
                                      "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis")
-TINY_JOB = ["simulation=inprocess", "num_clients=3", "profile.seeds=1", "profile.rounds=3",
-            "profile.switch_at=[2]", "profile.subset_fractions=[]", "target.loss=2.2", "target.prob=0.6",
-            "target.max_rounds=2", "tracking.enabled=false", "output.plot=false"]
+TINY_JOB = ["simulation=inprocess", "num_clients=3", "profile.explore.rounds=2",
+            "profile.explore.max_rounds=2", "profile.explore.switch_rounds=[2]", "target.loss=2.2",
+            "target.prob=0.6", "target.max_rounds=2", "tracking.enabled=false", "output.plot=false"]
 
 
 def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -112,5 +112,7 @@ def test_inprocess_job_from_an_empty_directory(installed: dict[str, Path], tmp_p
     results = Path(proc.stdout.strip().splitlines()[-1])
     assert results == (work / "out" / "results.json").resolve()
     doc = json.loads(results.read_text(encoding="utf-8"))
-    assert 1 <= len(doc["rounds"]) <= 2 and doc["config"]["num_clients"] == 3
+    phases = [r["phase"] for r in doc["rounds"]]  # federated profiling (the default), then training
+    assert phases[:2] == ["profile", "profile"] and phases.count("train") <= 2, phases
+    assert doc["config"]["num_clients"] == 3
     assert (work / ".depl_cache").is_dir()  # the profile cache lands in the job's directory
