@@ -49,6 +49,11 @@ def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) 
         "wall_s": float(wall_s),
         "resumed_from": strategy.resumed_from,
         "strategy": {k: getattr(strategy, k) for k in STRATEGY_STATE if hasattr(strategy, k)},
-        "profiler": (strategy.profiler.checkpoint_state()
-                     if getattr(strategy, "profiler", None) is not None else None),
+        "profiler": _profiler_state(getattr(strategy, "profiler", None)),
     }
+
+
+def _profiler_state(profiler: Any) -> dict[str, Any] | None:
+    """What the federated profiler paid and fitted (in-process pilots keep nothing per job)."""
+    state = getattr(profiler, "checkpoint_state", None)
+    return state() if callable(state) else None

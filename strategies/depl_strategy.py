@@ -506,7 +506,7 @@ class DepLStrategy(FedAvg):
         restore_controller(self.controller, doc["controller"])
         for key, value in (doc.get("strategy") or {}).items():
             setattr(self, key, value)
-        if self.profiler is not None and doc.get("profiler"):
+        if doc.get("profiler") and hasattr(self.profiler, "restore"):
             self.profiler.restore(doc["profiler"])
         self.resumed_from = int(doc["rounds_done"])
         absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
