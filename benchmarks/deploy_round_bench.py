@@ -46,8 +46,9 @@ MINIMAL = ROOT / "benchmarks" / "minimal_flower_app"
 BIN = Path(sys.executable).parent
 #: DepL job of the benchmark: the plain FedAvg arm of DepL (all clients, full model every
 #: round), so that every DepL round, like every minimal round, sends one message per node.
-#: A small loss profile (it only decides the number of rounds, not what a round costs).
-DEFAULT_DEPL = ["method=full", "tracking.enabled=false", "output.plot=false", "target.loss=0.7",
+#: A small in-process loss profile made before the federation starts (it only decides the
+#: number of rounds, not what a round costs), so that no exploration round is timed.
+DEFAULT_DEPL = ["method=full", "profile.source=inprocess", "tracking.enabled=false", "output.plot=false", "target.loss=0.7",
                 "target.prob=0.6", "target.max_rounds=6", "profile.seeds=1", "profile.rounds=3",
                 "profile.switch_at=[2]"]
 
