@@ -321,7 +321,7 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
     return final if final is not None else _start_array(scenario, n, start_loss)
 
 
-class _InterpTable:
+class InterpTable:
     """``np.interp`` of a run profile's mean and std at once, with the same results bit for bit.
 
     ``np.interp`` returns the end values outside ``levels``, the node value on
@@ -417,7 +417,7 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
         table = tables.get(key)
         if table is None:
             r = data_ratio(scenario, clients)
-            table = (_InterpTable(profile.levels, profile.mean, profile.std), r ** a, r ** (-b))
+            table = (InterpTable(profile.levels, profile.mean, profile.std), r ** a, r ** (-b))
             tables[key] = table
         interp, mean_scale, std_scale = table
         mu, sigma = interp(losses)

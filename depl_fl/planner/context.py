@@ -14,6 +14,7 @@ from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
 from depl_fl.planner.limits import check_ranges
 from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
+from depl_fl.planner.resources import ClientSet, Option, round_options
 from depl_fl.planner.trajectories import TrajectoryCache
 
 # Rounds considered when the user gives no max_rounds.
@@ -60,6 +61,9 @@ class PlanContext:
     mc_cache: TrajectoryCache = field(init=False, repr=False)
     # Expanded graphs already built, by (data ratio, edges, round price): see plan_for_set.
     graphs: dict[tuple, Any] = field(init=False, repr=False, default_factory=dict)
+    # Pareto fronts of round options already computed, by (client ids, model): see options().
+    _options: dict[tuple[tuple[str, ...], str], list[Option]] = field(init=False, repr=False,
+                                                                     default_factory=dict)
 
     def __post_init__(self) -> None:
         # A partial, not a bound method: no reference cycle, so the cache is
@@ -72,6 +76,17 @@ class PlanContext:
         """Initial losses of ``n`` trajectories (a draw from ``rng`` when the start loss is uncertain)."""
         std = self.start_std if self.start is not None else 0.0
         return _start_losses(self.start_mean, std, n, rng)
+
+    def options(self, cset: ClientSet, model: str) -> list[Option]:
+        """:func:`.resources.round_options` of ``model`` on ``cset``, computed once per planning call.
+
+        The list is shared between callers: read it, do not modify it.
+        """
+        key = (cset.ids, model)
+        opts = self._options.get(key)
+        if opts is None:
+            opts = self._options[key] = round_options(self.scenario, cset, model)
+        return opts
 
     @classmethod
     def build(cls, scenario: Scenario, targets: Targets, start: PlanStart | None,

@@ -13,7 +13,7 @@ the paper.
 Algorithm (and how far from exact it is):
 
 * ``K(S)`` is evaluated with the quantile predictor for each model used
-  alone (:func:`rounds_needed`, vectorised over all candidate sample totals);
+  alone (:func:`rounds_needed_all`, vectorised over all models and sample totals);
   ``c(S)``/``t(S)`` come from the exact per-set Pareto front of levels
   (:func:`depl_fl.planner.resources.round_options`), taking the cheapest
   option that still fits the deadline for ``K(S)`` rounds; the score is the
@@ -45,7 +45,7 @@ import numpy as np
 
 from depl_fl.contract.scenario import Scenario
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.resources import ClientSet, round_options
+from depl_fl.planner.resources import ClientSet
 
 EXACT_LIMIT = 10
 
@@ -69,31 +69,56 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
     numpy.ndarray of int
         Rounds needed; ``ctx.max_rounds + 1`` where the goal is not reached.
     """
+    return rounds_needed_all(ctx, [model], ratios, kappa)[model]
+
+
+def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarray,
+                      kappa: float) -> dict[str, np.ndarray]:
+    """:func:`rounds_needed` of every model, all advanced together (one propagation per round).
+
+    A model stops when none of its ratios is left open or all open ones have
+    stalled; a ratio leaves the batch once its goal is met (the propagation is
+    elementwise, so this changes no result).
+    """
     never = ctx.max_rounds + 1
     ratios = np.asarray(ratios, dtype=float)
-    mean = np.full(ratios.shape, ctx.start_mean)
-    var = np.full(ratios.shape, ctx.start_var)
-    needed = np.full(ratios.shape, never, dtype=int)
-    target = ctx.targets.target_loss
-    if mean[0:1].size and ctx.start_mean + kappa * ctx.start_std <= target:
-        needed[:] = 0
-        return needed
-    if ctx.previous is not None and ctx.previous != model:
-        if (ctx.previous, model) not in ctx.prop.switch:
-            return needed
-        mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
+    out = {m: np.full(ratios.shape, never, dtype=int) for m in models}
+    if ratios.size and ctx.start_mean + kappa * ctx.start_std <= ctx.targets.target_loss:
+        return {m: np.zeros(ratios.shape, dtype=int) for m in models}
+    prev = ctx.previous
+    usable = [m for m in models if prev is None or prev == m or (prev, m) in ctx.prop.switch]
+    if not usable or not ratios.size:
+        return out
+    which = np.repeat(np.arange(len(usable)), ratios.size)
+    rr = np.tile(ratios, len(usable))
+    mean, var = np.full(rr.shape, ctx.start_mean), np.full(rr.shape, ctx.start_var)
+    for i, m in enumerate(usable):
+        if prev is not None and prev != m:
+            sl = which == i
+            mean[sl], var[sl] = ctx.prop.switch_array(prev, m, mean[sl], var[sl])
+    needed = np.full(rr.shape, never, dtype=int)
+    live = np.arange(rr.size)
     for k in range(1, ctx.max_rounds + 1):
-        new_mean, new_var = ctx.prop.run_array(model, mean, var, ratios)
-        hit = (needed == never) & (new_mean + kappa * np.sqrt(new_var) <= target)
-        needed[hit] = k
-        open_ = needed == never
-        if not open_.any():
+        new_mean, new_var = ctx.prop.run_many(usable, which[live], mean[live], var[live], rr[live])
+        hit = new_mean + kappa * np.sqrt(new_var) <= ctx.targets.target_loss
+        needed[live[hit]] = k
+        stalled = np.abs(new_mean - mean[live]) + np.abs(new_var - var[live]) < 1e-12
+        mean[live], var[live] = new_mean, new_var
+        keep = ~hit & ~_model_done(which[live], ~hit, stalled)
+        live = live[keep]
+        if not live.size:
             break
-        stalled = np.abs(new_mean - mean) + np.abs(new_var - var) < 1e-12
-        if stalled[open_].all():
-            break
-        mean, var = new_mean, new_var
-    return needed
+    for i, m in enumerate(usable):
+        out[m] = needed[i * ratios.size:(i + 1) * ratios.size]
+    return out
+
+
+def _model_done(which: np.ndarray, open_: np.ndarray, stalled: np.ndarray) -> np.ndarray:
+    """Per element: has its model stopped (no open element left, or every open one stalled)?"""
+    groups = int(which.max()) + 1
+    open_n = np.bincount(which, weights=open_, minlength=groups)
+    moving = np.bincount(which, weights=open_ & ~stalled, minlength=groups)
+    return ((open_n == 0) | (moving == 0))[which]
 
 
 def _subsets(scenario: Scenario) -> Iterable[tuple[str, ...]]:
@@ -197,7 +222,7 @@ def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
     """
     scen = ctx.scenario
     ratios = np.array([s.total_samples for s in sets], dtype=float) / scen.loss.reference_samples
-    needed = {m: rounds_needed(ctx, m, ratios, kappa) for m in models}
+    needed = rounds_needed_all(ctx, models, ratios, kappa)
     scored: list[tuple[float, float, int, ClientSet]] = []
     for i, cset in enumerate(sets):
         best = np.inf
@@ -205,7 +230,7 @@ def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
             k = int(needed[m][i])
             if k > ctx.max_rounds:
                 continue
-            fitting = [o for o in round_options(scen, cset, m) if k * o.time <= ctx.deadline]
+            fitting = [o for o in ctx.options(cset, m) if k * o.time <= ctx.deadline]
             if fitting:
                 best = min(best, k * fitting[-1].cost)
         scored.append((best, -cset.total_samples, i, cset))

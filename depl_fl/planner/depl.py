@@ -70,7 +70,7 @@ from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
-from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option, round_options
+from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option
 from depl_fl.planner.schedules import (
     ROUND_CAP,
     Schedule,
@@ -160,7 +160,7 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
                  options: dict[str, list[Option]] | None = None) -> list[RoundDecision] | None:
     """Model graph + level allocation on one client set; None if no goal is reachable."""
     scen = ctx.scenario
-    opts = options or {m.id: round_options(scen, cset, m.id) for m in scen.models}
+    opts = options or {m.id: ctx.options(cset, m.id) for m in scen.models}
     r = cset.total_samples / scen.loss.reference_samples
     result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0) or _priced_search(ctx, opts, r, kappa)
     if result is None:
@@ -184,7 +184,7 @@ class _KappaSearch:
 
     def __init__(self, ctx: PlanContext, cset: ClientSet, seed: int, n_final: int) -> None:
         self.ctx, self.cset, self.seed, self.n_final = ctx, cset, seed, n_final
-        self.opts = {m.id: round_options(ctx.scenario, cset, m.id) for m in ctx.scenario.models}
+        self.opts = {m.id: ctx.options(cset, m.id) for m in ctx.scenario.models}
         pi = ctx.targets.target_prob
         self.n_search = min(SEARCH_TRAJECTORIES, n_final)
         self.need_search = required_probability(pi, self.n_search)
@@ -443,7 +443,7 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     times = np.empty_like(costs)
     for i, cset in enumerate(sets):
         for j, m in enumerate(scen.models):
-            opts = round_options(scen, cset, m.id)
+            opts = ctx.options(cset, m.id)
             costs[i, j], times[i, j] = opts[-1].cost, opts[0].time
     scored = best_schedules(ctx, costs, times, groups, tables, k1)
     out = []
@@ -467,7 +467,7 @@ def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed:
     rounds of the second model while they fall short.
     """
     scen = ctx.scenario
-    opts = {m.id: round_options(scen, cset, m.id) for m in scen.models}
+    opts = {m.id: ctx.options(cset, m.id) for m in scen.models}
     pi = ctx.targets.target_prob
     n_search = min(SCHEDULE_TRAJECTORIES, n_final)
     need_final = required_probability(pi, n_final)

@@ -176,7 +176,7 @@ class LossPropagator:
         """:meth:`run_array` for many models at once: element ``i`` runs ``models[which[i]]``.
 
         The same arithmetic as :meth:`run_array` on each model's elements (equal
-        up to rounding), in one numpy pass instead of one per model.
+        bit for bit), in one numpy pass instead of one per model.
         """
         tables = self._tables(tuple(models))
         return self._run_rows(tables, np.asarray(which), np.asarray(mean, dtype=float),
@@ -184,8 +184,16 @@ class LossPropagator:
 
     def _run_rows(self, tables: tuple[np.ndarray, ...], rows: np.ndarray, mean: np.ndarray,
                   var: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One run round of every element (element ``i`` runs model ``rows[i]`` of ``tables``).
+
+        Every operation is elementwise or a fixed-order sum over the profile's
+        levels, so an element's result does not depend on the other elements
+        of the batch or on which models the tables hold: callers may batch,
+        split or drop elements freely without changing any result.
+        """
         lv_t, const_t, lmu_t, w1_t, w2_t = tables
-        lv = lv_t[rows]                                   # (n, K); padded columns far above
+        single = lv_t.shape[0] == 1
+        lv = lv_t[0] if single else lv_t[rows]            # (K,) or (n, K); padded columns far above
         var_c = np.maximum(var, _MIN_STD * _MIN_STD)[:, None]
         std = np.sqrt(var_c)
         d = mean[:, None] - lv
@@ -194,11 +202,14 @@ class LossPropagator:
         std_pdf = std * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
         e1 = d * cdf + std_pdf                            # E[(L - l_j)_+]   (0 in padding)
         e2 = d * e1 + var_c * cdf                         # E[(L - l_j)_+^2] (0 in padding)
-        # Every model's weights at once (one small matmul), then each element's model.
-        per_model = (e1 @ w1_t + e2 @ w2_t).reshape(len(rows), -1, 4)
-        e = const_t[rows] + per_model[np.arange(len(rows)), rows]
+        w1 = w1_t[0][None] if single else w1_t[rows]      # (1 or n, K, 4)
+        w2 = w2_t[0][None] if single else w2_t[rows]
+        e = np.array(np.broadcast_to(const_t[0] if single else const_t[rows], (mean.size, 4)))
+        for j in range(lv_t.shape[1]):
+            e += e1[:, j, None] * w1[:, j]
+            e += e2[:, j, None] * w2[:, j]
         e_mu, e_lmu, e_mu2, e_sd2 = e.T
-        e_lmu = e_lmu + lmu_t[rows] * mean
+        e_lmu = e_lmu + (lmu_t[0] if single else lmu_t[rows]) * mean
         ra, rb = r ** self.a, r ** (-2.0 * self.b)
         new_mean = mean - e_mu * ra
         new_var = (var - 2.0 * ra * (e_lmu - mean * e_mu) + ra * ra * np.maximum(e_mu2 - e_mu ** 2, 0.0)
@@ -214,15 +225,15 @@ class LossPropagator:
         lv = np.full((len(models), width), _PAD_LEVEL)
         const = np.zeros((len(models), 4))
         lmu = np.zeros(len(models))
-        w1, w2 = np.zeros((width, len(models), 4)), np.zeros((width, len(models), 4))
+        w1, w2 = np.zeros((len(models), width, 4)), np.zeros((len(models), width, 4))
         for i, m in enumerate(models):
             hp = self._profiles[m]
             n = len(hp.levels)
             lv[i, :n] = hp.levels
             const[i] = hp.const
             lmu[i] = hp.const_lmu
-            w1[:n, i, :], w2[:n, i, :] = np.transpose(hp.w1), np.transpose(hp.w2)
-        cached = (lv, const, lmu, w1.reshape(width, -1), w2.reshape(width, -1))
+            w1[i, :n, :], w2[i, :n, :] = np.transpose(hp.w1), np.transpose(hp.w2)
+        cached = (lv, const, lmu, w1, w2)
         self._table_cache[models] = cached
         return cached
 
@@ -300,9 +311,10 @@ def _rectify_scalar(mean: float, var: float) -> tuple[float, float]:
 
 
 def _rectify_array(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`_rectify_scalar`."""
+    """Vectorised :func:`_rectify_scalar` (elementwise: each result depends on its element only)."""
     std = np.sqrt(np.maximum(var, 0.0))
-    if np.all(mean > 8.0 * std):  # far from the clamp: nothing to do (the common case)
+    far = mean > 8.0 * std
+    if np.all(far):  # far from the clamp: nothing to do (the common case)
         return mean, var
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.where(std > 0, mean / np.where(std > 0, std, 1.0), np.sign(mean) * np.inf)
@@ -311,7 +323,9 @@ def _rectify_array(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.nd
     m1 = mean * cdf + std * pdf
     m2 = (mean * mean + var) * cdf + mean * std * pdf
     out_var = np.maximum(m2 - m1 * m1, 0.0)
-    return np.where(std > 0, m1, np.maximum(mean, 0.0)), np.where(std > 0, out_var, 0.0)
+    out_mean = np.where(std > 0, m1, np.maximum(mean, 0.0))
+    out_var = np.where(std > 0, out_var, 0.0)
+    return np.where(far, mean, out_mean), np.where(far, var, out_var)
 
 
 def start_moments(scenario: Scenario, start: PlanStart | None) -> tuple[float, float, str | None]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depl_fl.contract.semantics import InterpTable
 from depl_fl.planner.context import PlanContext
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
@@ -134,38 +135,50 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
             hit = first[m1][0] + kappa * np.sqrt(first[m1][1]) <= target
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
     switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
-    for m2 in sorted({b for _, b in switching}):
-        group = [p for p in switching if p[1] == m2]
-        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1))
+    if switching:
+        out.update(_second_blocks(ctx, switching, first, ratios, kappa, horizon, k1))
     return out
 
 
-def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
+def _second_blocks(ctx: PlanContext, switching: list[tuple[str, str]],
                    first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
                    kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
-    """:func:`predicted_tables` of switching pairs that share their second model (one array)."""
+    """:func:`predicted_tables` of the switching pairs, all advanced together.
+
+    The pairs sharing a second model form a group, which stops when none of
+    its states is open or every open one has stalled; a state leaves the
+    batch once its goal is met or its horizon passed (the propagation is
+    elementwise, so this changes no result).
+    """
     target = ctx.targets.target_loss
-    m2 = group[0][1]
+    seconds = sorted({b for _, b in switching})
+    group = {m: i for i, m in enumerate(seconds)}
     block = ratios.size * k1.size
-    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in group])
-    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in group])
-    rr = np.tile(np.repeat(ratios, k1.size), len(group))
-    kk = np.tile(k1, ratios.size * len(group))
+    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in switching])
+    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in switching])
+    which = np.repeat([group[b] for _, b in switching], block)
+    rr = np.tile(np.repeat(ratios, k1.size), len(switching))
+    kk = np.tile(k1, ratios.size * len(switching))
     need = np.full(mean.size, NEVER, dtype=np.int64)
     quantile = mean + kappa * np.sqrt(var)
-    for k2 in range(1, horizon):
-        mean, var = ctx.prop.run_array(m2, mean, var, rr)
-        new_q = mean + kappa * np.sqrt(var)
-        open_ = (need == NEVER) & (kk + k2 <= horizon)
+    live = np.arange(mean.size)
+    for k2 in range(1, horizon if live.size else 1):
+        m, v = ctx.prop.run_many(seconds, which[live], mean[live], var[live], rr[live])
+        new_q = m + kappa * np.sqrt(v)
+        open_ = kk[live] + k2 <= horizon
         hit = open_ & (new_q <= target)
-        need[hit] = k2
+        need[live[hit]] = k2
         open_ &= ~hit
-        # stop when nothing is left open or the open predictions no longer fall
-        if not open_.any() or np.all(quantile[open_] - new_q[open_] < STALL):
+        # a group stops when nothing is left open or its open predictions no longer fall
+        moving = np.bincount(which[live], weights=open_ & ~(quantile[live] - new_q < STALL),
+                             minlength=len(seconds))
+        keep = open_ & (moving > 0)[which[live]]
+        mean[live], var[live], quantile[live] = m, v, new_q
+        live = live[keep]
+        if not live.size:
             break
-        quantile = new_q
     return {pair: need[i * block:(i + 1) * block].reshape(ratios.size, k1.size)
-            for i, pair in enumerate(group)}
+            for i, pair in enumerate(switching)}
 
 
 def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, groups: np.ndarray,
@@ -229,6 +242,8 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     a, b = scen.loss.data_exponent_mean, scen.loss.data_exponent_std
     scale = (r ** a, r ** (-b))
     losses = np.array(np.broadcast_to(ctx.start_losses(n, rng), (n,)), dtype=float)
+    tables = {m: InterpTable(scen.loss.run[m].levels, scen.loss.run[m].mean, scen.loss.run[m].std)
+              for m in set(pair)}
     k1s = sorted({k for k in k1_values if 0 <= k < horizon} if m1 != m2 else {0})
     first_from = ctx.previous
     if m1 == m2:
@@ -239,7 +254,7 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
         for k in range(max(k1s) + 1):
             if k in k1s:
                 rows[k1s.index(k)] = losses
-            losses = _run(scen, m1, losses, scale, rng)
+            losses = _run(tables[m1], losses, scale, rng)
     for i, k1 in enumerate(k1s):
         source = m1 if k1 > 0 else first_from
         rows[i] = _switch(ctx, source, m2, rows[i], rng)
@@ -250,7 +265,7 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
         live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
         if live.size == 0:
             break
-        rows[live] = _run(scen, m2, rows[live], scale, rng)
+        rows[live] = _run(tables[m2], rows[live], scale, rng)
         probs = np.mean(rows[live] <= target, axis=1)
         for i in live[probs >= need]:
             result[k1s[i]] = k2
@@ -266,10 +281,14 @@ def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarra
     return losses + sw.mean + sw.std * rng.standard_normal(losses.shape)
 
 
-def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
+def _run(table: InterpTable, losses: np.ndarray, scale: tuple[float, float],
          rng: np.random.Generator) -> np.ndarray:
-    prof = scen.loss.run[model]
-    mu = np.interp(losses, prof.levels, prof.mean)
-    sigma = np.interp(losses, prof.levels, prof.std)
+    """One run round of the contract on ``losses`` (a new array; the same operations in the same order)."""
+    mu, sigma = table(losses)
     x = rng.standard_normal(losses.shape)
-    return np.maximum(losses - (mu * scale[0] + sigma * scale[1] * x), 0.0)
+    sigma *= scale[1]
+    sigma *= x
+    mu *= scale[0]
+    mu += sigma
+    out = np.subtract(losses, mu, out=mu)
+    return np.maximum(out, 0.0, out=out)
