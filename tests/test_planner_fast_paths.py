@@ -43,7 +43,7 @@ def _cases():
     for seed in (100, 104, 110, 5003, 5010, 7001):
         yield scenarios.random_hard(seed), None
     yield scenarios.random_small(3), PlanStart(0.9, 0.0, "full")
-    yield scenarios.scaled(100, 6, 150), None
+    yield scenarios.scaled(60, 6, 80), None
 
 
 CASES = list(_cases())
@@ -185,3 +185,44 @@ def test_switch_point_search_runs_the_contract_round():
                                            start_loss=scen.loss.initial):
             losses = schedules._run(table, losses, scale, rng)
             assert np.array_equal(losses, reference)
+
+
+def test_switch_point_search_equals_one_row_at_a_time():
+    """The search drops settled rows from its batch; the rows it keeps draw the same numbers."""
+    scen, targets = scenarios.random_hard(110)
+    ctx = PlanContext.build(scen, targets, None, None)
+    for pair in schedules.allowed_pairs(ctx):
+        found = schedules.mc_second_block(ctx, pair, 0.4, range(1, 9), ctx.max_rounds, 0.8, 1500, 3)
+        assert found == _mc_second_block_loop(ctx, pair, 0.4, range(1, 9), ctx.max_rounds, 0.8, 1500, 3)
+
+
+def _mc_second_block_loop(ctx, pair, r, k1_values, horizon, need, n, seed):
+    """The former search: every row kept in one array, live rows gathered and scattered each round."""
+    m1, m2 = pair
+    scen = ctx.scenario
+    rng = np.random.default_rng(seed)
+    scale = (r ** scen.loss.data_exponent_mean, r ** (-scen.loss.data_exponent_std))
+    tables = {m: InterpTable(scen.loss.run[m].levels, scen.loss.run[m].mean, scen.loss.run[m].std)
+              for m in set(pair)}
+    losses = np.full(n, ctx.start_mean)
+    k1s = sorted({k for k in k1_values if 0 <= k < horizon} if m1 != m2 else {0})
+    if m1 == m2:
+        rows = losses[None, :].copy()
+    else:
+        rows = np.empty((len(k1s), n))
+        for k in range(max(k1s) + 1):
+            if k in k1s:
+                rows[k1s.index(k)] = losses
+            losses = schedules._run(tables[m1], losses, scale, rng)
+    for i, k1 in enumerate(k1s):
+        rows[i] = schedules._switch(ctx, m1 if k1 > 0 else None, m2, rows[i], rng)
+    result, open_ = {}, np.ones(len(k1s), dtype=bool)
+    for k2 in range(1, horizon + 1):
+        live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
+        if live.size == 0:
+            break
+        rows[live] = schedules._run(tables[m2], rows[live], scale, rng)
+        for i in live[np.mean(rows[live] <= ctx.targets.target_loss, axis=1) >= need]:
+            result[k1s[i]] = k2
+            open_[i] = False
+    return result

@@ -79,18 +79,19 @@ def _cluster_tables(scenario: Scenario, cset: ClientSet, model_id: str
                     ) -> tuple[np.ndarray, np.ndarray, float]:
     """Per active cluster and level: time and energy (without activation), plus total activation."""
     model = scenario.model(model_id)
-    n_levels = max(len(scenario.cluster(c).levels) for c in cset.clusters)
-    times = np.full((len(cset.clusters), n_levels), np.inf)
-    costs = np.full((len(cset.clusters), n_levels), np.inf)
+    clusters = [scenario.cluster(c) for c in cset.clusters]
+    n_levels = max(len(cl.levels) for cl in clusters)
+    times = np.full((len(clusters), n_levels), np.inf)
+    costs = np.full((len(clusters), n_levels), np.inf)
     activation = 0.0
     le = scenario.local_epochs
-    for i, cid in enumerate(cset.clusters):
-        cl = scenario.cluster(cid)
+    for i, cl in enumerate(clusters):
+        flops_per_s = np.array([lv.flops_per_s for lv in cl.levels], dtype=float)
+        joules_per_flop = np.array([lv.joules_per_flop for lv in cl.levels], dtype=float)
         comm_t = 2.0 * model.size_bytes / cl.bytes_per_s
         comm_e = cset.counts[i] * 2.0 * model.size_bytes * cl.joules_per_byte
-        for j, lv in enumerate(cl.levels):
-            times[i, j] = le * cset.max_samples[i] * model.flops_per_sample / lv.flops_per_s + comm_t
-            costs[i, j] = le * cset.samples[i] * model.flops_per_sample * lv.joules_per_flop + comm_e
+        times[i, :flops_per_s.size] = le * cset.max_samples[i] * model.flops_per_sample / flops_per_s + comm_t
+        costs[i, :flops_per_s.size] = le * cset.samples[i] * model.flops_per_sample * joules_per_flop + comm_e
         activation += cl.activation_joules
     return times, costs, activation
 
@@ -119,17 +120,17 @@ def round_options(scenario: Scenario, cset: ClientSet, model_id: str) -> list[Op
     ok = times[None, :, :] <= taus[:, None, None] * (1.0 + 1e-12)
     masked = np.where(ok, costs[None, :, :], np.inf)
     choice = np.argmin(masked, axis=2)                       # (U, C)
-    total = np.take_along_axis(masked, choice[:, :, None], axis=2)[:, :, 0].sum(axis=1) + activation
-    chosen_t = np.take_along_axis(np.broadcast_to(times, masked.shape), choice[:, :, None],
-                                  axis=2)[:, :, 0].max(axis=1)
+    cluster = np.arange(len(cset.clusters))[None, :]
+    total = costs[cluster, choice].sum(axis=1) + activation
+    chosen_t = times[cluster, choice].max(axis=1)
     options: list[Option] = []
     best = np.inf
     for u in np.argsort(chosen_t, kind="stable"):
         if total[u] < best * (1.0 - 1e-12):
             best = total[u]
+            levels = choice[u].tolist()
             options.append(Option(float(chosen_t[u]), float(total[u]),
-                                  tuple((cset.clusters[i], int(choice[u, i]))
-                                        for i in range(len(cset.clusters)))))
+                                  tuple(zip(cset.clusters, levels, strict=True))))
     return options
 
 

@@ -259,17 +259,21 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
         source = m1 if k1 > 0 else first_from
         rows[i] = _switch(ctx, source, m2, rows[i], rng)
     result: dict[int, int] = {}
-    open_ = np.ones(len(k1s), dtype=bool)
+    k1a = np.array(k1s)
+    live = np.arange(len(k1s))   # the open rows, in order; ``rows`` holds exactly these
     target = ctx.targets.target_loss
     for k2 in range(1, horizon + 1):
-        live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
+        fits = k1a[live] + k2 <= horizon
+        if not fits.all():
+            live, rows = live[fits], rows[fits]
         if live.size == 0:
             break
-        rows[live] = _run(tables[m2], rows[live], scale, rng)
-        probs = np.mean(rows[live] <= target, axis=1)
-        for i in live[probs >= need]:
-            result[k1s[i]] = k2
-            open_[i] = False
+        rows = _run(tables[m2], rows, scale, rng)
+        passed = np.mean(rows <= target, axis=1) >= need
+        if passed.any():
+            for i in live[passed]:
+                result[k1s[i]] = k2
+            live, rows = live[~passed], rows[~passed]
     return result
 
 
