@@ -226,3 +226,23 @@ def _mc_second_block_loop(ctx, pair, r, k1_values, horizon, need, n, seed):
             result[k1s[i]] = k2
             open_[i] = False
     return result
+
+
+def test_trajectory_cache_repeats_evicted_sequences_bit_for_bit():
+    """A sequence asked again after its prefix states were evicted gets the fresh simulation's losses."""
+    from depl_fl.contract.semantics import simulate_final_losses
+    from depl_fl.planner.checking import final_losses
+    from depl_fl.planner.trajectories import MAX_SEQUENCES
+
+    scen, targets = scenarios.random_hard(104)
+    ctx = PlanContext.build(scen, targets, None, None)
+    ids = tuple(c.id for c in scen.clients)
+    models = [m.id for m in scen.models]
+    seqs = [[models[i % len(models)]] * (3 + i) for i in range(MAX_SEQUENCES + 3)]
+    order = seqs + seqs[:2] + seqs[::-1] * 2
+    assert len(set(map(tuple, order))) < len(order) and len(seqs) > MAX_SEQUENCES
+    for seq in order:
+        rounds = [RoundDecision(m, ids, {}) for m in seq]
+        fresh = simulate_final_losses(scen, rounds, 2000, np.random.default_rng(5),
+                                      start_loss=scen.loss.initial)
+        assert np.array_equal(final_losses(ctx, rounds, 2000, 5), fresh)

@@ -27,6 +27,10 @@ from depl_fl.contract.semantics import iter_round_losses
 # (memory: MAX_SEQUENCES * MAX_STATES arrays of n floats).
 MAX_SEQUENCES = 3
 MAX_STATES = 32
+# Final losses kept for sequences simulated in full (the planner re-checks some
+# plans much later, e.g. the cheapest passing plan of a kappa search): at most
+# MAX_FINALS arrays of n floats.
+MAX_FINALS = 16
 
 StartFn = Callable[[int, np.random.Generator], "np.ndarray | float"]
 
@@ -67,6 +71,7 @@ class TrajectoryCache:
         self.start = start
         self._entries: dict[tuple[int, int], list[_Entry]] = {}
         self._tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
+        self._finals: dict[tuple, np.ndarray] = {}
 
     def final_losses(self, rounds: Sequence[RoundDecision], n: int, seed: int) -> np.ndarray:
         """Final losses of ``n`` trajectories of ``rounds`` with ``default_rng(seed)``.
@@ -74,6 +79,20 @@ class TrajectoryCache:
         The returned array is shared with the cache: read it, do not modify it.
         """
         keys = [(r.model, r.clients) for r in rounds]
+        whole = (n, seed, tuple((m, tuple(c)) for m, c in keys))
+        done = self._finals.pop(whole, None)
+        if done is not None:
+            self._finals[whole] = done   # most recently used last
+            return done
+        final = self._simulate(rounds, keys, n, seed)
+        self._finals[whole] = final
+        if len(self._finals) > MAX_FINALS:
+            self._finals.pop(next(iter(self._finals)))
+        return final
+
+    def _simulate(self, rounds: Sequence[RoundDecision], keys: list[tuple[str, Any]], n: int,
+                  seed: int) -> np.ndarray:
+        """Final losses of ``rounds``, resumed from the longest stored prefix state."""
         entries = self._entries.setdefault((n, seed), [])
         base, at = None, -1
         for entry in entries:
