@@ -72,6 +72,9 @@ class TrajectoryCache:
         self._entries: dict[tuple[int, int], list[_Entry]] = {}
         self._tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
         self._finals: dict[tuple, np.ndarray] = {}
+        # Client tuples as small ints, so a key does not hash every client id of every round.
+        self._by_object: dict[int, tuple[Any, int]] = {}
+        self._by_value: dict[tuple[str, ...], int] = {}
 
     def final_losses(self, rounds: Sequence[RoundDecision], n: int, seed: int) -> np.ndarray:
         """Final losses of ``n`` trajectories of ``rounds`` with ``default_rng(seed)``.
@@ -79,7 +82,7 @@ class TrajectoryCache:
         The returned array is shared with the cache: read it, do not modify it.
         """
         keys = [(r.model, r.clients) for r in rounds]
-        whole = (n, seed, tuple((m, tuple(c)) for m, c in keys))
+        whole = (n, seed, tuple((m, self._clients_index(c)) for m, c in keys))
         done = self._finals.pop(whole, None)
         if done is not None:
             self._finals[whole] = done   # most recently used last
@@ -89,6 +92,15 @@ class TrajectoryCache:
         if len(self._finals) > MAX_FINALS:
             self._finals.pop(next(iter(self._finals)))
         return final
+
+    def _clients_index(self, clients: Sequence[str]) -> int:
+        """A small int per distinct client tuple (found by object identity first, hashed once)."""
+        hit = self._by_object.get(id(clients))
+        if hit is not None and hit[0] is clients:
+            return hit[1]
+        index = self._by_value.setdefault(tuple(clients), len(self._by_value))
+        self._by_object[id(clients)] = (clients, index)   # the reference keeps the id unique
+        return index
 
     def _simulate(self, rounds: Sequence[RoundDecision], keys: list[tuple[str, Any]], n: int,
                   seed: int) -> np.ndarray:
