@@ -7,7 +7,9 @@ stream is consumed round by round, so the losses *and* the generator state
 after a prefix are the same for every sequence that starts with it. This
 cache keeps both at a few rounds of recently simulated sequences and restarts
 from the longest stored prefix, which gives bit-for-bit the losses of a fresh
-:func:`depl_fl.contract.semantics.simulate_final_losses` run.
+:func:`depl_fl.contract.semantics.simulate_final_losses` run. The final losses
+of the most recent whole sequences are kept too: the planner asks for some
+plans again long after their prefix states were evicted.
 """
 
 from __future__ import annotations
