@@ -201,7 +201,7 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     Path
         The path of ``results.json``.
     """
-    from depl_fl.runs.checkpoint import load_checkpoint
+    from depl_fl.runs.checkpoint import load_checkpoint, set_random_state
     from depl_fl.runs.results import build_results, mark_interrupted, write_results
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
@@ -209,6 +209,8 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     resume = load_checkpoint(out_dir, cfg) if cfg.get("resume") else None
+    if resume is not None:
+        set_random_state(resume["random"])
     wall0 = float(resume["wall_s"]) if resume is not None else 0.0
 
     def clock() -> float:
