@@ -243,3 +243,47 @@ def test_supernode_killed_mid_run_is_dropped_within_one_round_timeout(tmp_path):
     assert lost[0]["wall_s"] <= slack + factor * lost[0]["round_time_s"] + 30
     assert isinstance(doc["summary"]["at_risk"], bool)
     assert f"rejected reply from {cid}" in stdout and "unknown node" not in stdout
+
+
+@pytest.mark.slow
+@needs_flower
+def test_cleanup_kills_a_federation_that_does_not_exit(tmp_path):
+    """SIGTERM to the script while every process of the federation is stopped (SIGSTOP: what a
+    process starved under load looks like to a signal): the cleanup SIGKILLs them after its grace
+    period instead of waiting, and nothing is left."""
+    grace = 3
+    bin_dir = str(Path(_superlink()).parent)
+    env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path), "DEPL_STOP_GRACE_S": str(grace)}
+    proc = subprocess.Popen(["bash", str(SCRIPT), "-o", str(tmp_path / "out"), "-n", "2", "-r", "4",
+                             *RESUME_JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "flwr run" not in _peek(proc, tmp_path) and time.monotonic() < deadline:
+            assert proc.poll() is None, _PEEKED.get(proc.pid, "")[-3000:]
+            time.sleep(0.5)
+        time.sleep(3)  # the SuperNodes start their SuperExec, the SuperLink its ServerApp
+        work = re.search(r"work dir (\S+)", _PEEKED[proc.pid]).group(1)
+        frozen = _live_pids_with_env(f"FLWR_HOME={work}/")
+        assert len(frozen) >= 4, frozen  # SuperLink, 2 SuperNodes, the run client and more
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = _PEEKED.pop(proc.pid, "") + stderr
+    assert proc.returncode == 143, stderr[-3000:]
+    left = _live_pids_with_env(f"FLWR_HOME={work}/")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    # two stages (SuperNodes, then SuperLink), each SIGTERM + grace, then SIGKILL + a short wait
+    assert elapsed < 2 * (grace + 1) + 5 + 20, stderr[-2000:]
+    stopped = re.search(r"stopped (\d+) processes in \d+ s \((\d+) needed SIGKILL", stderr)
+    assert stopped and int(stopped.group(2)) >= len(frozen), stderr[-2000:]
+    assert not Path(work).exists()
