@@ -46,6 +46,10 @@ def _quiet_flower() -> None:
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     """Run one job of a validated plain config; returns the results.json path."""
+    if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
+        from depl_fl.runs.checkpoint import load_checkpoint
+
+        load_checkpoint(out_dir, cfg)
     if str(cfg["profile"].get("source", "federated")) == "inprocess":
         from strategies.profiling import ensure_profile
 

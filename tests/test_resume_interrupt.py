@@ -168,3 +168,13 @@ def test_resume_with_other_overrides_is_one_line(tmp_path):
     assert again.returncode == 2
     lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
     assert len(lines) == 1 and "seed" in lines[0] and "Traceback" not in stderr
+
+
+def test_resume_without_a_checkpoint_is_one_line_and_exit_2(tmp_path):
+    run_dir = tmp_path / "job"
+    proc = _start(run_dir, ["simulation=ray", "resume=true"])
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 2, stderr[-3000:]
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
+    assert len(lines) == 1 and "no checkpoint" in lines[0] and "Traceback" not in stderr
+    assert not (run_dir / "results.json").exists()  # refused before the job started
