@@ -21,9 +21,9 @@
 #   --intruder    (with --auth) also start one SuperNode whose key is NOT registered; its
 #                 log is logs/supernode-intruder.log (the SuperLink must refuse it)
 #   --database F  SuperLink state database file (default: in memory)
-#   --crash-after K  chaos test: once round K is checkpointed, kill -9 the SuperLink and the
-#                 ServerApp, restart the SuperLink on the same port and database, and
-#                 `flwr run` again with the same overrides plus resume=true
+#   --crash-after K  chaos test: once round K is checkpointed (exploration rounds count),
+#                 kill -9 the SuperLink and the ServerApp, restart the SuperLink on the same
+#                 port and database, and `flwr run` again with the same overrides plus resume=true
 #   --netem       every SuperNode in its own network namespace, its link shaped (tc netem, else tbf)
 #                 to its cluster's bytes_per_s (+ --latency-ms, default 20 ms); needs root
 #   --latency-ms MS  one-way latency of the netem links (default 20)
