@@ -4,7 +4,9 @@ Runs ``scripts/deploy_loopback.sh`` and checks the ServerApp's results.json and
 that no process the script started is left running: insecure for 2 rounds;
 with TLS + SuperNode authentication (a SuperNode with an unregistered key is
 refused); with a kill -9 of the SuperLink and ServerApp after round 2 and a
-resumed run; with a SuperNode killed mid-run (dropped within one round timeout).
+resumed run, also during the federated exploration rounds; with a SuperNode
+killed mid-run (dropped within one round timeout); with a federation that does
+not exit on SIGTERM.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _live_pids_with_env(marker: str) -> list[int]:
     return found
 
 
-def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None
+def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None, env: dict | None = None
             ) -> tuple[subprocess.Popen, str, str, Path]:
     """Run the script to its end (``during(work_dir, out_dir)`` is polled meanwhile).
 
@@ -59,7 +61,7 @@ def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None
     asserts that nothing it started is left running.
     """
     bin_dir = str(Path(_superlink()).parent)
-    env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path), **(env or {})}
     out = tmp_path / "out"
     proc = subprocess.Popen(["bash", str(SCRIPT), "-o", str(out), "-t", str(int(timeout) - 20), *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -191,6 +193,34 @@ def test_superlink_killed_after_round_two_resumes_every_round_once(tmp_path):
     assert doc["summary"]["resumed_from"] >= 2 and doc["config"]["resume"] is True
     assert (out / "logs" / "superlink.log").read_text().count("Starting Flower SuperLink") == 2
     assert f"resuming after round {doc['summary']['resumed_from']}" in stdout
+
+
+#: Federated profiling (the default) with 3 exploration rounds: --crash-after 2 kills the job during them.
+EXPLORE_JOB = ["profile.explore.rounds=3", "profile.explore.max_rounds=3",
+               "profile.explore.switch_rounds=[3]", "profile.explore.stop_loss_factor=null",
+               "profile.explore.min_points_per_level=1",
+               "target.loss=0.6", "target.prob=0.6", "target.deadline_s=1e5", "tracking.enabled=false",
+               "output.plot=false"]
+
+
+@pytest.mark.slow
+@needs_flower
+def test_superlink_killed_during_exploration_resumes_it(tmp_path):
+    proc, stdout, stderr, out = _deploy(
+        tmp_path, ["--crash-after", "2", "-n", "3", "-r", "4", *EXPLORE_JOB], timeout=1200,
+        env={"DEPL_CACHE_DIR": str(tmp_path / "cache")})  # no cached profile: the job explores
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    assert "crash test: kill -9 of the SuperLink" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    _check_complete(doc)
+    phases = [r["phase"] for r in doc["rounds"]]
+    assert phases[:3] == ["profile"] * 3 and set(phases[3:]) <= {"train"}
+    # killed after exploration round 2 (or later, if the poll was slow); not one round repeated
+    assert 2 <= doc["summary"]["resumed_from"] <= len(phases) - 1
+    assert f"resuming after round {doc['summary']['resumed_from']}" in stdout
+    assert doc["summary"]["profile_rounds"] == 3 and doc["profile"]["reused"] is False
+    assert doc["summary"]["profile_energy_j"] == pytest.approx(
+        sum(r["energy_j"] for r in doc["rounds"] if r["phase"] == "profile"))
 
 
 def _cmdline(pid: int) -> str:
