@@ -127,7 +127,8 @@ def _results(out: Path) -> dict | None:
 def _check_complete(doc: dict) -> None:
     """Every round exactly once, numbered without gaps, status completed."""
     rounds = [r["round"] for r in doc["rounds"]]
-    assert rounds == list(range(1, len(rounds) + 1)) and doc["summary"]["rounds"] == len(rounds)
+    train = [r for r in doc["rounds"] if r.get("phase", "train") == "train"]
+    assert rounds == list(range(1, len(rounds) + 1)) and doc["summary"]["rounds"] == len(train)
     assert doc["summary"]["status"] == "completed"
 
 
