@@ -191,3 +191,31 @@ def test_sets_outside_the_measured_coverage_make_a_plan_invalid(tmp_path: Path,
           "--deadline-s", "1e9"])
     out = capsys.readouterr().out
     assert "round 1: label coverage c_S=0.5" in out
+
+
+def test_scenario_builder_writes_version_2_when_nodes_report_histograms() -> None:
+    from depl_fl.runs.runconfig import compose_config
+    from strategies.scenario_builder import build_scenario
+
+    cfg = compose_config([])
+    models = [{"id": "full", "compression": 0.0, "flops_per_sample": 1e6, "size_bytes": 1e4}]
+    loss = {"initial": 2.3, "run": {"full": {"levels": [0.0, 3.0], "mean": [0.0, 0.1],
+                                             "std": [0.02, 0.05]}},
+            "min_coverage": 0.6, "max_uncovered": 0.0}
+    props = {"c0": {"cluster": "A", "num-samples": 4, "label-histogram": [3, 1, 0]},
+             "c1": {"cluster": "B", "num-samples": 6, "label-histogram": [0, 1, 5]}}
+    scen = build_scenario(cfg, props, models, loss)
+    assert scen.version == 2 and scen.loss.min_coverage == 0.6 and scen.loss.max_uncovered == 0.0
+    assert scen.client("c1").label_histogram == (0, 1, 5)
+    assert set_coverage(scen, ("c0", "c1")) == (pytest.approx(1.0), 0.0)
+    errors = plan_errors(scen, _rounds(("c0",), 1), Targets(1.0, 0.9, 1e9))
+    assert "round 0: label coverage c_S=0.5 outside the profile's measured range [0.6, 1]" in errors
+    # Without histograms (older nodes) the profile's coverage fields keep the version-1 meaning.
+    old = {cid: {k: v for k, v in p.items() if k != "label-histogram"} for cid, p in props.items()}
+    assert build_scenario(cfg, old, models, loss).version == 1
+    # A profile with an evaluation-noise split is version 2 even without histograms.
+    noisy = copy.deepcopy(loss)
+    noisy["run"]["full"]["eval_std"] = [0.01, 0.02]
+    scen = build_scenario(cfg, old, models, noisy)
+    assert scen.version == 2 and scen.loss.run["full"].eval_std == (0.01, 0.02)
+    assert scen.loss.label_shares is None
