@@ -181,17 +181,7 @@ def test_bad_version_2_field_is_one_line_exit_2(tmp_path: Path, capsys: pytest.C
                                                 mutate: Callable[[dict], None], needle: str) -> None:
     doc = _example_v2()
     mutate(doc)
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
-    plan = tmp_path / "plan.json"
-    if command == "plan":
-        argv = ["plan", str(scenario), *TARGETS, "--out", str(plan)]
-    else:
-        plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
-        argv = ["evaluate", str(scenario), str(plan), *TARGETS]
-    status, out, err = _run(capsys, argv)
-    _assert_one_line_error(status, err, needle)
-    assert out == ""
+    plan = _plan_or_evaluate_fails(capsys, tmp_path, command, doc, needle)
     if command == "plan":
         assert not plan.exists()
 
