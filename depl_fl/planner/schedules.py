@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import judged_probability
+from depl_fl.contract.semantics import final_map, judged_probability
 from depl_fl.planner.context import PlanContext
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
@@ -260,13 +260,18 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     result: dict[int, int] = {}
     open_ = np.ones(len(k1s), dtype=bool)
     target = ctx.targets.target_loss
+    last = RoundDecision(m2, clients, {}) if clients is not None else None
+    if last is not None and final_map(scen, last) is None:
+        last = None  # the judged loss is the walk's (version 1): one vectorised comparison
     for k2 in range(1, horizon + 1):
         live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
         if live.size == 0:
             break
         rows[live] = _run(scen, m2, rows[live], scale, rng)
-        last = RoundDecision(m2, clients, {}) if clients is not None else None
-        probs = np.array([judged_probability(scen, last, row, target) for row in rows[live]])
+        if last is None:
+            probs = np.mean(rows[live] <= target, axis=1)
+        else:
+            probs = np.array([judged_probability(scen, last, row, target) for row in rows[live]])
         for i in live[probs >= need]:
             result[k1s[i]] = k2
             open_[i] = False
