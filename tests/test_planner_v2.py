@@ -113,3 +113,39 @@ def test_only_the_set_of_every_client_is_left_at_full_coverage() -> None:
     plan = make_plan(scen, targets, seed=4)
     assert plan.feasible and all(r.clients == everyone for r in plan.rounds)
     assert plan_errors(scen, plan.rounds, targets) == []
+
+
+def _kinked_v2() -> Scenario:
+    """A kinked profile with a kinked evaluation-noise share (version 2)."""
+    return scenario_from_dict({
+        "version": 2,
+        "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                      "bytes_per_s": 1e6}],
+        "clients": [{"id": "c0", "cluster": "A", "num_samples": 100}],
+        "models": [{"id": "m", "flops_per_sample": 1e6, "size_bytes": 1e4}],
+        "loss": {"initial": 2.5, "data_exponent_mean": 0.25, "data_exponent_std": 0.9,
+                 "run": {"m": {"levels": [0.6, 0.95, 1.4, 2.0], "mean": [0.03, 0.2, 0.15, 0.27],
+                               "std": [0.07, 0.04, 0.14, 0.08], "eval_std": [0.045, 0.01, 0.09, 0.0]}}},
+    })
+
+
+@pytest.mark.parametrize("mean, var", [(0.7, 0.05), (1.0, 0.3 ** 2), (2.4, 0.01), (0.05, 0.04)])
+def test_one_round_and_the_final_draw_have_the_exact_gaussian_moments(mean: float, var: float) -> None:
+    from depl_fl.planner.quantile import LossPropagator
+
+    scen = _kinked_v2()
+    prof = scen.loss.run["m"]
+    r = 0.6
+    rng = np.random.default_rng(5)
+    loss = rng.normal(mean, math.sqrt(var), 1_000_000)
+    step = rng.normal(prof.mean_at(loss) * r ** 0.25, prof.walk_std_at(loss) * r ** -0.9)
+    after = np.maximum(loss - step, 0.0)
+    prop = LossPropagator(scen)
+    got_mean, got_var = prop.run_scalar("m", mean, var, r)
+    assert got_mean == pytest.approx(after.mean(), abs=2e-3)
+    assert got_var == pytest.approx(after.var(), rel=0.01, abs=1e-4)
+    # The final evaluation draw: variance V + E[eval_std(L)**2] for L ~ N(mean, var).
+    judged = loss + prof.eval_std_at(loss) * rng.standard_normal(loss.size)
+    jm, jv = prop.judged_array(["m"], 0, np.array(mean), np.array(var))
+    assert float(jm) == pytest.approx(mean)
+    assert float(jv) == pytest.approx(judged.var(), rel=0.01, abs=1e-4)
