@@ -149,3 +149,24 @@ def test_one_round_and_the_final_draw_have_the_exact_gaussian_moments(mean: floa
     jm, jv = prop.judged_array(["m"], 0, np.array(mean), np.array(var))
     assert float(jm) == pytest.approx(mean)
     assert float(jv) == pytest.approx(judged.var(), rel=0.01, abs=1e-4)
+
+
+def test_large_instances_get_a_chain_of_sets_that_cover_the_labels() -> None:
+    # 14 clients of one cluster, each holding one class of 10; the largest four repeat class 0, so
+    # the size-ordered chain needs all 14 clients to show every class, the coverage chain only 10.
+    hists = [[0] * 10 for _ in range(14)]
+    for i in range(14):
+        hists[i][max(i - 4, 0)] = 100 + (14 - i) * 10 if i < 4 else 100
+    doc = {"version": 2,
+           "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                         "bytes_per_s": 1e6}],
+           "clients": [{"id": f"c{i:02d}", "cluster": "A", "num_samples": sum(h), "label_histogram": h}
+                       for i, h in enumerate(hists)],
+           "models": [{"id": "full", "flops_per_sample": 1e6, "size_bytes": 1e4}],
+           "loss": {"initial": 2.3, "label_shares": [1] * 10, "max_uncovered": 0.0,
+                    "run": {"full": {"levels": [0.0, 3.0], "mean": [0.0, 0.2], "std": [0.01, 0.05]}}}}
+    scen = scenario_from_dict(doc)
+    sets = candidate_sets(scen, "full")
+    assert sets and all(set_coverage(scen, s.ids)[1] == 0.0 for s in sets)
+    smallest = min(sets, key=lambda s: len(s.ids))
+    assert len(smallest.ids) == 10  # one client per class: the fewest that show every class
