@@ -38,8 +38,6 @@ from depl_fl.contract.schema import (
 from depl_fl.errors import ScenarioError
 
 SCENARIO_VERSION = 1
-#: The versions this module reads.
-SCENARIO_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -308,7 +306,7 @@ _Fraction = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=1)
 
 def _not_all_zero(values: list[float] | None, name: str) -> None:
     if values is not None and sum(values) <= 0:
-        raise invalid(f"counts must not all be 0, got {values}", name)
+        raise invalid("counts must not all be 0", name)
 
 
 class _ClientDocV2(_ClientDoc):
