@@ -188,6 +188,8 @@ class LossPropagator:
     def judged_quantile(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
                         var: np.ndarray, kappa: float, uncovered: np.ndarray | float = 0.0) -> np.ndarray:
         """``mean + kappa * std`` of the judged final loss (see :meth:`judged_array`)."""
+        if not self._eval and self.floor is None:  # version 1: the walk's own quantile
+            return mean + kappa * np.sqrt(var)
         jm, jv = self.judged_array(models, which, mean, var, uncovered)
         return jm + kappa * np.sqrt(jv)
 
