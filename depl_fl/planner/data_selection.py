@@ -13,7 +13,7 @@ the paper.
 Algorithm (and how far from exact it is):
 
 * ``K(S)`` is evaluated with the quantile predictor for each model used
-  alone (:func:`rounds_needed_all`, vectorised over all models and sample totals);
+  alone (:func:`rounds_needed`, vectorised over all candidate sample totals);
   ``c(S)``/``t(S)`` come from the exact per-set Pareto front of levels
   (:func:`depl_fl.planner.resources.round_options`), taking the cheapest
   option that still fits the deadline for ``K(S)`` rounds; the score is the
@@ -43,15 +43,22 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from depl_fl.contract.coverage import is_predictable
 from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import set_coverage
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import ClientSet
 
 EXACT_LIMIT = 10
 
 
-def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float) -> np.ndarray:
+def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
+                  uncovered: np.ndarray | float = 0.0) -> np.ndarray:
     """Rounds of ``model`` alone until ``mean + kappa * std <= target``, per data ratio.
+
+    The quantile is that of the judged final loss (version 2: the unseen
+    share ``uncovered`` of each set and the evaluation noise, see
+    :meth:`LossPropagator.judged_array`).
 
     Parameters
     ----------
@@ -69,11 +76,36 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
     numpy.ndarray of int
         Rounds needed; ``ctx.max_rounds + 1`` where the goal is not reached.
     """
-    return rounds_needed_all(ctx, [model], ratios, kappa)[model]
+    never = ctx.max_rounds + 1
+    ratios = np.asarray(ratios, dtype=float)
+    mean = np.full(ratios.shape, ctx.start_mean)
+    var = np.full(ratios.shape, ctx.start_var)
+    needed = np.full(ratios.shape, never, dtype=int)
+    target = ctx.targets.target_loss
+    if mean[0:1].size and ctx.start_mean + kappa * ctx.start_std <= target:
+        needed[:] = 0
+        return needed
+    if ctx.previous is not None and ctx.previous != model:
+        if (ctx.previous, model) not in ctx.prop.switch:
+            return needed
+        mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
+    for k in range(1, ctx.max_rounds + 1):
+        new_mean, new_var = ctx.prop.run_array(model, mean, var, ratios)
+        quantile = ctx.prop.judged_quantile([model], 0, new_mean, new_var, kappa, uncovered)
+        hit = (needed == never) & (quantile <= target)
+        needed[hit] = k
+        open_ = needed == never
+        if not open_.any():
+            break
+        stalled = np.abs(new_mean - mean) + np.abs(new_var - var) < 1e-12
+        if stalled[open_].all():
+            break
+        mean, var = new_mean, new_var
+    return needed
 
 
-def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarray,
-                      kappa: float) -> dict[str, np.ndarray]:
+def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarray, kappa: float,
+                      uncovered: np.ndarray | float = 0.0) -> dict[str, np.ndarray]:
     """:func:`rounds_needed` of every model, all advanced together (one propagation per round).
 
     A model stops when none of its ratios is left open or all open ones have
@@ -91,6 +123,7 @@ def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarra
         return out
     which = np.repeat(np.arange(len(usable)), ratios.size)
     rr = np.tile(ratios, len(usable))
+    uu = np.tile(np.broadcast_to(np.asarray(uncovered, dtype=float), ratios.shape), len(usable))
     mean, var = np.full(rr.shape, ctx.start_mean), np.full(rr.shape, ctx.start_var)
     for i, m in enumerate(usable):
         if prev is not None and prev != m:
@@ -100,7 +133,8 @@ def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarra
     live = np.arange(rr.size)
     for k in range(1, ctx.max_rounds + 1):
         new_mean, new_var = ctx.prop.run_many(usable, which[live], mean[live], var[live], rr[live])
-        hit = new_mean + kappa * np.sqrt(new_var) <= ctx.targets.target_loss
+        quantile = ctx.prop.judged_quantile(usable, which[live], new_mean, new_var, kappa, uu[live])
+        hit = quantile <= ctx.targets.target_loss
         needed[live[hit]] = k
         stalled = np.abs(new_mean - mean[live]) + np.abs(new_var - var[live]) < 1e-12
         mean[live], var[live] = new_mean, new_var
@@ -165,7 +199,36 @@ def _chains(scenario: Scenario, model_id: str) -> list[list[str]]:
     chains.extend(by_cluster.values())
     cluster_rank = sorted(by_cluster, key=lambda cid: score(scenario.client(by_cluster[cid][0])))
     chains.append([cid for cl in cluster_rank for cid in by_cluster[cl]])
+    coverage_chain = _coverage_chain(scenario, [c.id for c in by_score])
+    if coverage_chain:
+        chains.append(coverage_chain)
     return chains
+
+
+#: Most clients for which the coverage-greedy chain (quadratic in the clients) is built.
+COVERAGE_CHAIN_LIMIT = 256
+
+
+def _coverage_chain(scenario: Scenario, order: list[str]) -> list[str]:
+    """Version 2: clients added one by one, each time the one giving the largest ``c_S * n_S``
+    (ties: the earlier in ``order``) -- prefixes that cover the labels with the fewest clients.
+    Empty without histograms, or beyond ``COVERAGE_CHAIN_LIMIT`` clients."""
+    q = scenario.loss.label_shares
+    hists = {c.id: c.label_histogram for c in scenario.clients}
+    if scenario.version < 2 or q is None or any(h is None for h in hists.values()) \
+            or len(order) > COVERAGE_CHAIN_LIMIT:
+        return []
+    shares = np.asarray(q, dtype=float)
+    left = list(order)
+    pooled = np.zeros(shares.size)
+    chain: list[str] = []
+    while left:
+        cand = pooled[None, :] + np.array([hists[c] for c in left], dtype=float)
+        effective = np.minimum(cand, shares[None, :] * cand.sum(axis=1, keepdims=True)).sum(axis=1)
+        best = int(np.argmax(effective))
+        pooled = cand[best]
+        chain.append(left.pop(best))
+    return chain
 
 
 def _chain_prefixes(scenario: Scenario, chain: Sequence[str]) -> Iterable[ClientSet]:
@@ -196,17 +259,39 @@ def _chain_prefixes(scenario: Scenario, chain: Sequence[str]) -> Iterable[Client
                             int(samples.sum()))
 
 
+def predictable(scenario: Scenario, ids: Sequence[str]) -> bool:
+    """Whether the loss of set ``ids`` lies in the profile's measured coverage range (version 2).
+
+    Always True for version 1 or a set without label histograms
+    (:func:`depl_fl.contract.coverage.is_predictable`).
+    """
+    loss = scenario.loss
+    if loss.min_coverage is None and loss.max_uncovered is None:
+        return True
+    return is_predictable(set_coverage(scenario, ids), loss.min_coverage, loss.max_uncovered)
+
+
+def set_terms(ctx: PlanContext, sets: Sequence[ClientSet]) -> tuple[np.ndarray, np.ndarray]:
+    """Per set, the walk's data ratio ``r_eff`` and the unseen share of its final map."""
+    terms = np.array([ctx.prop.set_terms(s.ids) for s in sets], dtype=float).reshape(-1, 2)
+    return terms[:, 0], terms[:, 1]
+
+
 def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
-    """Client sets to score: all subsets when small, else prefixes of greedy chains."""
+    """Client sets to score: all subsets when small, else prefixes of greedy chains.
+
+    Version 2: only sets whose label coverage the profile measured
+    (:func:`predictable`) -- the planner never extrapolates the loss profile.
+    """
     if len(scenario.clients) <= EXACT_LIMIT:
         return [ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
-                if _capacity_ok(scenario, ids)]
+                if _capacity_ok(scenario, ids) and predictable(scenario, ids)]
     seen: set[frozenset[str]] = set()
     out: list[ClientSet] = []
     for chain in _chains(scenario, model_id):
         for cset in _chain_prefixes(scenario, chain):
             key = frozenset(cset.ids)
-            if key not in seen:
+            if key not in seen and predictable(scenario, cset.ids):
                 seen.add(key)
                 out.append(cset)
     return out
@@ -220,9 +305,8 @@ def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
     kept (ordered by sample total, largest first) so that the model graph,
     which may switch models, can still try them.
     """
-    scen = ctx.scenario
-    ratios = np.array([s.total_samples for s in sets], dtype=float) / scen.loss.reference_samples
-    needed = rounds_needed_all(ctx, models, ratios, kappa)
+    ratios, uncovered = set_terms(ctx, sets)
+    needed = rounds_needed_all(ctx, models, ratios, kappa, uncovered)
     scored: list[tuple[float, float, int, ClientSet]] = []
     for i, cset in enumerate(sets):
         best = np.inf

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depl_fl.contract.semantics import InterpTable
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.semantics import final_map, judged_probability
 from depl_fl.planner.context import PlanContext
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
@@ -116,7 +117,8 @@ def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds
 
 
 def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.ndarray,
-                     kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+                     kappa: float, horizon: int, k1: np.ndarray,
+                     uncovered: np.ndarray | None = None) -> dict[tuple[str, str], np.ndarray]:
     """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, per pair.
 
     Each table has shape ``(R, len(k1))``; entry ``[i, j]`` is ``NEVER`` when
@@ -124,61 +126,56 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
     ``mean + kappa * std <= target`` on ratio ``ratios[i]``. For ``m1 == m2``
     (the one-model schedule, ``k1`` is then 0) only column 0 is filled. All
     pairs advance together, one :meth:`LossPropagator.run_many` per round.
+    ``uncovered`` (version 2, shape ``(R,)``) is the unseen share of the final
+    map on each ratio's sets; the goal is on the judged final loss.
     """
     target = ctx.targets.target_loss
+    unseen = np.zeros(ratios.size) if uncovered is None else np.asarray(uncovered, dtype=float)
     models = sorted({m for pair in pairs for m in pair})
     first = first_blocks(ctx, models, ratios, horizon)
     out = {}
     for m1, m2 in pairs:
         out[(m1, m2)] = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
         if m1 == m2 and m1 in first:
-            hit = first[m1][0] + kappa * np.sqrt(first[m1][1]) <= target
+            hit = ctx.prop.judged_quantile([m1], 0, first[m1][0], first[m1][1], kappa,
+                                           unseen[:, None]) <= target
+            hit[:, 0] = first[m1][0][:, 0] + kappa * np.sqrt(first[m1][1][:, 0]) <= target  # no round run
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
     switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
-    if switching:
-        out.update(_second_blocks(ctx, switching, first, ratios, kappa, horizon, k1))
+    for m2 in sorted({b for _, b in switching}):
+        group = [p for p in switching if p[1] == m2]
+        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1, unseen))
     return out
 
 
-def _second_blocks(ctx: PlanContext, switching: list[tuple[str, str]],
+def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
                    first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
-                   kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
-    """:func:`predicted_tables` of the switching pairs, all advanced together.
-
-    The pairs sharing a second model form a group, which stops when none of
-    its states is open or every open one has stalled; a state leaves the
-    batch once its goal is met or its horizon passed (the propagation is
-    elementwise, so this changes no result).
-    """
+                   kappa: float, horizon: int, k1: np.ndarray,
+                   unseen: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """:func:`predicted_tables` of switching pairs that share their second model (one array)."""
     target = ctx.targets.target_loss
-    seconds = sorted({b for _, b in switching})
-    group = {m: i for i, m in enumerate(seconds)}
+    m2 = group[0][1]
     block = ratios.size * k1.size
-    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in switching])
-    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in switching])
-    which = np.repeat([group[b] for _, b in switching], block)
-    rr = np.tile(np.repeat(ratios, k1.size), len(switching))
-    kk = np.tile(k1, ratios.size * len(switching))
+    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in group])
+    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in group])
+    rr = np.tile(np.repeat(ratios, k1.size), len(group))
+    uu = np.tile(np.repeat(unseen, k1.size), len(group))
+    kk = np.tile(k1, ratios.size * len(group))
     need = np.full(mean.size, NEVER, dtype=np.int64)
     quantile = mean + kappa * np.sqrt(var)
-    live = np.arange(mean.size)
-    for k2 in range(1, horizon if live.size else 1):
-        m, v = ctx.prop.run_many(seconds, which[live], mean[live], var[live], rr[live])
-        new_q = m + kappa * np.sqrt(v)
-        open_ = kk[live] + k2 <= horizon
+    for k2 in range(1, horizon):
+        mean, var = ctx.prop.run_array(m2, mean, var, rr)
+        new_q = ctx.prop.judged_quantile([m2], 0, mean, var, kappa, uu)
+        open_ = (need == NEVER) & (kk + k2 <= horizon)
         hit = open_ & (new_q <= target)
-        need[live[hit]] = k2
+        need[hit] = k2
         open_ &= ~hit
-        # a group stops when nothing is left open or its open predictions no longer fall
-        moving = np.bincount(which[live], weights=open_ & ~(quantile[live] - new_q < STALL),
-                             minlength=len(seconds))
-        keep = open_ & (moving > 0)[which[live]]
-        mean[live], var[live], quantile[live] = m, v, new_q
-        live = live[keep]
-        if not live.size:
+        # stop when nothing is left open or the open predictions no longer fall
+        if not open_.any() or np.all(quantile[open_] - new_q[open_] < STALL):
             break
+        quantile = new_q
     return {pair: need[i * block:(i + 1) * block].reshape(ratios.size, k1.size)
-            for i, pair in enumerate(switching)}
+            for i, pair in enumerate(group)}
 
 
 def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, groups: np.ndarray,
@@ -228,13 +225,17 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
 
 
 def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values: Sequence[int],
-                    horizon: int, need: float, n: int, seed: int) -> dict[int, int]:
+                    horizon: int, need: float, n: int, seed: int,
+                    clients: tuple[str, ...] | None = None) -> dict[int, int]:
     """Fewest ``k2`` with Monte Carlo ``P[L <= L*] >= need``, per ``k1`` (missing: none within ``horizon``).
 
     Exact contract semantics on ``n`` trajectories (``r`` the set's data
     ratio); the rounds of the first block share their random draws across
     the ``k1`` values (common random numbers), so the comparison between
-    switch points is not blurred by independent noise.
+    switch points is not blurred by independent noise. Version 2: ``r`` is
+    the set's ``r_eff`` and ``clients`` (the set) gives the final map; the
+    probability is the judged loss's, the evaluation noise integrated out
+    (:func:`depl_fl.contract.semantics.judged_probability`).
     """
     m1, m2 = pair
     scen = ctx.scenario
@@ -242,8 +243,6 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     a, b = scen.loss.data_exponent_mean, scen.loss.data_exponent_std
     scale = (r ** a, r ** (-b))
     losses = np.array(np.broadcast_to(ctx.start_losses(n, rng), (n,)), dtype=float)
-    tables = {m: InterpTable(scen.loss.run[m].levels, scen.loss.run[m].mean, scen.loss.run[m].std)
-              for m in set(pair)}
     k1s = sorted({k for k in k1_values if 0 <= k < horizon} if m1 != m2 else {0})
     first_from = ctx.previous
     if m1 == m2:
@@ -254,26 +253,28 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
         for k in range(max(k1s) + 1):
             if k in k1s:
                 rows[k1s.index(k)] = losses
-            losses = _run(tables[m1], losses, scale, rng)
+            losses = _run(scen, m1, losses, scale, rng)
     for i, k1 in enumerate(k1s):
         source = m1 if k1 > 0 else first_from
         rows[i] = _switch(ctx, source, m2, rows[i], rng)
     result: dict[int, int] = {}
-    k1a = np.array(k1s)
-    live = np.arange(len(k1s))   # the open rows, in order; ``rows`` holds exactly these
+    open_ = np.ones(len(k1s), dtype=bool)
     target = ctx.targets.target_loss
+    last = RoundDecision(m2, clients, {}) if clients is not None else None
+    if last is not None and final_map(scen, last) is None:
+        last = None  # the judged loss is the walk's (version 1): one vectorised comparison
     for k2 in range(1, horizon + 1):
-        fits = k1a[live] + k2 <= horizon
-        if not fits.all():
-            live, rows = live[fits], rows[fits]
+        live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
         if live.size == 0:
             break
-        rows = _run(tables[m2], rows, scale, rng)
-        passed = np.mean(rows <= target, axis=1) >= need
-        if passed.any():
-            for i in live[passed]:
-                result[k1s[i]] = k2
-            live, rows = live[~passed], rows[~passed]
+        rows[live] = _run(scen, m2, rows[live], scale, rng)
+        if last is None:
+            probs = np.mean(rows[live] <= target, axis=1)
+        else:
+            probs = np.array([judged_probability(scen, last, row, target) for row in rows[live]])
+        for i in live[probs >= need]:
+            result[k1s[i]] = k2
+            open_[i] = False
     return result
 
 
@@ -285,14 +286,10 @@ def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarra
     return losses + sw.mean + sw.std * rng.standard_normal(losses.shape)
 
 
-def _run(table: InterpTable, losses: np.ndarray, scale: tuple[float, float],
+def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
          rng: np.random.Generator) -> np.ndarray:
-    """One run round of the contract on ``losses`` (a new array; the same operations in the same order)."""
-    mu, sigma = table(losses)
+    prof = scen.loss.run[model]
+    mu = np.interp(losses, prof.levels, prof.mean)
+    sigma = prof.walk_std_at(losses)  # version 2: without the evaluation noise
     x = rng.standard_normal(losses.shape)
-    sigma *= scale[1]
-    sigma *= x
-    mu *= scale[0]
-    mu += sigma
-    out = np.subtract(losses, mu, out=mu)
-    return np.maximum(out, 0.0, out=out)
+    return np.maximum(losses - (mu * scale[0] + sigma * scale[1] * x), 0.0)
