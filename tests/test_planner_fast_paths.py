@@ -8,6 +8,8 @@ and pruning that must not change any plan:
   the planner may merge models into one pass and drop settled elements;
 * :func:`rounds_needed_all` (all models, settled ratios dropped) equals
   :func:`rounds_needed`, one model at a time;
+* :func:`schedules.second_blocks_all` (all groups, settled states dropped)
+  equals :func:`schedules._second_blocks`, one group at a time;
 * the per-call cache of round options returns the fronts ``round_options``
   computes; the trajectory cache answers a repeated plan as a fresh run.
 """
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 
 from depl_fl.contract.plan import RoundDecision
+from depl_fl.planner import schedules
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rounds_needed, rounds_needed_all
 from depl_fl.planner.quantile import LossPropagator, PlanStart
@@ -32,6 +35,22 @@ scenarios = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(scenarios)
 
 
+def _version2(seed: int):
+    """``random_hard(seed)`` as version 2: label histograms, evaluation noise, a floor loss."""
+    from depl_fl.contract.scenario import scenario_from_dict, scenario_to_dict
+
+    base, targets = scenarios.random_hard(seed)
+    doc = scenario_to_dict(base)
+    doc["version"] = 2
+    rng = np.random.default_rng(1000 + seed)
+    for client in doc["clients"]:
+        client["label_histogram"] = rng.multinomial(client["num_samples"], rng.dirichlet([0.3] * 10)).tolist()
+    for run in doc["loss"]["run"].values():
+        run["eval_std"] = [0.4 * s for s in run["std"]]
+    doc["loss"]["coverage_floor_loss"] = 4.0
+    return scenario_from_dict(doc), targets
+
+
 def _cases():
     yield scenarios.paper_like(0.95), None
     yield scenarios.paper_like(0.9), PlanStart(1.5, 0.1, "mobilenet-p90", 0.0, 3)
@@ -39,6 +58,8 @@ def _cases():
         yield scenarios.random_hard(seed), None
     yield scenarios.random_small(3), PlanStart(0.9, 0.0, "full")
     yield scenarios.scaled(60, 6, 80), None
+    yield _version2(104), None
+    yield _version2(5010), None
 
 
 CASES = list(_cases())
@@ -80,6 +101,33 @@ def test_rounds_needed_all_equals_the_per_model_loop(index):
             fast = rounds_needed_all(ctx, models, ratios, kappa, unseen)
             for m in models:
                 assert np.array_equal(fast[m], rounds_needed(ctx, m, ratios, kappa, unseen)), (m, kappa)
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_second_blocks_all_equal_one_group_at_a_time(index):
+    (scen, targets), start = CASES[index]
+    ctx = PlanContext.build(scen, targets, start, None)
+    rng = np.random.default_rng(index)
+    ratios = np.unique(rng.uniform(0.001, 3.0, 12))
+    pairs = schedules.allowed_pairs(ctx)
+    models = sorted({m for pair in pairs for m in pair})
+    compared = 0
+    for horizon in (2, 25, min(ctx.max_rounds, schedules.ROUND_CAP)):
+        k1 = schedules.switch_points(horizon)
+        first = schedules.first_blocks(ctx, models, ratios, horizon)
+        usable = [p for p in pairs if p[0] != p[1] and p[0] in first]
+        for kappa in (0.0, 1.64, 4.0):
+            for unseen in (np.zeros(ratios.size), rng.uniform(0.0, 0.3, ratios.size)):
+                if not usable:
+                    continue
+                fast = schedules.second_blocks_all(ctx, usable, first, ratios, kappa, horizon, k1, unseen)
+                for m2 in sorted({b for _, b in usable}):
+                    group = [p for p in usable if p[1] == m2]
+                    slow = schedules._second_blocks(ctx, group, first, ratios, kappa, horizon, k1, unseen)
+                    for pair, table in slow.items():
+                        assert np.array_equal(fast[pair], table), (pair, horizon, kappa)
+                        compared += 1
+    assert compared > 0 or all(p[0] == p[1] for p in pairs)
 
 
 def test_cached_round_options_are_the_fronts():

@@ -142,17 +142,62 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
             hit[:, 0] = first[m1][0][:, 0] + kappa * np.sqrt(first[m1][1][:, 0]) <= target  # no round run
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
     switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
-    for m2 in sorted({b for _, b in switching}):
-        group = [p for p in switching if p[1] == m2]
-        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1, unseen))
+    if switching:
+        out.update(second_blocks_all(ctx, switching, first, ratios, kappa, horizon, k1, unseen))
     return out
+
+
+def second_blocks_all(ctx: PlanContext, switching: list[tuple[str, str]],
+                      first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
+                      kappa: float, horizon: int, k1: np.ndarray,
+                      unseen: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """:func:`_second_blocks` of every group of switching pairs, all advanced together.
+
+    A group (the pairs sharing a second model) stops when none of its states
+    is open or every open one has stalled; a state leaves the batch once its
+    goal is met or its horizon passed (the propagation is elementwise, so
+    this changes no result).
+    """
+    target = ctx.targets.target_loss
+    seconds = sorted({b for _, b in switching})
+    group = {m: i for i, m in enumerate(seconds)}
+    block = ratios.size * k1.size
+    mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in switching])
+    var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in switching])
+    which = np.repeat([group[b] for _, b in switching], block)
+    rr = np.tile(np.repeat(ratios, k1.size), len(switching))
+    uu = np.tile(np.repeat(unseen, k1.size), len(switching))
+    kk = np.tile(k1, ratios.size * len(switching))
+    need = np.full(mean.size, NEVER, dtype=np.int64)
+    quantile = mean + kappa * np.sqrt(var)
+    live = np.arange(mean.size)
+    for k2 in range(1, horizon if live.size else 1):
+        m, v = ctx.prop.run_many(seconds, which[live], mean[live], var[live], rr[live])
+        new_q = ctx.prop.judged_quantile(seconds, which[live], m, v, kappa, uu[live])
+        open_ = kk[live] + k2 <= horizon
+        hit = open_ & (new_q <= target)
+        need[live[hit]] = k2
+        open_ &= ~hit
+        # a group stops when nothing is left open or its open predictions no longer fall
+        moving = np.bincount(which[live], weights=open_ & ~(quantile[live] - new_q < STALL),
+                             minlength=len(seconds))
+        keep = open_ & (moving > 0)[which[live]]
+        mean[live], var[live], quantile[live] = m, v, new_q
+        live = live[keep]
+        if not live.size:
+            break
+    return {pair: need[i * block:(i + 1) * block].reshape(ratios.size, k1.size)
+            for i, pair in enumerate(switching)}
 
 
 def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
                    first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
                    kappa: float, horizon: int, k1: np.ndarray,
                    unseen: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
-    """:func:`predicted_tables` of switching pairs that share their second model (one array)."""
+    """:func:`predicted_tables` of switching pairs that share their second model (one array).
+
+    The straightforward form of :func:`second_blocks_all`, which the planner uses.
+    """
     target = ctx.targets.target_loss
     m2 = group[0][1]
     block = ratios.size * k1.size
