@@ -263,7 +263,7 @@ def test_empirical_quantile_is_inverted_cdf() -> None:
 
 
 def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
-    from depl_fl.contract.semantics import InterpTable
+    from depl_fl.contract.semantics import _InterpTable
 
     rng = np.random.default_rng(5)
     for n_levels in (1, 2, 3, 5, 12):  # 12: the binary-search branch
@@ -271,7 +271,7 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
         mean, std = rng.uniform(-0.2, 0.5, n_levels), rng.uniform(0.0, 0.2, n_levels)
         x = rng.uniform(-1.0, 4.0, 2000)
         x[::9] = rng.choice(levels, x[::9].size)  # exactly on nodes
-        mu, sigma = InterpTable(tuple(levels), tuple(mean), tuple(std))(x)
+        mu, sigma = _InterpTable(tuple(levels), tuple(mean), tuple(std))(x)
         assert np.array_equal(mu, np.interp(x, levels, mean))
         assert np.array_equal(sigma, np.interp(x, levels, std))
 

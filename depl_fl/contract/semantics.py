@@ -459,7 +459,7 @@ def judged_probability(scenario: Scenario, last: RoundDecision | None, walk: np.
     return float(np.mean(ndtr(z)))
 
 
-class InterpTable:
+class _InterpTable:
     """``np.interp`` of a run profile's mean and std at once, with the same results bit for bit.
 
     ``np.interp`` returns the end values outside ``levels``, the node value on
@@ -566,7 +566,7 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
         table = tables.get(key)
         if table is None:
             r = effective_ratio(scenario, clients)
-            table = (InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std),
+            table = (_InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std),
                      r ** a, r ** (-b))
             tables[key] = table
         interp, mean_scale, std_scale = table
