@@ -57,7 +57,8 @@ def _recv_exact(sock: socket.socket, size: int) -> bytearray:
 def send_frame(sock: socket.socket, header: Mapping[str, Any],
                arrays: Iterable[tuple[str, str, np.ndarray]] = ()) -> None:
     """Send ``header`` and ``arrays`` (``(record, key, array)`` triples) as one frame."""
-    arrays = [(rec, key, np.ascontiguousarray(arr)) for rec, key, arr in arrays]
+    # np.require keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
+    arrays = [(rec, key, np.require(arr, requirements="C")) for rec, key, arr in arrays]
     for rec, key, arr in arrays:
         if arr.dtype.hasobject:
             raise WireError(f"array {rec}/{key}: object arrays cannot be sent")
