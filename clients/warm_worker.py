@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     reason = serve(server, args.socket, args.idle_s, args.watch_pid, stop=lambda: bool(stopping))
     if pid_file.read_text().strip() == str(os.getpid()):
         pid_file.unlink(missing_ok=True)
-    print(f"warm worker {args.socket.name}: exit ({reason})", file=sys.stderr, flush=True)
+    log = args.socket.with_suffix(".log")
+    if log.exists() and log.stat().st_size == 0:
+        log.unlink()  # nothing went wrong: leave no trace but the (empty) lock file
+    else:
+        print(f"warm worker {args.socket.name}: exit ({reason})", file=sys.stderr, flush=True)
     return 0
 
 

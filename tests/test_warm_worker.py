@@ -244,7 +244,8 @@ def test_worker_exits_when_idle_and_a_new_one_starts(tmp_path, global_state):
         ep = warm_client.endpoint(config)
         pid = int(ep.path.with_suffix(".pid").read_text())
         assert _wait(lambda: not _alive(pid)), "idle worker still running"
-        assert not ep.path.exists() and "exit (idle)" in ep.log_file.read_text()
+        # Its SuperNode (this test's parent) lives on: it left because it was idle, cleanly.
+        assert not ep.path.exists() and not ep.log_file.exists()
         assert warm_client.forward("evaluate", _content(global_state), _context(config)) is not None
         assert int(ep.path.with_suffix(".pid").read_text()) != pid
     finally:
@@ -261,8 +262,7 @@ def test_worker_exits_when_its_supernode_is_gone(tmp_path):
         supernode.kill()
         supernode.wait()
         assert worker.wait(timeout=60) == 0
-        assert "exit (SuperNode gone)" in ep.log_file.read_text()
-        assert not ep.path.exists()
+        assert not ep.path.exists() and not ep.log_file.exists()  # idle_s=600: it left for its SuperNode
     finally:
         for proc in (supernode, worker):
             if proc.poll() is None:
