@@ -185,12 +185,14 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _round_wall(root: str, env: dict[str, str], state: str, args: argparse.Namespace) -> float:
+def _round_wall(root: str, env: dict[str, str], state: str, args: argparse.Namespace,
+                warm: bool = False) -> float:
     """Wall time until ``num_partitions`` concurrent train processes (one round's clients) are done."""
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "handle", "--message", "train",
                                "--overrides", args.overrides, "--state", state, "--partition-id", str(pid),
-                               "--num-partitions", str(args.num_partitions)],
+                               "--num-partitions", str(args.num_partitions),
+                               *(["--warm-worker"] if warm else [])],
                               cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for pid in range(args.num_partitions)]
     if any(p.wait() != 0 for p in procs):
@@ -211,11 +213,11 @@ def cmd_rounds(args: argparse.Namespace) -> int:
             state = os.path.join(work, label, "global.npz")
             subprocess.run([sys.executable, os.path.abspath(__file__), "prepare", "--overrides",
                             args.overrides, "--state", state], cwd=root, env=env, check=True)
-            _round_wall(root, env, state, args)  # warm the node cache (not counted)
+            _round_wall(root, env, state, args, label in args.warm)  # warm the node cache (not counted)
             setups.append((label, root, env, state))
         for _ in range(args.repeats):
             for label, root, env, state in setups:
-                walls.setdefault(label, []).append(_round_wall(root, env, state, args))
+                walls.setdefault(label, []).append(_round_wall(root, env, state, args, label in args.warm))
     print("| checkout | rounds | median wall s | all (s) |\n|---|---|---|---|")
     for label, values in walls.items():
         print(f"| {label} | {len(values)} | {statistics.median(values):.2f} | "
@@ -256,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                                        help="LABEL=PATH of a checkout (repeatable)")
         sub.choices[name].add_argument("--repeats", type=int, default=3)
     sub.choices["measure"].add_argument("--json", default=None)
-    sub.choices["measure"].add_argument("--warm", action="append", default=[],
-                                        help="LABEL of a --root whose nodes use the warm worker")
+    for name in ("measure", "rounds"):
+        sub.choices[name].add_argument("--warm", action="append", default=[],
+                                       help="LABEL of a --root whose nodes use the warm worker")
     args = parser.parse_args(argv)
     commands = {"handle": cmd_handle, "prepare": cmd_prepare, "measure": cmd_measure, "table": cmd_table,
                 "rounds": cmd_rounds}
