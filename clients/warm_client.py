@@ -14,8 +14,8 @@ node config, the node cache folder, the Python interpreter and the SuperNode
 talks to an old worker, and every SuperNode has its own. The shim starts the
 worker (detached, a new session) when the socket is missing or stale, under a
 lock file so that concurrent shims start one. When the worker cannot be
-started, the node handles its messages in the ClientApp process from then on
-(logged once, a ``.failed`` marker next to the socket); when it dies during a
+started, the node handles its messages in the ClientApp process for the next
+10 minutes (logged once, a ``.failed`` marker next to the socket); when it dies during a
 message, that message is handled in the process (logged) and the next one
 starts a new worker.
 
@@ -60,6 +60,8 @@ IDLE_KEY = "warm-worker-idle-s"
 START_KEY = "warm-worker-start-s"
 DEFAULT_IDLE_S = 600.0
 DEFAULT_START_S = 60.0
+#: How long a failed start keeps a node in the ClientApp process before it tries again.
+RETRY_AFTER_S = 600.0
 
 
 class WorkerTaskError(RuntimeError):
@@ -155,10 +157,17 @@ def _wait_for_socket(ep: Endpoint, proc: subprocess.Popen, start_s: float) -> so
     return None
 
 
+def _recently_failed(ep: Endpoint) -> bool:
+    try:
+        return time.time() - ep.failed_marker.stat().st_mtime < RETRY_AFTER_S
+    except FileNotFoundError:
+        return False
+
+
 def connect(ep: Endpoint, node_config: Mapping[str, Any]) -> socket.socket | None:
     """A connection to the node's worker, started if needed; ``None`` when it cannot be had."""
     conn = _connect(ep.path)
-    if conn is not None or ep.failed_marker.exists():
+    if conn is not None or _recently_failed(ep):
         return conn
     with _locked(ep.path.with_suffix(".lock")):
         conn = _connect(ep.path)  # another shim may have started it meanwhile

@@ -294,7 +294,7 @@ def test_worker_that_cannot_start_falls_back_in_process_and_logs_once(node, glob
     with caplog.at_level(logging.WARNING, logger=warm_client.__name__):
         first = app(msg, _context(node))
         second = app(msg, _context(node))
-    assert len(started) == 1, "a failed worker start is not retried for this node and code"
+    assert len(started) == 1, "a failed worker start is not retried at once"
     assert [r.levelno for r in caplog.records] == [logging.WARNING]
     assert "exit status 3" in caplog.records[0].getMessage()
     context = _context(node)
@@ -302,6 +302,10 @@ def test_worker_that_cannot_start_falls_back_in_process_and_logs_once(node, glob
     for reply in (first, second):
         assert not reply.has_error()
         _same_records(reply.content, expected)
+    # Later it tries again.
+    monkeypatch.setattr(warm_client, "RETRY_AFTER_S", 0.0)
+    assert not app(msg, _context(node)).has_error()
+    assert len(started) == 2
 
 
 def test_worker_dying_during_a_message_falls_back_in_process(node, global_state, caplog):
