@@ -45,7 +45,7 @@ def _context(pid: int, num: int, overrides: str, warm: bool = False):
                    node_config=node_config)
 
 
-def _message(kind: str, state_file: str | None):
+def _message(kind: str, state_file: str | None, arrays: dict | None = None):
     import numpy as np
     from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
     from flwr.common.constant import SUPERLINK_NODE_ID
@@ -53,7 +53,9 @@ def _message(kind: str, state_file: str | None):
 
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
     content = RecordDict({"config": ConfigRecord({"server-round": 1, "compression": 0.5, "seed": 0})})
-    if kind != "query":
+    if arrays is not None:
+        content["arrays"] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
+    elif kind != "query":
         with np.load(state_file) as npz:
             content["arrays"] = ArrayRecord({k: Array(np.ascontiguousarray(npz[k])) for k in npz.files})
     mtype = {"query": MessageType.QUERY, "train": MessageType.TRAIN, "evaluate": MessageType.EVALUATE}[kind]
@@ -62,13 +64,27 @@ def _message(kind: str, state_file: str | None):
     return msg
 
 
+def _minimal_reply(args: argparse.Namespace):
+    """The minimal Flower app's ClientApp (benchmarks/minimal_flower_app) on a 10-weight message."""
+    import numpy as np
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "minimal_flower_app"))
+    from minimal_app.client_app import app
+
+    context = _context(args.partition_id, args.num_partitions, args.overrides)
+    return app(_message("train", None, {"w": np.zeros(10)}), context)
+
+
 def cmd_handle(args: argparse.Namespace) -> int:
     """One message in this (fresh) process, like ``flwr-clientapp`` does."""
     start = time.perf_counter()
-    from clients.client_app import app
+    if args.minimal:
+        reply = _minimal_reply(args)
+    else:
+        from clients.client_app import app
 
-    reply = app(_message(args.message, args.state), _context(args.partition_id, args.num_partitions,
-                                                            args.overrides, args.warm_worker))
+        reply = app(_message(args.message, args.state), _context(args.partition_id, args.num_partitions,
+                                                                args.overrides, args.warm_worker))
     if reply.has_error():
         print(json.dumps({"error": reply.error.reason}))
         return 1
@@ -142,6 +158,8 @@ def _measure_root(label: str, root: str, args: argparse.Namespace, work: str) ->
                     "--state", state], cwd=root, env=env, check=True)
     rows = []
     warm = ["--warm-worker"] if label in args.warm else []
+    if label in args.minimal:
+        return _measure_minimal(label, root, env, args)
     for pid in range(args.num_partitions):  # cold: first message of every node
         base = ["handle", "--overrides", args.overrides, "--state", state, "--partition-id", str(pid),
                 "--num-partitions", str(args.num_partitions), *warm]
@@ -155,6 +173,12 @@ def _measure_root(label: str, root: str, args: argparse.Namespace, work: str) ->
             rows.append({"root": label, "cache": "warm", "message": message,
                          **_timed(root, env, [*base, "--message", message])})
     return rows
+
+
+def _measure_minimal(label: str, root: str, env: dict[str, str], args: argparse.Namespace) -> list[dict]:
+    """Train messages of the minimal Flower app's ClientApp (the baseline of a process per message)."""
+    return [{"root": label, "cache": "-", "message": "train",
+             **_timed(root, env, ["handle", "--minimal", "--message", "train"])} for _ in range(args.repeats)]
 
 
 def _union(group: list[dict]) -> str:
@@ -251,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--num-partitions", type=int, default=3)
     sub.choices["handle"].add_argument("--message", choices=MESSAGES, required=True)
     sub.choices["handle"].add_argument("--partition-id", type=int, default=0)
+    sub.choices["handle"].add_argument("--minimal", action="store_true",
+                                       help="the minimal Flower app's ClientApp instead of DepL's")
     sub.choices["handle"].add_argument("--warm-worker", action="store_true",
                                        help="node config warm-worker=true (forward to the node's worker)")
     for name in ("measure", "rounds"):
@@ -261,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("measure", "rounds"):
         sub.choices[name].add_argument("--warm", action="append", default=[],
                                        help="LABEL of a --root whose nodes use the warm worker")
+        sub.choices[name].add_argument("--minimal", action="append", default=[],
+                                       help="LABEL of a --root that runs the minimal Flower app's ClientApp")
     args = parser.parse_args(argv)
     commands = {"handle": cmd_handle, "prepare": cmd_prepare, "measure": cmd_measure, "table": cmd_table,
                 "rounds": cmd_rounds}
