@@ -210,13 +210,12 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def _round_wall(root: str, env: dict[str, str], state: str, args: argparse.Namespace,
-                warm: bool = False) -> float:
+                flags: list[str]) -> float:
     """Wall time until ``num_partitions`` concurrent train processes (one round's clients) are done."""
     start = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "handle", "--message", "train",
                                "--overrides", args.overrides, "--state", state, "--partition-id", str(pid),
-                               "--num-partitions", str(args.num_partitions),
-                               *(["--warm-worker"] if warm else [])],
+                               "--num-partitions", str(args.num_partitions), *flags],
                               cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for pid in range(args.num_partitions)]
     if any(p.wait() != 0 for p in procs):
@@ -237,11 +236,12 @@ def cmd_rounds(args: argparse.Namespace) -> int:
             state = os.path.join(work, label, "global.npz")
             subprocess.run([sys.executable, os.path.abspath(__file__), "prepare", "--overrides",
                             args.overrides, "--state", state], cwd=root, env=env, check=True)
-            _round_wall(root, env, state, args, label in args.warm)  # warm the node cache (not counted)
-            setups.append((label, root, env, state))
+            flags = ["--warm-worker"] * (label in args.warm) + ["--minimal"] * (label in args.minimal)
+            _round_wall(root, env, state, args, flags)  # warm the node cache (not counted)
+            setups.append((label, root, env, state, flags))
         for _ in range(args.repeats):
-            for label, root, env, state in setups:
-                walls.setdefault(label, []).append(_round_wall(root, env, state, args, label in args.warm))
+            for label, root, env, state, flags in setups:
+                walls.setdefault(label, []).append(_round_wall(root, env, state, args, flags))
     print("| checkout | rounds | median wall s | all (s) |\n|---|---|---|---|")
     for label, values in walls.items():
         print(f"| {label} | {len(values)} | {statistics.median(values):.2f} | "
