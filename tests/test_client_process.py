@@ -231,3 +231,22 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
         diskcache.atomic_write(target, fail)
     assert diskcache.read_json(target) == {"x": 1}
     assert sorted(p.name for p in target.parent.iterdir()) == ["entry.json"]
+
+
+def test_node_data_memory_keeps_the_newest_entries(monkeypatch):
+    """A node's warm worker serves run after run: the in-memory partitions stay bounded."""
+    _forget_memory(monkeypatch)
+    geo = geometry(compose_config(["num_clients=3"]))
+    made = []
+
+    def compute(i):
+        made.append(i)
+        return node_data_module.NodeData(np.full((2, 1), i), np.zeros(2, dtype=np.int64), geo)
+
+    n = node_data_module.MEMORY_ENTRIES
+    for i in range(n + 2):
+        node_data_module.cached_node_data(None, {"run": i}, lambda i=i: compute(i))
+    assert len(node_data_module._MEMORY) == n
+    node_data_module.cached_node_data(None, {"run": n + 1}, lambda: compute(-1))  # newest: in memory
+    node_data_module.cached_node_data(None, {"run": 0}, lambda: compute(0))  # oldest: dropped, recomputed
+    assert made == [*range(n + 2), 0]
