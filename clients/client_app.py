@@ -29,7 +29,10 @@ imports only flwr and numpy; torch is imported by the handlers that train or
 evaluate. For ``flwr run .`` the composed configuration and the node's
 partition are kept in the node cache (:func:`depl_fl.diskcache.node_cache_dir`),
 so only a node's first message loads the dataset (scikit-learn/Hugging Face),
-splits it (Flower Datasets) and composes the configuration (Hydra).
+splits it (Flower Datasets) and composes the configuration (Hydra). In a
+deployment the process does not even do that: it forwards the message to the
+node's warm worker (:mod:`clients.warm_client`), which runs :data:`HANDLERS`
+with torch already imported, and falls back to running them here.
 """
 
 from __future__ import annotations
