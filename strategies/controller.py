@@ -19,6 +19,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import data_ratio, round_energy, round_time
@@ -60,12 +62,23 @@ class RunController:
     max_spikes : int
         Consecutive spikes after which a high loss is taken as real (a spike is
         one bad evaluation; a loss that stays high is the model's state).
+    label_coverage : LabelCoverage, optional
+        Coverage of the client sets (:class:`strategies.label_coverage.LabelCoverage`):
+        a round's sample fraction is its set's ``r_eff = c_S * r``, as in the
+        profile fit. ``None``: ``r``.
+    eval_std : mapping, optional
+        Model id -> ``(levels, eval_std)``, the evaluation noise of a loss on a
+        split of the test split's size (the profile's ``run[m].eval_std``).
+        Every prediction and re-plan starts from the measured validation loss
+        with this uncertainty (see :meth:`start_std`).
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
                  guarantee: str = "gaussian", planner: Planner | None = None,
                  tracking: bool = False, replan_policy: Any = None,
-                 track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2) -> None:
+                 track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2,
+                 label_coverage: Any = None,
+                 eval_std: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None) -> None:
         self.scenario = scenario
         self.track_mean = bool(track_mean)
         self.targets = targets
@@ -88,6 +101,8 @@ class RunController:
         self._trusted_loss: float | None = None
         self._residuals: deque[float] = deque(maxlen=10)
         self._spikes = 0
+        self.label_coverage = label_coverage
+        self.eval_std = dict(eval_std or {})
         self.tracking = bool(tracking) and planner is not None
         self.estimator = None
         self.policy = replan_policy
@@ -115,15 +130,35 @@ class RunController:
     def predict(self, loss: float, previous_model: str | None,
                 remaining: Sequence[RoundDecision]) -> float:
         """Predicted pi-quantile (or mean, with ``track_mean``) of the final loss under ``remaining``."""
-        if not remaining:
+        spread = self.start_std(previous_model, loss)
+        if not remaining and spread == 0.0:
             return float(loss)
         from depl_fl.planner import PlanStart, predict_quantile
 
-        start = PlanStart(loss_mean=max(float(loss), 0.0), previous_model=previous_model,
+        start = PlanStart(loss_mean=max(float(loss), 0.0), loss_std=spread, previous_model=previous_model,
                           elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
         q, mean, _ = predict_quantile(self._current_scenario(), list(remaining),
                                       self.targets.target_prob, self.guarantee, start=start)
         return float(mean if self.track_mean else q)
+
+    def start_std(self, model: str | None, loss: float) -> float:
+        """Uncertainty of a plan's start at the measured validation loss ``loss``.
+
+        The validation loss that starts a prediction and the test loss that
+        judges its end each carry an evaluation error of std ``eval_std``
+        (independent splits of equal size): their difference has std
+        ``sqrt(2) eval_std`` even when no round is left (issue 15's runs
+        stopped at a validation loss just under the target, with test losses
+        above it). A contract that draws the final evaluation error itself
+        (``RunProfile.eval_std``, docs/CONTRACT_V2.md) leaves the start's
+        share, ``eval_std``, to this.
+        """
+        return start_spread(self.eval_std, self._current_scenario(), model, loss)
+
+    def _ratio(self, clients: Sequence[str]) -> float:
+        """A round's sample fraction: ``r_eff = c_S * r`` (``r`` without label histograms)."""
+        ratio = data_ratio(self.scenario, clients)
+        return ratio if self.label_coverage is None else ratio * self.label_coverage.factor(clients)
 
     def _replanning_scenario(self) -> Scenario:
         """The current scenario without the clients that failed (if any client is left).
@@ -252,7 +287,7 @@ class RunController:
 
         self.estimator.observe(LossObservation(
             round_no, decision.model, previous, float(loss_before), float(loss_after),
-            data_ratio(self.scenario, decision.clients)))
+            self._ratio(decision.clients)))
 
     def _judge(self, decision: RoundDecision, previous: str | None, loss_before: float,
                loss_after: float) -> str | None:
@@ -265,8 +300,7 @@ class RunController:
             mean = float(loss_after)
         else:
             mean, std, level = one_round_prediction(self._current_scenario().loss, decision.model,
-                                                    previous, reference,
-                                                    data_ratio(self.scenario, decision.clients))
+                                                    previous, reference, self._ratio(decision.clients))
             flag = loss_flag(float(loss_after), mean, std, list(self._residuals), self.spike_tail_prob,
                              floor=level)
         if flag == "spike" and self._spikes >= self.max_spikes:
@@ -290,8 +324,9 @@ class RunController:
         from depl_fl.tracking.online import ReplanRecord
 
         assert self.planner is not None
-        start = PlanStart(loss_mean=max(rec["tracked_loss"], 0.0), previous_model=rec["model"],
-                          elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
+        start = PlanStart(loss_mean=max(rec["tracked_loss"], 0.0),
+                          loss_std=self.start_std(rec["model"], rec["tracked_loss"]),
+                          previous_model=rec["model"], elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
         t0 = time.perf_counter()
         try:
             new = self.planner(self._replanning_scenario(), self.targets, start)
@@ -308,8 +343,7 @@ class RunController:
         # A feasible empty plan means the target is already met with the required
         # probability (the current loss is known): the cheapest continuation is to stop.
         feasible = bool(new.feasible)
-        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds) if new.rounds \
-            else float(rec["tracked_loss"])
+        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds)
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
             new_remaining_rounds=len(new.rounds) if feasible else len(remaining),
@@ -331,3 +365,25 @@ def _rejection(item: str | Mapping[str, Any]) -> dict[str, str]:
     if isinstance(item, str):
         return {"client": item, "reason": "no valid update"}
     return {"client": str(item["client"]), "reason": str(item.get("reason", "no valid update"))}
+
+
+def start_spread(eval_std: Mapping[str, tuple[Sequence[float], Sequence[float]]], scenario: Scenario,
+                 model: str | None, loss: float) -> float:
+    """Std of a plan's start at a measured validation ``loss`` (see :meth:`RunController.start_std`)."""
+    table = eval_std.get(model) if model is not None else None
+    if table is None and eval_std:  # no model trained yet: the noisiest variant's
+        return max(start_spread(eval_std, scenario, m, loss) for m in eval_std)
+    if table is None or not math.isfinite(loss):
+        return 0.0
+    levels, values = table
+    noise = float(np.interp(loss, levels, values))
+    run = scenario.loss.run.get(model) if model is not None else None
+    drawn_at_end = run is not None and getattr(run, "eval_std", None) is not None
+    return noise if drawn_at_end else math.sqrt(2.0) * noise
+
+
+def eval_std_table(loss_doc: Mapping[str, Any] | None) -> dict[str, tuple[list[float], list[float]]]:
+    """``{model: (levels, eval_std)}`` of a profile's ``loss`` section (empty without ``eval_std``)."""
+    runs = (loss_doc or {}).get("run") or {}
+    return {m: (list(r["levels"]), list(r["eval_std"])) for m, r in runs.items()
+            if r.get("eval_std") is not None and len(r["eval_std"]) == len(r["levels"])}

@@ -275,7 +275,7 @@ class DepLStrategy(FedAvg):
         if plan is None:
             if self.plan_fn is None:
                 raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
-            plan = self.plan_fn(self.scenario, self.targets, None)
+            plan = self.plan_fn(self.scenario, self.targets, self._initial_start())
         # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
         if not plan.feasible or (not plan.rounds and self.profiler is None):
             best = plan.predicted.get("probability")
@@ -488,12 +488,33 @@ class DepLStrategy(FedAvg):
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
 
+    def _eval_std(self) -> dict[str, tuple[list[float], list[float]]]:
+        """The profile's evaluation noise per model (empty when it measured none)."""
+        from strategies.controller import eval_std_table
+
+        return eval_std_table(getattr(self.profiler, "loss_doc", None))
+
+    def _initial_start(self) -> Any:
+        """The initial plan's start: None, or the measured initial loss with its evaluation noise."""
+        from depl_fl.planner import PlanStart
+        from strategies.controller import start_spread
+
+        assert self.scenario is not None
+        table = self._eval_std()
+        if not table:
+            return None
+        loss = self.scenario.loss.initial
+        return PlanStart(loss_mean=loss, loss_std=start_spread(table, self.scenario, None, loss))
+
     def _make_controller(self) -> RunController:
+        from strategies.label_coverage import LabelCoverage
+
         assert self.scenario is not None and self.plan is not None
         return RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
                              planner=self.plan_fn, tracking=self.tracking,
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
-                             spike_tail_prob=self.spike_tail_prob)
+                             spike_tail_prob=self.spike_tail_prob,
+                             label_coverage=LabelCoverage(self.properties), eval_std=self._eval_std())
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
