@@ -488,23 +488,20 @@ class DepLStrategy(FedAvg):
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
 
-    def _eval_std(self) -> dict[str, tuple[list[float], list[float]]]:
-        """The profile's evaluation noise per model (empty when it measured none)."""
-        from strategies.controller import eval_std_table
-
-        return eval_std_table(getattr(self.profiler, "loss_doc", None))
+    def _initial_sem(self) -> float | None:
+        """Standard error of the measured initial loss (the exploration's last evaluation), if any."""
+        sem = getattr(self.profiler, "loss_sem", None)
+        return float(sem) if sem is not None and math.isfinite(float(sem)) else None
 
     def _initial_start(self) -> Any:
-        """The initial plan's start: None, or the measured initial loss with its evaluation noise."""
+        """The initial plan's start: None, or the measured initial loss with its evaluation error."""
         from depl_fl.planner import PlanStart
-        from strategies.controller import start_spread
 
         assert self.scenario is not None
-        table = self._eval_std()
-        if not table:
+        sem = self._initial_sem()
+        if sem is None:
             return None
-        loss = self.scenario.loss.initial
-        return PlanStart(loss_mean=loss, loss_std=start_spread(table, self.scenario, None, loss))
+        return PlanStart(loss_mean=self.scenario.loss.initial, loss_std=math.sqrt(2.0) * sem)
 
     def _make_controller(self) -> RunController:
         from strategies.label_coverage import LabelCoverage
@@ -514,7 +511,7 @@ class DepLStrategy(FedAvg):
                              planner=self.plan_fn, tracking=self.tracking,
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
                              spike_tail_prob=self.spike_tail_prob,
-                             label_coverage=LabelCoverage(self.properties), eval_std=self._eval_std())
+                             label_coverage=LabelCoverage(self.properties), loss_sem=self._initial_sem())
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
@@ -577,7 +574,7 @@ class DepLStrategy(FedAvg):
         rec = self.controller.record(decision, loss, new_loss, accuracy=_metric(res, "accuracy"),
                                      wall_s=time.perf_counter() - t0, replied=replied,
                                      rejected=rejected, train_loss=train_loss,
-                                     test_loss=_metric(res, "test-loss"),
+                                     test_loss=_metric(res, "test-loss"), loss_sem=_metric(res, "loss-sem"),
                                      test_accuracy=_metric(res, "test-accuracy"))
         rec["rolled_back"] = self._aggregate_problem
         LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",

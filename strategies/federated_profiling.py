@@ -180,13 +180,15 @@ class FederatedProfiler:
         self.cache_file: Path | None = None
         self.wall_s = 0.0
         self.coverage = LabelCoverage({})
+        #: Standard error of the last evaluated loss (``loss-sem``; None when not measured).
+        self.loss_sem: float | None = None
         #: Per variant, the merged model's validation losses and the rounds' r_eff (eval noise fit).
         self.trajectories: dict[str, tuple[list[float], list[float]]] = {}
         #: The client sets the exploration trained on (coverage bounds).
         self.pilot_sets: list[list[str]] = []
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for.
-    CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s")
+    CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s", "loss_sem")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -357,6 +359,8 @@ class FederatedProfiler:
         """Validation loss (decisions) and test loss (reporting only) of every variant of ``arrays``."""
         metrics = {m: evaluate_fn(k, arrays, c) for m, c in self.models.items()}
         test = {m: float(r["test-loss"]) if "test-loss" in r else None for m, r in metrics.items()}
+        sems = [float(r["loss-sem"]) for r in metrics.values() if "loss-sem" in r]
+        self.loss_sem = max(sems) if sems else None  # the job starts from the worst variant's loss
         return {m: float(r["loss"]) for m, r in metrics.items()}, test
 
     @staticmethod
