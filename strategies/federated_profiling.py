@@ -459,25 +459,33 @@ class FederatedProfiler:
         total = float(sum(int(p["num-samples"]) for p in properties.values()))
         fitted = fit_loss_profile(observations, models, initial=fresh_loss, reference_samples=total,
                                   data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
-        fitted = {**fitted, **self._eval_noise(fitted, a, b), **self.coverage.bounds(self.pilot_sets)}
+        trajectories = [(m, *t) for m, t in self.trajectories.items()]
+        fitted = {**with_eval_std(fitted, trajectories, a, b), **self.coverage.bounds(self.pilot_sets)}
         return anchor_at_zero(fitted)
 
-    def _eval_noise(self, fitted: Mapping[str, Any], a: float, b: float) -> dict[str, Any]:
-        """``fitted`` with ``run[m].eval_std`` from the merged trajectories (unchanged if too short)."""
-        from depl_fl.contract.scenario import RunProfile
-        from depl_fl.errors import ScenarioError
-        from depl_fl.tracking.noise import fit_eval_std
 
-        profiles = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
-                    for m, r in fitted["run"].items()}
-        try:
-            split, eval_std = fit_eval_std(self.trajectories, profiles, a, b)
-        except ScenarioError:
-            return {}
-        LOG.info("loss profile: lag-1 correlation of the decreases %.2f over %d pairs: evaluation noise "
-                 "%.0f%% of the per-round variance", split.rho, split.pairs,
-                 100 * 2 * split.eval_var / max(split.per_round_var, 1e-300))
-        return {"run": {m: {**r, "eval_std": eval_std[m]} for m, r in fitted["run"].items()}}
+def with_eval_std(fitted: Mapping[str, Any],
+                  trajectories: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+                  a: float, b: float) -> dict[str, Any]:
+    """``fitted`` with ``run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`).
+
+    ``trajectories``: ``(model, losses, ratios)`` of the profile's global-model
+    trajectories on the validation split. Unchanged when they are too short.
+    """
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.errors import ScenarioError
+    from depl_fl.tracking.noise import fit_eval_std
+
+    profiles = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
+                for m, r in fitted["run"].items()}
+    try:
+        split, eval_std = fit_eval_std(trajectories, profiles, a, b)
+    except ScenarioError:
+        return dict(fitted)
+    LOG.info("loss profile: lag-1 correlation of the decreases %.2f over %d pairs: evaluation noise "
+             "%.0f%% of the per-round variance", split.rho, split.pairs,
+             100 * 2 * split.eval_var / max(split.per_round_var, 1e-300))
+    return {**fitted, "run": {m: {**r, "eval_std": eval_std[m]} for m, r in fitted["run"].items()}}
 
 
 def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:

@@ -69,15 +69,14 @@ def test_eval_std_fit_recovers_the_evaluation_share_per_level():
 
     profile = RunProfile((0.5, 1.0, 2.0), (0.02, 0.05, 0.08), (0.02, 0.03, 0.05))
     rng = np.random.default_rng(3)
-    trajectories = {f"m{i}": (losses, [1.0] * (len(losses) - 1))
-                    for i in range(200) for losses in [_trajectory(rng, profile, 25, 0.8)]}
-    split, eval_std = fit_eval_std(trajectories, {m: profile for m in trajectories}, 0.5, 0.5)
+    trajectories = [("m0", _trajectory(rng, profile, 25, 0.8), [1.0] * 25) for _ in range(200)]
+    split, eval_std = fit_eval_std(trajectories, {"m0": profile}, 0.5, 0.5)
     # Evaluation noise is 80% of the per-round variance: s_e**2 = 0.4 g0, eval_std = sqrt(0.4) std.
     assert split.rho == pytest.approx(-0.4, abs=0.05)
     assert eval_std["m0"] == pytest.approx([np.sqrt(0.4) * s for s in profile.std], rel=0.1)
     # A pure random walk has (almost) none; the share is capped at 1/2 of the per-round variance.
-    walk = {"m": (_trajectory(np.random.default_rng(4), profile, 2000, 0.0, start=60.0), [1.0] * 2000)}
+    walk = [("m", _trajectory(np.random.default_rng(4), profile, 2000, 0.0, start=60.0), [1.0] * 2000)]
     _, none = fit_eval_std(walk, {"m": profile}, 0.5, 0.5)
     assert max(none["m"]) < 0.25 * min(profile.std)
     with pytest.raises(ScenarioError, match="ratios"):
-        fit_eval_std({"m": ([1.0, 0.9, 0.8], [1.0])}, {"m": profile}, 0.5, 0.5)
+        fit_eval_std([("m", [1.0, 0.9, 0.8], [1.0])], {"m": profile}, 0.5, 0.5)

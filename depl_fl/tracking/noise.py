@@ -139,7 +139,7 @@ def standardised_residuals(losses: Sequence[float], ratios: Sequence[float], pro
     return (decrease - profile.mean_at(before) * r ** float(data_exponent_mean)) / scale
 
 
-def fit_eval_std(trajectories: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+def fit_eval_std(trajectories: Iterable[tuple[str, Sequence[float], Sequence[float]]],
                  profiles: Mapping[str, RunProfile], data_exponent_mean: float,
                  data_exponent_std: float) -> tuple[SpreadSplit, dict[str, list[float]]]:
     """Per-level evaluation noise ``eval_std`` of every run profile (docs/CONTRACT_V2.md).
@@ -151,9 +151,9 @@ def fit_eval_std(trajectories: Mapping[str, tuple[Sequence[float], Sequence[floa
 
     Parameters
     ----------
-    trajectories : mapping model id -> (losses, ratios)
-        One trajectory per model (see :func:`standardised_residuals`); a model
-        without one keeps ``eval_std`` from the pooled share all the same.
+    trajectories : iterable of (model id, losses, ratios)
+        Trajectories of one model each (see :func:`standardised_residuals`); a
+        model without one gets ``eval_std`` from the pooled share all the same.
     profiles : mapping model id -> RunProfile
         The fitted run profiles.
     data_exponent_mean, data_exponent_std : float
@@ -165,7 +165,7 @@ def fit_eval_std(trajectories: Mapping[str, tuple[Sequence[float], Sequence[floa
         The pooled split and ``{model: eval_std per level}``.
     """
     segments = [standardised_residuals(losses, ratios, profiles[m], data_exponent_mean, data_exponent_std)
-                for m, (losses, ratios) in trajectories.items() if m in profiles and len(losses) >= 3]
+                for m, losses, ratios in trajectories if m in profiles and len(losses) >= 3]
     split = split_spread(segments)
     share = min(split.eval_var / split.per_round_var, 0.5) if split.per_round_var > 0 else 0.0
     return split, {m: [math.sqrt(share) * float(s) for s in p.std] for m, p in profiles.items()}
