@@ -14,6 +14,10 @@
 #   -d SPLIT_DIR  node-local data: SuperNode i reads SPLIT_DIR/node-<i> (node config
 #                 data-dir), the server gets only dataset=folder dataset.test_dir=SPLIT_DIR/test
 #                 (folders written by `depl-fl split --out SPLIT_DIR`)
+#   --isolate-data (with -d; needs root and unshare) every SuperNode and the SuperLink (with the
+#                 ServerApp it starts) in its own mount namespace in which SPLIT_DIR shows only
+#                 node-<i>, respectively only test: no process can read another's data. What each
+#                 one sees is written to logs/<name>.view
 #   --tls         TLS everywhere: a CA and a server certificate (subjectAltName IP:127.0.0.1)
 #                 are generated with openssl into the temporary folder
 #   --auth        SuperNode authentication (implies --tls): one ECDSA key pair per SuperNode,
@@ -50,6 +54,7 @@ DATABASE=""
 CRASH_AFTER=""
 NETEM=0
 LATENCY_MS=20
+ISOLATE=0
 # Long options first (getopts knows only short ones); the rest goes to getopts.
 SHORT=()
 while [[ $# -gt 0 ]]; do
@@ -62,6 +67,7 @@ while [[ $# -gt 0 ]]; do
         --crash-after) CRASH_AFTER="${2:-}"; shift ;;
         --crash-after=*) CRASH_AFTER="${1#*=}" ;;
         --netem) NETEM=1 ;;
+        --isolate-data) ISOLATE=1 ;;
         --latency-ms) LATENCY_MS="${2:-}"; shift ;;
         --latency-ms=*) LATENCY_MS="${1#*=}" ;;
         --help) SHORT+=("-h") ;;
@@ -80,7 +86,7 @@ while getopts "n:r:c:o:t:d:kh" opt; do
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
         d) SPLIT="$OPTARG" ;;
-        h) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        h) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -98,6 +104,10 @@ node_data() {  # with -d: the node config entry of SuperNode $1's own folder
 [[ "$LATENCY_MS" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--latency-ms must be a number >= 0, got '$LATENCY_MS'"
 [[ "$INTRUDER" -eq 0 || "$AUTH" -eq 1 ]] || die "--intruder needs --auth"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "-t must be a positive integer, got '$TIMEOUT'"
+[[ "$ISOLATE" -eq 0 || -n "$SPLIT" ]] || die "--isolate-data needs -d SPLIT_DIR"
+if [[ "$ISOLATE" -eq 1 ]]; then
+    [[ "$(id -u)" -eq 0 ]] && command -v unshare > /dev/null || die "--isolate-data needs root and unshare"
+fi
 if [[ -n "$SPLIT" ]]; then
     [[ -d "$SPLIT/test" ]] || die "-d: $SPLIT/test is not a folder (write it with depl-fl split --out $SPLIT)"
     SPLIT="$(cd "$SPLIT" && pwd)"
@@ -252,13 +262,29 @@ if [[ "$TLS" -eq 1 ]]; then
 fi
 [[ "$AUTH" -eq 0 ]] || LINK_SEC+=(--enable-supernode-auth)
 
+# ---------------------------------------------------------------- data isolation
+# One line: isolate_wrap's words travel one per line.
+ISOLATE_SCRIPT='mount --bind "$1/$2" "$3" && mount -t tmpfs -o mode=0755 tmpfs "$1" && mkdir "$1/$2"'\
+' && mount --bind "$3" "$1/$2" && umount "$3" && ls -A "$1" > "$4" && shift 4 && exec "$@"'
+isolate_wrap() {  # $1 folder of SPLIT_DIR to keep, $2 name: a command prefix (one word per line)
+    # In a private mount namespace: stash the kept folder, cover SPLIT_DIR with an empty tmpfs,
+    # put the kept folder back at its old path, record what the process sees, run the command.
+    local stash="$WORK/stash-$2"
+    mkdir -p "$stash"
+    printf '%s\n' unshare --mount --propagation private sh -c \
+        "$ISOLATE_SCRIPT" \
+        sh "$SPLIT" "$1" "$stash" "$LOGS/$2.view"
+}
+
 # ---------------------------------------------------------------- SuperLink
 LINK_PID=""
 start_superlink() {
     local db=()
     [[ -z "$DATABASE" ]] || db=(--database "$DATABASE")
+    local iso=()
+    [[ "$ISOLATE" -eq 0 ]] || mapfile -t iso < <(isolate_wrap test superlink)
     mkdir -p "$WORK/superlink"
-    (cd "$WORK/superlink" && FLWR_HOME="$WORK/superlink" exec "$BIN/flower-superlink" "${LINK_SEC[@]}" \
+    (cd "$WORK/superlink" && FLWR_HOME="$WORK/superlink" exec "${iso[@]+"${iso[@]}"}" "$BIN/flower-superlink" "${LINK_SEC[@]}" \
         --host "$LINK_BIND" --port "$LINK_PORT" --disable-runtime-dependency-installation \
         "${db[@]+"${db[@]}"}") >> "$LOGS/superlink.log" 2>&1 &
     LINK_PID="$!"
@@ -296,15 +322,17 @@ if [[ "$AUTH" -eq 1 ]]; then
     echo "deploy_loopback: registered $NUM SuperNode keys" >&2
 fi
 
-start_supernode() {  # $1 name, $2 node port, $3 node config, $4 netem index or "", $5 key or ""
-    local auth=() wrap=() link="127.0.0.1:$LINK_PORT"
+start_supernode() {  # $1 name, $2 node port, $3 node config, $4 netem index or "", $5 key or "",
+    #                  $6 (with --isolate-data) its folder of SPLIT_DIR
+    local auth=() wrap=() iso=() link="127.0.0.1:$LINK_PORT"
     [[ -z "$5" ]] || auth=(--auth-supernode-private-key "$KEYS/$5")
+    [[ "$ISOLATE" -eq 0 || -z "$6" ]] || mapfile -t iso < <(isolate_wrap "$6" "$1")
     if [[ -n "$4" ]]; then
         read -r -a wrap <<< "$(netem_wrap "$4")"
         link="$(netem_host_ip "$4"):$LINK_PORT"
     fi
     mkdir -p "$WORK/$1"
-    (cd "$WORK/$1" && FLWR_HOME="$WORK/$1" exec "${wrap[@]+"${wrap[@]}"}" "$BIN/flower-supernode" \
+    (cd "$WORK/$1" && FLWR_HOME="$WORK/$1" exec "${wrap[@]+"${wrap[@]}"}" "${iso[@]+"${iso[@]}"}" "$BIN/flower-supernode" \
         "${NODE_SEC[@]}" "${auth[@]+"${auth[@]}"}" --superlink "$link" --host 127.0.0.1 --port "$2" \
         --node-config "$3") > "$LOGS/$1.log" 2>&1 &
     PIDS+=("$!")
@@ -317,7 +345,8 @@ for ((i = 0; i < NUM; i++)); do
     ns=""
     [[ "$NETEM" -eq 0 ]] || ns="$i"
     start_supernode "supernode-$i" "${PORTS[$((i + 1))]}" \
-        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"$(node_data "$i")" "$ns" "$key"
+        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"$(node_data "$i")" "$ns" "$key" \
+        "node-$i"
     echo "deploy_loopback: SuperNode $i (cluster ${CLUSTER_OF[$i]}) on 127.0.0.1:${PORTS[$((i + 1))]}" >&2
 done
 if [[ "$INTRUDER" -eq 1 ]]; then

@@ -113,14 +113,8 @@ def _assert_one_line_error(status: int, err: str, needle: str) -> None:
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["plan", "evaluate"])
-@pytest.mark.parametrize("case, mutate, needle", SCENARIO_CASES,
-                         ids=[c[0] for c in SCENARIO_CASES])
-def test_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                         command: str, case: str,
-                                         mutate: Callable[[dict], None], needle: str) -> None:
-    doc = _example()
-    mutate(doc)
+def _plan_or_evaluate_fails(capsys, tmp_path: Path, command: str, doc: dict, needle: str) -> Path:
+    """Run ``depl-fl plan`` or ``evaluate`` on ``doc``: one-line error naming ``needle``, no stdout."""
     scenario = tmp_path / "scenario.json"
     # allow_nan writes the NaN/Infinity literals that Python's json module reads back.
     scenario.write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
@@ -133,6 +127,18 @@ def test_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     status, out, err = _run(capsys, argv)
     _assert_one_line_error(status, err, needle)
     assert out == ""
+    return plan
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+@pytest.mark.parametrize("case, mutate, needle", SCENARIO_CASES,
+                         ids=[c[0] for c in SCENARIO_CASES])
+def test_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                         command: str, case: str,
+                                         mutate: Callable[[dict], None], needle: str) -> None:
+    doc = _example()
+    mutate(doc)
+    plan = _plan_or_evaluate_fails(capsys, tmp_path, command, doc, needle)
     if command == "plan":
         assert not plan.exists()
 
@@ -339,17 +345,7 @@ def test_extreme_finite_values_are_one_line_errors(tmp_path: Path, capsys: pytes
                                                    needle: str) -> None:
     doc = _example()
     _set(path, value)(doc)
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(json.dumps(doc), encoding="utf-8")
-    plan = tmp_path / "plan.json"
-    if command == "plan":
-        argv = ["plan", str(scenario), *TARGETS, "--out", str(plan)]
-    else:
-        plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
-        argv = ["evaluate", str(scenario), str(plan), *TARGETS]
-    status, out, err = _run(capsys, argv)
-    _assert_one_line_error(status, err, needle)
-    assert out == ""
+    _plan_or_evaluate_fails(capsys, tmp_path, command, doc, needle)
 
 
 @pytest.mark.parametrize("path, value", [

@@ -316,14 +316,20 @@ def test_loopback_deployment_on_per_node_folders(split, tmp_path):
                                           else Path(shutil.which("flower-superlink")).parent),
            "TMPDIR": str(tmp_path), "DEPL_CACHE_DIR": str(tmp_path / "cache")}
     out = tmp_path / "out"
+    # As root, every process sees only its own folder (the server: only the test folder).
+    isolate = os.geteuid() == 0 and shutil.which("unshare") is not None
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts" / "deploy_loopback.sh"), "-n", "3", "-r", "2", "-d", str(split),
-         "-o", str(out), "-t", "1500", "profile.explore.rounds=2", "profile.explore.switch_rounds=[2]",
+         *(["--isolate-data"] if isolate else []), "-o", str(out), "-t", "1500",
+         "profile.explore.rounds=2", "profile.explore.switch_rounds=[2]",
          "profile.explore.stop_loss_factor=null",
          "profile.explore.min_points_per_level=1", "target.loss=1.5", "target.prob=0.6",
          "target.deadline_s=1e5", "tracking.enabled=false", "output.plot=false"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    if isolate:
+        views = {f.stem: f.read_text().split() for f in (out / "logs").glob("*.view")}
+        assert views == {"superlink": ["test"], **{f"supernode-{i}": [f"node-{i}"] for i in range(N)}}
     doc = json.loads((out / "results.json").read_text())
     assert doc["config"]["dataset"]["name"] == "folder"
     assert doc["config"]["dataset"]["test_dir"] == str(split.resolve() / "test")

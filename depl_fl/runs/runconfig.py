@@ -52,14 +52,7 @@ def fault_kind(value: Any) -> str | None:
 
 
 def validate(cfg: Mapping[str, Any]) -> None:
-    """Check the user-facing keys of a composed configuration (:mod:`depl_fl.runs.config_schema`).
-
-    Raises
-    ------
-    ScenarioError
-        With one line naming the key and the problem, e.g.
-        ``config target.prob: must be < 1, got 1.5``.
-    """
+    """:func:`depl_fl.runs.config_schema.validate_config`, imported only when called (pydantic)."""
     from depl_fl.runs.config_schema import validate_config
 
     validate_config(cfg)
