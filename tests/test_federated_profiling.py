@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 N = 3
 JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=3",
        "profile.explore.stop_loss_factor=null",
-       "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.9",
-       "target.prob=0.6", "target.max_rounds=6", "tracking.enabled=false", "planner.mc_trajectories=20000",
+       "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.7",
+       "target.prob=0.6", "target.max_rounds=8", "tracking.enabled=false", "planner.mc_trajectories=20000",
        "output.plot=false"]
 
 
