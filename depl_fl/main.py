@@ -16,10 +16,12 @@ when some fail, then exits non-zero with one line listing the failed jobs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -44,6 +46,10 @@ def _quiet_flower() -> None:
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     """Run one job of a validated plain config; returns the results.json path."""
+    if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
+        from depl_fl.runs.checkpoint import load_checkpoint
+
+        load_checkpoint(out_dir, cfg)
     if str(cfg["profile"].get("source", "federated")) == "inprocess":
         from strategies.profiling import ensure_profile
 
@@ -67,6 +73,8 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
     if sim.get("ray_num_cpus"):
         init_args["num_cpus"] = int(sim["ray_num_cpus"])
+    _start_ray(init_args)
+    _stop_on_signals(out_dir)  # again: ray.init replaced the SIGTERM handler with its own
     run_simulation(
         server_app=make_server_app(cfg, out_dir=out_dir, outcome=outcome),
         client_app=make_client_app(cfg),
@@ -81,30 +89,94 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     return Path(outcome["results"])
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt (exit status 143 instead of 130)."""
+def _start_ray(init_args: Mapping[str, Any]) -> None:
+    """Start Ray as Flower's ``RayBackend.init_ray`` would, before Flower does.
+
+    ``ray.init`` installs its own SIGTERM handler in the driver (``sys.exit``,
+    which unwinds through Flower's shutdown of actors that the same signal
+    killed); starting Ray here lets the job install its own handler after it.
+    Flower then finds Ray running and uses it.
+    """
+    import ray
+    from flwr.supercore.constant import DEFAULT_SIMULATION_CONFIG
+
+    if ray.is_initialized():
+        return
+    # What Flower does: Ray's workers inherit the environment, not this process's sys.path.
+    pythonpath = os.pathsep.join(sys.path)
+    if os.environ.get("PYTHONPATH"):
+        pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
+    os.environ["PYTHONPATH"] = pythonpath
+    args = {"logging_level": DEFAULT_SIMULATION_CONFIG.init_args_logging_level, **init_args}
+    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
 
 
-def _sigterm_as_interrupt() -> None:
-    """SIGTERM ends a job like Ctrl-C (main thread only)."""
+def _stop_on_signals(out_dir: str | Path) -> None:
+    """Ctrl-C (SIGINT, exit 130) and SIGTERM (exit 143) end the job at once (main thread only).
+
+    The handler does not raise into whatever the main thread is doing (under
+    Ray: waiting for Flower's message workers, which may wait for a ClientApp
+    actor in mid-message): it marks results.json interrupted and exits
+    (:func:`_interrupted`). Also when the job inherited SIGINT as ignored (a
+    background job of a non-interactive shell): a job that was asked to stop
+    always leaves its results.json saying so.
+    """
     def handler(signum: int, frame: Any) -> None:
-        raise Terminated
+        _interrupted(out_dir, 128 + signum)
 
-    signal.signal(signal.SIGTERM, handler)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live (not zombie) descendant of process ``pid``, from ``/proc`` (empty without it)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        kids = children.get(queue.pop(), [])
+        found += kids
+        queue += kids
+    return found
+
+
+def _stop_children(wait_s: float = 3.0) -> None:
+    """SIGTERM to every descendant of this process, SIGKILL to those alive ``wait_s`` later.
+
+    Under Ray these are its GCS, raylet, agents and workers: they ignore Ctrl-C
+    (Ray blocks SIGINT in them) and outlive a driver that ends with
+    :func:`os._exit` by minutes, so a stopped job stops them itself.
+    """
+    pending = _descendants(os.getpid())
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pending:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+            pending = [p for p in pending if p in set(_descendants(os.getpid()))]
+        if not pending:
+            return
 
 
 def _interrupted(out_dir: str | Path, status: int) -> None:
-    """Mark the job's results.json interrupted and leave at once.
+    """Mark the job's results.json interrupted, stop its child processes and leave at once.
 
     Under Ray the ServerApp runs in a non-daemon thread that would wait out its
-    round, so the process ends with :func:`os._exit` (Ray's own processes follow
-    their driver).
+    round, so the process ends with :func:`os._exit` after stopping Ray's
+    processes (:func:`_stop_children`).
     """
-    from depl_fl.runs.results import mark_interrupted
-    from strategies.server_app import STOPPING
+    from strategies.server_app import interrupt_job
 
-    STOPPING.set()
-    path = mark_interrupted(out_dir)
+    path = interrupt_job(out_dir)
+    _stop_children()
     print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -117,16 +189,16 @@ def _hydra_main(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
     _quiet_flower()
-    _sigterm_as_interrupt()
     out_dir = HydraConfig.get().runtime.output_dir
+    _stop_on_signals(out_dir)
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         plain = to_plain(cfg)
         validate(plain)
         path = run_job(plain, out_dir)
-    except KeyboardInterrupt as exc:
-        _interrupted(out_dir, 143 if isinstance(exc, Terminated) else 130)
+    except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
+        _interrupted(out_dir, 128 + signal.SIGINT)
     except Exception as exc:
         status = exc.exit_status if isinstance(exc, DeplError) else 1
         if not sweeping:

@@ -25,17 +25,19 @@
 #   --intruder    (with --auth) also start one SuperNode whose key is NOT registered; its
 #                 log is logs/supernode-intruder.log (the SuperLink must refuse it)
 #   --database F  SuperLink state database file (default: in memory)
-#   --crash-after K  chaos test: once round K is checkpointed, kill -9 the SuperLink and the
-#                 ServerApp, restart the SuperLink on the same port and database, and
-#                 `flwr run` again with the same overrides plus resume=true
+#   --crash-after K  chaos test: once round K is checkpointed (exploration rounds count),
+#                 kill -9 the SuperLink and the ServerApp, restart the SuperLink on the same
+#                 port and database, and `flwr run` again with the same overrides plus resume=true
 #   --netem       every SuperNode in its own network namespace, its link shaped (tc netem, else tbf)
 #                 to its cluster's bytes_per_s (+ --latency-ms, default 20 ms); needs root
 #   --latency-ms MS  one-way latency of the netem links (default 20)
 #   HYDRA_OVERRIDE  extra overrides for conf/config.yaml, e.g. method=full seed=3
 #
 # Every process this script starts is stopped when it exits, whatever the reason
-# (trap on EXIT/INT/TERM). The exit status is 0 only if results.json was written
-# with summary.status "completed".
+# (trap on EXIT/INT/TERM): SIGTERM, then SIGKILL to whatever has not exited after
+# $DEPL_STOP_GRACE_S seconds (default 10; first the run client and SuperNodes, then the
+# SuperLink), so that the cleanup never stalls on a process that does not exit.
+# The exit status is 0 only if results.json was written with summary.status "completed".
 # The flwr executables are taken from $FLWR_BIN, else <project>/.venv/bin, else PATH.
 set -euo pipefail
 
@@ -86,7 +88,7 @@ while getopts "n:r:c:o:t:d:kh" opt; do
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
         d) SPLIT="$OPTARG" ;;
-        h) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        h) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -143,58 +145,47 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/depl-deploy.XXXXXX")"
 # Every started process inherits FLWR_HOME=$WORK/..., which identifies them.
 echo "deploy_loopback: work dir $WORK" >&2
 
+# shellcheck source=scripts/proc_lib.sh
+source "$ROOT/scripts/proc_lib.sh"
+# Seconds a process may take to exit after SIGTERM before it gets SIGKILL (per stage of the cleanup).
+STOP_GRACE_S="${DEPL_STOP_GRACE_S:-10}"
+[[ "$STOP_GRACE_S" =~ ^[0-9]+$ ]] || die "DEPL_STOP_GRACE_S must be a whole number of seconds, got '$STOP_GRACE_S'"
+
 PIDS=()
-all_descendants() {  # all live descendants of pid $1 (children first found, recursively)
-    local kid
-    for kid in $(ps -o pid= --ppid "$1" 2>/dev/null); do
-        echo "$kid"
-        all_descendants "$kid"
-    done
-}
-marked_pids() {  # live processes started from here: they inherit FLWR_HOME=$WORK/...
+LINK_PIDS=()
+pids_with_env() {  # live processes whose environment has an entry starting with $1 (one grep)
     local f
-    for f in /proc/[0-9]*/environ; do
-        grep -qz "^FLWR_HOME=$WORK/" "$f" 2>/dev/null && { f="${f#/proc/}"; echo "${f%/environ}"; }
+    for f in $(grep -lsz -- "^$1" /proc/[0-9]*/environ); do
+        f="${f#/proc/}"
+        proc_alive "${f%/environ}" && echo "${f%/environ}"
     done
     return 0
 }
-wait_dead() {  # wait up to $1 tenths of a second until none of pids ${@:2} is alive
-    local i pid alive
-    for ((i = 0; i < $1; i++)); do
-        alive=0
-        for pid in "${@:2}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-        [[ "$alive" -eq 0 ]] && return 0
-        sleep 0.1
-    done
-    return 1
+marked_pids() {  # live processes started from here: they inherit FLWR_HOME=$WORK/...
+    pids_with_env "FLWR_HOME=$WORK/"
 }
 cleanup() {
-    local status=$? pid victims=()
+    local status=$? t0=$SECONDS pid nodes=() n1 k1 n2 k2 left
     trap - EXIT INT TERM
     exec 3>&2 2>/dev/null  # no "Killed" job notices; messages go to fd 3
-    # Collect the whole tree first: SuperLink/SuperNodes start flower-superexec in a
-    # new session, so it is not in this script's process group.
+    # First the `flwr run` client and the SuperNodes (with their SuperExec and ClientApps, which
+    # a SuperNode starts in a new session), while the SuperLink they say goodbye to is still up;
+    # then the SuperLink and whatever else carries this run's FLWR_HOME (orphans included).
+    # Each stage: SIGTERM, at most STOP_GRACE_S seconds, then SIGKILL (scripts/proc_lib.sh).
     for pid in "${PIDS[@]+"${PIDS[@]}"}"; do
-        victims+=("$pid" $(all_descendants "$pid"))
+        [[ " ${LINK_PIDS[*]+"${LINK_PIDS[*]}"} " == *" $pid "* ]] || nodes+=("$pid")
     done
-    # Orphans (e.g. a ClientApp whose SuperExec is gone) are no longer descendants.
-    victims+=($(marked_pids))
-    if [[ "${#victims[@]}" -gt 0 ]]; then
-        # SIGTERM to the SuperLink/SuperNodes first: they stop (and reap) their own
-        # SuperExec; whatever is left after 10 s gets SIGTERM, then SIGKILL.
-        for pid in "${PIDS[@]}"; do kill -TERM "$pid" || true; done
-        # The `flwr run` client has nothing to shut down: stop its whole tree now.
-        if [[ -n "${RUN_PID:-}" ]]; then
-            for pid in $(all_descendants "$RUN_PID"); do kill -TERM "$pid" || true; done
-        fi
-        if ! wait_dead 100 "${victims[@]}"; then
-            for pid in "${victims[@]}"; do kill -TERM "$pid" || true; done
-            wait_dead 20 "${victims[@]}" || for pid in "${victims[@]}"; do kill -KILL "$pid" || true; done
-        fi
-        wait || true
-    fi
-    for pid in $(marked_pids); do kill -KILL "$pid" || true; done
+    read -r n1 k1 <<< "$(proc_stop "$STOP_GRACE_S" : "${nodes[@]+"${nodes[@]}"}")"
+    read -r n2 k2 <<< "$(proc_stop "$STOP_GRACE_S" marked_pids "${LINK_PIDS[@]+"${LINK_PIDS[@]}"}")"
+    # Reap our own children (dead by now: a zombie is reaped at once, nothing is waited for).
+    for pid in "${PIDS[@]+"${PIDS[@]}"}"; do
+        proc_alive "$pid" || wait "$pid" || true
+    done
     [[ "$NETEM" -eq 0 ]] || ! declare -F netem_teardown > /dev/null || netem_teardown
+    echo "deploy_loopback: stopped $((n1 + n2)) processes in $((SECONDS - t0)) s" \
+        "($((k1 + k2)) needed SIGKILL after ${STOP_GRACE_S} s)" >&3
+    left="$(marked_pids)"
+    [[ -z "$left" ]] || echo "deploy_loopback: still running after SIGKILL: $left" >&3
     if [[ "$KEEP" -eq 1 ]]; then echo "deploy_loopback: kept $WORK" >&3; else rm -rf "$WORK"; fi
     exit "$status"
 }
@@ -289,6 +280,7 @@ start_superlink() {
         "${db[@]+"${db[@]}"}") >> "$LOGS/superlink.log" 2>&1 &
     LINK_PID="$!"
     PIDS+=("$LINK_PID")
+    LINK_PIDS+=("$LINK_PID")
     wait_port "$LINK_PORT" "$LINK_PID"
     echo "deploy_loopback: SuperLink on $LINK_BIND:$LINK_PORT (pid $LINK_PID)" >&2
 }
@@ -373,20 +365,18 @@ print(doc["summary"].get("status", "completed"), len(doc["rounds"]))' "$OUT/resu
 }
 start_run() {  # $1: overrides; in the background, so that a signal runs the trap at once
     echo "deploy_loopback: flwr run $ROOT loopback --run-config 'overrides=\"$1\"'" >&2
-    (cd "$ROOT" && FLWR_HOME="$WORK/cli" timeout "$TIMEOUT" "$BIN/flwr" run "$ROOT" loopback --stream \
+    (cd "$ROOT" && FLWR_HOME="$WORK/cli" timeout -k 15 "$TIMEOUT" "$BIN/flwr" run "$ROOT" loopback --stream \
         --run-config "overrides=\"$1\"" 2>&1 | tee -a "$LOGS/flwr-run.log"; exit "${PIPESTATUS[0]}") &
     RUN_PID="$!"
     PIDS+=("$RUN_PID")
 }
 crash_superlink() {  # kill -9 the SuperLink and everything it started (SuperExec, ServerApp)
-    local pid victims=("$LINK_PID") f
-    for f in /proc/[0-9]*/environ; do
-        grep -qz "^FLWR_HOME=$WORK/superlink\$" "$f" 2>/dev/null && { f="${f#/proc/}"; victims+=("${f%/environ}"); }
-    done
+    local pid victims=("$LINK_PID")
+    victims+=($(pids_with_env "FLWR_HOME=$WORK/superlink\$"))
     echo "deploy_loopback: crash test: kill -9 of the SuperLink and ServerApp (pids ${victims[*]})" >&2
     for pid in "${victims[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-    for pid in $(all_descendants "$RUN_PID") "$RUN_PID"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait "$RUN_PID" 2>/dev/null || true
+    proc_stop "$STOP_GRACE_S" : "$RUN_PID" > /dev/null || true  # the `flwr run` client
+    proc_alive "$RUN_PID" || wait "$RUN_PID" 2>/dev/null || true
 }
 rm -f "$OUT/results.json"
 start_run "$OVERRIDES"

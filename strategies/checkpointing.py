@@ -32,25 +32,41 @@ def restore_controller(controller: Any, state: Mapping[str, Any]) -> None:
 
 
 def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) -> dict[str, Any]:
-    """Checkpoint payload of ``strategy`` after its last completed round."""
+    """Checkpoint payload of ``strategy`` after its last completed round.
+
+    ``phase`` is ``profile`` during the federated exploration (no plan and no
+    controller yet; the profiler's state says where the exploration stands),
+    ``train`` once the job has its plan.
+    """
     from strategies.depl_strategy import arrays_to_state
 
     ctrl = strategy.controller
-    return {
-        "rounds_done": ctrl.rounds_done,
+    payload = {
+        "phase": "profile" if ctrl is None else "train",
+        "rounds_done": 0 if ctrl is None else ctrl.rounds_done,
         "global_state": arrays_to_state(arrays),
         "loss": float(loss),
-        "initial_loss": strategy.initial_loss,
-        "initial_test_loss": getattr(strategy, "initial_test_loss", None),
-        "scenario": ctrl.scenario,
-        "plan": strategy.plan,
         "properties": dict(strategy.properties),
-        "controller": controller_state(ctrl),
         "wall_s": float(wall_s),
         "resumed_from": strategy.resumed_from,
         "strategy": {k: getattr(strategy, k) for k in STRATEGY_STATE if hasattr(strategy, k)},
         "profiler": _profiler_state(getattr(strategy, "profiler", None)),
     }
+    if ctrl is not None:
+        payload.update(initial_loss=strategy.initial_loss,
+                       initial_test_loss=getattr(strategy, "initial_test_loss", None),
+                       scenario=ctrl.scenario, plan=strategy.plan, controller=controller_state(ctrl))
+    return payload
+
+
+def rounds_completed(doc: Mapping[str, Any]) -> int:
+    """The job's last completed round in a checkpoint, numbered as in results.json.
+
+    Exploration rounds come first, so a training-phase checkpoint's round is the
+    number of exploration rounds plus its training rounds.
+    """
+    profiler = doc.get("profiler") or {}
+    return len(profiler.get("records") or ()) + int(doc.get("rounds_done") or 0)
 
 
 def _profiler_state(profiler: Any) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
-from depl_fl.contract.semantics import data_ratio, round_energy, round_time
+from depl_fl.contract.semantics import data_ratio, effective_ratio, round_energy, round_time
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 from strategies.membership import drop_clients
 
@@ -61,9 +61,10 @@ class RunController:
         Consecutive spikes after which a high loss is taken as real (a spike is
         one bad evaluation; a loss that stays high is the model's state).
     label_coverage : LabelCoverage, optional
-        Coverage of the client sets (:class:`strategies.label_coverage.LabelCoverage`):
-        a round's sample fraction is its set's ``r_eff = c_S * r``, as in the
-        profile fit. ``None``: ``r``.
+        Coverage of the client sets (:class:`strategies.label_coverage.LabelCoverage`).
+        A round's sample fraction is its set's ``r_eff = c_S * r``, as in the
+        profile fit: by default the scenario's own (contract version 2,
+        :func:`depl_fl.contract.semantics.effective_ratio`; ``r`` under version 1).
     loss_sem : float, optional
         Standard error of the start loss's evaluation (a mean over as many
         samples as the test split holds); each :meth:`record` updates it.
@@ -155,8 +156,9 @@ class RunController:
 
     def _ratio(self, clients: Sequence[str]) -> float:
         """A round's sample fraction: ``r_eff = c_S * r`` (``r`` without label histograms)."""
-        ratio = data_ratio(self.scenario, clients)
-        return ratio if self.label_coverage is None else ratio * self.label_coverage.factor(clients)
+        if self.label_coverage is None:
+            return effective_ratio(self.scenario, clients)
+        return data_ratio(self.scenario, clients) * self.label_coverage.factor(clients)
 
     def _replanning_scenario(self) -> Scenario:
         """The current scenario without the clients that failed (if any client is left).

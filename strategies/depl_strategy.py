@@ -443,15 +443,17 @@ class DepLStrategy(FedAvg):
                                            for c, p in sorted(self.properties.items(),
                                                               key=lambda kv: int(kv[0][1:]))))
         result = Result()
-        if self.resume is not None:
+        train_config = ConfigRecord() if train_config is None else train_config
+        if self.resume is not None and self.resume.get("phase", "train") == "train":
             arrays, loss = self._resume_state(self.resume)
         else:
+            if self.resume is not None:  # killed during the exploration: it goes on from there
+                initial_arrays = self._resume_exploration(self.resume)
             if self.profiler is not None:  # profile rounds first; the job continues from their model
                 initial_arrays = self.profiler.run(self, grid, initial_arrays, evaluate_fn, timeout,
-                                                   ConfigRecord() if train_config is None else train_config)
+                                                   train_config)
             arrays, loss = self._plan_and_evaluate(initial_arrays, evaluate_fn, result)
         result.arrays = arrays
-        train_config = ConfigRecord() if train_config is None else train_config
         while (decision := self.controller.next_decision()) is not None:
             server_round = self.controller.rounds_done + 1
             if num_rounds is not None and server_round > num_rounds:
@@ -504,18 +506,30 @@ class DepLStrategy(FedAvg):
         return PlanStart(loss_mean=self.scenario.loss.initial, loss_std=math.sqrt(2.0) * sem)
 
     def _make_controller(self) -> RunController:
-        from strategies.label_coverage import LabelCoverage
-
         assert self.scenario is not None and self.plan is not None
         return RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
                              planner=self.plan_fn, tracking=self.tracking,
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
                              spike_tail_prob=self.spike_tail_prob,
-                             label_coverage=LabelCoverage(self.properties), loss_sem=self._initial_sem())
+                             loss_sem=self._initial_sem())
+
+    def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
+        """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
+        from strategies.checkpointing import rounds_completed
+
+        for key, value in (doc.get("strategy") or {}).items():
+            setattr(self, key, value)
+        if doc.get("profiler") and hasattr(self.profiler, "restore"):
+            self.profiler.restore(doc["profiler"])
+        self.resumed_from = rounds_completed(doc)
+        absent = sorted(set(doc.get("properties") or ()) - set(self.properties))
+        LOG.info("resuming after round %d (exploration)%s", self.resumed_from,
+                 f"; absent now: {', '.join(absent)}" if absent else "")
+        return state_to_arrays(doc["global_state"])
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
-        from strategies.checkpointing import restore_controller
+        from strategies.checkpointing import restore_controller, rounds_completed
 
         self.scenario, self.plan = doc["scenario"], doc["plan"]
         self.initial_loss = doc["initial_loss"]
@@ -526,7 +540,7 @@ class DepLStrategy(FedAvg):
             setattr(self, key, value)
         if doc.get("profiler") and hasattr(self.profiler, "restore"):
             self.profiler.restore(doc["profiler"])
-        self.resumed_from = int(doc["rounds_done"])
+        self.resumed_from = rounds_completed(doc)
         absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
                         - self.controller.dropped_clients)
         LOG.info("resuming after round %d%s", self.resumed_from,

@@ -157,6 +157,25 @@ class _Group:
     loss_after: float | None = None
 
 
+@dataclass
+class ExploreProgress:
+    """Where an unfinished exploration stands after round ``done``: what a checkpoint keeps of it.
+
+    Every exploration round starts from the global model (switch rounds too),
+    so no group aggregate needs keeping: the losses so far, the observations,
+    the per-variant trajectories (evaluation noise) and the trained client
+    sets (coverage bounds).
+    """
+
+    done: int
+    fresh_loss: float
+    losses: dict[str, float]
+    observations: list[Any]
+    trajectories: dict[str, tuple[list[float], list[float]]]
+    pilot_sets: list[list[str]]
+    wall_s: float = 0.0
+
+
 class FederatedProfiler:
     """Exploration rounds on the real clients, fitted into the loss profile (see module doc).
 
@@ -186,16 +205,24 @@ class FederatedProfiler:
         self.trajectories: dict[str, tuple[list[float], list[float]]] = {}
         #: The client sets the exploration trained on (coverage bounds).
         self.pilot_sets: list[list[str]] = []
+        #: An unfinished exploration (set after every exploration round, ``None`` once fitted).
+        self.progress: ExploreProgress | None = None
 
-    #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for.
-    CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s", "loss_sem")
+    #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
+    #: one killed during the exploration continues it (``progress``).
+    CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
+                        "progress", "loss_sem")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
         return {k: getattr(self, k) for k in self.CHECKPOINT_STATE}
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        """Take back :meth:`checkpoint_state` after a restart (no exploration round is repeated)."""
+        """Take back :meth:`checkpoint_state` after a restart (no exploration round is repeated).
+
+        With an unfinished exploration, :meth:`run` then continues it after round
+        ``progress.done`` from the checkpointed model.
+        """
         for key in self.CHECKPOINT_STATE:
             if key in state:
                 setattr(self, key, state[key])
@@ -225,13 +252,15 @@ class FederatedProfiler:
 
         Also shortens ``strategy.targets``'s deadline by the exploration rounds'
         modelled time (they count against the deadline; ``max_rounds`` caps the
-        planned training rounds only).
+        planned training rounds only). After every exploration round the
+        strategy's ``on_round`` hook checkpoints the job (see :meth:`restore`).
         """
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() - (self.progress.wall_s if self.progress is not None else 0.0)
         prof = self.cfg["profile"]
         key = federated_key(self.cfg, strategy.properties)
         self.cache_file = Path(str(prof["cache_dir"])) / f"profile-fed-{key}.json"
-        if self.cache_file.exists() and not prof.get("force"):
+        # A resumed exploration goes on even if the profile got cached meanwhile: its model is the job's.
+        if self.progress is None and self.cache_file.exists() and not prof.get("force"):
             cached = json.loads(self.cache_file.read_text(encoding="utf-8"))
             self.loss_doc, self.reused = cached["loss"], True
             self.cost_when_made = cached.get("profile", {}).get("cost")
@@ -240,9 +269,9 @@ class FederatedProfiler:
                      made.get("rounds"), made.get("energy_j", 0))
             return arrays
         arrays, observations, fresh_loss, current_loss = self._explore(strategy, grid, arrays, evaluate_fn,
-                                                                        timeout, train_config)
+                                                                        timeout, train_config, t0)
         fitted = self._fit(observations, fresh_loss, strategy.properties)
-        self.wall_s = time.perf_counter() - t0
+        self.wall_s, self.progress = time.perf_counter() - t0, None
         self.cost_when_made = {"rounds": len(self.records), "energy_j": self.energy_j, "time_s": self.time_s,
                                "wall_s": self.wall_s}
         write_json_atomic(self.cache_file, {"loss": fitted, "profile": {
@@ -267,9 +296,7 @@ class FederatedProfiler:
 
     # -------------------------------------------------------------- exploration
     def _explore(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,
-                 train_config: ConfigRecord) -> tuple[ArrayRecord, list[Any], float, float]:
-        from depl_fl.tracking.estimation import LossObservation
-
+                 train_config: ConfigRecord, t_start: float) -> tuple[ArrayRecord, list[Any], float, float]:
         explore = self.cfg["profile"]["explore"]
         scenario = self.provisional_scenario(strategy.properties)
         strategy.scenario = scenario
@@ -277,13 +304,10 @@ class FederatedProfiler:
         clients = sorted(strategy.properties)
         self.coverage = LabelCoverage.of_config(self.cfg, strategy.properties)
         switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
-        models = list(self.models)
-        losses, _ = self._losses(evaluate_fn, 0, arrays)
-        fresh = losses[models[0]]
-        observations: list[LossObservation] = []
-        self.trajectories = {m: ([losses[m]], []) for m in models}
-        self.pilot_sets = []
-        k = 0
+        state = self.progress or self._fresh_progress(evaluate_fn, arrays)
+        k, losses, observations = state.done, state.losses, list(state.observations)
+        self.trajectories = {m: (list(t[0]), list(t[1])) for m, t in state.trajectories.items()}
+        self.pilot_sets = [list(c) for c in state.pilot_sets]
         while self._explore_more(k, max(losses.values())):
             k += 1
             groups = self._groups(k, clients, levels, arrays, k in switch_rounds)
@@ -296,7 +320,25 @@ class FederatedProfiler:
             self._record(scenario, k, groups, max(losses.values()), new_losses, test_losses,
                          time.perf_counter() - t0)
             losses = new_losses
-        return arrays, observations, fresh, max(losses.values())
+            trajectories = {m: (list(t[0]), list(t[1])) for m, t in self.trajectories.items()}
+            self.progress = ExploreProgress(k, state.fresh_loss, dict(losses), list(observations),
+                                            trajectories,
+                                            [list(c) for c in self.pilot_sets], time.perf_counter() - t_start)
+            self._checkpoint(strategy, arrays, max(losses.values()))
+        return arrays, observations, state.fresh_loss, max(losses.values())
+
+    def _fresh_progress(self, evaluate_fn: Any, arrays: ArrayRecord) -> ExploreProgress:
+        """The start of an exploration: no round done, the fresh model's losses."""
+        losses, _ = self._losses(evaluate_fn, 0, arrays)
+        return ExploreProgress(0, losses[next(iter(self.models))], losses, [],
+                               {m: ([losses[m]], []) for m in self.models}, [])
+
+    @staticmethod
+    def _checkpoint(strategy: Any, arrays: ArrayRecord, loss: float) -> None:
+        """Checkpoint the job after an exploration round (the strategy's ``on_round`` hook)."""
+        hook = getattr(strategy, "on_round", None)
+        if hook is not None:
+            hook(strategy, arrays, loss)
 
     def _merged_observations(self, k: int, groups: Sequence[_Group], before: Mapping[str, float],
                              after: Mapping[str, float]) -> list[Any]:

@@ -51,8 +51,9 @@ def model_docs(cfg: Mapping[str, Any], num_classes: int, in_channels: int,
 
 
 def scenario_doc(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],
-                 models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any]) -> dict[str, Any]:
-    """A contract-version-1 scenario document."""
+                 models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any],
+                 version: int = 1) -> dict[str, Any]:
+    """A contract scenario document (version 1 unless told; version 2 reads the coverage fields)."""
     known = {c["id"] for c in cluster_docs(cfg)}
     for client in clients:
         if client["cluster"] not in known:
@@ -61,7 +62,7 @@ def scenario_doc(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],
     loss = dict(loss)
     # The profile's reference is the pilots' total samples; re-anchor on this run's clients
     # only when the profile did not say (the contract's default).
-    return {"version": 1, "local_epochs": int(cfg["train"]["local_epochs"]),
+    return {"version": version, "local_epochs": int(cfg["train"]["local_epochs"]),
             "clusters": cluster_docs(cfg), "clients": [dict(c) for c in clients],
             "models": [dict(m) for m in models], "loss": loss}
 
@@ -70,16 +71,28 @@ def build_scenario(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str,
                    models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
     """Validated scenario of a run from the queried node properties (client id -> properties)."""
     clients = [client_doc(cid, p) for cid, p in sorted(properties.items(), key=lambda kv: kv[0])]
-    return scenario_from_dict(scenario_doc(cfg, clients, models,
-                                           {**loss, **coverage_fields(cfg, clients, loss)}))
+    coverage = coverage_fields(cfg, clients, loss)
+    return scenario_from_dict(scenario_doc(cfg, clients, models, {**loss, **coverage},
+                                           version=contract_version(coverage, loss)))
+
+
+def contract_version(coverage: Mapping[str, Any], loss: Mapping[str, Any]) -> int:
+    """2 when the scenario has something of version 2 to say, else 1 (docs/CONTRACT_V2.md).
+
+    Version 2 when every node reported a label histogram (``coverage`` is
+    not empty) or the profile gives a run profile an ``eval_std``; the fields
+    of a profile that measured neither (an older cache) keep the version-1 meaning.
+    """
+    has_eval = any(isinstance(run, Mapping) and run.get("eval_std") is not None
+                   for run in (loss.get("run") or {}).values())
+    return 2 if coverage or has_eval else 1
 
 
 def client_doc(cid: str, props: Mapping[str, Any]) -> dict[str, Any]:
     """One scenario client from its queried properties.
 
     A reported ``label-histogram`` becomes the client's ``label_histogram``
-    (contract version 2, docs/CONTRACT_V2.md); it is validated here and, until
-    the contract reads it, carried as an extra field that version 1 ignores.
+    (contract version 2, docs/CONTRACT_V2.md), validated here.
     """
     doc: dict[str, Any] = {"id": cid, "cluster": str(props["cluster"]),
                            "num_samples": int(props["num-samples"])}

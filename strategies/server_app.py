@@ -175,6 +175,27 @@ def summary_line(summary: Mapping[str, Any]) -> str:
 
 #: Set when the job is being interrupted (Ctrl-C/SIGTERM): no more "running" writes.
 STOPPING = threading.Event()
+#: Held while a round's checkpoint and results.json are written, so that an interrupt
+#: (from the signal handler in the main thread) never lands between them and a later
+#: "running" write never replaces "interrupted". Re-entrant: in-process jobs run the
+#: ServerApp in the main thread, where the handler may interrupt that very write.
+RESULTS_LOCK = threading.RLock()
+
+
+def interrupt_job(out_dir: str | Path, wait_s: float = 30.0) -> Path:
+    """Stop checkpointing and mark ``out_dir/results.json`` interrupted; returns its path.
+
+    Waits up to ``wait_s`` for a write in progress in another thread to finish.
+    """
+    from depl_fl.runs.results import mark_interrupted
+
+    STOPPING.set()
+    locked = RESULTS_LOCK.acquire(timeout=wait_s)
+    try:
+        return mark_interrupted(out_dir)
+    finally:
+        if locked:
+            RESULTS_LOCK.release()
 
 
 def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], float]) -> Callable[..., None]:
@@ -184,12 +205,13 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
     from strategies.checkpointing import strategy_payload
 
     def on_round(strategy: DepLStrategy, arrays: ArrayRecord, loss: float) -> None:
-        if STOPPING.is_set():
-            return
-        wall = clock()
-        save_checkpoint(out_dir, cfg, strategy_payload(strategy, arrays, loss, wall_s=wall))
-        write_results(build_results(strategy, cfg, wall_s=wall, status="running",
-                                    resumed_from=strategy.resumed_from), out_dir, plot=False)
+        with RESULTS_LOCK:
+            if STOPPING.is_set():
+                return
+            wall = clock()
+            save_checkpoint(out_dir, cfg, strategy_payload(strategy, arrays, loss, wall_s=wall))
+            write_results(build_results(strategy, cfg, wall_s=wall, status="running",
+                                        resumed_from=strategy.resumed_from), out_dir, plot=False)
 
     return on_round
 
@@ -208,14 +230,16 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     Path
         The path of ``results.json``.
     """
-    from depl_fl.runs.checkpoint import load_checkpoint
-    from depl_fl.runs.results import build_results, mark_interrupted, write_results
+    from depl_fl.runs.checkpoint import load_checkpoint, set_random_state
+    from depl_fl.runs.results import build_results, write_results
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
 
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     resume = load_checkpoint(out_dir, cfg) if cfg.get("resume") else None
+    if resume is not None:
+        set_random_state(resume["random"])
     wall0 = float(resume["wall_s"]) if resume is not None else 0.0
 
     def clock() -> float:
@@ -227,8 +251,7 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     try:
         strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
     except KeyboardInterrupt:
-        STOPPING.set()
-        mark_interrupted(out_dir)
+        interrupt_job(out_dir)
         raise
     doc = build_results(strategy, cfg, wall_s=clock(), resumed_from=strategy.resumed_from)
     LOG.info("%s", summary_line(doc["summary"]))

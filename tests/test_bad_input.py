@@ -94,7 +94,7 @@ SCENARIO_CASES = [
     ("empty-models", _set(("models",), []), "models"),
     ("clusters-not-list", _set(("clusters",), {"A": 1}), "clusters"),
     ("self-switch", _set(("loss", "switch", 0, "to"), "full"), "loss.switch[0]"),
-    ("wrong-version", _set(("version",), 2), "version"),
+    ("wrong-version", _set(("version",), 3), "version"),
 ]
 
 
@@ -141,6 +141,62 @@ def test_bad_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     plan = _plan_or_evaluate_fails(capsys, tmp_path, command, doc, needle)
     if command == "plan":
         assert not plan.exists()
+
+
+def _example_v2() -> dict:
+    doc = _example()
+    doc["version"] = 2
+    doc["clients"].append({"id": "c1", "cluster": "A", "num_samples": 90})
+    doc["clients"][0]["label_histogram"] = [90, 60, 30]
+    doc["clients"][1]["label_histogram"] = [0, 30, 60]
+    return doc
+
+
+# Version-2 fields (docs/CONTRACT_V2.md), mutations of _example_v2().
+V2_CASES = [
+    ("histogram-length", _set(("clients", 1, "label_histogram"), [1, 2]), "clients[1].label_histogram"),
+    ("histogram-negative", _set(("clients", 0, "label_histogram", 1), -1),
+     "clients[0].label_histogram[1]"),
+    ("histogram-zero", _set(("clients", 0, "label_histogram"), [0, 0, 0]), "clients[0].label_histogram"),
+    ("histogram-string", _set(("clients", 0, "label_histogram"), "abc"), "clients[0].label_histogram"),
+    ("shares-length", _set(("loss", "label_shares"), [1, 1]), "clients[0].label_histogram"),
+    ("shares-nan", _set(("loss", "label_shares"), [1, NAN, 1]), "loss.label_shares[1]"),
+    ("threshold-above-1", _set(("loss", "coverage_threshold"), 1.5), "loss.coverage_threshold"),
+    ("floor-negative", _set(("loss", "coverage_floor_loss"), -1), "loss.coverage_floor_loss"),
+    ("min-coverage-above-1", _set(("loss", "min_coverage"), 1.2), "loss.min_coverage"),
+    ("max-uncovered-negative", _set(("loss", "max_uncovered"), -0.1), "loss.max_uncovered"),
+    ("eval-std-length", _set(("loss", "run", "full", "eval_std"), [0.0, 0.01]), "loss.run.full.eval_std"),
+    ("eval-std-negative", _set(("loss", "run", "full", "eval_std"), [0.0, -0.01, 0.0]),
+     "loss.run.full.eval_std[1]"),
+    ("eval-std-above-std", _set(("loss", "run", "p75", "eval_std"), [0.0, 0.03, 0.0]),
+     "loss.run.p75.eval_std"),
+    ("eval-std-scalar", _set(("loss", "run", "full", "eval_std"), 0.01), "loss.run.full.eval_std"),
+]
+
+
+@pytest.mark.parametrize("command", ["plan", "evaluate"])
+@pytest.mark.parametrize("case, mutate, needle", V2_CASES, ids=[c[0] for c in V2_CASES])
+def test_bad_version_2_field_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                command: str, case: str,
+                                                mutate: Callable[[dict], None], needle: str) -> None:
+    doc = _example_v2()
+    mutate(doc)
+    plan = _plan_or_evaluate_fails(capsys, tmp_path, command, doc, needle)
+    if command == "plan":
+        assert not plan.exists()
+
+
+def test_good_version_2_example_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    doc = _example_v2()
+    doc["loss"]["run"]["full"]["eval_std"] = [0.0, 0.01, 0.02]
+    doc["loss"]["coverage_floor_loss"] = 4.0
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(doc), encoding="utf-8")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(GOOD_PLAN), encoding="utf-8")
+    status, out, err = _run(capsys, ["evaluate", str(scenario), str(plan), *TARGETS])
+    assert status == 0 and err == ""
+    assert json.loads(out)["valid"] is True
 
 
 def test_json_nan_literal_is_rejected_with_clear_message(tmp_path: Path,

@@ -4,7 +4,9 @@ Runs ``scripts/deploy_loopback.sh`` and checks the ServerApp's results.json and
 that no process the script started is left running: insecure for 2 rounds;
 with TLS + SuperNode authentication (a SuperNode with an unregistered key is
 refused); with a kill -9 of the SuperLink and ServerApp after round 2 and a
-resumed run; with a SuperNode killed mid-run (dropped within one round timeout).
+resumed run, also during the federated exploration rounds; with a SuperNode
+killed mid-run (dropped within one round timeout); with a federation that does
+not exit on SIGTERM.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _live_pids_with_env(marker: str) -> list[int]:
     return found
 
 
-def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None
+def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None, env: dict | None = None
             ) -> tuple[subprocess.Popen, str, str, Path]:
     """Run the script to its end (``during(work_dir, out_dir)`` is polled meanwhile).
 
@@ -59,7 +61,7 @@ def _deploy(tmp_path: Path, args: list[str], timeout: float = 420, during=None
     asserts that nothing it started is left running.
     """
     bin_dir = str(Path(_superlink()).parent)
-    env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path), **(env or {})}
     out = tmp_path / "out"
     proc = subprocess.Popen(["bash", str(SCRIPT), "-o", str(out), "-t", str(int(timeout) - 20), *args],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -125,7 +127,8 @@ def _results(out: Path) -> dict | None:
 def _check_complete(doc: dict) -> None:
     """Every round exactly once, numbered without gaps, status completed."""
     rounds = [r["round"] for r in doc["rounds"]]
-    assert rounds == list(range(1, len(rounds) + 1)) and doc["summary"]["rounds"] == len(rounds)
+    train = [r for r in doc["rounds"] if r.get("phase", "train") == "train"]
+    assert rounds == list(range(1, len(rounds) + 1)) and doc["summary"]["rounds"] == len(train)
     assert doc["summary"]["status"] == "completed"
 
 
@@ -193,6 +196,34 @@ def test_superlink_killed_after_round_two_resumes_every_round_once(tmp_path):
     assert f"resuming after round {doc['summary']['resumed_from']}" in stdout
 
 
+#: Federated profiling (the default) with 3 exploration rounds: --crash-after 2 kills the job during them.
+EXPLORE_JOB = ["profile.explore.rounds=3", "profile.explore.max_rounds=3",
+               "profile.explore.switch_rounds=[3]", "profile.explore.stop_loss_factor=null",
+               "profile.explore.min_points_per_level=1",
+               "target.loss=0.6", "target.prob=0.6", "target.deadline_s=1e5", "tracking.enabled=false",
+               "output.plot=false"]
+
+
+@pytest.mark.slow
+@needs_flower
+def test_superlink_killed_during_exploration_resumes_it(tmp_path):
+    proc, stdout, stderr, out = _deploy(
+        tmp_path, ["--crash-after", "2", "-n", "3", "-r", "4", *EXPLORE_JOB], timeout=1200,
+        env={"DEPL_CACHE_DIR": str(tmp_path / "cache")})  # no cached profile: the job explores
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    assert "crash test: kill -9 of the SuperLink" in stderr
+    doc = json.loads((out / "results.json").read_text())
+    _check_complete(doc)
+    phases = [r["phase"] for r in doc["rounds"]]
+    assert phases[:3] == ["profile"] * 3 and set(phases[3:]) <= {"train"}
+    # killed after exploration round 2 (or later, if the poll was slow); not one round repeated
+    assert 2 <= doc["summary"]["resumed_from"] <= len(phases) - 1
+    assert f"resuming after round {doc['summary']['resumed_from']}" in stdout
+    assert doc["summary"]["profile_rounds"] == 3 and doc["profile"]["reused"] is False
+    assert doc["summary"]["profile_energy_j"] == pytest.approx(
+        sum(r["energy_j"] for r in doc["rounds"] if r["phase"] == "profile"))
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -243,3 +274,47 @@ def test_supernode_killed_mid_run_is_dropped_within_one_round_timeout(tmp_path):
     assert lost[0]["wall_s"] <= slack + factor * lost[0]["round_time_s"] + 30
     assert isinstance(doc["summary"]["at_risk"], bool)
     assert f"rejected reply from {cid}" in stdout and "unknown node" not in stdout
+
+
+@pytest.mark.slow
+@needs_flower
+def test_cleanup_kills_a_federation_that_does_not_exit(tmp_path):
+    """SIGTERM to the script while every process of the federation is stopped (SIGSTOP: what a
+    process starved under load looks like to a signal): the cleanup SIGKILLs them after its grace
+    period instead of waiting, and nothing is left."""
+    grace = 3
+    bin_dir = str(Path(_superlink()).parent)
+    env = {**os.environ, "FLWR_BIN": bin_dir, "TMPDIR": str(tmp_path), "DEPL_STOP_GRACE_S": str(grace)}
+    proc = subprocess.Popen(["bash", str(SCRIPT), "-o", str(tmp_path / "out"), "-n", "2", "-r", "4",
+                             *RESUME_JOB], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "flwr run" not in _peek(proc, tmp_path) and time.monotonic() < deadline:
+            assert proc.poll() is None, _PEEKED.get(proc.pid, "")[-3000:]
+            time.sleep(0.5)
+        time.sleep(3)  # the SuperNodes start their SuperExec, the SuperLink its ServerApp
+        work = re.search(r"work dir (\S+)", _PEEKED[proc.pid]).group(1)
+        frozen = _live_pids_with_env(f"FLWR_HOME={work}/")
+        assert len(frozen) >= 4, frozen  # SuperLink, 2 SuperNodes, the run client and more
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = _PEEKED.pop(proc.pid, "") + stderr
+    assert proc.returncode == 143, stderr[-3000:]
+    left = _live_pids_with_env(f"FLWR_HOME={work}/")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+    # two stages (SuperNodes, then SuperLink), each SIGTERM + grace, then SIGKILL + a short wait
+    assert elapsed < 2 * (grace + 1) + 5 + 20, stderr[-2000:]
+    stopped = re.search(r"stopped (\d+) processes in \d+ s \((\d+) needed SIGKILL", stderr)
+    assert stopped and int(stopped.group(2)) >= len(frozen), stderr[-2000:]
+    assert not Path(work).exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -185,6 +187,24 @@ def test_online_estimator_few_switch_observations_are_wider(synthetic):
     many_stderr = next(s["mean_stderr"] for s in many.summary()["switch"] if (s["from"], s["to"]) == pair)
     assert few_stderr > 3 * many_stderr
     assert few.loss_model().switch[pair].std > many.loss_model().switch[pair].std
+
+
+def test_online_estimator_keeps_the_version_2_fields(synthetic):
+    """Re-plans see the prior's label-coverage fields and its evaluation noise (never > std / sqrt 2)."""
+    eval_std = {m: tuple(0.7 * v / np.sqrt(2.0) for v in p.std) for m, p in TRUE_RUN.items()}
+    prior = replace(TRUE_MODEL, run={m: replace(p, eval_std=eval_std[m]) for m, p in TRUE_RUN.items()},
+                    label_shares=(0.5, 0.5), coverage_floor_loss=4.0, min_coverage=0.8, max_uncovered=0.0)
+    est = OnlineLossEstimator(prior)
+    for obs in synthetic[:200]:
+        est.observe(obs)
+    model = est.loss_model()
+    assert (model.label_shares, model.coverage_floor_loss, model.min_coverage, model.max_uncovered) == \
+        ((0.5, 0.5), 4.0, 0.8, 0.0)
+    for m, run in model.run.items():
+        assert run.eval_std is not None
+        assert np.all(np.asarray(run.eval_std) <= np.asarray(run.std) / np.sqrt(2.0) + 1e-12)
+        assert np.all(np.asarray(run.eval_std) <= np.asarray(eval_std[m]) + 1e-12)
+    assert est.loss_model().run["full"].std != prior.run["full"].std  # the posterior did refine
 
 
 def test_online_estimator_rejects_unknown_model():

@@ -1,5 +1,6 @@
-"""Simulation jobs: Ctrl-C leaves an interrupted results.json (Ray and in-process); a job killed
-with SIGKILL after round 2 resumes from its checkpoint and trains like an uninterrupted one."""
+"""Simulation jobs: Ctrl-C or SIGTERM, also while a message is in flight, leaves an interrupted
+results.json and exits promptly (Ray and in-process); a job killed with SIGKILL after training round 2
+or during its exploration rounds resumes from its checkpoint and trains like an uninterrupted one."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ JOB = ["num_clients=3", "profile.explore.rounds=2", "profile.explore.max_rounds=
        "faults.slow_s=1.0"]
 
 
-def _start(tmp_path: Path, run_dir: Path, extra: list[str]) -> subprocess.Popen:
+def _start(run_dir: Path, extra: list[str]) -> subprocess.Popen:
     env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0",
            "PYTHONPATH": str(ROOT)}
     # One profile cache per job folder: a profile cached by another job would replace the
@@ -40,21 +41,20 @@ def _results(run_dir: Path) -> dict | None:
         return None
 
 
-def _train_rounds(doc: dict) -> int:
-    return sum(r.get("phase", "train") == "train" for r in doc["rounds"])
-
-
-def _wait_for_round(proc: subprocess.Popen, run_dir: Path, rounds: int, timeout: float) -> dict:
+def _wait_for_round(proc: subprocess.Popen, run_dir: Path, rounds: int, timeout: float,
+                    phase: str = "train") -> dict:
+    """The running job's results.json once it holds ``rounds`` rounds of ``phase``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         doc = _results(run_dir)
-        if doc is not None and doc["summary"].get("status") == "running" and _train_rounds(doc) >= rounds:
+        if doc is not None and doc["summary"].get("status") == "running" and \
+                sum(r.get("phase", "train") == phase for r in doc["rounds"]) >= rounds:
             return doc
         if proc.poll() is not None:
-            pytest.fail(f"job ended before round {rounds}: {proc.stderr.read()[-3000:]}")
+            pytest.fail(f"job ended before {phase} round {rounds}: {proc.stderr.read()[-3000:]}")
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
-    pytest.fail(f"no round {rounds} within {timeout} s")
+    pytest.fail(f"no {phase} round {rounds} within {timeout} s")
 
 
 def _group_alive(pgid: int) -> list[int]:
@@ -71,24 +71,24 @@ def _group_alive(pgid: int) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["ray", "inprocess"])
-def test_ctrl_c_leaves_interrupted_results_and_exits_promptly(tmp_path, backend):
+@pytest.mark.parametrize(("backend", "sig"), [("ray", signal.SIGINT), ("ray", signal.SIGTERM),
+                                              ("inprocess", signal.SIGINT), ("inprocess", signal.SIGTERM)])
+def test_signal_mid_message_leaves_interrupted_results_and_exits_promptly(tmp_path, backend, sig):
     run_dir = tmp_path / "job"
-    # Under Ray the replies are not held back: a Ctrl-C that lands while a ClientApp actor is
-    # mid-message kills the actor first and the job ends with exit 1 and status "running"
-    # (a known limit, README "Decisions and known limits"); this checks Ctrl-C between messages.
-    no_delay = ["faults.kind=null", "faults.clients=[]"] if backend == "ray" else []
-    proc = _start(tmp_path, run_dir, [f"simulation={backend}", *no_delay])
-    _wait_for_round(proc, run_dir, 1, 900)
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    # Every reply is held back 3 s: one second after exploration round 1 is in results.json the
+    # ClientApps (under Ray: actors) are in the middle of round 2's messages.
+    proc = _start(run_dir, [f"simulation={backend}", "faults.slow_s=3.0"])
+    _wait_for_round(proc, run_dir, 1, 900, "profile")
+    time.sleep(1.0)
+    os.killpg(proc.pid, sig)  # Ctrl-C in a terminal signals the whole process group
     t0 = time.monotonic()
     try:
         _, stderr = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("the job did not exit within 60 s of Ctrl-C")
+        pytest.fail(f"the job did not exit within 60 s of {sig.name}")
     assert time.monotonic() - t0 < 60
-    assert proc.returncode == 130, stderr[-3000:]
+    assert proc.returncode == 128 + sig, stderr[-3000:]
     doc = _results(run_dir)
     assert doc["summary"]["status"] == "interrupted"
     assert len(doc["rounds"]) >= 1
@@ -97,39 +97,38 @@ def test_ctrl_c_leaves_interrupted_results_and_exits_promptly(tmp_path, backend)
     assert _group_alive(proc.pid) == [], "processes of the job outlived it"
 
 
-@pytest.mark.slow
-def test_sigterm_is_an_interrupt_too(tmp_path):
-    run_dir = tmp_path / "job"
-    proc = _start(tmp_path, run_dir, ["simulation=inprocess"])
-    _wait_for_round(proc, run_dir, 1, 900)
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 143, stderr[-3000:]
-    assert _results(run_dir)["summary"]["status"] == "interrupted"
-
-
-@pytest.mark.slow
-def test_killed_inprocess_job_resumes_like_an_uninterrupted_one(tmp_path):
-    whole_dir, crash_dir = tmp_path / "whole", tmp_path / "crash"
-    whole = _start(tmp_path, whole_dir, ["simulation=inprocess"])
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict:
+    """results.json of the in-process job run without interruption (the reference of a resumed one)."""
+    run_dir = tmp_path_factory.mktemp("whole") / "job"
+    whole = _start(run_dir, ["simulation=inprocess"])
     _, stderr = whole.communicate(timeout=1200)
     assert whole.returncode == 0, stderr[-3000:]
-    reference = _results(whole_dir)
+    reference = _results(run_dir)
     assert reference["summary"]["rounds"] >= 3
+    return reference
 
-    crash = _start(tmp_path, crash_dir, ["simulation=inprocess"])
-    _wait_for_round(crash, crash_dir, 2, 900)
+
+def _kill_and_resume(run_dir: Path, rounds: int, phase: str) -> tuple[dict, dict]:
+    """SIGKILL the job once ``rounds`` rounds of ``phase`` are in results.json, then resume it.
+
+    Returns results.json at the kill and after the resumed job.
+    """
+    crash = _start(run_dir, ["simulation=inprocess"])
+    _wait_for_round(crash, run_dir, rounds, 900, phase)
     os.killpg(crash.pid, signal.SIGKILL)
     crash.communicate()
-    assert _results(crash_dir)["summary"]["status"] == "running"
-
-    resumed = _start(tmp_path, crash_dir, ["simulation=inprocess", "resume=true"])
-    stdout, stderr = resumed.communicate(timeout=1200)
+    at_kill = _results(run_dir)
+    assert at_kill["summary"]["status"] == "running"
+    resumed = _start(run_dir, ["simulation=inprocess", "resume=true"])
+    _, stderr = resumed.communicate(timeout=1200)
     assert resumed.returncode == 0, stderr[-3000:]
-    doc = _results(crash_dir)
+    return at_kill, _results(run_dir)
+
+
+def _assert_trains_like(doc: dict, reference: dict) -> None:
+    """Every round (exploration and training) exactly once, numbered without gaps, as uninterrupted."""
     assert doc["summary"]["status"] == "completed"
-    assert doc["summary"]["resumed_from"] >= 2
-    # every round (exploration and training) exactly once, numbered without gaps, as uninterrupted
     assert [r["round"] for r in doc["rounds"]] == list(range(1, len(reference["rounds"]) + 1))
     assert [r.get("phase") for r in doc["rounds"]] == [r.get("phase") for r in reference["rounds"]]
     for got, want in zip(doc["rounds"], reference["rounds"], strict=True):
@@ -139,13 +138,43 @@ def test_killed_inprocess_job_resumes_like_an_uninterrupted_one(tmp_path):
 
 
 @pytest.mark.slow
+def test_killed_inprocess_job_resumes_like_an_uninterrupted_one(tmp_path, uninterrupted):
+    at_kill, doc = _kill_and_resume(tmp_path / "crash", 2, "train")
+    # resumed_from is the last round of results.json at the kill (exploration rounds numbered first)
+    assert doc["summary"]["resumed_from"] == at_kill["rounds"][-1]["round"]
+    assert at_kill["rounds"][-1]["phase"] == "train"
+    _assert_trains_like(doc, uninterrupted)
+
+
+@pytest.mark.slow
+def test_job_killed_during_exploration_resumes_like_an_uninterrupted_one(tmp_path, uninterrupted):
+    at_kill, doc = _kill_and_resume(tmp_path / "crash", 1, "profile")
+    # killed before the exploration ended: it goes on from there, no round repeated
+    assert {r["phase"] for r in at_kill["rounds"]} == {"profile"}
+    assert doc["summary"]["resumed_from"] == at_kill["rounds"][-1]["round"]
+    assert doc["summary"]["profile_rounds"] == uninterrupted["summary"]["profile_rounds"]
+    assert doc["summary"]["profile_energy_j"] == pytest.approx(uninterrupted["summary"]["profile_energy_j"])
+    _assert_trains_like(doc, uninterrupted)
+
+
+@pytest.mark.slow
 def test_resume_with_other_overrides_is_one_line(tmp_path):
     run_dir = tmp_path / "job"
-    proc = _start(tmp_path, run_dir, ["simulation=inprocess"])
+    proc = _start(run_dir, ["simulation=inprocess"])
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-3000:]
-    again = _start(tmp_path, run_dir, ["simulation=inprocess", "seed=1", "resume=true"])
+    again = _start(run_dir, ["simulation=inprocess", "seed=1", "resume=true"])
     _, stderr = again.communicate(timeout=600)
     assert again.returncode == 2
     lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
     assert len(lines) == 1 and "seed" in lines[0] and "Traceback" not in stderr
+
+
+def test_resume_without_a_checkpoint_is_one_line_and_exit_2(tmp_path):
+    run_dir = tmp_path / "job"
+    proc = _start(run_dir, ["simulation=ray", "resume=true"])
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 2, stderr[-3000:]
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
+    assert len(lines) == 1 and "no checkpoint" in lines[0] and "Traceback" not in stderr
+    assert not (run_dir / "results.json").exists()  # refused before the job started

@@ -1,9 +1,15 @@
-"""Scenario model (DESIGN.md section 3, contract version 1): load, validate, save.
+"""Scenario model (DESIGN.md section 3, contract versions 1 and 2): load, validate, save.
 
 A scenario describes the clusters (with their resource levels), the clients
 (data holders), the model variants (full and compressed) and the loss-evolution
 profile used by the planner. Every validation failure raises
 :class:`ScenarioError` with one line naming the field and the problem.
+
+Version 2 (docs/CONTRACT_V2.md) adds optional fields: the clients' label
+histograms, the loss's label-coverage fields (``label_shares``,
+``coverage_threshold``, ``coverage_floor_loss``, ``min_coverage``,
+``max_uncovered``) and each run profile's ``eval_std``. A version-1 file
+ignores them (they are extras there), so it keeps exactly its meaning.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from depl_fl.contract.coverage import DEFAULT_COVERAGE_THRESHOLD, pooled_histogram
 from depl_fl.contract.schema import (
     Count,
     Finite,
@@ -24,6 +31,7 @@ from depl_fl.contract.schema import (
     OpenSchema,
     Positive,
     Schema,
+    field_path,
     invalid,
     parse,
 )
@@ -59,6 +67,7 @@ class Client:
     id: str
     cluster: str
     num_samples: int
+    label_histogram: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,12 +92,19 @@ class RunProfile:
     :func:`depl_fl.tracking.estimation.fit_spread_factors`); the semantics and the
     planner ignore it, the online estimator applies it to the residuals it
     observes. ``None`` means 1 everywhere.
+
+    ``eval_std`` (version 2, one value per level, ``None`` = 0 everywhere) is
+    the part of ``std`` that is evaluation noise of one loss and does not
+    accumulate over rounds: the walk's per-round spread is
+    ``sqrt(std**2 - 2 eval_std**2)`` and the final loss adds one draw of it
+    (docs/CONTRACT_V2.md).
     """
 
     levels: tuple[float, ...]
     mean: tuple[float, ...]
     std: tuple[float, ...]
     spread_factor: tuple[float, ...] | None = None
+    eval_std: tuple[float, ...] | None = None
 
     def mean_at(self, loss: np.ndarray | float) -> np.ndarray:
         """Interpolated mean decrease at ``loss`` (clamped outside ``levels``)."""
@@ -97,6 +113,19 @@ class RunProfile:
     def std_at(self, loss: np.ndarray | float) -> np.ndarray:
         """Interpolated standard deviation of the decrease at ``loss``."""
         return np.interp(loss, self.levels, self.std)
+
+    def eval_std_at(self, loss: np.ndarray | float) -> np.ndarray:
+        """Interpolated evaluation-noise std at ``loss`` (0 without ``eval_std``)."""
+        if self.eval_std is None:
+            return np.zeros_like(np.asarray(loss, dtype=float))
+        return np.interp(loss, self.levels, self.eval_std)
+
+    def walk_std_at(self, loss: np.ndarray | float) -> np.ndarray:
+        """Per-round spread of the random walk: ``sqrt(std**2 - 2 eval_std**2)`` at ``loss``."""
+        std = self.std_at(loss)
+        if self.eval_std is None:
+            return std
+        return np.sqrt(np.maximum(std * std - 2.0 * self.eval_std_at(loss) ** 2, 0.0))
 
 
 @dataclass(frozen=True)
@@ -119,6 +148,12 @@ class LossModel:
     data_exponent_std: float
     run: dict[str, RunProfile]
     switch: dict[tuple[str, str], SwitchProfile]
+    # Version 2 (label coverage); the defaults are the version-1 meaning.
+    label_shares: tuple[float, ...] | None = None
+    coverage_threshold: float = DEFAULT_COVERAGE_THRESHOLD
+    coverage_floor_loss: float | None = None
+    min_coverage: float | None = None
+    max_uncovered: float | None = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +272,7 @@ class _LossDoc(Schema):
 
 
 class _ScenarioDoc(OpenSchema):
-    version: Literal[1] = SCENARIO_VERSION
+    version: Literal[1, 2] = SCENARIO_VERSION
     local_epochs: Positive = 1.0
     clusters: Annotated[list[_ClusterDoc], Field(min_length=1)]
     clients: Annotated[list[_ClientDoc], Field(min_length=1)]
@@ -246,6 +281,10 @@ class _ScenarioDoc(OpenSchema):
 
     @model_validator(mode="after")
     def _references(self) -> _ScenarioDoc:
+        self._check_all()
+        return self
+
+    def _check_all(self) -> None:
         for name in ("clusters", "clients", "models"):
             _check_unique([item.id for item in getattr(self, name)], name)
         cluster_ids = {c.id for c in self.clusters}
@@ -256,7 +295,83 @@ class _ScenarioDoc(OpenSchema):
         _check_loss_ids(self.loss, [m.id for m in self.models])
         _check_magnitudes(self)
         _check_data_scale(self)
+
+
+# ---------------------------------------------------------------------------
+# Version 2: label coverage and evaluation noise (docs/CONTRACT_V2.md)
+# ---------------------------------------------------------------------------
+_Counts = Annotated[list[NonNegative], Field(min_length=1)]
+_Fraction = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=1)]
+
+
+def _not_all_zero(values: list[float] | None, name: str) -> None:
+    if values is not None and sum(values) <= 0:
+        raise invalid("counts must not all be 0", name)
+
+
+class _ClientDocV2(_ClientDoc):
+    label_histogram: _Counts | None = None
+
+    @model_validator(mode="after")
+    def _some_samples(self) -> _ClientDocV2:
+        _not_all_zero(self.label_histogram, "label_histogram")
         return self
+
+
+class _RunDocV2(_RunDoc):
+    eval_std: list[_LossSpread] | None = None
+
+    @model_validator(mode="after")
+    def _eval_within_std(self) -> _RunDocV2:
+        if self.eval_std is None:
+            return self
+        n = len(self.levels)
+        if len(self.eval_std) != n:
+            raise invalid(f"expected {n} numbers >= 0 (one per level), got {len(self.eval_std)}",
+                          "eval_std")
+        for i, (ev, sd) in enumerate(zip(self.eval_std, self.std, strict=True)):
+            if 2.0 * ev * ev > sd * sd * (1.0 + 1e-12):
+                raise invalid(f"2 * eval_std**2 must be <= std**2 at every level, got eval_std "
+                              f"{ev:g} with std {sd:g} at level {i}", "eval_std")
+        return self
+
+    def eval_values(self) -> tuple[float, ...] | None:
+        """``eval_std`` as a tuple (None when absent)."""
+        return None if self.eval_std is None else tuple(self.eval_std)
+
+
+class _LossDocV2(_LossDoc):
+    run: dict[str, _RunDocV2]
+    label_shares: _Counts | None = None
+    coverage_threshold: _Fraction = DEFAULT_COVERAGE_THRESHOLD
+    coverage_floor_loss: _LossSpread | None = None
+    min_coverage: _Fraction | None = None
+    max_uncovered: _Fraction | None = None
+
+    @model_validator(mode="after")
+    def _some_share(self) -> _LossDocV2:
+        _not_all_zero(self.label_shares, "label_shares")
+        return self
+
+
+class _ScenarioDocV2(_ScenarioDoc):
+    version: Literal[2]
+    clients: Annotated[list[_ClientDocV2], Field(min_length=1)]
+    loss: _LossDocV2
+
+    def _check_all(self) -> None:
+        self._same_classes()
+        super()._check_all()
+
+    def _same_classes(self) -> None:
+        sizes = [(("clients", i, "label_histogram"), len(c.label_histogram))
+                 for i, c in enumerate(self.clients) if c.label_histogram is not None]
+        if self.loss.label_shares is not None:
+            sizes.insert(0, (("loss", "label_shares"), len(self.loss.label_shares)))
+        for where, size in sizes[1:]:
+            if size != sizes[0][1]:
+                first = field_path(sizes[0][0])
+                raise invalid(f"has {size} classes, {first} has {sizes[0][1]}", *where)
 
 
 def _check_unique(ids: list[str], where: str) -> None:
@@ -316,27 +431,75 @@ def _check_data_scale(doc: _ScenarioDoc) -> None:
     """
     total = float(sum(k.num_samples for k in doc.clients))
     reference = doc.loss.reference_samples or total
-    shares = (min(k.num_samples for k in doc.clients) / reference, total / reference)
+    smallest, largest = _sample_range(doc)
+    shares = (smallest / reference, largest / reference)
     for name, power in (("data_exponent_mean", doc.loss.data_exponent_mean),
                         ("data_exponent_std", -doc.loss.data_exponent_std)):
         with np.errstate(all="ignore"):
             factors = np.power(np.asarray(shares, dtype=float), power)
         if not np.all((factors <= SCALE_LIMIT) & (factors >= 1.0 / SCALE_LIMIT)):
-            raise invalid(f"out of range: (samples / reference_samples) ** exponent must stay within "
+            raise invalid(f"out of range: (samples / reference_samples) ** exponent (version 2: samples "
+                          "times the set's label coverage) must stay within "
                           f"[1e-100, 1e100] for every client set, got {power!r} with samples / "
                           f"reference_samples in [{shares[0]:.3g}, {shares[1]:.3g}]", "loss", name)
 
 
-def _to_loss(doc: _LossDoc, total_samples: int) -> LossModel:
+def _sample_range(doc: _ScenarioDoc) -> tuple[float, float]:
+    """Least and largest (effective) sample total of a client set.
+
+    Version 2 scales a covered set's samples by its coverage ``c_S``; ``c_S
+    n_S = sum_k min(n_S[k], q_k n_S)`` grows with the set, so a single client
+    gives the least and the set of all clients the largest value.
+    """
+    sizes = [float(k.num_samples) for k in doc.clients]
+    total = sum(sizes)
+    values = [min(sizes), total]
+    if isinstance(doc, _ScenarioDocV2):
+        hists = [k.label_histogram for k in doc.clients if k.label_histogram is not None]
+        if hists:
+            q = (np.asarray(doc.loss.label_shares, dtype=float) if doc.loss.label_shares is not None
+                 else pooled_histogram(hists))
+            q = q / q.sum()
+            effective = [float(np.minimum(np.asarray(k.label_histogram) / sum(k.label_histogram), q).sum())
+                         * k.num_samples for k in doc.clients if k.label_histogram is not None]
+            if len(hists) == len(sizes):
+                effective.append(float(np.minimum(pooled_histogram(hists) / sum(map(sum, hists)),
+                                                  q).sum()) * total)
+            values += effective
+    return min(values), max(values)
+
+
+def _to_loss(doc: _LossDoc, clients: tuple[Client, ...]) -> LossModel:
+    v2 = isinstance(doc, _LossDocV2)
     run = {mid: RunProfile(tuple(p.levels), tuple(p.mean), tuple(p.std),
-                           tuple(p.spread_factor) if p.spread_factor is not None else None)
+                           tuple(p.spread_factor) if p.spread_factor is not None else None,
+                           p.eval_values() if isinstance(p, _RunDocV2) else None)
            for mid, p in doc.run.items()}
     switch = {(s.source, s.target): SwitchProfile(s.source, s.target, s.mean, s.std)
               for s in doc.switch}
+    total_samples = sum(k.num_samples for k in clients)
     reference = doc.reference_samples if doc.reference_samples is not None else float(total_samples)
+    coverage: dict[str, Any] = {}
+    if v2:
+        coverage = {"label_shares": _reference_shares(doc, clients),
+                    "coverage_threshold": doc.coverage_threshold,
+                    "coverage_floor_loss": doc.coverage_floor_loss,
+                    "min_coverage": doc.min_coverage, "max_uncovered": doc.max_uncovered}
     return LossModel(initial=doc.initial, reference_samples=reference,
                      data_exponent_mean=doc.data_exponent_mean,
-                     data_exponent_std=doc.data_exponent_std, run=run, switch=switch)
+                     data_exponent_std=doc.data_exponent_std, run=run, switch=switch, **coverage)
+
+
+def _reference_shares(doc: _LossDocV2, clients: tuple[Client, ...]) -> tuple[float, ...] | None:
+    """``loss.label_shares``, normalised; default the pooled histogram of the clients that have one."""
+    if doc.label_shares is not None:
+        raw = np.asarray(doc.label_shares, dtype=float)
+    else:
+        hists = [c.label_histogram for c in clients if c.label_histogram is not None]
+        if not hists:
+            return None
+        raw = pooled_histogram(hists)
+    return tuple(float(v) for v in raw / raw.sum())
 
 
 def scenario_from_dict(raw: Any) -> Scenario:
@@ -345,7 +508,7 @@ def scenario_from_dict(raw: Any) -> Scenario:
     Parameters
     ----------
     raw : dict
-        The decoded JSON document (contract version 1).
+        The decoded JSON document (contract version 1 or 2).
 
     Returns
     -------
@@ -359,16 +522,45 @@ def scenario_from_dict(raw: Any) -> Scenario:
     """
     if not isinstance(raw, dict):
         raise ScenarioError(f"scenario: expected a JSON object, got {type(raw).__name__}")
-    doc = parse(_ScenarioDoc, raw)
+    doc = parse(_ScenarioDocV2 if raw.get("version") == 2 else _ScenarioDoc, raw)
     clusters = tuple(Cluster(c.id, tuple(Level(lv.flops_per_s, lv.joules_per_flop) for lv in c.levels),
                              c.bytes_per_s, c.joules_per_byte, c.activation_joules, c.max_clients)
                      for c in doc.clusters)
-    clients = tuple(Client(k.id, k.cluster, k.num_samples) for k in doc.clients)
+    clients = tuple(Client(k.id, k.cluster, k.num_samples, _histogram(k)) for k in doc.clients)
     models = tuple(ModelVariant(m.id, m.compression, m.flops_per_sample, m.size_bytes)
                    for m in doc.models)
-    loss = _to_loss(doc.loss, sum(k.num_samples for k in clients))
+    loss = _to_loss(doc.loss, clients)
     return Scenario(clusters, clients, models, loss, local_epochs=doc.local_epochs,
-                    extra=dict(doc.model_extra or {}))
+                    version=doc.version, extra=dict(doc.model_extra or {}))
+
+
+def _histogram(client: _ClientDoc) -> tuple[float, ...] | None:
+    hist = getattr(client, "label_histogram", None)
+    return None if hist is None else tuple(float(v) for v in hist)
+
+
+def _number_doc(value: float) -> float | int:
+    """Counts that are whole numbers are written back as integers."""
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else value
+
+
+def _client_doc(client: Client) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": client.id, "cluster": client.cluster, "num_samples": client.num_samples}
+    if client.label_histogram is not None:
+        doc["label_histogram"] = [_number_doc(v) for v in client.label_histogram]
+    return doc
+
+
+def _coverage_doc(loss: LossModel) -> dict[str, Any]:
+    """The version-2 coverage fields of ``loss`` that are set."""
+    doc: dict[str, Any] = {}
+    if loss.label_shares is not None:
+        doc["label_shares"] = list(loss.label_shares)
+        doc["coverage_threshold"] = loss.coverage_threshold
+    for key in ("coverage_floor_loss", "min_coverage", "max_uncovered"):
+        if getattr(loss, key) is not None:
+            doc[key] = getattr(loss, key)
+    return doc
 
 
 def _run_doc(profile: RunProfile) -> dict[str, Any]:
@@ -376,6 +568,8 @@ def _run_doc(profile: RunProfile) -> dict[str, Any]:
                            "std": list(profile.std)}
     if profile.spread_factor is not None:
         doc["spread_factor"] = list(profile.spread_factor)
+    if profile.eval_std is not None:
+        doc["eval_std"] = list(profile.eval_std)
     return doc
 
 
@@ -392,8 +586,7 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
             "bytes_per_s": c.bytes_per_s, "joules_per_byte": c.joules_per_byte,
             "activation_joules": c.activation_joules, "max_clients": c.max_clients,
         } for c in scenario.clusters],
-        "clients": [{"id": c.id, "cluster": c.cluster, "num_samples": c.num_samples}
-                    for c in scenario.clients],
+        "clients": [_client_doc(c) for c in scenario.clients],
         "models": [{"id": m.id, "compression": m.compression,
                     "flops_per_sample": m.flops_per_sample, "size_bytes": m.size_bytes}
                    for m in scenario.models],
@@ -406,6 +599,7 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
                     for mid, p in scenario.loss.run.items()},
             "switch": [{"from": s.source, "to": s.target, "mean": s.mean, "std": s.std}
                        for s in scenario.loss.switch.values()],
+            **(_coverage_doc(scenario.loss) if scenario.version >= 2 else {}),
         },
     })
     return doc
@@ -436,5 +630,5 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def save_scenario(scenario: Scenario, path: str | Path) -> None:
-    """Write ``scenario`` as contract-version-1 JSON."""
+    """Write ``scenario`` as contract JSON of its version."""
     Path(path).write_text(json.dumps(scenario_to_dict(scenario), indent=2) + "\n", encoding="utf-8")

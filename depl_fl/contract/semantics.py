@@ -18,10 +18,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtr
 
+from depl_fl.contract import coverage as coverage_math
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
@@ -147,6 +150,46 @@ def data_ratio(scenario: Scenario, clients: Sequence[str]) -> float:
     return total / scenario.loss.reference_samples
 
 
+def set_coverage(scenario: Scenario, clients: Sequence[str]) -> tuple[float, float] | None:
+    """``(c_S, u_S)`` of a round's client set under version 2 (docs/CONTRACT_V2.md).
+
+    None -- the version-1 meaning for that round -- when the scenario is
+    version 1, has no reference label shares, or some client of the set
+    reports no label histogram. Computed once per set and scenario.
+    """
+    loss = scenario.loss
+    if scenario.version < 2 or loss.label_shares is None:
+        return None
+    cache = scenario.__dict__.setdefault("_coverage", {})
+    key = tuple(clients)
+    if key not in cache:
+        hists = {cid: _lookup(scenario, "client", cid).label_histogram for cid in key}
+        known = {cid: h for cid, h in hists.items() if h is not None}
+        cache[key] = coverage_math.set_coverage(key, known, loss.label_shares, loss.coverage_threshold)
+    return cache[key]
+
+
+def effective_ratio(scenario: Scenario, clients: Sequence[str]) -> float:
+    """The data ratio step 2 of the loss semantics uses: ``r_eff = c_S * r`` for a covered set, else ``r``."""
+    r = data_ratio(scenario, clients)
+    cov = set_coverage(scenario, clients)
+    return r if cov is None else cov[0] * r
+
+
+def coverage_error(scenario: Scenario, clients: Sequence[str]) -> str | None:
+    """Why the set's loss lies outside the profile's measured coverage range (None: it does not)."""
+    cov = set_coverage(scenario, clients)
+    loss = scenario.loss
+    if coverage_math.is_predictable(cov, loss.min_coverage, loss.max_uncovered):
+        return None
+    c_s, u_s = cov  # type: ignore[misc]  # not predictable implies known
+    if loss.min_coverage is not None and c_s < loss.min_coverage - 1e-12:
+        return (f"label coverage c_S={c_s:.4g} outside the profile's measured range "
+                f"[{loss.min_coverage:.4g}, 1]")
+    return (f"uncovered label share u_S={u_s:.4g} above the profile's measured "
+            f"max_uncovered {loss.max_uncovered:.4g}")
+
+
 def plan_totals(scenario: Scenario, rounds: Sequence[RoundDecision]) -> tuple[float, float]:
     """Total ``(cost_joules, time_s)`` of a round sequence (errors as :func:`round_time`)."""
     return (float(sum(round_energy(scenario, d) for d in rounds)),
@@ -170,6 +213,10 @@ def _round_errors(scenario: Scenario, index: int, decision: RoundDecision,
             per_cluster[scenario.client(cid).cluster] += 1
         except KeyError:
             errors.append(f"{where}: unknown client id {cid!r}")
+    if decision.clients and len(per_cluster) and sum(per_cluster.values()) == len(counts):
+        problem = coverage_error(scenario, decision.clients)
+        if problem is not None:
+            errors.append(f"{where}: {problem}")
     return errors + _cluster_errors(scenario, where, decision, per_cluster)
 
 
@@ -226,6 +273,9 @@ def plan_errors(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Ta
     cluster (one with a client in the round) to a valid index into its
     ``levels`` list and names **no other** cluster (a level for a cluster
     without clients in the round is an error, as is an unknown cluster).
+    Version 2: a round whose set's label coverage lies outside the profile's
+    measured range (``c_S < loss.min_coverage`` or ``u_S >
+    loss.max_uncovered``) is an error (:func:`coverage_error`).
     Overall: the total time is within ``targets.deadline_s`` and the number of
     rounds is at most ``targets.max_rounds`` (when given).
 
@@ -277,7 +327,7 @@ def plan_errors(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Ta
 def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: int,
                           rng: np.random.Generator | int | None,
                           start_loss: float | np.ndarray | None = None,
-                          previous_model: str | None = None) -> np.ndarray:
+                          previous_model: str | None = None, judged: bool = True) -> np.ndarray:
     """Sample the final loss of ``n`` independent trajectories of a round sequence.
 
     Exactly the contract's loss semantics: per round with model ``m`` after
@@ -285,6 +335,13 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
     ``L -= X ~ Normal(mu_m(L) r**a, sigma_m(L) r**(-b))`` with
     ``r = sum(num_samples in S) / reference_samples``; (3) ``L = max(L, 0)``.
     Loops over rounds, with arrays over trajectories.
+
+    Version 2 (docs/CONTRACT_V2.md): ``r`` is ``r_eff = c_S * r`` on a set
+    whose clients all report label histograms, ``sigma_m`` is the walk's
+    ``sqrt(std**2 - 2 eval_std**2)``, and the final loss goes through
+    :func:`judged_losses` (unseen-class term of the last set, one draw of
+    evaluation noise) -- unless ``judged`` is False, which returns the walk
+    (to continue it round by round). A version-1 scenario has no final map.
 
     Parameters
     ----------
@@ -303,6 +360,8 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
     previous_model : str, optional
         Model of the round before the first one (re-planning); the first
         round then switches from it if it differs.
+    judged : bool, optional
+        Apply the final map (default); False returns the walk's last losses.
 
     Returns
     -------
@@ -315,10 +374,89 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
         On unknown ids, an empty round, a disallowed switch or a bad
         ``start_loss`` shape.
     """
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
     final = None
     for losses in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model):
         final = losses
-    return final if final is not None else _start_array(scenario, n, start_loss)
+    if final is None:
+        return _start_array(scenario, n, start_loss)
+    return judged_losses(scenario, rounds[-1], final, rng) if judged else final
+
+
+@dataclass(frozen=True)
+class FinalMap:
+    """What turns the walk's last loss ``L_K`` into the loss the targets judge (version 2).
+
+    ``max((1 - u_S) * L_K + u_S * F + eval_std_m(L_K) * Z, 0)`` with ``Z`` a
+    standard normal, ``S`` and ``m`` the last round's set and model.
+    """
+
+    uncovered: float
+    floor: float
+    eval_profile: Any | None  # RunProfile with eval_std, or None (no evaluation noise)
+
+    def mean_part(self, walk: np.ndarray) -> np.ndarray:
+        """``(1 - u_S) * L_K + u_S * F`` (a new array)."""
+        return (1.0 - self.uncovered) * walk + self.uncovered * self.floor
+
+    def noise_std(self, walk: np.ndarray) -> np.ndarray | None:
+        """``eval_std_m(L_K)`` per trajectory (None without evaluation noise)."""
+        return None if self.eval_profile is None else self.eval_profile.eval_std_at(walk)
+
+
+def final_map(scenario: Scenario, last: RoundDecision) -> FinalMap | None:
+    """The final map after a plan whose last round is ``last``; None when it is the identity (version 1)."""
+    loss = scenario.loss
+    profile = loss.run.get(last.model)
+    noisy = profile is not None and profile.eval_std is not None and any(v > 0 for v in profile.eval_std)
+    cov = set_coverage(scenario, last.clients)
+    unseen = cov is not None and loss.coverage_floor_loss is not None and cov[1] > 0.0
+    if not (noisy or unseen):
+        return None
+    return FinalMap(min(max(cov[1], 0.0), 1.0) if unseen else 0.0,  # type: ignore[index]
+                    float(loss.coverage_floor_loss) if unseen else 0.0,
+                    profile if noisy else None)
+
+
+def judged_losses(scenario: Scenario, last: RoundDecision | None, walk: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """The judged final losses of trajectories whose walk ended at ``walk`` (see :class:`FinalMap`).
+
+    ``walk`` itself when the map is the identity (version 1: no draw is
+    taken from ``rng``), else a new array; evaluation noise takes one
+    standard-normal draw per trajectory from ``rng``.
+    """
+    fmap = None if last is None else final_map(scenario, last)
+    if fmap is None:
+        return walk
+    out = fmap.mean_part(walk)
+    std = fmap.noise_std(walk)
+    if std is not None:
+        out += std * rng.standard_normal(walk.shape)
+    return np.maximum(out, 0.0, out=out)
+
+
+def judged_probability(scenario: Scenario, last: RoundDecision | None, walk: np.ndarray,
+                       target: float) -> float:
+    """``P[judged loss <= target]`` given the walk's last losses, without drawing the evaluation noise.
+
+    The mean over trajectories of ``Phi((target - (1 - u) L_K - u F) / eval_std(L_K))``:
+    the evaluation noise integrated out exactly (an unbiased, lower-variance
+    estimate of the probability :func:`judged_losses` samples).
+    """
+    fmap = None if last is None else final_map(scenario, last)
+    if fmap is None:
+        return float(np.mean(walk <= target))
+    if target < 0.0:
+        return 0.0
+    gap = target - fmap.mean_part(walk)
+    std = fmap.noise_std(walk)
+    if std is None:
+        return float(np.mean(gap >= 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(std > 0.0, gap / np.where(std > 0.0, std, 1.0), np.where(gap >= 0.0, np.inf, -np.inf))
+    return float(np.mean(ndtr(z)))
 
 
 class _InterpTable:
@@ -331,13 +469,19 @@ class _InterpTable:
     with one segment search for both profiles.
     """
 
-    def __init__(self, levels: Sequence[float], mean: Sequence[float], std: Sequence[float]) -> None:
+    def __init__(self, levels: Sequence[float], mean: Sequence[float], std: Sequence[float],
+                 eval_std: Sequence[float] | None = None) -> None:
         self.levels = np.asarray(levels, dtype=float)
         self.mean = np.asarray(mean, dtype=float)
         self.std = np.asarray(std, dtype=float)
         dx = self.levels[1:] - self.levels[:-1]
         self.mean_slope = np.append((self.mean[1:] - self.mean[:-1]) / dx, 0.0)
         self.std_slope = np.append((self.std[1:] - self.std[:-1]) / dx, 0.0)
+        # Version 2: the walk's spread sqrt(std**2 - 2 eval_std**2) (None: eval_std is 0).
+        self.eval = None
+        if eval_std is not None and any(v > 0 for v in eval_std):
+            self.eval = np.asarray(eval_std, dtype=float)
+            self.eval_slope = np.append((self.eval[1:] - self.eval[:-1]) / dx, 0.0)
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lv = self.levels
@@ -355,6 +499,9 @@ class _InterpTable:
         sigma = self.std_slope.take(seg)
         sigma *= t
         sigma += self.std.take(seg)
+        if self.eval is not None:
+            ev = self.eval_slope.take(seg) * t + self.eval.take(seg)
+            sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
 
 
@@ -375,7 +522,9 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
                       previous_model: str | None = None,
                       tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] | None = None
                       ) -> Iterator[np.ndarray]:
-    """The losses of ``n`` trajectories after each round, as :func:`simulate_final_losses` computes them.
+    """The walk's losses of ``n`` trajectories after each round (see :func:`simulate_final_losses`).
+
+    These are the losses before the final map (:func:`judged_losses`, version 2).
 
     Yields one array per round: the **same** array, updated in place, so a
     caller that keeps a round's losses must copy them. Same parameters,
@@ -416,8 +565,9 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
         key = (model, clients if isinstance(clients, tuple) else tuple(clients))
         table = tables.get(key)
         if table is None:
-            r = data_ratio(scenario, clients)
-            table = (_InterpTable(profile.levels, profile.mean, profile.std), r ** a, r ** (-b))
+            r = effective_ratio(scenario, clients)
+            table = (_InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std),
+                     r ** a, r ** (-b))
             tables[key] = table
         interp, mean_scale, std_scale = table
         mu, sigma = interp(losses)

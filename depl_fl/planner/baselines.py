@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import round_time, simulate_final_losses
+from depl_fl.contract.semantics import judged_probability, round_time, simulate_final_losses
 from depl_fl.planner.checking import required_probability, start_losses, totals
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rank_sets
@@ -85,9 +85,9 @@ def plan_full(ctx: PlanContext, seed: int, n: int) -> tuple[list[RoundDecision],
         return [], True, best_p
     for k in range(1, limit + 1):
         losses = simulate_final_losses(ctx.scenario, [decision], n, rng, start_loss=losses,
-                                       previous_model=previous)
+                                       previous_model=previous, judged=False)
         previous = decision.model
-        p = float(np.mean(losses <= ctx.targets.target_loss))
+        p = judged_probability(ctx.scenario, decision, losses, ctx.targets.target_loss)
         if p > best_p:
             best_k, best_p = k, p
         if p >= need:

@@ -43,15 +43,22 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from depl_fl.contract.coverage import is_predictable
 from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import set_coverage
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import ClientSet, round_options
 
 EXACT_LIMIT = 10
 
 
-def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float) -> np.ndarray:
+def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
+                  uncovered: np.ndarray | float = 0.0) -> np.ndarray:
     """Rounds of ``model`` alone until ``mean + kappa * std <= target``, per data ratio.
+
+    The quantile is that of the judged final loss (version 2: the unseen
+    share ``uncovered`` of each set and the evaluation noise, see
+    :meth:`LossPropagator.judged_array`).
 
     Parameters
     ----------
@@ -84,7 +91,8 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
         mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
     for k in range(1, ctx.max_rounds + 1):
         new_mean, new_var = ctx.prop.run_array(model, mean, var, ratios)
-        hit = (needed == never) & (new_mean + kappa * np.sqrt(new_var) <= target)
+        quantile = ctx.prop.judged_quantile([model], 0, new_mean, new_var, kappa, uncovered)
+        hit = (needed == never) & (quantile <= target)
         needed[hit] = k
         open_ = needed == never
         if not open_.any():
@@ -140,7 +148,36 @@ def _chains(scenario: Scenario, model_id: str) -> list[list[str]]:
     chains.extend(by_cluster.values())
     cluster_rank = sorted(by_cluster, key=lambda cid: score(scenario.client(by_cluster[cid][0])))
     chains.append([cid for cl in cluster_rank for cid in by_cluster[cl]])
+    coverage_chain = _coverage_chain(scenario, [c.id for c in by_score])
+    if coverage_chain:
+        chains.append(coverage_chain)
     return chains
+
+
+#: Most clients for which the coverage-greedy chain (quadratic in the clients) is built.
+COVERAGE_CHAIN_LIMIT = 256
+
+
+def _coverage_chain(scenario: Scenario, order: list[str]) -> list[str]:
+    """Version 2: clients added one by one, each time the one giving the largest ``c_S * n_S``
+    (ties: the earlier in ``order``) -- prefixes that cover the labels with the fewest clients.
+    Empty without histograms, or beyond ``COVERAGE_CHAIN_LIMIT`` clients."""
+    q = scenario.loss.label_shares
+    hists = {c.id: c.label_histogram for c in scenario.clients}
+    if scenario.version < 2 or q is None or any(h is None for h in hists.values()) \
+            or len(order) > COVERAGE_CHAIN_LIMIT:
+        return []
+    shares = np.asarray(q, dtype=float)
+    left = list(order)
+    pooled = np.zeros(shares.size)
+    chain: list[str] = []
+    while left:
+        cand = pooled[None, :] + np.array([hists[c] for c in left], dtype=float)
+        effective = np.minimum(cand, shares[None, :] * cand.sum(axis=1, keepdims=True)).sum(axis=1)
+        best = int(np.argmax(effective))
+        pooled = cand[best]
+        chain.append(left.pop(best))
+    return chain
 
 
 def _chain_prefixes(scenario: Scenario, chain: Sequence[str]) -> Iterable[ClientSet]:
@@ -171,17 +208,39 @@ def _chain_prefixes(scenario: Scenario, chain: Sequence[str]) -> Iterable[Client
                             int(samples.sum()))
 
 
+def predictable(scenario: Scenario, ids: Sequence[str]) -> bool:
+    """Whether the loss of set ``ids`` lies in the profile's measured coverage range (version 2).
+
+    Always True for version 1 or a set without label histograms
+    (:func:`depl_fl.contract.coverage.is_predictable`).
+    """
+    loss = scenario.loss
+    if loss.min_coverage is None and loss.max_uncovered is None:
+        return True
+    return is_predictable(set_coverage(scenario, ids), loss.min_coverage, loss.max_uncovered)
+
+
+def set_terms(ctx: PlanContext, sets: Sequence[ClientSet]) -> tuple[np.ndarray, np.ndarray]:
+    """Per set, the walk's data ratio ``r_eff`` and the unseen share of its final map."""
+    terms = np.array([ctx.prop.set_terms(s.ids) for s in sets], dtype=float).reshape(-1, 2)
+    return terms[:, 0], terms[:, 1]
+
+
 def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
-    """Client sets to score: all subsets when small, else prefixes of greedy chains."""
+    """Client sets to score: all subsets when small, else prefixes of greedy chains.
+
+    Version 2: only sets whose label coverage the profile measured
+    (:func:`predictable`) -- the planner never extrapolates the loss profile.
+    """
     if len(scenario.clients) <= EXACT_LIMIT:
         return [ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
-                if _capacity_ok(scenario, ids)]
+                if _capacity_ok(scenario, ids) and predictable(scenario, ids)]
     seen: set[frozenset[str]] = set()
     out: list[ClientSet] = []
     for chain in _chains(scenario, model_id):
         for cset in _chain_prefixes(scenario, chain):
             key = frozenset(cset.ids)
-            if key not in seen:
+            if key not in seen and predictable(scenario, cset.ids):
                 seen.add(key)
                 out.append(cset)
     return out
@@ -196,8 +255,8 @@ def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
     which may switch models, can still try them.
     """
     scen = ctx.scenario
-    ratios = np.array([s.total_samples for s in sets], dtype=float) / scen.loss.reference_samples
-    needed = {m: rounds_needed(ctx, m, ratios, kappa) for m in models}
+    ratios, uncovered = set_terms(ctx, sets)
+    needed = {m: rounds_needed(ctx, m, ratios, kappa, uncovered) for m in models}
     scored: list[tuple[float, float, int, ClientSet]] = []
     for i, cset in enumerate(sets):
         best = np.inf

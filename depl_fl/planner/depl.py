@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import simulate_final_losses
+from depl_fl.contract.semantics import judged_probability, simulate_final_losses
 from depl_fl.planner.checking import (
     SEARCH_TRAJECTORIES,
     decisions,
@@ -67,7 +67,7 @@ from depl_fl.planner.checking import (
     start_losses,
 )
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.data_selection import candidate_sets, rank_sets
+from depl_fl.planner.data_selection import candidate_sets, predictable, rank_sets, set_terms
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option, round_options
@@ -124,7 +124,7 @@ def reference_model(ctx: PlanContext) -> str:
 
 
 def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
-                  lam: float, nu: float):
+                  lam: float, nu: float, unseen: float = 0.0):
     """Lightest goal path with per-round weight ``cost + lam * time + nu`` (None: no goal)."""
     edges = {}
     for m, o in opts.items():
@@ -137,20 +137,21 @@ def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kap
         graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
                              ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
         ctx.graphs[key] = graph
-    return graph.solve(kappa, ctx.targets.target_loss)
+    return graph.solve(kappa, ctx.targets.target_loss, unseen)
 
 
-def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float):
+def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
+                   unseen: float = 0.0):
     """When constraints bind: the fastest, fewest-rounds corner first, then the time price
     relaxed towards the cheapest feasible one."""
     mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
-    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost) is None:
+    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost, unseen) is None:
         return None
     slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
                      for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
     for lam in slopes + [math.inf]:
         for nu in (0.0, mean_cost, 10.0 * mean_cost):
-            result = _graph_search(ctx, opts, r, kappa, lam, nu)
+            result = _graph_search(ctx, opts, r, kappa, lam, nu, unseen)
             if result is not None:
                 return result
     return None
@@ -161,8 +162,9 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
     """Model graph + level allocation on one client set; None if no goal is reachable."""
     scen = ctx.scenario
     opts = options or {m.id: round_options(scen, cset, m.id) for m in scen.models}
-    r = cset.total_samples / scen.loss.reference_samples
-    result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0) or _priced_search(ctx, opts, r, kappa)
+    r, unseen = ctx.prop.set_terms(cset.ids)
+    result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0, unseen) \
+        or _priced_search(ctx, opts, r, kappa, unseen)
     if result is None:
         return None
     if not result.models:
@@ -336,9 +338,9 @@ def single_model_plan(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Op
             if k * opts[model][0].time > ctx.deadline * (1.0 + 1e-9):
                 break
             losses = simulate_final_losses(ctx.scenario, [probe], n, rng, start_loss=losses,
-                                           previous_model=previous)
+                                           previous_model=previous, judged=False)
             previous = model
-            if np.mean(losses <= ctx.targets.target_loss) >= need:
+            if judged_probability(ctx.scenario, probe, losses, ctx.targets.target_loss) >= need:
                 seq = [model] * k
                 alloc = allocate_levels(seq, opts, ctx.deadline)
                 if alloc is None:
@@ -434,11 +436,12 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     ``PAIR_SLACK`` of its best, cheapest first.
     """
     scen = ctx.scenario
-    totals_ = np.array([c.total_samples for c in sets], dtype=float)
-    ratios, groups = np.unique(totals_ / scen.loss.reference_samples, return_inverse=True)
+    terms, groups = np.unique(np.stack(set_terms(ctx, sets), axis=1), axis=0, return_inverse=True)
+    groups = groups.reshape(-1)
     horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
     k1 = switch_points(horizon)
-    tables = predicted_tables(ctx, allowed_pairs(ctx), ratios, kappa, horizon, k1)
+    tables = predicted_tables(ctx, allowed_pairs(ctx), terms[:, 0], kappa, horizon, k1,
+                              uncovered=terms[:, 1])
     costs = np.empty((len(sets), len(scen.models)))
     times = np.empty_like(costs)
     for i, cset in enumerate(sets):
@@ -474,8 +477,8 @@ def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed:
     screen = need_final - SCREEN_Z * math.sqrt(pi * (1.0 - pi) / n_search)
     pair = (guess.first, guess.second)
     window = range(max(guess.k1 - K1_WINDOW, 1), guess.k1 + K1_WINDOW + 1)
-    found = mc_second_block(ctx, pair, cset.total_samples / scen.loss.reference_samples,
-                            window, ctx.max_rounds, screen, n_search, seed + 31337)
+    found = mc_second_block(ctx, pair, ctx.prop.set_terms(cset.ids)[0],
+                            window, ctx.max_rounds, screen, n_search, seed + 31337, clients=cset.ids)
     one_model = pair[0] == pair[1]
     c1, c2 = opts[pair[0]][-1].cost, opts[pair[1]][-1].cost
     ranked = sorted(((0 if one_model else k1) * c1 + k2 * c2, 0 if one_model else k1, k2)
@@ -530,6 +533,8 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     scen = ctx.scenario
     k0 = kappa_of(ctx.targets.target_prob, guarantee)
     sets = candidate_sets(scen, reference_model(ctx))
+    if not sets:  # version 2: no set lies in the profile's measured coverage range
+        return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}
     scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0)
     limit = SETS_SMALL if is_small(ctx) else SETS_LARGE
     chosen = [(scheds, c) for cost, scheds, c in scored if math.isfinite(cost)][:limit]
@@ -539,7 +544,7 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     # Always also plan the largest set (every cluster at capacity): a tight pi
     # may favour data the prediction undervalues.
     largest = largest_set(ctx)
-    if all(set(c.ids) != set(largest.ids) for _, c in chosen):
+    if predictable(scen, largest.ids) and all(set(c.ids) != set(largest.ids) for _, c in chosen):
         chosen.append(([], largest))
     best: Candidate | None = None
     most: Candidate | None = None

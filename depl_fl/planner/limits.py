@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import effective_ratio
 from depl_fl.errors import ScenarioError
 
 #: Largest initial loss, and largest one-round loss change relative to it, the planner accepts.
@@ -58,7 +59,11 @@ def _check_loss(scenario: Scenario) -> None:
     bound = LOSS_LIMIT * max(loss.initial, 1.0)
     ref = float(loss.reference_samples)
     sizes = [c.num_samples for c in scenario.clients]
-    for r in (min(sizes) / ref, sum(sizes) / ref):
+    ratios = [min(sizes) / ref, sum(sizes) / ref]
+    if scenario.version >= 2 and loss.label_shares is not None:
+        # r_eff = c_S r: a single client gives the least (c_S n_S grows with the set).
+        ratios.append(min(effective_ratio(scenario, (c.id,)) for c in scenario.clients))
+    for r in ratios:
         try:
             scales = (r ** loss.data_exponent_mean, r ** (-loss.data_exponent_std))
         except (OverflowError, ZeroDivisionError):

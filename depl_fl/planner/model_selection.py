@@ -175,8 +175,12 @@ class LayeredGraph:
         self._last = layer
         return True
 
-    def solve(self, kappa: float, target: float) -> GraphResult | None:
-        """Lightest goal (``mean + kappa * std <= target``); None when none is reachable."""
+    def solve(self, kappa: float, target: float, unseen: float = 0.0) -> GraphResult | None:
+        """Lightest goal (``mean + kappa * std <= target``); None when none is reachable.
+
+        The quantile is that of the judged final loss: version 2's final map
+        with the set's unseen share ``unseen`` (:meth:`LossPropagator.judged_array`).
+        """
         if not self.reachable:
             return None
         if self.start_mean + kappa * math.sqrt(self.start_var) <= target:
@@ -188,7 +192,8 @@ class LayeredGraph:
             k += 1
             if best is not None and layer.min_weight >= best[0]:
                 break
-            goal = layer.mean + kappa * np.sqrt(layer.var) <= target
+            goal = self.prop.judged_quantile(self.models, layer.model, layer.mean, layer.var, kappa,
+                                             unseen) <= target
             if goal.any():
                 g = np.nonzero(goal)[0]
                 i = int(g[np.argmin(layer.weight[g])])

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 
 from depl_fl.contract.plan import Plan, RoundDecision
-from depl_fl.contract.semantics import simulate_final_losses
+from depl_fl.contract.semantics import judged_probability, simulate_final_losses
 from depl_fl.errors import ScenarioError
 from depl_fl.planner.checking import (
     decisions,
@@ -46,7 +47,7 @@ from depl_fl.planner.checking import (
     totals,
 )
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.data_selection import _capacity_ok
+from depl_fl.planner.data_selection import _capacity_ok, predictable
 from depl_fl.planner.resources import ClientSet, Option, round_options
 
 MAX_CLIENTS = 12
@@ -77,13 +78,19 @@ Member = tuple[ClientSet, dict[str, list[Option]]]
 
 def _groups(ctx: PlanContext, client_sets: list[tuple[str, ...]],
             models: list[str]) -> dict[int, list[Member]]:
-    """Capacity-feasible client sets with their options, grouped by sample total (same loss)."""
-    groups: dict[int, list[Member]] = {}
+    """Capacity-feasible client sets with their options, grouped by what fixes their loss.
+
+    Version 1: the sample total. Version 2: the set's ``(r_eff, unseen share)``
+    (:meth:`LossPropagator.set_terms`), and only sets in the profile's
+    measured coverage range (:func:`predictable`).
+    """
+    groups: dict[Any, list[Member]] = {}
     for combo in client_sets:
-        if _capacity_ok(ctx.scenario, combo):
+        if _capacity_ok(ctx.scenario, combo) and predictable(ctx.scenario, combo):
             cset = ClientSet.from_ids(ctx.scenario, combo)
             opts = {m: round_options(ctx.scenario, cset, m) for m in models}
-            groups.setdefault(cset.total_samples, []).append((cset, opts))
+            key = ctx.prop.set_terms(combo) if ctx.scenario.version >= 2 else cset.total_samples
+            groups.setdefault(key, []).append((cset, opts))
     return groups
 
 
@@ -173,12 +180,13 @@ class _Search:
                 if nc >= self.best_cost or nt > ctx.deadline * (1.0 + 1e-9):
                     continue
                 self.nodes += 1
-                new = simulate_final_losses(ctx.scenario, [RoundDecision(m, probe, {})], self.n_search,
+                step = RoundDecision(m, probe, {})
+                new = simulate_final_losses(ctx.scenario, [step], self.n_search,
                                             self._stream(depth, is_switch), start_loss=losses,
-                                            previous_model=last)
+                                            previous_model=last, judged=False)
                 nblocks = blocks[:-1] + [(m, blocks[-1][1] + 1)] if blocks and m == blocks[-1][0] \
                     else blocks + [(m, 1)]
-                if np.count_nonzero(new <= ctx.targets.target_loss) >= self.screen * self.n_search \
+                if judged_probability(ctx.scenario, step, new, ctx.targets.target_loss) >= self.screen \
                         and self._verify(total, members, nblocks):
                     continue  # extensions only cost more
                 stack.append((new, nblocks, switches + (1 if blocks and is_switch else 0), nc, nt))

@@ -38,6 +38,7 @@ from scipy.special import ndtr, ndtri
 
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import effective_ratio, set_coverage
 from depl_fl.errors import ScenarioError
 
 GUARANTEES = ("gaussian", "cantelli")
@@ -120,14 +121,77 @@ class LossPropagator:
     """
 
     def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
         self.a = scenario.loss.data_exponent_mean
         self.b = scenario.loss.data_exponent_std
         self.initial = scenario.loss.initial
         self.switch = {key: (sw.mean, sw.std ** 2) for key, sw in scenario.loss.switch.items()}
         self._profiles: dict[str, _HingeProfile] = {
-            mid: _HingeProfile.of(prof.levels, prof.mean, prof.std)
+            mid: _HingeProfile.of(prof.levels, prof.mean, prof.std, prof.eval_std)
             for mid, prof in scenario.loss.run.items()}
+        # Version 2: E[eval_std_m(L)**2] of the final evaluation draw, per model that has one.
+        self._eval: dict[str, _HingeProfile] = {
+            mid: _HingeProfile.of(prof.levels, prof.eval_std, prof.eval_std)
+            for mid, prof in scenario.loss.run.items()
+            if prof.eval_std is not None and any(v > 0 for v in prof.eval_std)}
+        self.floor = scenario.loss.coverage_floor_loss
         self._table_cache: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
+        self._set_cache: dict[tuple[str, ...], tuple[float, float]] = {}
+
+    # -- version 2: which set, and the judged final loss ------------------------
+    def set_terms(self, clients: Sequence[str]) -> tuple[float, float]:
+        """``(r_eff, u)`` of a client set: the walk's data ratio and the unseen share the final map uses.
+
+        ``u`` is 0 without ``loss.coverage_floor_loss`` (no unseen-class term);
+        both are the version-1 ``(r, 0)`` for a set without label histograms.
+        Cached per set.
+        """
+        key = tuple(clients)
+        cached = self._set_cache.get(key)
+        if cached is None:
+            cov = set_coverage(self.scenario, key)
+            unseen = cov[1] if cov is not None and self.floor is not None else 0.0
+            cached = (effective_ratio(self.scenario, key), min(max(unseen, 0.0), 1.0))
+            self._set_cache[key] = cached
+        return cached
+
+    def has_final_map(self) -> bool:
+        """Whether any set or model can have a final map other than the identity."""
+        return bool(self._eval) or self.floor is not None
+
+    def judged_array(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
+                     var: np.ndarray, uncovered: np.ndarray | float = 0.0
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Moments of the judged final loss from the walk's ``(mean, var)`` (element ``i`` ended on
+        ``models[which[i]]`` with unseen share ``uncovered[i]``).
+
+        ``(1 - u) M + u F`` and ``(1 - u)**2 V + E[eval_std_m(L)**2]`` with the
+        expectation exact for ``L ~ N(M, V)`` (docs/CONTRACT_V2.md). The
+        identity -- the same arrays -- when nothing applies (version 1).
+        """
+        u = np.asarray(uncovered, dtype=float)
+        noisy = [m for m in models if m in self._eval]
+        if not noisy and (self.floor is None or not np.any(u > 0.0)):
+            return mean, var
+        mean = np.asarray(mean, dtype=float)
+        var = np.asarray(var, dtype=float)
+        out_mean = (1.0 - u) * mean + u * (self.floor or 0.0)
+        out_var = (1.0 - u) ** 2 * var
+        which = np.broadcast_to(np.asarray(which), mean.shape)
+        for i, m in enumerate(models):
+            if m in self._eval:
+                sel = which == i
+                if sel.any():
+                    out_var = np.where(sel, out_var + _hinge_square(self._eval[m], mean, var), out_var)
+        return out_mean, out_var
+
+    def judged_quantile(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
+                        var: np.ndarray, kappa: float, uncovered: np.ndarray | float = 0.0) -> np.ndarray:
+        """``mean + kappa * std`` of the judged final loss (see :meth:`judged_array`)."""
+        if not self._eval and self.floor is None:  # version 1: the walk's own quantile
+            return mean + kappa * np.sqrt(var)
+        jm, jv = self.judged_array(models, which, mean, var, uncovered)
+        return jm + kappa * np.sqrt(jv)
 
     # -- scalar form (used inside the expanded graph, where it is fastest) ------
     def run_scalar(self, model: str, mean: float, var: float, r: float) -> tuple[float, float]:
@@ -257,16 +321,40 @@ class _HingeProfile:
     w2: tuple[tuple[float, ...], ...]             # 4 rows of weights on E2
 
     @classmethod
-    def of(cls, levels: Sequence[float], mean: Sequence[float], std: Sequence[float]) -> "_HingeProfile":
+    def of(cls, levels: Sequence[float], mean: Sequence[float], std: Sequence[float],
+           eval_std: Sequence[float] | None = None) -> "_HingeProfile":
+        """Hinge weights of a run profile; with ``eval_std`` (version 2) the spread row is the
+        walk's ``E[std(L)**2 - 2 eval_std(L)**2]`` (both squares are exact in hinge moments)."""
         lv = np.asarray(levels, dtype=float)
         k_mu, k_sd = _kinks(lv, mean), _kinks(lv, std)
         mu0, sd0 = float(mean[0]), float(std[0])
         sq_mu, sq_sd = _square_weights(lv, k_mu), _square_weights(lv, k_sd)
         w1 = (k_mu, k_mu * lv, 2.0 * mu0 * k_mu + sq_mu[0], 2.0 * sd0 * k_sd + sq_sd[0])
         w2 = (np.zeros_like(lv), k_mu, sq_mu[1], sq_sd[1])
-        return cls(tuple(float(v) for v in lv), (mu0, 0.0, mu0 * mu0, sd0 * sd0), mu0,
+        const = (mu0, 0.0, mu0 * mu0, sd0 * sd0)
+        if eval_std is not None and any(v > 0 for v in eval_std):
+            k_ev, ev0 = _kinks(lv, eval_std), float(eval_std[0])
+            sq_ev = _square_weights(lv, k_ev)
+            w1 = (*w1[:3], w1[3] - 2.0 * (2.0 * ev0 * k_ev + sq_ev[0]))
+            w2 = (*w2[:3], w2[3] - 2.0 * sq_ev[1])
+            const = (*const[:3], sd0 * sd0 - 2.0 * ev0 * ev0)
+        return cls(tuple(float(v) for v in lv), const, mu0,
                    tuple(tuple(float(v) for v in row) for row in w1),
                    tuple(tuple(float(v) for v in row) for row in w2))
+
+
+def _hinge_square(hp: _HingeProfile, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """``E[f(L)**2]`` for ``L ~ N(mean, var)``, ``f`` the profile's mean curve (row 2 of ``hp``)."""
+    mean = np.asarray(mean, dtype=float)
+    var_c = np.maximum(np.asarray(var, dtype=float), _MIN_STD * _MIN_STD)
+    lv = np.asarray(hp.levels)
+    d = mean[..., None] - lv
+    std = np.sqrt(var_c)[..., None]
+    z = d / std
+    cdf = ndtr(z)
+    e1 = d * cdf + std * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+    e2 = d * e1 + var_c[..., None] * cdf
+    return hp.const[2] + e1 @ np.asarray(hp.w1[2]) + e2 @ np.asarray(hp.w2[2])
 
 
 def _kinks(levels: np.ndarray, values: Sequence[float]) -> np.ndarray:
@@ -325,8 +413,12 @@ def start_moments(scenario: Scenario, start: PlanStart | None) -> tuple[float, f
 
 def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
               start: PlanStart | None = None,
-              propagator: LossPropagator | None = None) -> tuple[float, float]:
-    """Predicted ``(mean, var)`` of the final loss of a round sequence."""
+              propagator: LossPropagator | None = None, judged: bool = True) -> tuple[float, float]:
+    """Predicted ``(mean, var)`` of the final loss of a round sequence.
+
+    Version 2: each round runs on its set's ``r_eff`` and the result goes
+    through the final map of the last round (``judged=False``: the walk's moments).
+    """
     prop = propagator or LossPropagator(scenario)
     mean, var, previous = start_moments(scenario, start)
     ratios: dict[tuple[str, ...], float] = {}
@@ -346,9 +438,14 @@ def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
                 raise ScenarioError(f"round {index}: unknown client id {exc.args[0]!r}") from None
             if total <= 0:
                 raise ScenarioError(f"round {index}: no clients")
-            ratios[key] = total / scenario.loss.reference_samples
+            ratios[key] = prop.set_terms(key)[0]
         mean, var = prop.run_scalar(decision.model, mean, var, ratios[key])
         previous = decision.model
+    if judged and rounds:
+        last = rounds[-1]
+        jm, jv = prop.judged_array([last.model], 0, np.array(mean), np.array(var),
+                                   prop.set_terms(tuple(last.clients))[1])
+        mean, var = float(jm), float(jv)
     return mean, var
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.semantics import final_map, judged_probability
 from depl_fl.planner.context import PlanContext
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
@@ -115,7 +117,8 @@ def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds
 
 
 def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.ndarray,
-                     kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+                     kappa: float, horizon: int, k1: np.ndarray,
+                     uncovered: np.ndarray | None = None) -> dict[tuple[str, str], np.ndarray]:
     """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, per pair.
 
     Each table has shape ``(R, len(k1))``; entry ``[i, j]`` is ``NEVER`` when
@@ -123,26 +126,32 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
     ``mean + kappa * std <= target`` on ratio ``ratios[i]``. For ``m1 == m2``
     (the one-model schedule, ``k1`` is then 0) only column 0 is filled. All
     pairs advance together, one :meth:`LossPropagator.run_many` per round.
+    ``uncovered`` (version 2, shape ``(R,)``) is the unseen share of the final
+    map on each ratio's sets; the goal is on the judged final loss.
     """
     target = ctx.targets.target_loss
+    unseen = np.zeros(ratios.size) if uncovered is None else np.asarray(uncovered, dtype=float)
     models = sorted({m for pair in pairs for m in pair})
     first = first_blocks(ctx, models, ratios, horizon)
     out = {}
     for m1, m2 in pairs:
         out[(m1, m2)] = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
         if m1 == m2 and m1 in first:
-            hit = first[m1][0] + kappa * np.sqrt(first[m1][1]) <= target
+            hit = ctx.prop.judged_quantile([m1], 0, first[m1][0], first[m1][1], kappa,
+                                           unseen[:, None]) <= target
+            hit[:, 0] = first[m1][0][:, 0] + kappa * np.sqrt(first[m1][1][:, 0]) <= target  # no round run
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
     switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
     for m2 in sorted({b for _, b in switching}):
         group = [p for p in switching if p[1] == m2]
-        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1))
+        out.update(_second_blocks(ctx, group, first, ratios, kappa, horizon, k1, unseen))
     return out
 
 
 def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
                    first: dict[str, tuple[np.ndarray, np.ndarray]], ratios: np.ndarray,
-                   kappa: float, horizon: int, k1: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+                   kappa: float, horizon: int, k1: np.ndarray,
+                   unseen: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
     """:func:`predicted_tables` of switching pairs that share their second model (one array)."""
     target = ctx.targets.target_loss
     m2 = group[0][1]
@@ -150,12 +159,13 @@ def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
     mean = np.concatenate([(first[a][0][:, k1] + ctx.prop.switch[(a, b)][0]).ravel() for a, b in group])
     var = np.concatenate([(first[a][1][:, k1] + ctx.prop.switch[(a, b)][1]).ravel() for a, b in group])
     rr = np.tile(np.repeat(ratios, k1.size), len(group))
+    uu = np.tile(np.repeat(unseen, k1.size), len(group))
     kk = np.tile(k1, ratios.size * len(group))
     need = np.full(mean.size, NEVER, dtype=np.int64)
     quantile = mean + kappa * np.sqrt(var)
     for k2 in range(1, horizon):
         mean, var = ctx.prop.run_array(m2, mean, var, rr)
-        new_q = mean + kappa * np.sqrt(var)
+        new_q = ctx.prop.judged_quantile([m2], 0, mean, var, kappa, uu)
         open_ = (need == NEVER) & (kk + k2 <= horizon)
         hit = open_ & (new_q <= target)
         need[hit] = k2
@@ -215,13 +225,17 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
 
 
 def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values: Sequence[int],
-                    horizon: int, need: float, n: int, seed: int) -> dict[int, int]:
+                    horizon: int, need: float, n: int, seed: int,
+                    clients: tuple[str, ...] | None = None) -> dict[int, int]:
     """Fewest ``k2`` with Monte Carlo ``P[L <= L*] >= need``, per ``k1`` (missing: none within ``horizon``).
 
     Exact contract semantics on ``n`` trajectories (``r`` the set's data
     ratio); the rounds of the first block share their random draws across
     the ``k1`` values (common random numbers), so the comparison between
-    switch points is not blurred by independent noise.
+    switch points is not blurred by independent noise. Version 2: ``r`` is
+    the set's ``r_eff`` and ``clients`` (the set) gives the final map; the
+    probability is the judged loss's, the evaluation noise integrated out
+    (:func:`depl_fl.contract.semantics.judged_probability`).
     """
     m1, m2 = pair
     scen = ctx.scenario
@@ -246,12 +260,18 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     result: dict[int, int] = {}
     open_ = np.ones(len(k1s), dtype=bool)
     target = ctx.targets.target_loss
+    last = RoundDecision(m2, clients, {}) if clients is not None else None
+    if last is not None and final_map(scen, last) is None:
+        last = None  # the judged loss is the walk's (version 1): one vectorised comparison
     for k2 in range(1, horizon + 1):
         live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
         if live.size == 0:
             break
         rows[live] = _run(scen, m2, rows[live], scale, rng)
-        probs = np.mean(rows[live] <= target, axis=1)
+        if last is None:
+            probs = np.mean(rows[live] <= target, axis=1)
+        else:
+            probs = np.array([judged_probability(scen, last, row, target) for row in rows[live]])
         for i in live[probs >= need]:
             result[k1s[i]] = k2
             open_[i] = False
@@ -270,6 +290,6 @@ def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
          rng: np.random.Generator) -> np.ndarray:
     prof = scen.loss.run[model]
     mu = np.interp(losses, prof.levels, prof.mean)
-    sigma = np.interp(losses, prof.levels, prof.std)
+    sigma = prof.walk_std_at(losses)  # version 2: without the evaluation noise
     x = rng.standard_normal(losses.shape)
     return np.maximum(losses - (mu * scale[0] + sigma * scale[1] * x), 0.0)

@@ -21,7 +21,7 @@ import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Scenario
-from depl_fl.contract.semantics import iter_round_losses
+from depl_fl.contract.semantics import iter_round_losses, judged_losses
 
 # Sequences remembered per (trajectories, seed), and states kept per sequence
 # (memory: MAX_SEQUENCES * MAX_STATES arrays of n floats).
@@ -109,6 +109,8 @@ class TrajectoryCache:
                 new.states[k] = (final.copy(), rng.bit_generator.state)
         if final is None:  # no round to run: the stored start losses
             final = np.array(np.broadcast_to(np.asarray(losses, dtype=float), (n,)))
+        # Version 2's final map (identity, without draws, in version 1), after the stored states.
+        final = judged_losses(self.scenario, rounds[-1] if rounds else None, final, rng)
         final.flags.writeable = False
         new.final = final
         entries.append(new)

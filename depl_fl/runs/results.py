@@ -29,7 +29,8 @@ decision reads, and ``met`` judges the test loss.
 ``summary.status`` is ``running`` while the job runs (the file is rewritten
 after every round), ``completed`` at the end and ``interrupted`` after Ctrl-C
 or SIGTERM; ``summary.resumed_from`` is the last completed round before a
-restart (``null`` for a job that never restarted). Every write is atomic.
+restart, numbered as in ``rounds`` (``null`` for a job that never restarted).
+Every write is atomic.
 
 Every round record has ``phase``: ``profile`` (a federated exploration round,
 numbered first) or ``train`` (a planned round, numbered after them).

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -312,8 +312,12 @@ class OnlineLossEstimator:
                       include_mean_var: bool = True) -> RunProfile:
         var = post.noise_var + (self.horizon_rounds * post.mean_var if include_mean_var else 0.0)
         std = np.maximum(np.sqrt(var), self.std_floor)
+        eval_std = None
+        if prior.eval_std is not None:
+            # The prior's evaluation noise, never more than the refined std allows (2 e**2 <= s**2).
+            eval_std = tuple(float(v) for v in np.minimum(prior.eval_std, std / math.sqrt(2.0)))
         return RunProfile(tuple(prior.levels), tuple(float(v) for v in post.mean),
-                          tuple(float(v) for v in std), prior.spread_factor)
+                          tuple(float(v) for v in std), prior.spread_factor, eval_std)
 
     # -- outputs ------------------------------------------------------------
     def loss_model(self) -> LossModel:
@@ -324,14 +328,8 @@ class OnlineLossEstimator:
         for (source, target), post in switch.items():
             std = max(math.sqrt(post.noise_var + self.horizon_rounds * post.mean_var), self.std_floor)
             switches[(source, target)] = SwitchProfile(source, target, float(post.mean), std)
-        return LossModel(
-            initial=self.prior.initial,
-            reference_samples=self.prior.reference_samples,
-            data_exponent_mean=self.prior.data_exponent_mean,
-            data_exponent_std=self.prior.data_exponent_std,
-            run=profiles,
-            switch=switches,
-        )
+        # The version-2 fields (label coverage) are the prior's: no round observes them.
+        return replace(self.prior, run=profiles, switch=switches)
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly state for logging: per model/level and per switch pair."""

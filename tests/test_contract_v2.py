@@ -1,0 +1,221 @@
+"""Scenario contract version 2 (docs/CONTRACT_V2.md): parsing, round trip and the semantics' new terms."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from depl_fl.cli import main
+from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.scenario import Scenario, scenario_from_dict, scenario_to_dict
+from depl_fl.contract.semantics import (
+    effective_ratio,
+    evaluate_plan,
+    judged_losses,
+    judged_probability,
+    plan_errors,
+    set_coverage,
+    simulate_final_losses,
+)
+
+# Four classes, uniform reference; c0 and c1 together show every class, c2 lacks class 3.
+V1 = {
+    "version": 1,
+    "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                  "bytes_per_s": 1e6}],
+    "clients": [{"id": "c0", "cluster": "A", "num_samples": 200},
+                {"id": "c1", "cluster": "A", "num_samples": 200},
+                {"id": "c2", "cluster": "A", "num_samples": 200}],
+    "models": [{"id": "full", "flops_per_sample": 1e6, "size_bytes": 1e4}],
+    "loss": {"initial": 2.0, "reference_samples": 400, "data_exponent_mean": 0.5,
+             "data_exponent_std": 0.5,
+             "run": {"full": {"levels": [0.0, 3.0], "mean": [0.05, 0.05], "std": [0.04, 0.04]}}},
+}
+HISTOGRAMS = {"c0": [100, 100, 0, 0], "c1": [0, 0, 100, 100], "c2": [100, 50, 50, 0]}
+
+
+def _doc(version: int = 2, histograms: bool = True, **loss: object) -> dict:
+    doc = copy.deepcopy(V1)
+    doc["version"] = version
+    if histograms:
+        for client in doc["clients"]:
+            client["label_histogram"] = list(HISTOGRAMS[client["id"]])
+    doc["loss"].update(loss)
+    return doc
+
+
+def _rounds(clients: tuple[str, ...], k: int = 10) -> list[RoundDecision]:
+    return [RoundDecision("full", clients, {"A": 0})] * k
+
+
+def _losses(scenario: Scenario, clients: tuple[str, ...], k: int = 10, n: int = 4000) -> np.ndarray:
+    return simulate_final_losses(scenario, _rounds(clients, k), n, 7)
+
+
+def test_version_1_ignores_the_version_2_fields() -> None:
+    plain = scenario_from_dict(_doc(version=1, histograms=False))
+    extras = scenario_from_dict(_doc(version=1, label_shares=[1, 1, 1, 1], coverage_floor_loss=4.0,
+                                     min_coverage=0.9, max_uncovered=0.0))
+    assert extras.loss.label_shares is None and extras.clients[0].label_histogram is None
+    assert set_coverage(extras, ("c0",)) is None
+    assert np.array_equal(_losses(plain, ("c0",)), _losses(extras, ("c0",)))
+    assert "label_histogram" not in scenario_to_dict(extras)["clients"][0]
+
+
+def test_version_2_without_the_new_fields_means_version_1() -> None:
+    v1 = scenario_from_dict(_doc(version=1, histograms=False))
+    v2 = scenario_from_dict(_doc(version=2, histograms=False))
+    assert v2.version == 2 and v2.loss.label_shares is None
+    for clients in [("c0",), ("c0", "c2")]:
+        assert np.array_equal(_losses(v1, clients), _losses(v2, clients))
+        assert evaluate_plan(v1, _rounds(clients), Targets(0.5, 0.9, 1e9)) \
+            == evaluate_plan(v2, _rounds(clients), Targets(0.5, 0.9, 1e9))
+
+
+def test_version_2_fields_round_trip() -> None:
+    doc = _doc(label_shares=[1, 1, 1, 2], coverage_threshold=0.2, coverage_floor_loss=4.5,
+               min_coverage=0.5, max_uncovered=0.25)
+    doc["loss"]["run"]["full"]["eval_std"] = [0.01, 0.02]
+    scenario = scenario_from_dict(doc)
+    assert scenario.loss.label_shares == pytest.approx((0.2, 0.2, 0.2, 0.4))
+    assert scenario.loss.run["full"].eval_std == (0.01, 0.02)
+    assert scenario.client("c2").label_histogram == (100, 50, 50, 0)
+    written = scenario_to_dict(scenario)
+    assert written["version"] == 2
+    assert written["clients"][2]["label_histogram"] == [100, 50, 50, 0]
+    assert written["loss"]["run"]["full"]["eval_std"] == [0.01, 0.02]
+    for key in ("coverage_threshold", "coverage_floor_loss", "min_coverage", "max_uncovered"):
+        assert written["loss"][key] == doc["loss"][key]
+    again = scenario_from_dict(json.loads(json.dumps(written)))
+    assert again == scenario
+    assert again.clients == scenario.clients
+
+
+def test_default_reference_shares_are_the_pooled_histograms() -> None:
+    scenario = scenario_from_dict(_doc())
+    pooled = np.array([200, 150, 150, 100]) / 600
+    assert scenario.loss.label_shares == pytest.approx(tuple(pooled))
+    c, u = set_coverage(scenario, ("c0", "c1", "c2"))
+    assert (c, u) == (pytest.approx(1.0), 0.0)
+
+
+def test_effective_ratio_scales_the_walk_like_fewer_samples() -> None:
+    # c0 shows half of a uniform reference: coverage 0.5, so r_eff = 0.5 * 200/400, the same
+    # walk as a version-1 client with 100 samples (same random stream, bit for bit).
+    v2 = scenario_from_dict(_doc(label_shares=[1, 1, 1, 1]))
+    assert set_coverage(v2, ("c0",)) == (pytest.approx(0.5), pytest.approx(0.5))
+    assert effective_ratio(v2, ("c0",)) == pytest.approx(0.25)
+    assert effective_ratio(v2, ("c0", "c1")) == pytest.approx(1.0)  # together: every class evenly
+    half = _doc(version=1, histograms=False)
+    half["clients"][0]["num_samples"] = 100
+    v1 = scenario_from_dict(half)
+    assert np.array_equal(_losses(v2, ("c0",)), _losses(v1, ("c0",)))
+    # A client without a histogram gives the version-1 meaning to every set it is in.
+    mixed = _doc(label_shares=[1, 1, 1, 1])
+    del mixed["clients"][1]["label_histogram"]
+    mixed_s = scenario_from_dict(mixed)
+    assert set_coverage(mixed_s, ("c0", "c1")) is None
+    assert effective_ratio(mixed_s, ("c0", "c1")) == pytest.approx(1.0)
+    assert effective_ratio(mixed_s, ("c0",)) == pytest.approx(0.25)
+
+
+def test_unseen_classes_lift_the_final_loss_towards_the_floor() -> None:
+    # c2 never shows class 3 (reference share 1/4): judged = 0.75 * L + 0.25 * F.
+    with_floor = scenario_from_dict(_doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=4.0))
+    no_floor = scenario_from_dict(_doc(label_shares=[1, 1, 1, 1]))
+    assert set_coverage(with_floor, ("c2",))[1] == pytest.approx(0.25)
+    walk = _losses(no_floor, ("c2",))
+    judged = _losses(with_floor, ("c2",))
+    assert np.allclose(judged, 0.75 * walk + 1.0)
+    assert np.all(judged > 1.0)  # however long one trains
+    # A set that shows every class is not lifted.
+    assert np.array_equal(_losses(with_floor, ("c0", "c1")), _losses(no_floor, ("c0", "c1")))
+    res = evaluate_plan(with_floor, _rounds(("c2",), 40), Targets(0.8, 0.9, 1e9))
+    assert res["valid"] and res["probability"] == 0.0
+
+
+def test_eval_std_splits_the_spread_into_walk_and_one_final_draw() -> None:
+    # Constant profile, r = 1: variance after K rounds is K (s^2 - 2 e^2) + e^2 instead of K s^2.
+    doc = _doc(histograms=False, reference_samples=200)
+    s, e, k, n = 0.04, 0.025, 20, 100_000
+    doc["loss"]["run"]["full"]["eval_std"] = [e, e]
+    v2 = scenario_from_dict(doc)
+    v1 = scenario_from_dict(_doc(version=1, histograms=False, reference_samples=200))
+    rounds = _rounds(("c0",), k)
+    var2 = simulate_final_losses(v2, rounds, n, 3).var()
+    var1 = simulate_final_losses(v1, rounds, n, 3).var()
+    assert var1 == pytest.approx(k * s * s, rel=0.03)
+    assert var2 == pytest.approx(k * (s * s - 2 * e * e) + e * e, rel=0.03)
+    # The mean is unchanged (the evaluation noise has mean 0).
+    mean2 = simulate_final_losses(v2, rounds, n, 3).mean()
+    assert mean2 == pytest.approx(2.0 - k * 0.05, abs=3 * np.sqrt(var2 / n))
+    # The walk alone (judged=False) has no final draw.
+    walk = simulate_final_losses(v2, rounds, n, 3, judged=False)
+    assert walk.var() == pytest.approx(k * (s * s - 2 * e * e), rel=0.03)
+
+
+def test_judged_probability_integrates_the_evaluation_noise() -> None:
+    doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
+    doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
+    scenario = scenario_from_dict(doc)
+    rounds = _rounds(("c2",), 15)
+    walk = simulate_final_losses(scenario, rounds, 50_000, 11, judged=False)
+    judged = judged_losses(scenario, rounds[-1], walk, np.random.default_rng(5))
+    for target in (1.6, 1.75, 1.9):
+        exact = judged_probability(scenario, rounds[-1], walk, target)
+        assert 0.0 < exact < 1.0
+        assert np.mean(judged <= target) == pytest.approx(exact, abs=0.01)
+
+
+def test_sets_outside_the_measured_coverage_make_a_plan_invalid(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    doc = _doc(label_shares=[1, 1, 1, 1], min_coverage=0.8, max_uncovered=0.0)
+    scenario = scenario_from_dict(doc)
+    targets = Targets(1.5, 0.9, 1e9)
+    assert plan_errors(scenario, _rounds(("c0", "c1")), targets) == []
+    errors = plan_errors(scenario, _rounds(("c0",), 1), targets)
+    assert errors == ["round 0: label coverage c_S=0.5 outside the profile's measured range [0.8, 1]"]
+    loose = scenario_from_dict(_doc(label_shares=[1, 1, 1, 1], max_uncovered=0.1))
+    assert "uncovered label share u_S=0.25" in plan_errors(loose, _rounds(("c2",), 1), targets)[0]
+    # Through the command line: evaluate reports the plan invalid, naming the round.
+    path, plan = tmp_path / "s.json", tmp_path / "p.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    plan.write_text(json.dumps({"version": 1, "method": "depl", "feasible": True, "rounds": [
+        {"model": "full", "clients": ["c0", "c1"], "levels": {"A": 0}},
+        {"model": "full", "clients": ["c0"], "levels": {"A": 0}}]}), encoding="utf-8")
+    main(["evaluate", str(path), str(plan), "--target-loss", "1.5", "--target-prob", "0.9",
+          "--deadline-s", "1e9"])
+    out = capsys.readouterr().out
+    assert "round 1: label coverage c_S=0.5" in out
+
+
+def test_scenario_builder_writes_version_2_when_nodes_report_histograms() -> None:
+    from depl_fl.runs.runconfig import compose_config
+    from strategies.scenario_builder import build_scenario
+
+    cfg = compose_config([])
+    models = [{"id": "full", "compression": 0.0, "flops_per_sample": 1e6, "size_bytes": 1e4}]
+    loss = {"initial": 2.3, "run": {"full": {"levels": [0.0, 3.0], "mean": [0.0, 0.1],
+                                             "std": [0.02, 0.05]}},
+            "min_coverage": 0.6, "max_uncovered": 0.0}
+    props = {"c0": {"cluster": "A", "num-samples": 4, "label-histogram": [3, 1, 0]},
+             "c1": {"cluster": "B", "num-samples": 6, "label-histogram": [0, 1, 5]}}
+    scen = build_scenario(cfg, props, models, loss)
+    assert scen.version == 2 and scen.loss.min_coverage == 0.6 and scen.loss.max_uncovered == 0.0
+    assert scen.client("c1").label_histogram == (0, 1, 5)
+    assert set_coverage(scen, ("c0", "c1")) == (pytest.approx(1.0), 0.0)
+    errors = plan_errors(scen, _rounds(("c0",), 1), Targets(1.0, 0.9, 1e9))
+    assert "round 0: label coverage c_S=0.5 outside the profile's measured range [0.6, 1]" in errors
+    # Without histograms (older nodes) the profile's coverage fields keep the version-1 meaning.
+    old = {cid: {k: v for k, v in p.items() if k != "label-histogram"} for cid, p in props.items()}
+    assert build_scenario(cfg, old, models, loss).version == 1
+    # A profile with an evaluation-noise split is version 2 even without histograms.
+    noisy = copy.deepcopy(loss)
+    noisy["run"]["full"]["eval_std"] = [0.01, 0.02]
+    scen = build_scenario(cfg, old, models, noisy)
+    assert scen.version == 2 and scen.loss.run["full"].eval_std == (0.01, 0.02)
+    assert scen.loss.label_shares is None
