@@ -539,8 +539,9 @@ def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
     the std floor) makes the decrease and its spread shrink in proportion to
     the loss below the observed range (multiplicative dynamics; the loss cannot
     go below 0). The online tracker then refines both levels from the training
-    rounds. ``eval_std`` (evaluation noise of a finite split) is carried flat
-    to the new level.
+    rounds. ``eval_std`` keeps its share of the std at the new level (the
+    contract needs ``2 eval_std**2 <= std**2``); the validation/test offset of
+    a finite split is the controller's ``loss_sem``, not this.
     """
     out = {**loss, "run": {}}
     for model, run in loss["run"].items():
@@ -549,7 +550,8 @@ def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
             levels, mean, std = [0.0, *levels], [0.0, *mean], [DEFAULT_STD_FLOOR, *std]
             run = {**{k: v for k, v in run.items() if k != "spread_factor"},
                    "levels": levels, "mean": mean, "std": std}
-            if "eval_std" in run:  # a finite split's evaluation error does not vanish with the loss
-                run["eval_std"] = [run["eval_std"][0], *run["eval_std"]]
+            if "eval_std" in run:  # the same share of the (floor) spread at the anchor
+                share = run["eval_std"][0] / max(std[1], 1e-300)
+                run["eval_std"] = [min(share, 0.5**0.5) * DEFAULT_STD_FLOOR, *run["eval_std"]]
         out["run"][model] = run
     return out

@@ -20,10 +20,19 @@ PILOTS = ["num_clients=4", "partition.alpha=0.3", "profile.source=inprocess", "p
 
 @pytest.fixture(scope="module")
 def pilot_doc(tmp_path_factory):
+    import depl_fl.task.data as data
+    import depl_fl.task.partitions as partitions
     from strategies.profiling import build_profile
 
-    cfg = compose_config([*PILOTS, f"profile.cache_dir={tmp_path_factory.mktemp('cache')}"])
-    return cfg, build_profile(cfg)
+    # tests/test_federated_profiling.py can leave partitions bound to its "no bundled data" stub
+    # (the module is imported again while the stub is in place); these pilots need the real loader.
+    mp = pytest.MonkeyPatch()
+    mp.setattr(partitions, "load_dataset", data.load_dataset)
+    try:
+        cfg = compose_config([*PILOTS, f"profile.cache_dir={tmp_path_factory.mktemp('cache')}"])
+        yield cfg, build_profile(cfg)
+    finally:
+        mp.undo()
 
 
 def test_inprocess_pilots_measure_their_coverage_bounds(pilot_doc):
