@@ -48,9 +48,9 @@ BIN = Path(sys.executable).parent
 #: round), so that every DepL round, like every minimal round, sends one message per node.
 #: A small in-process loss profile made before the federation starts (it only decides the
 #: number of rounds, not what a round costs), so that no exploration round is timed.
-DEFAULT_DEPL = ["method=full", "profile.source=inprocess", "tracking.enabled=false", "output.plot=false", "target.loss=0.7",
-                "target.prob=0.6", "target.max_rounds=6", "profile.seeds=1", "profile.rounds=3",
-                "profile.switch_at=[2]"]
+DEFAULT_DEPL = ["method=full", "profile.source=inprocess", "tracking.enabled=false", "output.plot=false",
+                "target.loss=0.7", "target.prob=0.6", "target.max_rounds=6", "profile.seeds=1",
+                "profile.rounds=3", "profile.switch_at=[2]"]
 
 
 def _free_ports(count: int) -> list[int]:
@@ -179,7 +179,10 @@ def report(minimal: list[list[float]], depl: list[list[float]], args: argparse.N
         f"({os.cpu_count()} CPUs; load average {load[0]} before, {load[1]} after).",
         "",
         f"One loopback federation (1 SuperLink, {args.nodes} SuperNodes, insecure), "
-        f"{args.repeats} alternating runs of each app. DepL overrides: `{' '.join(overrides)}`.",
+        f"{args.repeats} alternating runs of each app. DepL overrides: `{' '.join(overrides)}`. "
+        "SuperNodes with the default node config, so DepL's ClientApp processes hand their messages "
+        "to each node's warm worker (docs/DEPLOYMENT.md, \"Fast rounds\"); the first DepL run "
+        "starts the workers during its node query, before round 1.",
         "",
         "| app | rounds | median round (s) | min (s) | max (s) |",
         "|---|---|---|---|---|",

@@ -29,7 +29,10 @@ imports only flwr and numpy; torch is imported by the handlers that train or
 evaluate. For ``flwr run .`` the composed configuration and the node's
 partition are kept in the node cache (:func:`depl_fl.diskcache.node_cache_dir`),
 so only a node's first message loads the dataset (scikit-learn/Hugging Face),
-splits it (Flower Datasets) and composes the configuration (Hydra).
+splits it (Flower Datasets) and composes the configuration (Hydra). In a
+deployment the process does not even do that: it forwards the message to the
+node's warm worker (:mod:`clients.warm_client`), which runs :data:`HANDLERS`
+with torch already imported, and falls back to running them here.
 """
 
 from __future__ import annotations
@@ -120,26 +123,30 @@ def node_properties(cfg: Mapping[str, Any], context: Context,
             "label-histogram": [int(v) for v in histogram]}
 
 
+def query_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
+                  cache_dir: Path | None = None) -> RecordDict:
+    """The reply content to a QUERY: this node's properties."""
+    return RecordDict({"properties": ConfigRecord(node_properties(cfg, context, cache_dir))})
+
+
 def handle_query(msg: Message, context: Context, cfg: Mapping[str, Any],
                  cache_dir: Path | None = None) -> Message:
     """Reply to a QUERY message with this node's properties."""
-    props = node_properties(cfg, context, cache_dir)
-    return Message(RecordDict({"properties": ConfigRecord(props)}), reply_to=msg)
+    return Message(query_content(msg.content, context, cfg, cache_dir), reply_to=msg)
 
 
 def _state_of(record: ArrayRecord) -> dict[str, np.ndarray]:
     return {name: arr.numpy() for name, arr in record.items()}
 
 
-def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any],
-                 cache_dir: Path | None = None) -> Message:
-    """Prune from the received global weights, fine-tune locally, reply with the kept weights."""
+def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
+                  cache_dir: Path | None = None) -> RecordDict:
+    """Prune from the received global weights, fine-tune locally: the kept weights and metrics."""
     import torch
 
     from depl_fl.task.local_update import local_update
 
     torch.set_num_threads(1)
-    content = msg.content
     conf = content["config"]
     global_state = _state_of(content["arrays"])
     pid, _ = node_partition(context)
@@ -157,12 +164,17 @@ def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any],
         "num-examples": result.num_examples, "train-loss": result.train_loss,
         "train-time-s": result.train_time_s})
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
-    metrics = MetricRecord(sent)
-    return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
+    return RecordDict({"arrays": arrays, "metrics": MetricRecord(sent)})
 
 
-def handle_evaluate(msg: Message, context: Context, cfg: Mapping[str, Any],
-                    cache_dir: Path | None = None) -> Message:
+def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any],
+                 cache_dir: Path | None = None) -> Message:
+    """Prune from the received global weights, fine-tune locally, reply with the kept weights."""
+    return Message(train_content(msg.content, context, cfg, cache_dir), reply_to=msg)
+
+
+def evaluate_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
+                     cache_dir: Path | None = None) -> RecordDict:
     """Loss and accuracy of the received global model on the local partition."""
     import torch
 
@@ -170,9 +182,25 @@ def handle_evaluate(msg: Message, context: Context, cfg: Mapping[str, Any],
 
     torch.set_num_threads(1)
     data = node_data(cfg, context, cache_dir)
-    loss, acc = evaluate_state(_state_of(msg.content["arrays"]), data.geometry, data.x, data.y)
-    metrics = MetricRecord({"num-examples": int(len(data.y)), "eval-loss": loss, "eval-acc": acc})
-    return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+    loss, acc = evaluate_state(_state_of(content["arrays"]), data.geometry, data.x, data.y)
+    return RecordDict({"metrics": MetricRecord({"num-examples": int(len(data.y)), "eval-loss": loss,
+                                                "eval-acc": acc})})
+
+
+def handle_evaluate(msg: Message, context: Context, cfg: Mapping[str, Any],
+                    cache_dir: Path | None = None) -> Message:
+    """Loss and accuracy of the received global model on the local partition."""
+    return Message(evaluate_content(msg.content, context, cfg, cache_dir), reply_to=msg)
+
+
+#: Reply content of each message type, computed in this process.
+HANDLERS = {"query": query_content, "train": train_content, "evaluate": evaluate_content}
+
+
+def run_config_of(context: Context) -> tuple[Mapping[str, Any], Path]:
+    """The composed run configuration of ``flwr run .`` and the node cache folder."""
+    cache_dir = node_cache_dir(context.node_config)
+    return config_from_run_config(context.run_config, cache_dir), cache_dir
 
 
 def make_client_app(cfg: Mapping[str, Any] | None = None) -> ClientApp:
@@ -181,29 +209,36 @@ def make_client_app(cfg: Mapping[str, Any] | None = None) -> ClientApp:
     Parameters
     ----------
     cfg : mapping, optional
-        The composed run configuration (plain dict, see :mod:`depl_fl.runs.runconfig`).
+        The composed run configuration (plain dict, see :mod:`depl_fl.runs.runconfig`);
+        every message is then handled in this process (simulation).
         ``None`` reads it from ``context.run_config`` (``flwr run .``) and
-        caches it and the node's partition in the node cache folder.
+        caches it and the node's partition in the node cache folder; in a
+        deployment the message is handled by the node's warm worker
+        (:mod:`clients.warm_client`) when it can be reached, else here.
     """
     app = ClientApp()
 
-    def config(context: Context) -> tuple[Mapping[str, Any], Path | None]:
+    def reply(kind: str, msg: Message, context: Context) -> Message:
         if cfg is not None:
-            return cfg, None
-        cache_dir = node_cache_dir(context.node_config)
-        return config_from_run_config(context.run_config, cache_dir), cache_dir
+            return Message(HANDLERS[kind](msg.content, context, cfg), reply_to=msg)
+        from clients import warm_client
+
+        content = warm_client.forward(kind, msg.content, context)
+        if content is None:  # worker off or unreachable: same code, in this process
+            content = HANDLERS[kind](msg.content, context, *run_config_of(context))
+        return Message(content, reply_to=msg)
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
-        return handle_query(msg, context, *config(context))
+        return reply("query", msg, context)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        return handle_train(msg, context, *config(context))
+        return reply("train", msg, context)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
-        return handle_evaluate(msg, context, *config(context))
+        return reply("evaluate", msg, context)
 
     return app
 

@@ -275,7 +275,7 @@ class DepLStrategy(FedAvg):
         if plan is None:
             if self.plan_fn is None:
                 raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
-            plan = self.plan_fn(self.scenario, self.targets, None)
+            plan = self.plan_fn(self.scenario, self.targets, self._initial_start())
         # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
         if not plan.feasible or (not plan.rounds and self.profiler is None):
             best = plan.predicted.get("probability")
@@ -490,12 +490,28 @@ class DepLStrategy(FedAvg):
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
 
+    def _initial_sem(self) -> float | None:
+        """Standard error of the measured initial loss (the exploration's last evaluation), if any."""
+        sem = getattr(self.profiler, "loss_sem", None)
+        return float(sem) if sem is not None and math.isfinite(float(sem)) else None
+
+    def _initial_start(self) -> Any:
+        """The initial plan's start: None, or the measured initial loss with its evaluation error."""
+        from depl_fl.planner import PlanStart
+
+        assert self.scenario is not None
+        sem = self._initial_sem()
+        if sem is None:
+            return None
+        return PlanStart(loss_mean=self.scenario.loss.initial, loss_std=math.sqrt(2.0) * sem)
+
     def _make_controller(self) -> RunController:
         assert self.scenario is not None and self.plan is not None
         return RunController(self.scenario, self.targets, self.plan, guarantee=self.guarantee,
                              planner=self.plan_fn, tracking=self.tracking,
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
-                             spike_tail_prob=self.spike_tail_prob)
+                             spike_tail_prob=self.spike_tail_prob,
+                             loss_sem=self._initial_sem())
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
@@ -572,7 +588,7 @@ class DepLStrategy(FedAvg):
         rec = self.controller.record(decision, loss, new_loss, accuracy=_metric(res, "accuracy"),
                                      wall_s=time.perf_counter() - t0, replied=replied,
                                      rejected=rejected, train_loss=train_loss,
-                                     test_loss=_metric(res, "test-loss"),
+                                     test_loss=_metric(res, "test-loss"), loss_sem=_metric(res, "loss-sem"),
                                      test_accuracy=_metric(res, "test-accuracy"))
         rec["rolled_back"] = self._aggregate_problem
         LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",

@@ -14,9 +14,20 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   variant) and continues from the sample-weighted merge of the groups'
   aggregates, so the exploration rounds **also train the job's model**: the
   plan starts from their model and loss instead of a fresh model;
-* in the rounds listed in ``profile.explore.switch_rounds`` each group starts
-  from another group's aggregate of the previous round: switch observations
-  (``l_sw``) at no extra round.
+* in the rounds listed in ``profile.explore.switch_rounds`` each group's
+  observation is a switch: the global model was last trained (and is
+  evaluated before the round) as another group's variant, the group trains
+  its own. Every group starts from the global model, as a plan's switch
+  does: starting from another group's aggregate (a small non-IID group's
+  model that evaluates badly) measured a recovery, not a switch, and gave
+  jumps of -0.3 to -0.8 with no spread that plans exploited (issue 10);
+* every group's set records its label coverage (:mod:`strategies.label_coverage`);
+  the sample fraction of an observation is its set's ``r_eff = c_S * r``,
+  and the sets' range of coverage becomes ``loss.min_coverage`` /
+  ``loss.max_uncovered`` (docs/CONTRACT_V2.md);
+* the merged model's per-variant trajectory gives the evaluation noise:
+  ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
+  on the validation split, of the test split's size in simulation).
 
 The observations are fitted with :func:`depl_fl.tracking.estimation.fit_loss_profile`
 (the data exponents by :func:`~depl_fl.tracking.estimation.fit_data_exponents`),
@@ -57,6 +68,7 @@ from depl_fl.diskcache import atomic_write
 from depl_fl.errors import InfeasibleError
 from depl_fl.runs.runconfig import stable_hash, variant_list
 from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
+from strategies.label_coverage import LabelCoverage
 
 LOG = logging.getLogger("depl_fl.server")
 #: Exploration rounds use server-round numbers from here on (their own client seeds).
@@ -149,33 +161,19 @@ class _Group:
 class ExploreProgress:
     """Where an unfinished exploration stands after round ``done``: what a checkpoint keeps of it.
 
-    ``previous`` holds the last round's groups as ``(decision, switch source model, aggregate state
-    or None)``: a switch round starts every group from another group's aggregate of the round before.
+    Every exploration round starts from the global model (switch rounds too),
+    so no group aggregate needs keeping: the losses so far, the observations,
+    the per-variant trajectories (evaluation noise) and the trained client
+    sets (coverage bounds).
     """
 
     done: int
     fresh_loss: float
     losses: dict[str, float]
     observations: list[Any]
-    previous: list[tuple[RoundDecision, str | None, dict[str, np.ndarray] | None]]
+    trajectories: dict[str, tuple[list[float], list[float]]]
+    pilot_sets: list[list[str]]
     wall_s: float = 0.0
-
-    @classmethod
-    def of(cls, done: int, fresh_loss: float, losses: Mapping[str, float], observations: Sequence[Any],
-           groups: Sequence[_Group], wall_s: float) -> "ExploreProgress":
-        """The progress after round ``done`` whose groups were ``groups``."""
-        from strategies.depl_strategy import arrays_to_state
-
-        previous = [(g.decision, g.previous, None if g.result is None else arrays_to_state(g.result))
-                    for g in groups]
-        return cls(done, float(fresh_loss), dict(losses), list(observations), previous, float(wall_s))
-
-    def groups(self, arrays: ArrayRecord) -> list[_Group]:
-        """The last round's groups again (their aggregates are what a switch round starts from)."""
-        from strategies.depl_strategy import state_to_arrays
-
-        return [_Group(decision, arrays, previous, None if state is None else state_to_arrays(state))
-                for decision, previous, state in self.previous]
 
 
 class FederatedProfiler:
@@ -200,13 +198,20 @@ class FederatedProfiler:
         self.cost_when_made: dict[str, Any] | None = None
         self.cache_file: Path | None = None
         self.wall_s = 0.0
+        self.coverage = LabelCoverage({})
+        #: Standard error of the last evaluated loss (``loss-sem``; None when not measured).
+        self.loss_sem: float | None = None
+        #: Per variant, the merged model's validation losses and the rounds' r_eff (eval noise fit).
+        self.trajectories: dict[str, tuple[list[float], list[float]]] = {}
+        #: The client sets the exploration trained on (coverage bounds).
+        self.pilot_sets: list[list[str]] = []
         #: An unfinished exploration (set after every exploration round, ``None`` once fitted).
         self.progress: ExploreProgress | None = None
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
-                        "progress")
+                        "progress", "loss_sem")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -297,33 +302,36 @@ class FederatedProfiler:
         strategy.scenario = scenario
         levels = cheapest_levels(scenario)
         clients = sorted(strategy.properties)
-        total = float(sum(int(p["num-samples"]) for p in strategy.properties.values()))
+        self.coverage = LabelCoverage.of_config(self.cfg, strategy.properties)
         switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
         state = self.progress or self._fresh_progress(evaluate_fn, arrays)
         k, losses, observations = state.done, state.losses, list(state.observations)
-        previous_groups = state.groups(arrays)
+        self.trajectories = {m: (list(t[0]), list(t[1])) for m, t in state.trajectories.items()}
+        self.pilot_sets = [list(c) for c in state.pilot_sets]
         while self._explore_more(k, max(losses.values())):
             k += 1
-            groups = self._groups(k, clients, levels, arrays, previous_groups, k in switch_rounds)
+            groups = self._groups(k, clients, levels, arrays, k in switch_rounds)
             t0 = time.perf_counter()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
-            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, total)
+            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays)
             observations += obs
             new_losses, test_losses = self._losses(evaluate_fn, k, arrays)
-            observations += self._merged_observations(k, groups, losses, new_losses, strategy.properties,
-                                                      total)
+            observations += self._merged_observations(k, groups, losses, new_losses)
             self._record(scenario, k, groups, max(losses.values()), new_losses, test_losses,
                          time.perf_counter() - t0)
-            losses, previous_groups = new_losses, groups
-            self.progress = ExploreProgress.of(k, state.fresh_loss, losses, observations, groups,
-                                               time.perf_counter() - t_start)
+            losses = new_losses
+            trajectories = {m: (list(t[0]), list(t[1])) for m, t in self.trajectories.items()}
+            self.progress = ExploreProgress(k, state.fresh_loss, dict(losses), list(observations),
+                                            trajectories,
+                                            [list(c) for c in self.pilot_sets], time.perf_counter() - t_start)
             self._checkpoint(strategy, arrays, max(losses.values()))
         return arrays, observations, state.fresh_loss, max(losses.values())
 
     def _fresh_progress(self, evaluate_fn: Any, arrays: ArrayRecord) -> ExploreProgress:
         """The start of an exploration: no round done, the fresh model's losses."""
         losses, _ = self._losses(evaluate_fn, 0, arrays)
-        return ExploreProgress(0, losses[next(iter(self.models))], losses, [], [])
+        return ExploreProgress(0, losses[next(iter(self.models))], losses, [],
+                               {m: ([losses[m]], []) for m in self.models}, [])
 
     @staticmethod
     def _checkpoint(strategy: Any, arrays: ArrayRecord, loss: float) -> None:
@@ -333,8 +341,7 @@ class FederatedProfiler:
             hook(strategy, arrays, loss)
 
     def _merged_observations(self, k: int, groups: Sequence[_Group], before: Mapping[str, float],
-                             after: Mapping[str, float], properties: Mapping[str, Mapping[str, Any]],
-                             total: float) -> list[Any]:
+                             after: Mapping[str, float]) -> list[Any]:
         """The merged global model's round, one run observation per variant.
 
         A small non-IID group's own aggregate often evaluates worse than the
@@ -345,10 +352,15 @@ class FederatedProfiler:
         """
         from depl_fl.tracking.estimation import LossObservation
 
-        samples = sum(int(properties[c]["num-samples"]) for g in groups for c in g.replied)
-        if not samples:
+        replied = [c for g in groups for c in g.replied]
+        if not replied:
             return []
-        return [LossObservation(k, m, m if k > 1 else None, before[m], after[m], samples / total)
+        ratio = self.coverage.effective_ratio(replied)
+        self.pilot_sets.append(replied)
+        for m in self.models:
+            self.trajectories[m][0].append(after[m])
+            self.trajectories[m][1].append(ratio)
+        return [LossObservation(k, m, m if k > 1 else None, before[m], after[m], ratio)
                 for m in self.models]
 
     def _explore_more(self, done: int, loss: float) -> bool:
@@ -366,21 +378,22 @@ class FederatedProfiler:
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
 
     def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
-                previous_groups: Sequence[_Group], switch: bool) -> list[_Group]:
-        """Round ``k``'s disjoint groups, one per variant (switch rounds start from another group's model)."""
+                switch: bool) -> list[_Group]:
+        """Round ``k``'s disjoint groups, one per variant, all from the global model ``arrays``.
+
+        In a switch round each group's observation starts from the loss of
+        another variant (the one the global model was last evaluated as).
+        """
         models = list(self.models)
         parts = split_groups(clients, len(models), np.random.default_rng([int(self.cfg["seed"]), k, 7]))
-        switch = switch and k > 1 and len(previous_groups) == len(models)
+        switch = switch and k > 1 and len(models) > 1
         groups = []
         for g, (model, members) in enumerate(zip(models, parts, strict=True)):
             if not members:
                 continue
-            source = previous_groups[(g + 1) % len(models)] if switch else None
-            if source is not None and source.result is not None:
-                start, previous = source.result, source.decision.model
-            else:
-                start, previous = arrays, (model if k > 1 else None)
-            groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start, previous))
+            source = models[(g + 1) % len(models)] if switch else model
+            groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), arrays,
+                                 source if k > 1 else None))
         return groups
 
     def _losses(self, evaluate_fn: Any, k: int,
@@ -388,6 +401,8 @@ class FederatedProfiler:
         """Validation loss (decisions) and test loss (reporting only) of every variant of ``arrays``."""
         metrics = {m: evaluate_fn(k, arrays, c) for m, c in self.models.items()}
         test = {m: float(r["test-loss"]) if "test-loss" in r else None for m, r in metrics.items()}
+        sems = [float(r["loss-sem"]) for r in metrics.values() if "loss-sem" in r]
+        self.loss_sem = max(sems) if sems else None  # the job starts from the worst variant's loss
         return {m: float(r["loss"]) for m, r in metrics.items()}, test
 
     @staticmethod
@@ -417,7 +432,7 @@ class FederatedProfiler:
         strategy._decision = None
 
     def _observe(self, strategy: Any, groups: Sequence[_Group], evaluate_fn: Any, k: int,
-                 arrays: ArrayRecord, total: float) -> tuple[ArrayRecord, list[Any]]:
+                 arrays: ArrayRecord) -> tuple[ArrayRecord, list[Any]]:
         from depl_fl.tracking.estimation import LossObservation
         from strategies.depl_strategy import arrays_to_state, state_to_arrays
 
@@ -430,12 +445,12 @@ class FederatedProfiler:
             source = group.previous if group.previous in self.models else group.decision.model
             before = float(evaluate_fn(k, group.start, self.models[source])["loss"])
             after = float(evaluate_fn(k, group.result, comp)["loss"])
-            samples = sum(int(strategy.properties[c]["num-samples"]) for c in group.replied)
             observations.append(LossObservation(k, group.decision.model, group.previous, before, after,
-                                                samples / total))
+                                                self.coverage.effective_ratio(group.replied)))
+            self.pilot_sets.append(list(group.replied))
             group.loss_before, group.loss_after = before, after
             states.append(arrays_to_state(group.result))
-            weights.append(samples)
+            weights.append(sum(int(strategy.properties[c]["num-samples"]) for c in group.replied))
         if not states:
             LOG.warning("exploration round %d: no valid reply, global model unchanged", k)
             return arrays, observations
@@ -454,6 +469,7 @@ class FederatedProfiler:
             "rejected": [r for g in groups for r in g.missing],
             "groups": [{"model": g.decision.model, "clients": list(g.decision.clients),
                         "switch_from": g.previous if g.previous != g.decision.model else None,
+                        **self.coverage.record(g.replied),
                         "loss_before": g.loss_before, "loss": g.loss_after,
                         "train_loss": g.train_loss} for g in groups],
             "loss_before": float(loss_before), "loss": float(max(losses.values())),
@@ -485,7 +501,33 @@ class FederatedProfiler:
         total = float(sum(int(p["num-samples"]) for p in properties.values()))
         fitted = fit_loss_profile(observations, models, initial=fresh_loss, reference_samples=total,
                                   data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
+        trajectories = [(m, *t) for m, t in self.trajectories.items()]
+        fitted = {**with_eval_std(fitted, trajectories, a, b), **self.coverage.bounds(self.pilot_sets)}
         return anchor_at_zero(fitted)
+
+
+def with_eval_std(fitted: Mapping[str, Any],
+                  trajectories: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+                  a: float, b: float) -> dict[str, Any]:
+    """``fitted`` with ``run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`).
+
+    ``trajectories``: ``(model, losses, ratios)`` of the profile's global-model
+    trajectories on the validation split. Unchanged when they are too short.
+    """
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.errors import ScenarioError
+    from depl_fl.tracking.noise import fit_eval_std
+
+    profiles = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
+                for m, r in fitted["run"].items()}
+    try:
+        split, eval_std = fit_eval_std(trajectories, profiles, a, b)
+    except ScenarioError:
+        return dict(fitted)
+    LOG.info("loss profile: lag-1 correlation of the decreases %.2f over %d pairs: evaluation noise "
+             "%.0f%% of the per-round variance", split.rho, split.pairs,
+             100 * 2 * split.eval_var / max(split.per_round_var, 1e-300))
+    return {**fitted, "run": {m: {**r, "eval_std": eval_std[m]} for m, r in fitted["run"].items()}}
 
 
 def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
@@ -497,7 +539,9 @@ def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
     the std floor) makes the decrease and its spread shrink in proportion to
     the loss below the observed range (multiplicative dynamics; the loss cannot
     go below 0). The online tracker then refines both levels from the training
-    rounds.
+    rounds. ``eval_std`` keeps its share of the std at the new level (the
+    contract needs ``2 eval_std**2 <= std**2``); the validation/test offset of
+    a finite split is the controller's ``loss_sem``, not this.
     """
     out = {**loss, "run": {}}
     for model, run in loss["run"].items():
@@ -506,5 +550,8 @@ def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
             levels, mean, std = [0.0, *levels], [0.0, *mean], [DEFAULT_STD_FLOOR, *std]
             run = {**{k: v for k, v in run.items() if k != "spread_factor"},
                    "levels": levels, "mean": mean, "std": std}
+            if "eval_std" in run:  # the same share of the (floor) spread at the anchor
+                share = run["eval_std"][0] / max(std[1], 1e-300)
+                run["eval_std"] = [min(share, 0.5**0.5) * DEFAULT_STD_FLOOR, *run["eval_std"]]
         out["run"][model] = run
     return out

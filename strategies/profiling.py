@@ -49,7 +49,7 @@ from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("depl_fl.profiling")
-PROFILE_VERSION = 4
+PROFILE_VERSION = 5
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -75,9 +75,11 @@ class _Pilot:
     """In-process FedAvg rounds with pruned variants (the ClientApp's code, no messaging)."""
 
     def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
+        import numpy as np
         import torch
 
         from depl_fl.task.partitions import client_partition, geometry, validation_split
+        from strategies.label_coverage import LabelCoverage
 
         torch.set_num_threads(1)
         self.cfg = cfg
@@ -89,6 +91,11 @@ class _Pilot:
         self.comp = dict(variant_list(cfg))
         #: ``(model, client partition ids)`` of every pilot round run, for the cost accounting.
         self.log: list[tuple[str, list[int]]] = []
+        self.coverage = LabelCoverage.of_config(cfg, {
+            str(pid): {"num-samples": len(y),
+                       "label-histogram": np.bincount(np.asarray(y, dtype=int),
+                                                      minlength=self.geometry.num_classes).tolist()}
+            for pid, (_, y) in enumerate(self.parts)})
 
     def initial(self) -> dict[str, Any]:
         from depl_fl.task.local_update import initial_state
@@ -110,9 +117,12 @@ class _Pilot:
         return sorted(int(i) for i in rng.choice(n, size=size, replace=False))
 
     def sample_fraction(self, clients: Sequence[int]) -> float:
-        """``r`` of a round over ``clients``: their samples / all samples."""
-        sizes = [len(y) for _, y in self.parts]
-        return sum(sizes[i] for i in clients) / sum(sizes)
+        """``r_eff = c_S * r`` of a round over ``clients`` (coverage of this pilot's partition)."""
+        return self.coverage.effective_ratio([str(i) for i in clients])
+
+    def bounds(self, sets: Sequence[Sequence[int]]) -> dict[str, float]:
+        """``min_coverage`` / ``max_uncovered`` of the client sets this pilot trained."""
+        return self.coverage.bounds([[str(i) for i in s] for s in sets])
 
     def run(self, state: Mapping[str, Any], start_loss: float, model: str, first_round: int,
             count: int, clients: Sequence[int] | None = None,
@@ -167,6 +177,8 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     observations: list[Any] = []
     pilot_rounds = 0
     round_log: list[tuple[str, list[int]]] = []
+    trajectories: list[tuple[str, list[float], list[float]]] = []
+    bounds: list[dict[str, float]] = []
     t0 = time.perf_counter()
     for s in range(int(prof["seeds"])):
         seed = 1_000 + s  # pilot seeds, disjoint from run seeds by convention
@@ -178,6 +190,7 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
                                           keep=switch_at)
             pilot_rounds += rounds
             observations += observations_from_trajectory(losses, [model] * rounds)
+            trajectories.append((model, losses, [1.0] * rounds))
             LOG.info("pilot seed %d %s: loss %.3f -> %.3f in %d rounds", s, model, losses[0],
                      losses[-1], rounds)
             if switch_rounds < 1:
@@ -190,8 +203,9 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
                     pilot_rounds += switch_rounds
                     observations += observations_from_trajectory(
                         sw_losses, [target] * switch_rounds, previous_model=model, first_round=k + 1)
-        for fraction in subset_fractions:
-            clients = pilot.subset(fraction)
+        subsets = [pilot.subset(fraction) for fraction in subset_fractions]
+        bounds.append(pilot.bounds([list(range(len(pilot.parts))), *subsets]))
+        for clients in subsets:
             r = pilot.sample_fraction(clients)
             for model in models:
                 state = pilot.initial()
@@ -199,16 +213,28 @@ def run_pilots(cfg: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
                 pilot_rounds += rounds
                 observations += observations_from_trajectory(losses, [model] * rounds,
                                                              sample_fractions=r)
+                trajectories.append((model, losses, [r] * rounds))
                 LOG.info("pilot seed %d %s over %d clients (r=%.2f): loss %.3f -> %.3f", s, model,
                          len(clients), r, losses[0], losses[-1])
-    stats = {"pilot_rounds": pilot_rounds, "seconds": time.perf_counter() - t0, "round_log": round_log}
+    stats = {"pilot_rounds": pilot_rounds, "seconds": time.perf_counter() - t0, "round_log": round_log,
+             "trajectories": trajectories, "coverage": _combined_bounds(bounds)}
     return observations, stats
+
+
+def _combined_bounds(bounds: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The least ``min_coverage`` and the largest ``max_uncovered`` over the pilots."""
+    known = [b for b in bounds if b]
+    if not known:
+        return {}
+    return {"min_coverage": min(b["min_coverage"] for b in known),
+            "max_uncovered": max(b["max_uncovered"] for b in known)}
 
 
 def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Run the pilots and return a complete scenario document for ``cfg``."""
     from depl_fl.task.partitions import client_partition, geometry
     from depl_fl.tracking.estimation import fit_data_exponents, fit_loss_profile
+    from strategies.federated_profiling import with_eval_std
     from strategies.scenario_builder import model_docs, scenario_doc
 
     observations, stats = run_pilots(cfg)
@@ -227,6 +253,8 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     loss = fit_loss_profile(observations, models, reference_samples=float(sum(sizes)),
                             data_exponent_mean=a, data_exponent_std=b,
                             spread_horizon=int(horizon) if horizon is not None else None)
+    # Label coverage of the pilots' sets and their evaluation noise (docs/CONTRACT_V2.md).
+    loss = {**with_eval_std(loss, stats.pop("trajectories"), a, b), **stats.pop("coverage")}
     for model, run in loss["run"].items():
         if run.get("spread_factor"):
             LOG.info("%s: spread over %d rounds / per-round random walk = %s at loss levels %s", model,

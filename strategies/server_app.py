@@ -8,6 +8,7 @@ used by ``depl_fl.main``) or, for ``flwr run .``, from the run config
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import time
@@ -56,9 +57,13 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     variant ``compression`` pruned from the global weights (the variant
     trained in that round; the full model for FedAvg), returning ``loss`` and
     ``accuracy`` on the validation split (what decisions read) and
-    ``test-loss`` and ``test-accuracy`` on the test split (only reported).
+    ``test-loss`` and ``test-accuracy`` on the test split (only reported), and
+    ``loss-sem``: the standard error of the mean loss over as many samples as
+    the test split holds, from the per-sample validation losses (how far the
+    test loss that judges a run may lie from the validation loss that decides
+    it; only the test split's size is read).
     """
-    from depl_fl.task.local_update import evaluate_variant
+    from depl_fl.task.local_update import evaluate_variant, loss_spread
     from depl_fl.task.partitions import geometry, test_split, validation_split
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
@@ -66,9 +71,11 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
 
         torch.set_num_threads(1)
         state, geo = arrays_to_state(arrays), geometry(cfg)
-        loss, acc = evaluate_variant(state, geo, float(compression), *validation_split(cfg))
-        test_loss, test_acc = evaluate_variant(state, geo, float(compression), *test_split(cfg))
-        return MetricRecord({"loss": float(loss), "accuracy": float(acc),
+        val, test = validation_split(cfg), test_split(cfg)
+        loss, acc = evaluate_variant(state, geo, float(compression), *val)
+        sem = loss_spread(state, geo, float(compression), *val) / math.sqrt(len(test[1]))
+        test_loss, test_acc = evaluate_variant(state, geo, float(compression), *test)
+        return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": float(sem),
                              "test-loss": float(test_loss), "test-accuracy": float(test_acc)})
 
     return evaluate_fn

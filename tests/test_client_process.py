@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,7 @@ from flwr.common.constant import SUPERLINK_NODE_ID
 from flwr.supercore.task_identity import TaskIdentity
 
 kind, overrides, state_file, pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+extra = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 from clients.client_app import app
 
 TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
@@ -54,17 +56,18 @@ mtype = {"query": MessageType.QUERY, "train": MessageType.TRAIN, "evaluate": Mes
 msg = Message(content, dst_node_id=100, message_type=mtype, group_id="2")
 msg.metadata.__dict__["_message_id"] = "test"
 context = Context(run_id=1, node_id=100, state=RecordDict(), run_config={"overrides": overrides},
-                  node_config={"partition-id": pid, "num-partitions": 3})
+                  node_config={"partition-id": pid, "num-partitions": 3, **extra})
 reply = app(msg, context)
 assert not reply.has_error(), reply.error.reason
 print(json.dumps({"modules": sorted(sys.modules), "content": sorted(reply.content.keys())}))
 """
 
 
-def _handle(kind: str, state_file: Path, cache: Path, pid: int = 1) -> dict:
+def _handle(kind: str, state_file: Path, cache: Path, pid: int = 1, node_config: dict | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(cache))
     env.pop(diskcache.ENV_DIR, None)
-    proc = subprocess.run([sys.executable, "-c", DRIVER, kind, OVERRIDES, str(state_file), str(pid)],
+    proc = subprocess.run([sys.executable, "-c", DRIVER, kind, OVERRIDES, str(state_file), str(pid),
+                           json.dumps(node_config or {})],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -92,6 +95,35 @@ def test_warm_node_handles_messages_without_heavy_imports(tmp_path):
                                    "evaluate": ["metrics"]}[kind]
         # Only messages that run a model need torch.
         assert ("torch" in warm["modules"]) == (kind != "query")
+
+
+@pytest.mark.slow
+def test_warm_node_shim_imports_neither_torch_nor_the_config_stack(tmp_path):
+    """With the warm worker a message's process is a thin shim: flwr and numpy only."""
+    from clients import warm_client
+    from depl_fl.task.local_update import initial_state
+
+    cfg = compose_config(OVERRIDES.split())
+    state_file = tmp_path / "global.npz"
+    np.savez(state_file, **initial_state(geometry(cfg), seed=0))
+    never = (*NEVER_WARM, "torch", "pydantic", "depl_fl.contract", "depl_fl.task.partitions")
+    node = {"warm-worker": True, "warm-worker-idle-s": 120, "cache-dir": str(tmp_path / "node")}
+    try:
+        for kind in ("query", "train", "evaluate", "train"):
+            shim = _handle(kind, state_file, tmp_path / "xdg", node_config=node)
+            heavy = [m for m in never if m in shim["modules"]]
+            assert heavy == [], f"{kind} shim imported {heavy}"
+            assert shim["content"] == {"query": ["properties"], "train": ["arrays", "metrics"],
+                                       "evaluate": ["metrics"]}[kind]
+        # The node's worker did the work: it left the partition and the config in the node cache.
+        assert list((tmp_path / "node" / "partitions").glob("*.npz"))
+        assert list((tmp_path / "node" / "config").glob("*.json"))
+    finally:  # the driver's parent, this process, is the worker's "SuperNode"
+        ep = warm_client.endpoint({"partition-id": 1, "num-partitions": 3, **node}, watch_pid=os.getpid())
+        pid_file = ep.path.with_suffix(".pid")
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert pid_file.exists(), "the node had no worker"
 
 
 def _context(pid: int, num: int, **extra) -> Context:
@@ -199,3 +231,22 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
         diskcache.atomic_write(target, fail)
     assert diskcache.read_json(target) == {"x": 1}
     assert sorted(p.name for p in target.parent.iterdir()) == ["entry.json"]
+
+
+def test_node_data_memory_keeps_the_newest_entries(monkeypatch):
+    """A node's warm worker serves run after run: the in-memory partitions stay bounded."""
+    _forget_memory(monkeypatch)
+    geo = geometry(compose_config(["num_clients=3"]))
+    made = []
+
+    def compute(i):
+        made.append(i)
+        return node_data_module.NodeData(np.full((2, 1), i), np.zeros(2, dtype=np.int64), geo)
+
+    n = node_data_module.MEMORY_ENTRIES
+    for i in range(n + 2):
+        node_data_module.cached_node_data(None, {"run": i}, lambda i=i: compute(i))
+    assert len(node_data_module._MEMORY) == n
+    node_data_module.cached_node_data(None, {"run": n + 1}, lambda: compute(-1))  # newest: in memory
+    node_data_module.cached_node_data(None, {"run": 0}, lambda: compute(0))  # oldest: dropped, recomputed
+    assert made == [*range(n + 2), 0]

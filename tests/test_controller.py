@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -192,3 +193,55 @@ def test_honest_rounds_drawn_from_the_profile_are_not_flagged(setting):
             total += 1
             loss = after
     assert total >= 20 and flags / total <= 0.01
+
+
+# ---------------------------------------------------------------------------
+# Evaluation noise and label coverage (docs/CONTRACT_V2.md, issue 15)
+# ---------------------------------------------------------------------------
+def test_a_validation_loss_just_under_the_target_does_not_stop_a_noisy_run(setting):
+    scenario, targets, plan, planner = setting
+
+    def controller():
+        return RunController(scenario, targets, plan, planner=planner, tracking=True,
+                             replan_policy=ReplanPolicy(margin=0.05, ahead_margin=0.05))
+
+    quiet, noisy = controller(), controller()
+    first = plan.rounds[0]
+    kwargs = dict(accuracy=0.9, wall_s=0.1, replied=list(first.clients), rejected=[])
+    quiet.record(first, scenario.loss.initial, 1.4, **kwargs)
+    rec = noisy.record(first, scenario.loss.initial, 1.4, loss_sem=0.15, **kwargs)
+    # Without an evaluation error the run stops at 1.4 < 1.5; with one, the test loss
+    # may lie sqrt(2) * 0.15 from the validation loss: P[test <= 1.5] is only ~0.68.
+    assert quiet.next_decision() is None
+    assert noisy.next_decision() is not None and rec["loss_sem"] == 0.15
+    assert noisy.start_std() == pytest.approx(2**0.5 * 0.15)
+    # Its prediction for stopping now is the validation loss plus the z_pi margin of that offset.
+    assert noisy.predict(1.4, first.model, []) == pytest.approx(1.4 + 1.2816 * 2**0.5 * 0.15, abs=1e-3)
+
+
+def test_rounds_are_observed_at_their_effective_data_ratio(setting):
+    from depl_fl.contract.semantics import data_ratio
+    from strategies.label_coverage import LabelCoverage
+
+    scenario, targets, plan, planner = setting
+    # c0-c2 hold only class 0, c3-c5 only class 1.
+    props = {c.id: {"num-samples": c.num_samples,
+                    "label-histogram": [c.num_samples, 0] if i < 3 else [0, c.num_samples]}
+             for i, c in enumerate(scenario.clients)}
+    cov = LabelCoverage(props)
+    q0 = (150 + 160 + 170) / sum(c.num_samples for c in scenario.clients)
+    assert cov.of(["c0"]) == pytest.approx((q0, 1 - q0))          # class 1 never shown
+    assert cov.of(["c0", "c3"])[0] == pytest.approx(150 / 330 + (1 - q0))
+    assert cov.effective_ratio(["c0"]) == pytest.approx(q0 * 150 / cov.total)
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True, label_coverage=cov)
+    seen = []
+    ctl.estimator.observe = seen.append
+    first = dataclasses.replace(plan.rounds[0], clients=("c0", "c1", "c3"), levels={"A": 0, "B": 0})
+    ctl.record(first, scenario.loss.initial, scenario.loss.initial - 0.1, accuracy=0.5, wall_s=0.1,
+               replied=list(first.clients), rejected=[])
+    (obs,) = seen
+    c_s = cov.factor(first.clients)
+    assert c_s < 0.9 and obs.sample_fraction == pytest.approx(c_s * data_ratio(scenario, first.clients))
+    # Without histograms (a version-1 federation) r_eff is r.
+    plain = LabelCoverage({c: {"num-samples": p["num-samples"]} for c, p in props.items()})
+    assert plain.factor(["c0"]) == 1.0 and plain.of(["c0"]) is None

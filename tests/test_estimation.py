@@ -320,3 +320,17 @@ def _scenario_with(loss_doc: dict) -> dict:
         "models": [{"id": "full", "compression": 0.0, "flops_per_sample": 1e6, "size_bytes": 1e4}],
         "loss": {"initial": 3.0, **loss_doc},
     }
+
+
+def test_a_switch_seen_too_rarely_keeps_at_least_the_run_spread():
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.tracking.estimation import SWITCH_MIN_POINTS, LossObservation, fit_switch_profile
+
+    profile = RunProfile((0.5, 2.0), (0.05, 0.1), (0.08, 0.12))
+    # Two switch rounds that agree: the sample variance is below the run variance.
+    two = [LossObservation(k, "full", "p50", 1.0, after, 1.0) for k, after in ((4, 0.6), (8, 0.61))]
+    mean, std = fit_switch_profile(two, profile)
+    assert mean == pytest.approx(-(0.395 - float(profile.mean_at(1.0 + mean))), abs=1e-6)
+    assert std == pytest.approx(float(profile.std_at(1.0 + mean)), rel=1e-6)   # not the 1e-3 floor
+    many = [LossObservation(k, "full", "p50", 1.0, 0.6 + 0.002 * k, 1.0) for k in range(SWITCH_MIN_POINTS)]
+    assert fit_switch_profile(many, profile)[1] < 0.01   # enough rounds: their own (small) spread

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 N = 3
 JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=3",
        "profile.explore.stop_loss_factor=null",
-       "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.9",
-       "target.prob=0.6", "target.max_rounds=6", "tracking.enabled=false", "planner.mc_trajectories=20000",
+       "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.7",
+       "target.prob=0.6", "target.max_rounds=8", "tracking.enabled=false", "planner.mc_trajectories=20000",
        "output.plot=false"]
 
 
@@ -229,6 +229,39 @@ def test_report_totals_with_and_without_profiling(folder_job):
     assert row["amortised_energy_mean_j"] == pytest.approx(row["total_energy_mean_j"])
     assert row["profile_energy_mean_j"] == pytest.approx(first["summary"]["profile_energy_j"] / 2)
     assert "total energy (J)" in report["table"] and "training energy (J)" in report["table"]
+
+
+def test_switch_rounds_start_every_group_from_the_global_model(folder_job):
+    (first, _), *_ = folder_job
+    before, switch = first["rounds"][1], first["rounds"][2]   # profile.explore.switch_rounds=[3]
+    assert {g["model"] for g in switch["groups"]} == {"full", "p50"}
+    for group in switch["groups"]:
+        # A switch from the other variant, measured from the global model that variant was evaluated as.
+        assert group["switch_from"] not in (None, group["model"])
+        assert group["loss_before"] == pytest.approx(before["losses"][group["switch_from"]])
+
+
+def test_profile_records_coverage_bounds_and_evaluation_noise(folder_job):
+    from depl_fl.contract.coverage import measured_bounds, pooled_histogram, shares
+
+    (first, _), *_ = folder_job
+    profile = [r for r in first["rounds"] if r["phase"] == "profile"]
+    cache = json.loads(Path(first["profile"]["cache_file"]).read_text())
+    hists = {cid: hist for cid, _, _, hist in cache["profile"]["data"]}   # what the nodes reported
+    assert len(hists) == N and all(hists.values())
+    reference = shares(pooled_histogram(hists.values()))
+    sets = [g["clients"] for r in profile for g in r["groups"]] + [r["replied"] for r in profile]
+    low, high = measured_bounds(sets, hists, reference)
+    for r in profile:
+        for g in r["groups"]:
+            assert 0.0 < g["coverage"] <= 1.0 and 0.0 <= g["uncovered"] < 1.0
+    cached = cache["loss"]
+    assert cached["min_coverage"] == pytest.approx(low) and cached["max_uncovered"] == pytest.approx(high)
+    assert low < 1.0  # the groups are proper subsets of a non-IID federation
+    for run in cached["run"].values():
+        assert len(run["eval_std"]) == len(run["levels"])
+        assert all(0.0 <= e <= s / 2**0.5 + 1e-12 or i == 0
+                   for i, (e, s) in enumerate(zip(run["eval_std"], run["std"], strict=True)))
 
 
 # ---------------------------------------------------------------------------

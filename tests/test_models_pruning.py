@@ -304,3 +304,30 @@ def test_sgd_momentum_step_skips_parameters_without_gradient():
     assert buffers[1] is None and torch.equal(buffers[0], torch.full((3,), 2.0))
     sgd_momentum_step([a, b], buffers, lr=0.5)  # buf = 0.9 * 2 + 2 = 3.8
     assert torch.allclose(a.detach(), torch.full((3,), -1.9))
+
+
+def test_per_sample_losses_hand_example_and_their_spread(one_thread):
+    from depl_fl.task.local_update import (
+        TaskGeometry,
+        evaluate_variant,
+        initial_state,
+        loss_spread,
+        variant_model,
+    )
+    from depl_fl.task.training import per_sample_losses
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(2, 2, bias=False))
+    with torch.no_grad():
+        model[1].weight.copy_(torch.eye(2))
+    x = np.array([[[[3.0, 0.0]]], [[[0.0, 3.0]]], [[[3.0, 0.0]]]], dtype=np.float32)
+    losses = per_sample_losses(model, x, np.array([0, 1, 1]), batch_size=2)
+    assert losses == pytest.approx([np.log1p(np.exp(-3.0))] * 2 + [np.log1p(np.exp(3.0))], rel=1e-5)
+    # On a real variant: the mean of the per-sample losses is the evaluated loss, their std the spread.
+    geo = TaskGeometry("digits_cnn", 10, 1, 8)
+    state = initial_state(geo, 0)
+    rng = np.random.default_rng(0)
+    xs, ys = rng.normal(size=(40, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 40)
+    per = per_sample_losses(variant_model(state, geo, 0.5), xs, ys)
+    assert per.mean() == pytest.approx(evaluate_variant(state, geo, 0.5, xs, ys)[0], rel=1e-5)
+    assert loss_spread(state, geo, 0.5, xs, ys) == pytest.approx(per.std(ddof=1), rel=1e-9)
+    assert loss_spread(state, geo, 0.5, xs, ys) > 0

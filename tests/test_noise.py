@@ -45,3 +45,38 @@ def test_spread_ratio_limits_and_the_readme_figure():
         spread_ratio(0.3, 10)
     with pytest.raises(ScenarioError, match="two or more rounds"):
         split_spread([[0.1]])
+
+
+def _trajectory(rng, profile, rounds: int, s_e_share: float, start: float = 2.0) -> list[float]:
+    """Observed losses ``T_k + W_k + e_k`` whose per-round decrease follows ``profile`` (r = 1).
+
+    The per-round std of the observed decrease is ``std(L)``; a share ``s_e_share`` of its
+    variance is evaluation noise (``2 s_e**2``), the rest innovation.
+    """
+    latent, out = start, [start]
+    for _ in range(rounds):
+        std = float(profile.std_at(latent))
+        s_e = std * np.sqrt(s_e_share / 2.0)
+        s_w = std * np.sqrt(1.0 - s_e_share)
+        latent = latent - float(profile.mean_at(latent)) + rng.normal(0.0, s_w)
+        out.append(latent + rng.normal(0.0, s_e))
+    return out
+
+
+def test_eval_std_fit_recovers_the_evaluation_share_per_level():
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.tracking.noise import fit_eval_std
+
+    profile = RunProfile((0.5, 1.0, 2.0), (0.02, 0.05, 0.08), (0.02, 0.03, 0.05))
+    rng = np.random.default_rng(3)
+    trajectories = [("m0", _trajectory(rng, profile, 25, 0.8), [1.0] * 25) for _ in range(200)]
+    split, eval_std = fit_eval_std(trajectories, {"m0": profile}, 0.5, 0.5)
+    # Evaluation noise is 80% of the per-round variance: s_e**2 = 0.4 g0, eval_std = sqrt(0.4) std.
+    assert split.rho == pytest.approx(-0.4, abs=0.05)
+    assert eval_std["m0"] == pytest.approx([np.sqrt(0.4) * s for s in profile.std], rel=0.1)
+    # A pure random walk has (almost) none; the share is capped at 1/2 of the per-round variance.
+    walk = [("m", _trajectory(np.random.default_rng(4), profile, 2000, 0.0, start=60.0), [1.0] * 2000)]
+    _, none = fit_eval_std(walk, {"m": profile}, 0.5, 0.5)
+    assert max(none["m"]) < 0.25 * min(profile.std)
+    with pytest.raises(ScenarioError, match="ratios"):
+        fit_eval_std([("m", [1.0, 0.9, 0.8], [1.0])], {"m": profile}, 0.5, 0.5)

@@ -26,6 +26,13 @@ def test_margin_tolerates_small_overshoot():
     assert policy.decide(2, 0.38, 0.35) == "behind target: predicted q=0.38 > 0.35 + margin 0.02"
 
 
+def test_no_overshoot_is_tolerated_when_no_round_is_left():
+    policy = ReplanPolicy(margin=0.05, ahead_margin=0.05)
+    assert policy.decide(9, 0.37, 0.35, remaining_rounds=3) is None
+    assert policy.decide(9, 0.37, 0.35, remaining_rounds=0) == "behind target: predicted q=0.37 > 0.35"
+    assert policy.decide(9, 0.35, 0.35, remaining_rounds=0) is None
+
+
 def test_failed_clients_take_precedence():
     policy = ReplanPolicy(every_rounds=2)
     reason = policy.decide(2, 0.9, 0.35, failed_planned_clients=["c3", "c1"])

@@ -10,7 +10,7 @@ torch is imported on first use, so that :class:`TaskGeometry` is cheap to import
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -112,13 +112,33 @@ def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, co
     full model when ``compression`` is 0). Switching models changes it by a
     jump, which is what the contract's ``loss.switch`` profiles describe.
     """
-    if compression == 0.0:
-        return evaluate_state(state, geometry, x, y)
-    from depl_fl.task.models import set_state
     from depl_fl.task.training import evaluate_model
 
+    return evaluate_model(variant_model(state, geometry, compression), x, y)
+
+
+def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
+    """The network of variant ``compression`` with its weights pruned from ``state``."""
+    from depl_fl.task.models import build_model, set_state
+
+    if compression == 0.0:
+        model = build_model(geometry.arch, geometry.num_classes, geometry.in_channels, geometry.image_size)
+        set_state(model, state)
+        return model
     structure = compute_structure(geometry.arch, state, compression)
     model = build_pruned_model(geometry.arch, structure, geometry.num_classes,
                                geometry.in_channels, geometry.image_size)
     set_state(model, extract(state, structure))
-    return evaluate_model(model, x, y)
+    return model
+
+
+def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
+                x: np.ndarray, y: np.ndarray) -> float:
+    """Standard deviation of the per-sample cross-entropy of variant ``compression`` on ``(x, y)``.
+
+    ``loss_spread / sqrt(n)`` is the standard error of the mean loss on ``n``
+    samples drawn like ``(x, y)``: how far a split's loss may lie from another's.
+    """
+    from depl_fl.task.training import per_sample_losses
+
+    return float(np.std(per_sample_losses(variant_model(state, geometry, compression), x, y), ddof=1))

@@ -35,6 +35,8 @@ class NodeData:
 
 
 _MEMORY: dict[str, NodeData] = {}
+#: Entries kept in memory: a long-lived process (a node's warm worker) serves many runs.
+MEMORY_ENTRIES = 4
 
 
 def _read(path: Path) -> NodeData | None:
@@ -77,5 +79,7 @@ def cached_node_data(cache_dir: Path | None, key: Any, compute: Callable[[], Nod
         data = compute()
         if path is not None:
             _write(path, data)
+    while len(_MEMORY) >= MEMORY_ENTRIES:
+        _MEMORY.pop(next(iter(_MEMORY)))  # the oldest entry
     _MEMORY[name] = data
     return data

@@ -149,3 +149,16 @@ def evaluate_model(
         loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
         correct += int((logits.argmax(dim=1) == target).sum())
     return loss_sum / n, correct / n
+
+
+@torch.no_grad()
+def per_sample_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+                      batch_size: int = 512) -> np.ndarray:
+    """Cross-entropy of every sample of ``(x, y)`` under ``model`` (evaluation mode, no gradient)."""
+    xt, yt = _as_tensors(x, y)
+    if xt.shape[0] == 0:
+        raise ScenarioError("cannot evaluate on an empty set")
+    model.eval()
+    out = [F.cross_entropy(model(xt[i:i + batch_size]), yt[i:i + batch_size], reduction="none")
+           for i in range(0, xt.shape[0], batch_size)]
+    return torch.cat(out).numpy().astype(float)

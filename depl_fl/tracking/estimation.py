@@ -56,6 +56,8 @@ from depl_fl.errors import ScenarioError
 
 #: Smallest standard deviation any fitted profile reports.
 DEFAULT_STD_FLOOR = 1e-3
+#: Fewest switch rounds of a pair from which its jump's spread is estimated (fewer: the run std).
+SWITCH_MIN_POINTS = 4
 _SQRT_PI_OVER_2 = math.sqrt(math.pi / 2.0)
 
 
@@ -294,17 +296,25 @@ def fit_switch_profile(observations: Sequence[LossObservation], target_profile: 
                        std_floor: float = DEFAULT_STD_FLOOR) -> tuple[float, float]:
     """Estimate one switch pair's jump ``(mean, std)`` from its switch rounds.
 
-    With a single observation the spread cannot be estimated; the std is then
-    the new model's run std at that loss (a conservative guess).
+    With fewer than :data:`SWITCH_MIN_POINTS` observations the spread cannot
+    be estimated (the sample variance minus the run variance is then often
+    0, and a plan would take the jump as certain); the std is then at least
+    the new model's run std at those losses (a conservative guess). Measured:
+    exploration profiles with 2 switch rounds fitted jumps of -0.2 to -0.8
+    with the floor std, and plans ended with a "certain" switch and missed.
     """
     if not observations:
         raise ScenarioError("profile: cannot fit a switch without observations")
     jumps, run_var, ybar = switch_estimates(observations, target_profile,
                                              data_exponent_mean, data_exponent_std)
+    guess = float(math.sqrt(np.mean(run_var)))
     if len(jumps) == 1:
-        return ybar, max(float(math.sqrt(run_var[0])), std_floor)
+        return ybar, max(guess, std_floor)
     var = float(np.var(jumps, ddof=1) - np.mean(run_var))
-    return ybar, max(math.sqrt(max(var, 0.0)), std_floor)
+    std = math.sqrt(max(var, 0.0))
+    if len(jumps) < SWITCH_MIN_POINTS:
+        std = max(std, guess)
+    return ybar, max(std, std_floor)
 
 
 def run_segments(observations: Iterable[LossObservation]) -> list[list[LossObservation]]:

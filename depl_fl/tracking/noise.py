@@ -23,11 +23,12 @@ variance ``K s_w**2 + 2 s_e**2``, not ``K g0``. :func:`split_spread` estimates
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from depl_fl.contract.scenario import RunProfile
 from depl_fl.errors import ScenarioError
 
 
@@ -111,3 +112,60 @@ def spread_ratio(rho: float, rounds: int) -> float:
     if not -0.5 <= rho <= 0.0 or rounds < 1:
         raise ScenarioError(f"spread ratio: need rho in [-0.5, 0] and rounds >= 1, got {rho!r}, {rounds!r}")
     return math.sqrt((1.0 + 2.0 * rho) - 2.0 * rho / rounds)
+
+
+def standardised_residuals(losses: Sequence[float], ratios: Sequence[float], profile: RunProfile,
+                           data_exponent_mean: float, data_exponent_std: float) -> np.ndarray:
+    """``z_k = (d_k - mu(L_{k-1}) r_k**a) / (sigma(L_{k-1}) r_k**-b)`` along one trajectory.
+
+    Parameters
+    ----------
+    losses : sequence of float
+        ``L_0, ..., L_K`` of one model's trajectory (``K + 1`` values).
+    ratios : sequence of float
+        The data ratio of each of the ``K`` rounds.
+    profile : RunProfile
+        The fitted run profile the residuals are taken against.
+    data_exponent_mean, data_exponent_std : float
+        ``a`` and ``b``.
+    """
+    loss = np.asarray(losses, dtype=float)
+    r = np.asarray(ratios, dtype=float)
+    if r.size != loss.size - 1:
+        raise ScenarioError(f"residuals: {loss.size} losses need {loss.size - 1} ratios, got {r.size}")
+    before = loss[:-1]
+    decrease = before - loss[1:]
+    scale = np.maximum(profile.std_at(before), 1e-12) * r ** (-float(data_exponent_std))
+    return (decrease - profile.mean_at(before) * r ** float(data_exponent_mean)) / scale
+
+
+def fit_eval_std(trajectories: Iterable[tuple[str, Sequence[float], Sequence[float]]],
+                 profiles: Mapping[str, RunProfile], data_exponent_mean: float,
+                 data_exponent_std: float) -> tuple[SpreadSplit, dict[str, list[float]]]:
+    """Per-level evaluation noise ``eval_std`` of every run profile (docs/CONTRACT_V2.md).
+
+    The standardised residuals of all trajectories are pooled in one
+    :func:`split_spread`; the share of the per-round variance that is
+    evaluation noise, ``s_e**2 / g0`` (at most 1/2, where the innovation
+    vanishes), scales each level's ``std``: ``eval_std = sqrt(share) * std``.
+
+    Parameters
+    ----------
+    trajectories : iterable of (model id, losses, ratios)
+        Trajectories of one model each (see :func:`standardised_residuals`); a
+        model without one gets ``eval_std`` from the pooled share all the same.
+    profiles : mapping model id -> RunProfile
+        The fitted run profiles.
+    data_exponent_mean, data_exponent_std : float
+        ``a`` and ``b`` of the fit.
+
+    Returns
+    -------
+    (SpreadSplit, dict)
+        The pooled split and ``{model: eval_std per level}``.
+    """
+    segments = [standardised_residuals(losses, ratios, profiles[m], data_exponent_mean, data_exponent_std)
+                for m, losses, ratios in trajectories if m in profiles and len(losses) >= 3]
+    split = split_spread(segments)
+    share = min(split.eval_var / split.per_round_var, 0.5) if split.per_round_var > 0 else 0.0
+    return split, {m: [math.sqrt(share) * float(s) for s in p.std] for m, p in profiles.items()}
