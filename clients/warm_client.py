@@ -54,7 +54,7 @@ from clients.warm_protocol import (
 )
 from depl_fl.diskcache import node_cache_dir
 
-LOG = logging.getLogger(__name__)
+LOG = logging.getLogger("depl_fl.client.warm")
 ENABLE_KEY = "warm-worker"
 IDLE_KEY = "warm-worker-idle-s"
 START_KEY = "warm-worker-start-s"
