@@ -29,7 +29,8 @@ import hydra
 from omegaconf import DictConfig
 
 from depl_fl.console import log_to
-from depl_fl.errors import DeplError
+from depl_fl.errors import DeplError, InfeasibleError
+from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
 
@@ -201,6 +202,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         _interrupted(out_dir, 128 + signal.SIGINT)
     except Exception as exc:
         status = exc.exit_status if isinstance(exc, DeplError) else 1
+        mark_stopped(out_dir, "infeasible" if isinstance(exc, InfeasibleError) else "failed",
+                     " ".join(str(exc).split()))
         if not sweeping:
             if isinstance(exc, DeplError):
                 print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)

@@ -21,7 +21,7 @@ from flwr.serverapp import Grid, ServerApp
 from depl_fl.console import log_to
 from depl_fl.contract.plan import Plan, Targets
 from depl_fl.contract.scenario import Scenario
-from depl_fl.errors import DeplError, ScenarioError
+from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.runs.runconfig import config_from_run_config
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
 from strategies.robust_aggregation import AggregationSettings
@@ -252,6 +252,12 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
         strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
     except KeyboardInterrupt:
         interrupt_job(out_dir)
+        raise
+    except DeplError as exc:  # e.g. no dependable plan after the exploration rounds
+        from depl_fl.runs.results import mark_stopped
+
+        mark_stopped(out_dir, "infeasible" if isinstance(exc, InfeasibleError) else "failed",
+                     " ".join(str(exc).split()))
         raise
     doc = build_results(strategy, cfg, wall_s=clock(), resumed_from=strategy.resumed_from)
     LOG.info("%s", summary_line(doc["summary"]))

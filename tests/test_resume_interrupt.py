@@ -5,6 +5,7 @@ or during its exploration rounds resumes from its checkpoint and trains like an 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -178,3 +179,20 @@ def test_resume_without_a_checkpoint_is_one_line_and_exit_2(tmp_path):
     lines = [ln for ln in stderr.splitlines() if ln.startswith("depl-fl:")]
     assert len(lines) == 1 and "no checkpoint" in lines[0] and "Traceback" not in stderr
     assert not (run_dir / "results.json").exists()  # refused before the job started
+
+
+def test_job_without_a_dependable_plan_after_exploring_says_so_in_results(tmp_path):
+    """Exit 3 after the exploration rounds: results.json keeps them, status infeasible, the reason."""
+    run_dir = tmp_path / "job"
+    proc = _start(run_dir, ["simulation=inprocess", "target.deadline_s=45"])  # exploring takes ~41 s
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 3, stderr[-3000:]
+    doc = _results(run_dir)
+    assert doc is not None
+    assert doc["summary"]["status"] == "infeasible"
+    assert "no dependable plan" in doc["summary"]["error"]
+    assert [r["phase"] for r in doc["rounds"]] == ["profile", "profile"]
+    assert doc["summary"]["profile_energy_j"] > 0
+    from depl_fl.runs.report import parse_result
+
+    assert math.isinf(parse_result(doc, "results.json").final_loss)  # the report counts a failure

@@ -232,6 +232,8 @@ def parse_result(doc: Any, path: str) -> RunResult:
     # A run without a final loss (diverged: NaN is written as null) is a failure, not a gap.
     final_loss = _number(summary, "final_test_loss" if split == "test" else "final_loss",
                          finite=False, optional=True)
+    if summary.get("status") in ("infeasible", "failed"):  # stopped before its plan: a failure
+        final_loss = None
     return RunResult(path=path, method=method, target_loss=target_loss, target_prob=target_prob,
                      final_loss=math.inf if final_loss is None else final_loss, cost_j=cost,
                      seed=summary.get("seed"), time_s=_number(summary, "time_s", optional=True),

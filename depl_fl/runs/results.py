@@ -28,8 +28,11 @@ decision reads, and ``met`` judges the test loss.
 
 ``summary.status`` is ``running`` while the job runs (the file is rewritten
 after every round), ``completed`` at the end and ``interrupted`` after Ctrl-C
-or SIGTERM; ``summary.resumed_from`` is the last completed round before a
-restart, numbered as in ``rounds`` (``null`` for a job that never restarted).
+or SIGTERM; ``infeasible`` when the job stopped because no dependable plan exists
+(e.g. after its exploration rounds) and ``failed`` when it stopped on another error,
+both with the one-line reason in ``summary.error``; ``summary.resumed_from`` is
+the last completed round before a restart, numbered as in ``rounds`` (``null``
+for a job that never restarted).
 Every write is atomic.
 
 Every round record has ``phase``: ``profile`` (a federated exploration round,
@@ -55,7 +58,7 @@ from typing import Any, Mapping
 from depl_fl.runs.checkpoint import atomic_write_text
 
 RESULTS_VERSION = 1
-STATUSES = ("running", "completed", "interrupted")
+STATUSES = ("running", "completed", "interrupted", "infeasible", "failed")
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -244,4 +247,24 @@ def mark_interrupted(out_dir: str | Path) -> Path:
         doc = {"version": RESULTS_VERSION, "summary": {"rounds": 0}, "rounds": [], "replans": []}
     if doc["summary"].get("status") in (None, "running"):
         doc["summary"]["status"] = "interrupted"
+    return write_results(doc, out_dir, plot=False)
+
+
+def mark_stopped(out_dir: str | Path, status: str, reason: str) -> Path | None:
+    """Set the status of a job that stopped on an error (``infeasible`` or ``failed``).
+
+    Only a job that already wrote ``results.json`` (it ran rounds, e.g. its
+    exploration) is marked, with ``summary.error`` = ``reason``; a job refused
+    before its first round leaves nothing behind.  Returns the path, or ``None``.
+    """
+    if status not in ("infeasible", "failed"):
+        raise ValueError(f"status must be 'infeasible' or 'failed', got {status!r}")
+    path = Path(out_dir) / "results.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if doc.get("summary", {}).get("status") not in (None, "running"):
+        return path
+    doc["summary"].update(status=status, error=reason)
     return write_results(doc, out_dir, plot=False)
