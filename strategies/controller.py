@@ -235,7 +235,7 @@ class RunController:
             "clients": list(decision.clients),
             "levels": dict(decision.levels),
             "num_clients": len(decision.clients),
-            "replied": list(replied),
+            "replied": sorted(replied),  # arrival order is not reproducible
             "rejected": rejections,
             "loss_before": float(loss_before),
             "loss": float(loss_after),
