@@ -32,7 +32,8 @@ from flwr.serverapp.strategy import FedAvg, Result
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
-from depl_fl.task.pruning import PruneStructure, aggregate_pruned, compute_structure, extract, scatter
+from depl_fl.task.pruning import (PruneStructure, aggregate_pruned, compute_structure, extract, scatter,
+                                  silence_to_variant)
 from strategies.controller import Planner, RunController
 from strategies.reply_checks import WEIGHT_KEY, check_reply
 from strategies.robust_aggregation import (
@@ -298,6 +299,11 @@ class DepLStrategy(FedAvg):
             return []
         model = self.scenario.model(decision.model)
         self._global_state = arrays_to_state(arrays)
+        if model.compression > 0:
+            # Function-preserving: the global model becomes the variant it trains, so a later
+            # switch to more channels starts from this variant's loss (pruning.silence_dropped).
+            self._global_state = silence_to_variant(self.arch, self._global_state, model.compression)
+            arrays = state_to_arrays(self._global_state)
         self._structure = compute_structure(self.arch, self._global_state, model.compression)
         messages = []
         self._sent = []

@@ -135,6 +135,14 @@ def round_cost(scenario: Scenario, decisions: Sequence[RoundDecision]) -> tuple[
     return energy + sum(scenario.cluster(c).activation_joules for c in active), duration
 
 
+def silenced_start(arch: str, arrays: ArrayRecord, compression: float) -> ArrayRecord:
+    """``arrays`` made to compute the ``compression`` variant's function (a plan's switch start)."""
+    from depl_fl.task.pruning import silence_to_variant
+    from strategies.depl_strategy import arrays_to_state, state_to_arrays
+
+    return state_to_arrays(silence_to_variant(arch, arrays_to_state(arrays), compression))
+
+
 def merge_states(states: Sequence[Mapping[str, np.ndarray]],
                  weights: Sequence[float]) -> dict[str, np.ndarray]:
     """Weighted average of full-size model states (the groups' aggregates)."""
@@ -310,7 +318,7 @@ class FederatedProfiler:
         self.pilot_sets = [list(c) for c in state.pilot_sets]
         while self._explore_more(k, max(losses.values())):
             k += 1
-            groups = self._groups(k, clients, levels, arrays, k in switch_rounds)
+            groups = self._groups(k, clients, levels, arrays, k in switch_rounds, strategy.arch)
             t0 = time.perf_counter()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
             arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays)
@@ -378,11 +386,15 @@ class FederatedProfiler:
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
 
     def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
-                switch: bool) -> list[_Group]:
+                switch: bool, arch: str) -> list[_Group]:
         """Round ``k``'s disjoint groups, one per variant, all from the global model ``arrays``.
 
         In a switch round each group's observation starts from the loss of
-        another variant (the one the global model was last evaluated as).
+        another variant (the one the global model was last evaluated as). A
+        group switching to more channels than its source starts, as a plan's
+        switch does, from the global model silenced to the source variant
+        (:func:`depl_fl.task.pruning.silence_dropped`): it computes the
+        source's function, so the observed jump is the one a plan will see.
         """
         models = list(self.models)
         parts = split_groups(clients, len(models), np.random.default_rng([int(self.cfg["seed"]), k, 7]))
@@ -392,7 +404,10 @@ class FederatedProfiler:
             if not members:
                 continue
             source = models[(g + 1) % len(models)] if switch else model
-            groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), arrays,
+            start = arrays
+            if self.models[source] > self.models[model]:
+                start = silenced_start(arch, arrays, self.models[source])
+            groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start,
                                  source if k > 1 else None))
         return groups
 

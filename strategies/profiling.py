@@ -49,7 +49,7 @@ from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("depl_fl.profiling")
-PROFILE_VERSION = 5
+PROFILE_VERSION = 6
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -143,10 +143,12 @@ class _Pilot:
     def round(self, state: Mapping[str, Any], model: str, server_round: int,
               clients: Sequence[int] | None = None) -> dict[str, Any]:
         from depl_fl.task.local_update import local_update
-        from depl_fl.task.pruning import aggregate_pruned, compute_structure
+        from depl_fl.task.pruning import aggregate_pruned, compute_structure, silence_to_variant
 
         train = self.cfg["train"]
         compression = self.comp[model]
+        if compression > 0:  # as the strategy's rounds: the global model becomes the variant
+            state = silence_to_variant(self.geometry.arch, state, compression)
         replies = []
         members = list(range(len(self.parts)) if clients is None else clients)
         self.log.append((model, members))

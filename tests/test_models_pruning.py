@@ -19,6 +19,8 @@ from depl_fl.task.pruning import (
     extract,
     kept_width,
     scatter,
+    silence_dropped,
+    silence_to_variant,
 )
 from depl_fl.task.training import MOMENTUM, evaluate_model, sgd_momentum_step, train_local
 from depl_fl.task.variants import measure_variant
@@ -112,6 +114,76 @@ def test_structure_is_deterministic_across_calls(arch):
         with torch.no_grad():
             outs.append(m(x))
     assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("arch", list(GEOMETRY))
+@pytest.mark.parametrize("compression", [0.5, 0.75])
+def test_silenced_full_model_computes_the_compressed_variant(arch, compression):
+    # The function-preserving switch: the full model of a silenced state is the compressed
+    # model, with the stale dropped channels still holding their own (nonzero) weights.
+    c, s = GEOMETRY[arch]
+    full = _full(arch, seed=5)
+    structure = compute_structure(arch, full, compression)
+    silenced = silence_dropped(full, structure)
+    for name, kept in extract(full, structure).items():
+        np.testing.assert_array_equal(extract(silenced, structure)[name], kept)
+    assert any(not np.array_equal(silenced[k], full[k]) for k in full)
+    big = build_model(arch, 10, c, s)
+    set_state(big, silenced)
+    small = build_pruned_model(arch, structure, 10, c, s)
+    set_state(small, extract(full, structure))
+    x = torch.randn(3, c, s, s, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(big(x), small(x), rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(build_and_run(arch, full, x), small(x), atol=1e-3)
+
+
+def build_and_run(arch, state, x):
+    c, s = GEOMETRY[arch]
+    model = build_model(arch, 10, c, s)
+    set_state(model, state)
+    return model(x)
+
+
+@pytest.mark.parametrize("arch", list(GEOMETRY))
+def test_silenced_channels_rank_last_so_the_kept_set_survives_training(arch):
+    # Without silencing, a dropped channel whose norm overtakes a kept one swaps in (stale).
+    full = _full(arch, seed=11)
+    structure = compute_structure(arch, full, 0.5)
+    silenced = silence_dropped(full, structure)
+    assert compute_structure(arch, silenced, 0.5) == structure
+    grown = {k: v.copy() for k, v in silenced.items()}
+    for g, keep in enumerate(structure.keep):  # every dropped producer row now outweighs the kept
+        producer = next(layer.name for layer in _spec(arch).layers
+                        if layer.out_group == g and layer.kind != "dwconv")
+        dropped = np.setdiff1d(np.arange(structure.full_widths[g]), keep)
+        grown[f"{producer}.weight"][dropped] *= 1000.0
+    assert compute_structure(arch, grown, 0.5) == structure
+    unsilenced = {k: grown[k] if k.split(".")[0] in _producers(arch) else full[k] for k in full}
+    assert compute_structure(arch, unsilenced, 0.5) != structure
+    # More channels (0.5 -> 0.25) keep the 0.5 set and add silenced ones by norm.
+    wider = compute_structure(arch, silenced, 0.25)
+    assert all(set(k) <= set(w) for k, w in zip(structure.keep, wider.keep, strict=True))
+
+
+def _spec(arch):
+    from depl_fl.task.archs import arch_spec
+    return arch_spec(arch)
+
+
+def _producers(arch):
+    return {layer.name for layer in _spec(arch).layers if layer.kind != "dwconv" and layer.out_group is not None}
+
+
+def test_silencing_full_compression_is_a_no_op_and_does_not_touch_its_input():
+    full = _full("digits_cnn", seed=1)
+    before = {k: v.copy() for k, v in full.items()}
+    same = silence_to_variant("digits_cnn", full, 0.0)
+    for k in full:
+        np.testing.assert_array_equal(same[k], before[k])
+    silence_to_variant("digits_cnn", full, 0.5)
+    for k in full:
+        np.testing.assert_array_equal(full[k], before[k])
 
 
 def test_prune_train_scatter_round_trip(one_thread):

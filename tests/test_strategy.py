@@ -179,3 +179,36 @@ def test_summary_line_states_the_verdict_and_survives_missing_figures():
     broken = summary_line({"method": "full", "seed": 0, "final_loss": None, "target_loss": 0.35,
                            "target_prob": 0.9, "met": False, "rounds": 2})
     assert "final test loss n/a (validation n/a)" in broken and "(NOT met;" in broken
+
+
+def test_compressed_rounds_keep_one_structure_and_a_switch_starts_from_their_function(cfg):
+    # Function-preserving switch (pruning.silence_dropped): the p50 rounds train one fixed
+    # channel set, and the full model handed to the switch round computes the p50 model.
+    import torch
+
+    from depl_fl.task.models import build_model, set_state
+    from depl_fl.task.pruning import build_pruned_model, extract
+
+    geo = geometry(cfg)
+    clients = tuple(f"c{i}" for i in range(N))
+    plan = Plan("given", True, [RoundDecision("p50", clients, {"A": 0, "B": 0})] * 3
+                + [RoundDecision("full", clients, {"A": 0, "B": 0})])
+    seen = {}
+
+    def evaluate(rnd, arrays, compression):
+        seen[rnd] = arrays_to_state(arrays)
+        return MetricRecord({"loss": 1.0, "accuracy": 0.5})
+
+    _strategy(cfg, plan).start(InProcessGrid(make_client_app(cfg), N),
+                               state_to_arrays(initial_state(geo, seed=0)), evaluate_fn=evaluate)
+    structures = [compute_structure(geo.arch, seen[r], 0.5) for r in (1, 2, 3)]
+    assert structures[0] == structures[1] == structures[2]
+    x = torch.randn(4, geo.in_channels, geo.image_size, geo.image_size,
+                    generator=torch.Generator().manual_seed(0))
+    big = build_model(geo.arch, geo.num_classes, geo.in_channels, geo.image_size)
+    set_state(big, seen[3])
+    small = build_pruned_model(geo.arch, structures[2], geo.num_classes, geo.in_channels, geo.image_size)
+    set_state(small, extract(seen[3], structures[2]))
+    with torch.no_grad():
+        torch.testing.assert_close(big(x), small(x), rtol=1e-4, atol=1e-5)
+    assert any(not np.array_equal(seen[4][k], seen[3][k]) for k in seen[3])  # the full round trained

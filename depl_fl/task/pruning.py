@@ -173,10 +173,86 @@ def compute_structure(arch: str, full_state: State, compression: float) -> Prune
         k = kept_width(width, compression)
         weight = np.asarray(full_state[f"{_producer(spec, g).name}.weight"], dtype=np.float64)
         norms = np.abs(weight).reshape(width, -1).sum(axis=1)
-        order = np.argsort(-norms, kind="stable")
+        silent = _silent_channels(spec, full_state, g, width, spatial)
+        # Silenced channels (see silence_dropped) rank last: the kept set of a compressed
+        # variant stays the same round after round instead of flipping between channels
+        # of similar norm (a flip swaps trained channels for stale ones).
+        order = np.lexsort((np.arange(width), -norms, silent))
         keep.append(tuple(int(i) for i in np.sort(order[:k])))
     return PruneStructure(arch, float(compression), tuple(keep), widths, in_channels,
                           num_classes, spatial)
+
+
+def _consumer_columns(spec: ArchSpec, group: int, width: int,
+                      spatial: int) -> list[tuple[str, np.ndarray]]:
+    """Per non-depthwise consumer of ``group``: its weight name and, per channel, its input columns.
+
+    Returns ``(name, cols)`` with ``cols`` of shape ``(width, n)``: the columns
+    of ``name`` fed by each channel (``spatial`` of them after a flatten).
+    """
+    out = []
+    for layer in spec.layers:
+        if layer.in_group != group or layer.kind == "dwconv":
+            continue
+        per = spatial if layer.flatten_in else 1
+        cols = np.arange(width)[:, None] * per + np.arange(per)
+        out.append((f"{layer.name}.weight", cols))
+    return out
+
+
+def _silent_channels(spec: ArchSpec, full_state: State, group: int, width: int,
+                     spatial: int) -> np.ndarray:
+    """Boolean per channel of ``group``: every weight reading it is exactly zero."""
+    silent = np.ones(width, dtype=bool)
+    for name, cols in _consumer_columns(spec, group, width, spatial):
+        weight = np.asarray(full_state[name])
+        per_channel = weight.reshape(weight.shape[0], weight.shape[1], -1)[:, cols]
+        silent &= ~np.any(per_channel != 0, axis=(0, 2, 3))
+    return silent
+
+
+def silence_dropped(full_state: State, structure: PruneStructure) -> dict[str, np.ndarray]:
+    """Zero the weights that read the channels ``structure`` drops (a function-preserving prune).
+
+    The full model then computes exactly the compressed model's function: a
+    later switch to a variant with more channels starts from the compressed
+    model's loss instead of mixing in channels that went stale while the
+    compressed variant trained (the jump the profile's switch rounds, taken
+    early, could not predict). The dropped channels keep their own weights, so
+    they train again after the switch (zeroed outgoing weights, as in
+    function-preserving network growth); they also rank last in
+    :func:`compute_structure`, so the kept set stays put while the compressed
+    variant trains. A no-op for the compressed model itself (:func:`extract`
+    reads none of the zeroed weights).
+
+    Parameters
+    ----------
+    full_state : mapping of str to array
+        Global (full-model) weights.
+    structure : PruneStructure
+        The compressed variant's structure computed from ``full_state``.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        A copy of ``full_state`` with the dropped channels' outgoing weights zeroed.
+    """
+    _check_state(full_state, structure.full_shapes(), "full state")
+    spec = arch_spec(structure.arch)
+    out = {name: np.array(arr, copy=True) for name, arr in full_state.items()}
+    for g, width in enumerate(structure.full_widths):
+        dropped = np.setdiff1d(np.arange(width), np.asarray(structure.keep[g], dtype=np.int64))
+        if dropped.size == 0:
+            continue
+        for name, cols in _consumer_columns(spec, g, width, structure.spatial):
+            weight = out[name].reshape(out[name].shape[0], out[name].shape[1], -1)
+            weight[:, cols[dropped].ravel()] = 0
+    return out
+
+
+def silence_to_variant(arch: str, full_state: State, compression: float) -> dict[str, np.ndarray]:
+    """``full_state`` made to compute the ``compression`` variant's function (:func:`silence_dropped`)."""
+    return silence_dropped(full_state, compute_structure(arch, full_state, compression))
 
 
 def _indices(structure: PruneStructure) -> dict[str, tuple[np.ndarray, ...]]:
