@@ -229,3 +229,29 @@ def random_hard(seed: int) -> tuple[Scenario, Targets]:
     target = predict_quantile(scen, [RoundDecision("full", everyone, {})] * k, 0.9)[0]
     prob = float(rng.choice([0.8, 0.9, 0.95]))
     return scen, Targets(round(target, 4), prob, 1.0e7, 25)
+
+
+def as_version_2(base: Scenario, seed: int, *, eval_factor: float, floor: float | None = None,
+                 bounds: tuple[float, float] | None = None) -> Scenario:
+    """``base`` as contract version 2 (docs/CONTRACT_V2.md), seeded.
+
+    Every client gets a label histogram of its ``num_samples`` drawn from a
+    Dirichlet(0.3) over 10 classes (generator seeded ``1000 + seed``), every
+    run level ``eval_std = eval_factor * std``; ``floor`` and ``bounds``
+    (``min_coverage``, ``max_uncovered``), when given, set the coverage floor
+    loss and the measured coverage range.
+    """
+    from depl_fl.contract.scenario import scenario_to_dict
+
+    doc = scenario_to_dict(base)
+    doc["version"] = 2
+    rng = np.random.default_rng(1000 + seed)
+    for client in doc["clients"]:
+        client["label_histogram"] = rng.multinomial(client["num_samples"], rng.dirichlet([0.3] * 10)).tolist()
+    for run in doc["loss"]["run"].values():
+        run["eval_std"] = [eval_factor * s for s in run["std"]]
+    if floor is not None:
+        doc["loss"]["coverage_floor_loss"] = floor
+    if bounds is not None:
+        doc["loss"]["min_coverage"], doc["loss"]["max_uncovered"] = bounds
+    return scenario_from_dict(doc)

@@ -32,8 +32,14 @@ from flwr.serverapp.strategy import FedAvg, Result
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
-from depl_fl.task.pruning import (PruneStructure, aggregate_pruned, compute_structure, extract, scatter,
-                                  silence_to_variant)
+from depl_fl.task.pruning import (
+    PruneStructure,
+    aggregate_pruned,
+    compute_structure,
+    extract,
+    scatter,
+    silence_to_variant,
+)
 from strategies.controller import Planner, RunController
 from strategies.reply_checks import WEIGHT_KEY, check_reply
 from strategies.robust_aggregation import (

@@ -172,7 +172,8 @@ def _spec(arch):
 
 
 def _producers(arch):
-    return {layer.name for layer in _spec(arch).layers if layer.kind != "dwconv" and layer.out_group is not None}
+    return {layer.name for layer in _spec(arch).layers
+            if layer.kind != "dwconv" and layer.out_group is not None}
 
 
 def test_silencing_full_compression_is_a_no_op_and_does_not_touch_its_input():

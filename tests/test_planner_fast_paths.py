@@ -37,18 +37,8 @@ _SPEC.loader.exec_module(scenarios)
 
 def _version2(seed: int):
     """``random_hard(seed)`` as version 2: label histograms, evaluation noise, a floor loss."""
-    from depl_fl.contract.scenario import scenario_from_dict, scenario_to_dict
-
     base, targets = scenarios.random_hard(seed)
-    doc = scenario_to_dict(base)
-    doc["version"] = 2
-    rng = np.random.default_rng(1000 + seed)
-    for client in doc["clients"]:
-        client["label_histogram"] = rng.multinomial(client["num_samples"], rng.dirichlet([0.3] * 10)).tolist()
-    for run in doc["loss"]["run"].values():
-        run["eval_std"] = [0.4 * s for s in run["std"]]
-    doc["loss"]["coverage_floor_loss"] = 4.0
-    return scenario_from_dict(doc), targets
+    return scenarios.as_version_2(base, seed, eval_factor=0.4, floor=4.0), targets
 
 
 def _cases():

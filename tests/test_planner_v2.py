@@ -29,18 +29,8 @@ def skewed(seed: int, *, floor: float | None = FLOOR, bounds: tuple[float, float
     ``eval_std = eval_share * std / sqrt(2)`` and, optionally, a floor loss and coverage bounds.
     The target is the predicted 0.9-quantile of FedAvg on every client after 12 rounds."""
     base, targets = scenarios.random_small(seed)
-    doc = scenario_to_dict(base)
-    doc["version"] = 2
-    rng = np.random.default_rng(1000 + seed)
-    for client in doc["clients"]:
-        client["label_histogram"] = rng.multinomial(client["num_samples"], rng.dirichlet([0.3] * 10)).tolist()
-    for run in doc["loss"]["run"].values():
-        run["eval_std"] = [eval_share * s / math.sqrt(2.0) for s in run["std"]]
-    if floor is not None:
-        doc["loss"]["coverage_floor_loss"] = floor
-    if bounds is not None:
-        doc["loss"]["min_coverage"], doc["loss"]["max_uncovered"] = bounds
-    scen = scenario_from_dict(doc)
+    scen = scenarios.as_version_2(base, seed, eval_factor=eval_share / math.sqrt(2.0), floor=floor,
+                                  bounds=bounds)
     everyone = tuple(c.id for c in scen.clients)
     target = predict_quantile(scen, [RoundDecision("full", everyone, {})] * 12, 0.9)[0]
     return scen, Targets(round(target, 4), targets.target_prob, targets.deadline_s, 25)

@@ -4,8 +4,16 @@ A compressed model is the sub-network that keeps, in every prunable group
 (the output channels of a convolution or the hidden units of a linear layer),
 the ``k = max(1, round((1 - compression) * C))`` channels with the largest L1
 norm of the producing layer's weights in the *global* model (ties broken by the
-lower index). Every client and the server derive the same structure from the
-same global weights, so clients only send back the kept weights.
+lower index); channels whose outgoing weights are all zero (silenced, see
+below) rank after every other. Every client and the server derive the same
+structure from the same global weights, so clients only send back the kept weights.
+
+Function-preserving switches: before a compressed round the server silences
+the channels the variant drops (:func:`silence_dropped` zeroes the weights that
+read them), so the global full model computes the compressed model. The kept
+set then stays the same round after round, and a switch to more channels
+starts from the compressed model's loss; the dropped channels train again
+after it.
 
 Compression and FLOPs: ``compression`` is the fraction of channels removed per
 group. A layer between two pruned groups keeps ``(1 - c)^2`` of its weights and
