@@ -25,6 +25,11 @@ Node config keys (``flower-supernode --node-config``):
                          (the process is ``flwr-clientapp``), off elsewhere
 ``warm-worker-idle-s``   the worker exits after this many idle seconds (600)
 ``warm-worker-start-s``  how long a shim waits for a new worker's socket (60)
+``warm-worker-reply-s``  how long a shim waits for the worker's reply (900); a
+                         worker that neither replies nor dies in that time is
+                         taken as hung: the message is handled in the process,
+                         the socket is removed so the next message starts a new
+                         worker, and the hung one is killed
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,8 +64,10 @@ LOG = logging.getLogger("depl_fl.client.warm")
 ENABLE_KEY = "warm-worker"
 IDLE_KEY = "warm-worker-idle-s"
 START_KEY = "warm-worker-start-s"
+REPLY_KEY = "warm-worker-reply-s"
 DEFAULT_IDLE_S = 600.0
 DEFAULT_START_S = 60.0
+DEFAULT_REPLY_S = 900.0
 #: How long a failed start keeps a node in the ClientApp process before it tries again.
 RETRY_AFTER_S = 600.0
 
@@ -185,6 +193,35 @@ def connect(ep: Endpoint, node_config: Mapping[str, Any]) -> socket.socket | Non
         return conn
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def retire_hung_worker(ep: Endpoint, inode: int | None) -> None:
+    """Remove a hung worker's socket (the next message starts a new one) and kill it.
+
+    ``inode`` is the socket file the shim talked to: when another shim has
+    already replaced the worker, the new one is left alone.
+    """
+    pid_file = ep.path.with_suffix(".pid")
+    with _locked(ep.path.with_suffix(".lock")):
+        if inode is None or _inode(ep.path) != inode:
+            return
+        ep.path.unlink(missing_ok=True)
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            return
+        pid_file.unlink(missing_ok=True)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _request(kind: str, content: Any, context: Any) -> tuple[dict[str, Any], list]:
     records, arrays = records_to_wire(content)
     header = {"kind": kind, "records": records, "run_id": int(context.run_id),
@@ -210,10 +247,18 @@ def forward(kind: str, content: Any, context: Any) -> Any | None:
         return None
     if conn is None:
         return None
+    inode = _inode(ep.path)
     try:
         with conn:
+            conn.settimeout(float(context.node_config.get(REPLY_KEY, DEFAULT_REPLY_S)))
             send_frame(conn, header, arrays)
             reply, out_arrays = recv_frame(conn)
+    except TimeoutError:
+        LOG.warning("warm worker %s sent no reply to a %s message in %s s; handling it in the ClientApp "
+                    "process, the next message starts a new worker", ep.path.name, kind,
+                    context.node_config.get(REPLY_KEY, DEFAULT_REPLY_S))
+        retire_hung_worker(ep, inode)
+        return None
     except (OSError, WireError) as exc:
         LOG.warning("warm worker %s failed during a %s message (%s); handling it in the ClientApp process",
                     ep.path.name, kind, exc)

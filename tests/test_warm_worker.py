@@ -378,3 +378,35 @@ def test_worker_unit_serve_answers_queued_connections_before_exiting(tmp_path):
     header, _ = warm_protocol.recv_frame(client)  # answered although the worker was stopping
     assert header["ok"] is False and "KeyError" in header["error"]
     client.close()
+
+
+@pytest.mark.slow
+def test_hung_worker_times_out_falls_back_in_process_and_is_replaced(tmp_path, global_state, caplog):
+    node = _node_config(tmp_path / "cache", **{"warm-worker-reply-s": 20})
+    ep = warm_client.endpoint(node)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(ep.path))
+    server.listen(1)
+    hung = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ep.path.with_suffix(".pid").write_text(f"{hung.pid}\n")
+    accepted = []
+    thread = threading.Thread(target=lambda: accepted.append(server.accept()[0]))  # reads, never replies
+    thread.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger=warm_client.__name__):
+            started = time.monotonic()
+            assert warm_client.forward("evaluate", _content(global_state), _context(node)) is None
+        assert 19 < time.monotonic() - started < 40
+        assert "sent no reply to a evaluate message in 20 s" in caplog.text
+        assert hung.wait(timeout=10) == -signal.SIGKILL
+        assert not ep.path.exists()
+        # The next message starts a real worker and gets its reply.
+        reply = warm_client.forward("evaluate", _content(global_state), _context(node))
+        assert reply is not None and reply["metrics"]["num-examples"] > 0
+    finally:
+        thread.join(timeout=10)
+        for conn in accepted:
+            conn.close()
+        server.close()
+        hung.kill()
+        _kill_workers(node)
