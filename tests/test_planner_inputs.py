@@ -116,3 +116,22 @@ def test_eta_is_chosen_and_recorded(tmp_path):
     assert _plan_cli(EXAMPLE, out, "--eta", "0.1").returncode == 0
     user = json.loads(out.read_text())
     assert user["eta"] == 0.1 and user["planner_info"]["eta_source"] == "user"
+
+
+@pytest.mark.parametrize("method", ["depl", "full", "expectation", "optimum"])
+def test_a_one_round_horizon_plans_without_a_switch_point(method):
+    # max_rounds = 1 leaves no room for a switch (k1 >= 1 and k2 >= 1); found by the property test.
+    run = {"levels": [0.1, 1.0, 2.3], "mean": [0.0, 0.25 / 3, 0.25], "std": [0.01, 0.0, 0.0]}
+    scen = scenario_from_dict({
+        "version": 1, "local_epochs": 1,
+        "clusters": [{"id": "K0", "levels": [{"flops_per_s": 1e8, "joules_per_flop": 1e-11}],
+                      "bytes_per_s": 1e5, "joules_per_byte": 0.0, "activation_joules": 0.0,
+                      "max_clients": 1}],
+        "clients": [{"id": f"c{i}", "cluster": "K0", "num_samples": 10} for i in range(3)],
+        "models": [{"id": "m0", "compression": 0.0, "flops_per_sample": 1.01e6, "size_bytes": 1.01e5},
+                   {"id": "m1", "compression": 0.5, "flops_per_sample": 5.1e5, "size_bytes": 5.1e4}],
+        "loss": {"initial": 2.3, "data_exponent_mean": 0.0, "data_exponent_std": 0.0,
+                 "run": {"m0": run, "m1": run}, "switch": []}})
+    plan = make_plan(scen, Targets(2.1, 0.8, 100.0, 1), method=method, seed=0)
+    assert plan.feasible and len(plan.rounds) == 1
+    assert evaluate_plan(scen, plan.rounds, Targets(2.1, 0.8, 100.0, 1), n=2000)["probability"] >= 0.8

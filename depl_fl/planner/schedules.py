@@ -135,13 +135,14 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
     first = first_blocks(ctx, models, ratios, horizon)
     out = {}
     for m1, m2 in pairs:
-        out[(m1, m2)] = np.full((ratios.size, k1.size), NEVER, dtype=np.int64)
+        # A one-model table has its column 0 even when no switch point fits (horizon 1).
+        out[(m1, m2)] = np.full((ratios.size, max(k1.size, int(m1 == m2))), NEVER, dtype=np.int64)
         if m1 == m2 and m1 in first:
             hit = ctx.prop.judged_quantile([m1], 0, first[m1][0], first[m1][1], kappa,
                                            unseen[:, None]) <= target
             hit[:, 0] = first[m1][0][:, 0] + kappa * np.sqrt(first[m1][1][:, 0]) <= target  # no round run
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
-    switching = [p for p in pairs if p[0] != p[1] and p[0] in first]
+    switching = [p for p in pairs if p[0] != p[1] and p[0] in first] if k1.size else []
     if switching:
         out.update(second_blocks_all(ctx, switching, first, ratios, kappa, horizon, k1, unseen))
     return out
@@ -253,6 +254,8 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
         k2 = table[groups].astype(float)                      # (S, H + 1)
         k2[k2 >= NEVER] = np.inf
         k1 = (np.zeros(1) if m1 == m2 else k1_values.astype(float))[None, :]
+        if k1.shape[1] == 0:  # no switch point within the horizon
+            continue
         k2 = k2[:, :k1.shape[1]]
         c1, c2 = costs[:, index[m1], None], costs[:, index[m2], None]
         t1, t2 = times[:, index[m1], None], times[:, index[m2], None]
