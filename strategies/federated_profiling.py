@@ -182,6 +182,8 @@ class ExploreProgress:
     trajectories: dict[str, tuple[list[float], list[float]]]
     pilot_sets: list[list[str]]
     wall_s: float = 0.0
+    #: Per variant, ``(validation loss, its standard error)`` of every evaluation so far.
+    sem_points: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 class FederatedProfiler:
@@ -215,6 +217,7 @@ class FederatedProfiler:
         self.pilot_sets: list[list[str]] = []
         #: An unfinished exploration (set after every exploration round, ``None`` once fitted).
         self.progress: ExploreProgress | None = None
+        self.sem_points: dict[str, list[tuple[float, float]]] = {}
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
@@ -312,6 +315,8 @@ class FederatedProfiler:
         clients = sorted(strategy.properties)
         self.coverage = LabelCoverage.of_config(self.cfg, strategy.properties)
         switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
+        self.sem_points = {m: [tuple(p) for p in pts]
+                           for m, pts in getattr(self.progress, "sem_points", {}).items()}
         state = self.progress or self._fresh_progress(evaluate_fn, arrays)
         k, losses, observations = state.done, state.losses, list(state.observations)
         self.trajectories = {m: (list(t[0]), list(t[1])) for m, t in state.trajectories.items()}
@@ -331,7 +336,8 @@ class FederatedProfiler:
             trajectories = {m: (list(t[0]), list(t[1])) for m, t in self.trajectories.items()}
             self.progress = ExploreProgress(k, state.fresh_loss, dict(losses), list(observations),
                                             trajectories,
-                                            [list(c) for c in self.pilot_sets], time.perf_counter() - t_start)
+                                            [list(c) for c in self.pilot_sets], time.perf_counter() - t_start,
+                                            {m: list(p) for m, p in self.sem_points.items()})
             self._checkpoint(strategy, arrays, max(losses.values()))
         return arrays, observations, state.fresh_loss, max(losses.values())
 
@@ -418,6 +424,9 @@ class FederatedProfiler:
         test = {m: float(r["test-loss"]) if "test-loss" in r else None for m, r in metrics.items()}
         sems = [float(r["loss-sem"]) for r in metrics.values() if "loss-sem" in r]
         self.loss_sem = max(sems) if sems else None  # the job starts from the worst variant's loss
+        for m, r in metrics.items():
+            if "loss-sem" in r:
+                self.sem_points.setdefault(m, []).append((float(r["loss"]), float(r["loss-sem"])))
         return {m: float(r["loss"]) for m, r in metrics.items()}, test
 
     @staticmethod
@@ -518,7 +527,7 @@ class FederatedProfiler:
                                   data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
         trajectories = [(m, *t) for m, t in self.trajectories.items()]
         fitted = {**with_eval_std(fitted, trajectories, a, b), **self.coverage.bounds(self.pilot_sets)}
-        return anchor_at_zero(fitted)
+        return with_measured_sem(anchor_at_zero(fitted), self.sem_points)
 
 
 def with_eval_std(fitted: Mapping[str, Any],
@@ -543,6 +552,20 @@ def with_eval_std(fitted: Mapping[str, Any],
              "%.0f%% of the per-round variance", split.rho, split.pairs,
              100 * 2 * split.eval_var / max(split.per_round_var, 1e-300))
     return {**fitted, "run": {m: {**r, "eval_std": eval_std[m]} for m, r in fitted["run"].items()}}
+
+
+def with_measured_sem(loss: dict[str, Any],
+                      sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
+    """Every variant's evaluation noise at least its measured standard error (see
+    :func:`depl_fl.tracking.noise.with_evaluation_error`); unchanged for a variant without any."""
+    from depl_fl.tracking.noise import sem_coefficient, with_evaluation_error
+
+    out = {**loss, "run": dict(loss["run"])}
+    for model, run in loss["run"].items():
+        coefficient = sem_coefficient(sem_points.get(model, ()))
+        if coefficient is not None:
+            out["run"][model] = with_evaluation_error(run, coefficient)
+    return out
 
 
 def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:

@@ -262,6 +262,11 @@ def test_profile_records_coverage_bounds_and_evaluation_noise(folder_job):
         assert len(run["eval_std"]) == len(run["levels"])
         assert all(0.0 <= e <= s / 2**0.5 + 1e-12 or i == 0
                    for i, (e, s) in enumerate(zip(run["eval_std"], run["std"], strict=True)))
+        # Below the measured range the evaluation noise is the measured standard error's
+        # square-root shape (tracking.noise.with_evaluation_error), not the anchor's straight line.
+        levels, eval_std = run["levels"], run["eval_std"]
+        assert levels[0] == 0.0 and levels[1:4] == pytest.approx([f * levels[4] for f in (0.25, 0.5, 0.75)])
+        assert eval_std[1] > 0.25 * eval_std[4] + 1e-9
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depl_fl.errors import ScenarioError
-from depl_fl.tracking.noise import split_spread, spread_ratio
+from depl_fl.tracking.noise import sem_coefficient, split_spread, spread_ratio, with_evaluation_error
 
 
 def _decreases(rng, s_w: float, s_e: float, rounds: int, runs: int) -> list[np.ndarray]:
@@ -80,3 +80,29 @@ def test_eval_std_fit_recovers_the_evaluation_share_per_level():
     assert max(none["m"]) < 0.25 * min(profile.std)
     with pytest.raises(ScenarioError, match="ratios"):
         fit_eval_std([("m", [1.0, 0.9, 0.8], [1.0])], {"m": profile}, 0.5, 0.5)
+
+
+def test_sem_coefficient_is_the_median_ratio_and_skips_unusable_points():
+    points = [(2.0, 0.2), (1.0, 0.1), (0.5, 0.1), (0.0, 0.3), (1.0, float("nan"))]
+    assert sem_coefficient(points) == pytest.approx(0.02)   # median of 0.02, 0.01, 0.02
+    assert sem_coefficient([]) is None
+    assert sem_coefficient([(0.0, 0.1)]) is None
+
+
+def test_evaluation_error_raises_eval_std_to_the_standard_error_below_the_measured_range():
+    anchored = {"levels": [0.0, 0.8, 1.6], "mean": [0.0, 0.08, 0.2], "std": [0.001, 0.2, 0.3],
+                "eval_std": [0.0005, 0.05, 0.1], "spread_factor": [1.0, 1.0, 1.0]}
+    c = 0.01                                                   # sem(0.8) = 0.089, sem(0.2) = 0.045
+    out = with_evaluation_error(anchored, c)
+    assert out["levels"] == pytest.approx([0.0, 0.2, 0.4, 0.6, 0.8, 1.6])
+    assert out["mean"] == pytest.approx([0.0, 0.02, 0.04, 0.06, 0.08, 0.2])   # the linear anchor kept
+    assert "spread_factor" not in out
+    sem = np.sqrt(c * np.array(out["levels"]))
+    assert out["eval_std"] == pytest.approx(np.maximum(sem, [0.0005, 0.0125, 0.025, 0.0375, 0.05, 0.1]))
+    # a measured std that already holds the noise stays; below the range it grows to hold it
+    assert out["std"][-1] == pytest.approx(0.3) and out["std"][-2] == pytest.approx(0.2)
+    assert out["std"][1] == pytest.approx(np.sqrt(2.0) * sem[1])
+    assert all(2 * e * e <= s * s for e, s in zip(out["eval_std"], out["std"], strict=True))
+    # without an anchor no level is added; a zero coefficient changes nothing else
+    plain = {"levels": [0.5, 1.0], "mean": [0.05, 0.1], "std": [0.1, 0.2]}
+    assert with_evaluation_error(plain, 0.0) == {**plain, "eval_std": [0.0, 0.0]}
