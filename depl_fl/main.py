@@ -16,12 +16,10 @@ when some fail, then exits non-zero with one line listing the failed jobs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -30,6 +28,7 @@ from omegaconf import DictConfig
 
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError
+from depl_fl.processes import descendants, hand_to_reaper
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
@@ -129,58 +128,21 @@ def _stop_on_signals(out_dir: str | Path) -> None:
         signal.signal(sig, handler)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every live (not zombie) descendant of process ``pid``, from ``/proc`` (empty without it)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, queue = [], [pid]
-    while queue:
-        kids = children.get(queue.pop(), [])
-        found += kids
-        queue += kids
-    return found
-
-
-def _stop_children(wait_s: float = 3.0) -> None:
-    """SIGTERM to every descendant of this process, SIGKILL to those alive ``wait_s`` later.
-
-    Under Ray these are its GCS, raylet, agents and workers: they ignore Ctrl-C
-    (Ray blocks SIGINT in them) and outlive a driver that ends with
-    :func:`os._exit` by minutes, so a stopped job stops them itself.
-    """
-    pending = _descendants(os.getpid())
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pending:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait_s
-        while pending and time.monotonic() < deadline:
-            time.sleep(0.05)
-            pending = [p for p in pending if p in set(_descendants(os.getpid()))]
-        if not pending:
-            return
-
-
 def _interrupted(out_dir: str | Path, status: int) -> None:
-    """Mark the job's results.json interrupted, stop its child processes and leave at once.
+    """Mark the job's results.json interrupted, hand its child processes to a reaper and leave at once.
 
     Under Ray the ServerApp runs in a non-daemon thread that would wait out its
-    round, so the process ends with :func:`os._exit` after stopping Ray's
-    processes (:func:`_stop_children`).
+    round, so the process ends with :func:`os._exit`; Ray's processes are
+    stopped by a reaper once this one has exited (:mod:`depl_fl.processes`:
+    stopping them from here lets Ray's core worker end the job with status 1).
     """
     from strategies.server_app import interrupt_job
 
     path = interrupt_job(out_dir)
-    _stop_children()
     print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
+    hand_to_reaper(descendants(os.getpid()))
     os._exit(status)
 
 

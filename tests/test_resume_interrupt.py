@@ -1,5 +1,6 @@
 """Simulation jobs: Ctrl-C or SIGTERM, also while a message is in flight, leaves an interrupted
-results.json and exits promptly (Ray and in-process); a job killed with SIGKILL after training round 2
+results.json and exits promptly with 128 + the signal (Ray and in-process), its child processes
+stopped by a reaper once it has exited; a job killed with SIGKILL after training round 2
 or during its exploration rounds resumes from its checkpoint and trains like an uninterrupted one."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from depl_fl.processes import alive, hand_to_reaper, stop_after_exit
 
 ROOT = Path(__file__).resolve().parent.parent
 #: A short job (digits, 3 clients): 2 federated exploration rounds, then 3 training rounds; every
@@ -69,6 +72,47 @@ def _group_alive(pgid: int) -> list[int]:
             if fields[0] != "Z" and int(fields[2]) == pgid:
                 alive.append(int(entry.name))
     return alive
+
+
+def _sleeper(ignore_term: bool = False) -> subprocess.Popen:
+    trap = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if ignore_term else ""
+    return subprocess.Popen([sys.executable, "-c", f"import signal, time; {trap}print(1, flush=True); "
+                             "time.sleep(60)"], stdout=subprocess.PIPE)
+
+
+def test_the_reaper_stops_the_children_only_after_the_job_has_exited():
+    # Stopping Ray's raylet while the driver lives makes Ray end the driver with status 1, so the
+    # children must outlive the job's exit; one that ignores SIGTERM gets SIGKILL.
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.0)"])
+    children = [_sleeper(), _sleeper(ignore_term=True)]
+    for child in children:
+        child.stdout.readline()  # its handler is installed
+    t0 = time.monotonic()
+    watcher = __import__("threading").Thread(target=job.wait)
+    watcher.start()
+    left = stop_after_exit(job.pid, [c.pid for c in children], wait_s=0.5)
+    watcher.join()
+    assert left == []
+    assert time.monotonic() - t0 >= 0.9   # waited for the job
+    assert [c.wait(5) for c in children] == [-signal.SIGTERM, -signal.SIGKILL]
+
+
+def test_the_reaper_outlives_the_job_and_ignores_a_second_ctrl_c():
+    child = _sleeper()
+    child.stdout.readline()
+    job = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from depl_fl.processes import hand_to_reaper; "
+         "print(hand_to_reaper([int(sys.argv[1])], 0.5).pid, flush=True); time.sleep(1.0)", str(child.pid)],
+        stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    reaper = int(job.stdout.readline())
+    os.kill(reaper, signal.SIGINT)       # at once: SIGINT is ignored from the reaper's start
+    assert job.wait(10) == 0
+    assert child.wait(10) == -signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while alive(reaper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(reaper)
+    assert hand_to_reaper([]) is None
 
 
 @pytest.mark.slow
