@@ -147,3 +147,21 @@ def test_trajectory_cache_repeats_evicted_sequences_bit_for_bit():
         fresh = simulate_final_losses(scen, rounds, 2000, np.random.default_rng(5),
                                       start_loss=scen.loss.initial)
         assert np.array_equal(final_losses(ctx, rounds, 2000, 5), fresh)
+
+
+@pytest.mark.parametrize("column", [0, 7, 25, -1])
+def test_a_predicted_schedule_switches_at_its_columns_round(column):
+    # The tables' columns hold k1 = switch_points(h)[j] (1..20, then steps of ~10%): a schedule
+    # built from column j switches after that many rounds, and its cost is k1 c1 + k2 c2.
+    (scen, targets), start = CASES[0]
+    ctx = PlanContext.build(scen, targets, start, None)
+    first, second = scen.models[0].id, scen.models[1].id
+    k1_values = schedules.switch_points(60)
+    table = np.full((1, k1_values.size), schedules.NEVER, dtype=np.int64)
+    table[0, column] = 5
+    costs = np.array([[2.0 if m.id == first else 3.0 for m in scen.models]])
+    times = np.full_like(costs, 1e-6)
+    (cost, sched), = schedules.best_schedules(ctx, costs, times, np.array([0]),
+                                              {(first, second): table}, k1_values)[0]
+    assert (sched.first, sched.k1, sched.second, sched.k2) == (first, int(k1_values[column]), second, 5)
+    assert cost == sched.k1 * 2.0 + 5 * 3.0

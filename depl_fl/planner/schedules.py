@@ -266,7 +266,7 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
         j = np.argmin(total, axis=1)
         value = total[rows, j]
         for s in np.nonzero(np.isfinite(value))[0]:
-            out[s].append((float(value[s]), Schedule(m1, int(j[s]), m2, int(k2[s, j[s]]))))
+            out[s].append((float(value[s]), Schedule(m1, int(k1[0, j[s]]), m2, int(k2[s, j[s]]))))
     for lst in out:
         lst.sort(key=lambda t: t[0])
     return out
