@@ -69,32 +69,32 @@ def job_rows(doc: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
     return train, groups
 
 
-def report(sweep: Path) -> list[str]:
-    """Markdown lines for one sweep folder."""
+def _load(sweep: Path) -> tuple[int, np.ndarray, np.ndarray]:
+    """Jobs, training-round rows and exploration-group rows of a sweep folder (version-2 jobs)."""
     train, groups = [], []
     jobs = 0
     for path in sorted(sweep.rglob("results.json")):
         doc = json.loads(path.read_text())
-        if "scenario" not in doc or "label_shares" not in doc["scenario"].get("loss", {}):
-            continue
-        t, g = job_rows(doc)
-        train += t
-        groups += g
-        jobs += 1
-    lines = [f"## {sweep}", "", f"{jobs} jobs.", ""]
-    if not train:
-        return lines + ["No training rounds.", ""]
-    t = np.array(train, dtype=float)
-    lines += ["| rounds | set | n | mean L before | observed d | profile's d | shortfall |",
-              "|---|---|---|---|---|---|---|"]
+        if "label_shares" in doc.get("scenario", {}).get("loss", {}):
+            t, g = job_rows(doc)
+            train += t
+            groups += g
+            jobs += 1
+    return jobs, np.array(train, dtype=float).reshape(-1, 7), np.array(groups, dtype=float).reshape(-1, 5)
+
+
+def _training_table(t: np.ndarray) -> list[str]:
+    lines = ["| rounds | set | n | mean L before | observed d | profile's d | shortfall |",
+             "|---|---|---|---|---|---|---|"]
     for everyone in (0.0, 1.0):
         for first in (1.0, 0.0):
             m = (t[:, 0] == everyone) & (t[:, 1] == first)
             if m.any():
                 short = t[m, 5] - t[m, 4]
-                lines.append(f"| {'first' if first else 'later'} | {'every client' if everyone else 'subset'} "
-                             f"| {m.sum()} | {t[m, 3].mean():.2f} | {t[m, 4].mean():+.3f} | "
-                             f"{t[m, 5].mean():+.3f} | {short.mean():+.3f} ± {short.std() / np.sqrt(m.sum()):.3f} |")
+                where = "every client" if everyone else "subset"
+                lines.append(f"| {'first' if first else 'later'} | {where} | {m.sum()} | "
+                             f"{t[m, 3].mean():.2f} | {t[m, 4].mean():+.3f} | {t[m, 5].mean():+.3f} | "
+                             f"{short.mean():+.3f} ± {short.std() / np.sqrt(m.sum()):.3f} |")
     lines += ["", "First round of a subset plan, by the set's coverage gap 1 - c_S:", "",
               "| 1 - c_S | jobs | shortfall | met |", "|---|---|---|---|"]
     first = (t[:, 1] == 1.0) & (t[:, 0] == 0.0)
@@ -103,25 +103,39 @@ def report(sweep: Path) -> list[str]:
         if m.any():
             lines.append(f"| [{lo:.2f}, {hi:.2f}) | {m.sum()} | {np.mean(t[m, 5] - t[m, 4]):+.3f} | "
                          f"{t[m, 6].mean():.2f} |")
-    if groups:
-        g = np.array(groups, dtype=float)
-        short, gap = g[:, 4] - g[:, 3], g[:, 1]
-        late = g[:, 0] <= 4
-        slope = float(gap[late] @ short[late] / (gap[late] @ gap[late]))
-        corr = float(np.corrcoef(gap[late], short[late])[0, 1])
-        spread = float(np.std(short[late] - slope * gap[late]))
-        lines += ["", "Exploration groups (one round from the all-client model), last 4 rounds:", "",
-                  f"- {late.sum()} group rounds, mean L before {g[late, 2].mean():.2f}, coverage gap "
-                  f"{gap[late].mean():.2f} ({gap[late].min():.2f}-{gap[late].max():.2f})",
-                  f"- observed d {g[late, 3].mean():+.3f}, profile's d {g[late, 4].mean():+.3f}, shortfall "
-                  f"{short[late].mean():+.3f}",
-                  f"- shortfall against 1 - c_S: slope through 0 {slope:.2f}, correlation {corr:.2f}, "
-                  f"residual spread {spread:.3f}"]
-        first_gap = t[first, 2]
-        if first_gap.size:
-            lines.append(f"- that slope predicts {slope * first_gap.mean():+.3f} for the plans' first rounds "
-                         f"(mean 1 - c_S {first_gap.mean():.2f}); observed "
-                         f"{np.mean(t[first, 5] - t[first, 4]):+.3f}")
+    return lines
+
+
+def _group_lines(g: np.ndarray, t: np.ndarray) -> list[str]:
+    short, gap = g[:, 4] - g[:, 3], g[:, 1]
+    late = g[:, 0] <= 4
+    slope = float(gap[late] @ short[late] / (gap[late] @ gap[late]))
+    corr = float(np.corrcoef(gap[late], short[late])[0, 1])
+    spread = float(np.std(short[late] - slope * gap[late]))
+    lines = ["", "Exploration groups (one round from the all-client model), last 4 rounds:", "",
+             f"- {late.sum()} group rounds, mean L before {g[late, 2].mean():.2f}, coverage gap "
+             f"{gap[late].mean():.2f} ({gap[late].min():.2f}-{gap[late].max():.2f})",
+             f"- observed d {g[late, 3].mean():+.3f}, profile's d {g[late, 4].mean():+.3f}, shortfall "
+             f"{short[late].mean():+.3f}",
+             f"- shortfall against 1 - c_S: slope through 0 {slope:.2f}, correlation {corr:.2f}, "
+             f"residual spread {spread:.3f}"]
+    first = (t[:, 1] == 1.0) & (t[:, 0] == 0.0)
+    if first.any():
+        lines.append(f"- that slope predicts {slope * t[first, 2].mean():+.3f} for the plans' first rounds "
+                     f"(mean 1 - c_S {t[first, 2].mean():.2f}); observed "
+                     f"{np.mean(t[first, 5] - t[first, 4]):+.3f}")
+    return lines
+
+
+def report(sweep: Path) -> list[str]:
+    """Markdown lines for one sweep folder."""
+    jobs, t, g = _load(sweep)
+    lines = [f"## {sweep}", "", f"{jobs} jobs.", ""]
+    if not t.size:
+        return lines + ["No training rounds.", ""]
+    lines += _training_table(t)
+    if g.size:
+        lines += _group_lines(g, t)
     return lines + [""]
 
 
