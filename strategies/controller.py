@@ -126,15 +126,21 @@ class RunController:
         return self.rounds[k]
 
     def predict(self, loss: float, previous_model: str | None,
-                remaining: Sequence[RoundDecision]) -> float:
-        """Predicted pi-quantile (or mean, with ``track_mean``) of the final loss under ``remaining``."""
+                remaining: Sequence[RoundDecision],
+                previous_clients: Sequence[str] | None = None) -> float:
+        """Predicted pi-quantile (or mean, with ``track_mean``) of the final loss under ``remaining``.
+
+        ``previous_clients``: the set of the round just run (a remaining round on
+        another set pays the set-shift jump, with ``loss.set_shift``).
+        """
         spread = self.start_std()
         if not remaining and spread == 0.0:
             return float(loss)
         from depl_fl.planner import PlanStart, predict_quantile
 
         start = PlanStart(loss_mean=max(float(loss), 0.0), loss_std=spread, previous_model=previous_model,
-                          elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
+                          elapsed_s=self.elapsed_s, rounds_done=self.rounds_done,
+                          previous_clients=tuple(previous_clients) if previous_clients is not None else None)
         q, mean, _ = predict_quantile(self._current_scenario(), list(remaining),
                                       self.targets.target_prob, self.guarantee, start=start)
         return float(mean if self.track_mean else q)
@@ -259,8 +265,8 @@ class RunController:
             self._observe(k + 1, decision, previous, loss_before, loss_after)
         remaining = self.rounds[k + 1:]  # without the clients dropped just now
         usable = tracked is not None and math.isfinite(tracked)
-        rec["predicted_quantile"] = self.predict(tracked, decision.model, remaining) if usable \
-            else float("nan")
+        rec["predicted_quantile"] = (self.predict(tracked, decision.model, remaining, decision.clients)
+                                     if usable else float("nan"))
         rec["replanned"] = False
         if self.tracking and self.policy is not None and usable:
             reason = self.policy.decide(k + 1, rec["predicted_quantile"], self.targets.target_loss,
@@ -332,7 +338,8 @@ class RunController:
         assert self.planner is not None
         start = PlanStart(loss_mean=max(rec["tracked_loss"], 0.0),
                           loss_std=self.start_std(),
-                          previous_model=rec["model"], elapsed_s=self.elapsed_s, rounds_done=self.rounds_done)
+                          previous_model=rec["model"], elapsed_s=self.elapsed_s, rounds_done=self.rounds_done,
+                          previous_clients=tuple(rec["clients"]))
         t0 = time.perf_counter()
         try:
             new = self.planner(self._replanning_scenario(), self.targets, start)
@@ -349,7 +356,7 @@ class RunController:
         # A feasible empty plan means the target is already met with the required
         # probability (the current loss is known): the cheapest continuation is to stop.
         feasible = bool(new.feasible)
-        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds)
+        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds, rec["clients"])
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
             new_remaining_rounds=len(new.rounds) if feasible else len(remaining),

@@ -527,7 +527,25 @@ class FederatedProfiler:
                                   data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
         trajectories = [(m, *t) for m, t in self.trajectories.items()]
         fitted = {**with_eval_std(fitted, trajectories, a, b), **self.coverage.bounds(self.pilot_sets)}
-        return with_measured_sem(anchor_at_zero(fitted), self.sem_points)
+        fitted = with_measured_sem(anchor_at_zero(fitted), self.sem_points)
+        return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))
+
+    def set_change_rounds(self, last: int) -> list[Any]:
+        """The group rounds of the last ``last`` exploration rounds that were no switch (see
+        :mod:`depl_fl.tracking.set_shift`): each started from the global model on a new set."""
+        from depl_fl.tracking.set_shift import SetChangeRound
+
+        out = []
+        for rec in self.records[-last:] if last > 0 else []:
+            for group in rec.get("groups", []):
+                replied = [c for c in group["clients"] if c in set(rec.get("replied", []))]
+                if group.get("switch_from") or group.get("coverage") is None or not replied \
+                        or group.get("loss_before") is None or group.get("loss") is None:
+                    continue
+                out.append(SetChangeRound(group["model"], float(group["loss_before"]), float(group["loss"]),
+                                          self.coverage.effective_ratio(replied),
+                                          1.0 - float(group["coverage"])))
+        return out
 
 
 def with_eval_std(fitted: Mapping[str, Any],
@@ -566,6 +584,21 @@ def with_measured_sem(loss: dict[str, Any],
         if coefficient is not None:
             out["run"][model] = with_evaluation_error(run, coefficient)
     return out
+
+
+def with_set_shift(loss: dict[str, Any], rounds: Sequence[Any]) -> dict[str, Any]:
+    """``loss`` with ``set_shift`` fitted from the exploration's set-change rounds (unchanged: too few)."""
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.tracking.set_shift import fit_set_shift
+
+    run = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
+           for m, r in loss["run"].items()}
+    shift = fit_set_shift(rounds, run, float(loss["data_exponent_mean"]), float(loss["data_exponent_std"]))
+    if shift is None:
+        return loss
+    LOG.info("loss profile: set shift %.3f +- %.3f per unit of coverage gap, from %d group rounds",
+             shift["mean"], shift["std"], len(rounds))
+    return {**loss, "set_shift": shift}
 
 
 def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:

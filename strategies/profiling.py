@@ -49,7 +49,7 @@ from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("depl_fl.profiling")
-PROFILE_VERSION = 7
+PROFILE_VERSION = 8
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:

@@ -219,3 +219,53 @@ def test_scenario_builder_writes_version_2_when_nodes_report_histograms() -> Non
     scen = build_scenario(cfg, old, models, noisy)
     assert scen.version == 2 and scen.loss.run["full"].eval_std == (0.01, 0.02)
     assert scen.loss.label_shares is None
+
+
+def _shifted(mean: float = 1.0, std: float = 0.0) -> Scenario:
+    return scenario_from_dict(_doc(set_shift={"mean": mean, "std": std}))
+
+
+def test_a_first_round_on_a_new_set_pays_the_set_shift_scaled_by_its_coverage_gap() -> None:
+    # The model was trained on every client (the default): a round on c0 (coverage gap 0.417)
+    # adds 0.417 * Normal(1, 0); a round on every client (gap 0) and a re-plan on the set
+    # the model last trained on pay nothing -- and draw nothing: bit for bit the plain walk.
+    plain, shifted = scenario_from_dict(_doc()), _shifted()
+    gap = 1.0 - set_coverage(shifted, ("c0",))[0]
+    assert gap == pytest.approx(1.0 - (1 / 3 + 1 / 4))
+    one = _rounds(("c0",), 1)
+    jumped = simulate_final_losses(shifted, one, 4000, 7, judged=False)
+    base = simulate_final_losses(plain, one, 4000, 7, judged=False)
+    assert jumped.mean() - base.mean() == pytest.approx(gap, abs=0.01)
+    assert np.array_equal(simulate_final_losses(shifted, one, 4000, 7, previous_clients=("c0",)),
+                          simulate_final_losses(plain, one, 4000, 7))
+    everyone = ("c0", "c1", "c2")
+    assert np.array_equal(_losses(shifted, everyone), _losses(plain, everyone))
+    # Later rounds on the same set do not jump again; a change to another set does.
+    later = simulate_final_losses(shifted, _rounds(("c0",), 5), 4000, 7, judged=False).mean() \
+        - simulate_final_losses(plain, _rounds(("c0",), 5), 4000, 7, judged=False).mean()
+    assert later == pytest.approx(gap, abs=0.02)
+    two_sets = _rounds(("c0",), 1) + _rounds(("c2",), 1)
+    gap2 = 1.0 - set_coverage(shifted, ("c2",))[0]
+    both = simulate_final_losses(shifted, two_sets, 4000, 7, judged=False).mean() \
+        - simulate_final_losses(plain, two_sets, 4000, 7, judged=False).mean()
+    assert both == pytest.approx(gap + gap2, abs=0.02)
+
+
+def test_set_shift_moments_match_the_monte_carlo_and_round_trip() -> None:
+    from depl_fl.planner import PlanStart, predict_quantile
+
+    shifted = _shifted(0.8, 0.5)
+    rounds = _rounds(("c0",), 3) + _rounds(("c0", "c1"), 3)
+    losses = simulate_final_losses(shifted, rounds, 40000, 3)
+    _, mean, std = predict_quantile(shifted, rounds, 0.9)
+    assert mean == pytest.approx(losses.mean(), abs=0.01)
+    assert std == pytest.approx(losses.std(), rel=0.05)
+    start = PlanStart(2.0, 0.0, None, previous_clients=("c0",))
+    assert predict_quantile(shifted, _rounds(("c0",), 3), 0.9, start=start)[1] \
+        == pytest.approx(predict_quantile(scenario_from_dict(_doc()), _rounds(("c0",), 3), 0.9)[1])
+    written = scenario_to_dict(shifted)
+    assert written["loss"]["set_shift"] == {"mean": 0.8, "std": 0.5}
+    assert scenario_from_dict(json.loads(json.dumps(written))).loss.set_shift == shifted.loss.set_shift
+    assert scenario_from_dict(_doc(version=1, set_shift={"mean": 1.0, "std": 0.0})).loss.set_shift is None
+    with pytest.raises(Exception, match="set_shift"):
+        scenario_from_dict(_doc(set_shift={"mean": 1.0, "std": -0.1}))

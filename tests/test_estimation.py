@@ -334,3 +334,39 @@ def test_a_switch_seen_too_rarely_keeps_at_least_the_run_spread():
     assert std == pytest.approx(float(profile.std_at(1.0 + mean)), rel=1e-6)   # not the 1e-3 floor
     many = [LossObservation(k, "full", "p50", 1.0, 0.6 + 0.002 * k, 1.0) for k in range(SWITCH_MIN_POINTS)]
     assert fit_switch_profile(many, profile)[1] < 0.01   # enough rounds: their own (small) spread
+
+
+def _set_change_rounds(beta: float, gamma: float, n: int, seed: int) -> tuple[list, dict]:
+    """Rounds on new sets drawn from the contract: L' = L + g (beta + gamma Z) - (mu r^a + sigma r^-b X)."""
+    from depl_fl.tracking.set_shift import SetChangeRound
+
+    run = {"full": RunProfile((0.0, 3.0), (0.0, 0.3), (0.01, 0.05))}
+    rng = np.random.default_rng(seed)
+    rounds = []
+    for _ in range(n):
+        loss, gap, ratio = rng.uniform(0.5, 2.0), rng.uniform(0.05, 0.45), rng.uniform(0.2, 0.6)
+        after = loss + gap * (beta + gamma * rng.standard_normal()) \
+            - (float(run["full"].mean_at(loss)) * ratio ** 0.5
+               + float(run["full"].std_at(loss)) * ratio ** -0.5 * rng.standard_normal())
+        rounds.append(SetChangeRound("full", loss, after, ratio, gap))
+    return rounds, run
+
+
+def test_the_set_shift_is_recovered_from_rounds_on_new_sets():
+    from depl_fl.tracking.set_shift import fit_set_shift
+
+    rounds, run = _set_change_rounds(0.8, 0.6, 4000, 1)
+    fitted = fit_set_shift(rounds, run, 0.5, 0.5)
+    assert fitted["mean"] == pytest.approx(0.8, abs=0.03)
+    assert fitted["std"] == pytest.approx(0.6, abs=0.06)
+
+
+def test_the_set_shift_needs_enough_rounds_and_is_never_a_gain():
+    from depl_fl.tracking.set_shift import MIN_POINTS, fit_set_shift
+
+    rounds, run = _set_change_rounds(0.8, 0.0, MIN_POINTS - 1, 2)
+    assert fit_set_shift(rounds, run, 0.5, 0.5) is None
+    gains, run = _set_change_rounds(-0.5, 0.0, 400, 3)   # subsets that do better than predicted
+    assert fit_set_shift(gains, run, 0.5, 0.5)["mean"] == 0.0
+    no_gap = [replace(r, gap=0.0) for r in _set_change_rounds(0.8, 0.0, 400, 4)[0]]
+    assert fit_set_shift(no_gap, run, 0.5, 0.5) is None

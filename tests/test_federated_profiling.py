@@ -360,3 +360,31 @@ def test_exploration_goes_on_until_the_loss_is_near_the_target():
     off = FederatedProfiler(compose_config(["profile.explore.rounds=3",
                                             "profile.explore.stop_loss_factor=null"]), None)
     assert not off._explore_more(3, 2.0)
+
+
+def test_set_change_rounds_are_the_non_switch_groups_of_the_last_rounds():
+    from strategies.federated_profiling import FederatedProfiler
+    from strategies.label_coverage import LabelCoverage
+
+    props = {"c0": {"num-samples": 100, "label-histogram": [100, 0]},
+             "c1": {"num-samples": 100, "label-histogram": [0, 100]},
+             "c2": {"num-samples": 200, "label-histogram": [100, 100]}}
+    profiler = FederatedProfiler(compose_config(JOB), None)
+    profiler.coverage = LabelCoverage(props)
+
+    def group(model, clients, coverage, switch_from=None):
+        return {"model": model, "clients": clients, "switch_from": switch_from, "coverage": coverage,
+                "loss_before": 1.0, "loss": 1.1}
+
+    profiler.records = [
+        {"replied": ["c0", "c1", "c2"], "groups": [group("full", ["c0"], 0.5)]},            # too early
+        {"replied": ["c0", "c2"], "groups": [group("full", ["c0", "c1"], 0.5),             # c1 silent
+                                             group("p50", ["c2"], 1.0)]},
+        {"replied": ["c0", "c1", "c2"], "groups": [group("full", ["c1"], 0.5, "p50"),     # a switch
+                                                   group("p50", ["c0", "c2"], None)]},   # no coverage
+    ]
+    rounds = profiler.set_change_rounds(2)
+    assert [(r.model, r.gap) for r in rounds] == [("full", 0.5), ("p50", 0.0)]
+    assert rounds[0].ratio == pytest.approx(profiler.coverage.effective_ratio(["c0"]))
+    assert rounds[0].loss_before == 1.0 and rounds[0].loss_after == 1.1
+    assert profiler.set_change_rounds(0) == []

@@ -160,3 +160,40 @@ def test_large_instances_get_a_chain_of_sets_that_cover_the_labels() -> None:
     assert sets and all(set_coverage(scen, s.ids)[1] == 0.0 for s in sets)
     smallest = min(sets, key=lambda s: len(s.ids))
     assert len(smallest.ids) == 10  # one client per class: the fewest that show every class
+
+
+def _with_set_shift(scen: Scenario, mean: float, std: float) -> Scenario:
+    from dataclasses import replace
+
+    from depl_fl.contract.scenario import SetShift
+
+    return replace(scen, loss=replace(scen.loss, set_shift=SetShift(mean, std)))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_plans_with_a_set_shift_are_dependable_under_the_independent_monte_carlo(seed: int) -> None:
+    scen, targets = skewed(seed)
+    shifted = _with_set_shift(scen, 0.5, 0.5)
+    plan = make_plan(shifted, targets, seed=4)
+    assert plan.feasible
+    ev = evaluate_plan(shifted, plan.rounds, targets, n=40000, seed=99)
+    assert ev["valid"], ev["errors"]
+    assert ev["probability"] >= targets.target_prob - 0.005
+    se = math.sqrt(targets.target_prob * (1 - targets.target_prob) / 20000)
+    assert abs(plan.predicted["probability"] - ev["probability"]) < 4 * se
+
+
+def test_a_large_set_shift_keeps_the_plan_on_the_set_the_model_trained_on() -> None:
+    # Without a shift the cheapest plan trains a subset; with a large one a change of set costs
+    # more than training every client, and a re-plan that starts on a subset stays on it.
+    scen, targets = skewed(1)
+    everyone = {c.id for c in scen.clients}
+    assert set(make_plan(scen, targets, seed=4).rounds[0].clients) != everyone
+    shifted = _with_set_shift(scen, 20.0, 0.0)
+    assert set(make_plan(shifted, targets, seed=4).rounds[0].clients) == everyone
+    subset = make_plan(scen, targets, seed=4).rounds[0].clients
+    from depl_fl.planner import PlanStart
+
+    start = PlanStart(scen.loss.initial, 0.0, None, previous_clients=tuple(subset))
+    replan = make_plan(shifted, targets, seed=4, start=start)
+    assert replan.feasible and all(set(r.clients) in (set(subset), everyone) for r in replan.rounds)

@@ -8,7 +8,7 @@ profile used by the planner. Every validation failure raises
 Version 2 (docs/CONTRACT_V2.md) adds optional fields: the clients' label
 histograms, the loss's label-coverage fields (``label_shares``,
 ``coverage_threshold``, ``coverage_floor_loss``, ``min_coverage``,
-``max_uncovered``) and each run profile's ``eval_std``. A version-1 file
+``max_uncovered``, ``set_shift``) and each run profile's ``eval_std``. A version-1 file
 ignores them (they are extras there), so it keeps exactly its meaning.
 """
 
@@ -139,6 +139,19 @@ class SwitchProfile:
 
 
 @dataclass(frozen=True)
+class SetShift:
+    """Loss jump when a round's client set differs from the one the model last trained on (version 2).
+
+    ``Y = (1 - c_S) * Normal(mean, std)``: per unit of the new set's label
+    coverage gap, so a set with the reference label shares (``c_S = 1``)
+    pays nothing (docs/CONTRACT_V2.md).
+    """
+
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True)
 class LossModel:
     """The loss-evolution parameters l_run and l_sw of the contract."""
 
@@ -154,6 +167,7 @@ class LossModel:
     coverage_floor_loss: float | None = None
     min_coverage: float | None = None
     max_uncovered: float | None = None
+    set_shift: SetShift | None = None
 
 
 @dataclass(frozen=True)
@@ -340,8 +354,14 @@ class _RunDocV2(_RunDoc):
         return None if self.eval_std is None else tuple(self.eval_std)
 
 
+class _SetShiftDoc(Schema):
+    mean: _LossValue
+    std: _LossSpread
+
+
 class _LossDocV2(_LossDoc):
     run: dict[str, _RunDocV2]
+    set_shift: _SetShiftDoc | None = None
     label_shares: _Counts | None = None
     coverage_threshold: _Fraction = DEFAULT_COVERAGE_THRESHOLD
     coverage_floor_loss: _LossSpread | None = None
@@ -484,7 +504,9 @@ def _to_loss(doc: _LossDoc, clients: tuple[Client, ...]) -> LossModel:
         coverage = {"label_shares": _reference_shares(doc, clients),
                     "coverage_threshold": doc.coverage_threshold,
                     "coverage_floor_loss": doc.coverage_floor_loss,
-                    "min_coverage": doc.min_coverage, "max_uncovered": doc.max_uncovered}
+                    "min_coverage": doc.min_coverage, "max_uncovered": doc.max_uncovered,
+                    "set_shift": (SetShift(doc.set_shift.mean, doc.set_shift.std)
+                                  if doc.set_shift is not None else None)}
     return LossModel(initial=doc.initial, reference_samples=reference,
                      data_exponent_mean=doc.data_exponent_mean,
                      data_exponent_std=doc.data_exponent_std, run=run, switch=switch, **coverage)
@@ -560,6 +582,8 @@ def _coverage_doc(loss: LossModel) -> dict[str, Any]:
     for key in ("coverage_floor_loss", "min_coverage", "max_uncovered"):
         if getattr(loss, key) is not None:
             doc[key] = getattr(loss, key)
+    if loss.set_shift is not None:
+        doc["set_shift"] = {"mean": loss.set_shift.mean, "std": loss.set_shift.std}
     return doc
 
 

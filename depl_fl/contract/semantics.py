@@ -176,6 +176,12 @@ def effective_ratio(scenario: Scenario, clients: Sequence[str]) -> float:
     return r if cov is None else cov[0] * r
 
 
+def coverage_gap(scenario: Scenario, clients: Sequence[str]) -> float:
+    """``1 - c_S`` of a round's client set (0 when its coverage is not known, see :func:`set_coverage`)."""
+    cov = set_coverage(scenario, clients)
+    return 0.0 if cov is None else min(max(1.0 - cov[0], 0.0), 1.0)
+
+
 def coverage_error(scenario: Scenario, clients: Sequence[str]) -> str | None:
     """Why the set's loss lies outside the profile's measured coverage range (None: it does not)."""
     cov = set_coverage(scenario, clients)
@@ -327,7 +333,8 @@ def plan_errors(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Ta
 def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: int,
                           rng: np.random.Generator | int | None,
                           start_loss: float | np.ndarray | None = None,
-                          previous_model: str | None = None, judged: bool = True) -> np.ndarray:
+                          previous_model: str | None = None, judged: bool = True,
+                          previous_clients: Sequence[str] | None = None) -> np.ndarray:
     """Sample the final loss of ``n`` independent trajectories of a round sequence.
 
     Exactly the contract's loss semantics: per round with model ``m`` after
@@ -342,6 +349,10 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
     :func:`judged_losses` (unseen-class term of the last set, one draw of
     evaluation noise) -- unless ``judged`` is False, which returns the walk
     (to continue it round by round). A version-1 scenario has no final map.
+    With ``loss.set_shift`` a round whose client set differs from the
+    previous round's (the first round: from ``previous_clients``) first adds
+    ``Y = (1 - c_S) * Normal(set_shift.mean, set_shift.std)``, after a model
+    switch's jump.
 
     Parameters
     ----------
@@ -362,6 +373,10 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
         round then switches from it if it differs.
     judged : bool, optional
         Apply the final map (default); False returns the walk's last losses.
+    previous_clients : sequence of str, optional
+        Client set the model was last trained on (re-planning, or continuing
+        a walk); default every client of the scenario (the federated
+        exploration's set). Only read with ``loss.set_shift``.
 
     Returns
     -------
@@ -377,7 +392,8 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     final = None
-    for losses in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model):
+    for losses in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model,
+                                    previous_clients=previous_clients):
         final = losses
     if final is None:
         return _start_array(scenario, n, start_loss)
@@ -520,8 +536,8 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
                       rng: np.random.Generator | int | None,
                       start_loss: float | np.ndarray | None = None,
                       previous_model: str | None = None,
-                      tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] | None = None
-                      ) -> Iterator[np.ndarray]:
+                      tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] | None = None,
+                      previous_clients: Sequence[str] | None = None) -> Iterator[np.ndarray]:
     """The walk's losses of ``n`` trajectories after each round (see :func:`simulate_final_losses`).
 
     These are the losses before the final map (:func:`judged_losses`, version 2).
@@ -539,40 +555,25 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     losses = _start_array(scenario, n, start_loss)
-    a = scenario.loss.data_exponent_mean
-    b = scenario.loss.data_exponent_std
     if tables is None:
         tables = {}
     previous = previous_model
+    shift = scenario.loss.set_shift
+    trained_on = frozenset(c.id for c in scenario.clients) if previous_clients is None \
+        else frozenset(previous_clients)
     for index, decision in enumerate(rounds):
-        if not decision.clients:
-            raise ScenarioError(f"round {index}: no clients")
         model = decision.model
-        profile = scenario.loss.run.get(model)
-        if profile is None:
-            raise ScenarioError(f"round {index}: unknown model id {model!r}")
-        if previous is not None and previous != model:
-            jump = scenario.loss.switch.get((previous, model))
-            if jump is None:
-                raise ScenarioError(f"round {index}: switch {previous!r} -> {model!r} "
-                                    "is not allowed (no such pair in loss.switch)")
-            # L += mean + std * Y, in place (same operations as the formula).
-            y = rng.standard_normal(n)
-            y *= jump.std
-            y += jump.mean
-            losses += y
-        clients = decision.clients
-        key = (model, clients if isinstance(clients, tuple) else tuple(clients))
-        table = tables.get(key)
-        if table is None:
-            r = effective_ratio(scenario, clients)
-            table = (_InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std),
-                     r ** a, r ** (-b))
-            tables[key] = table
-        interp, mean_scale, std_scale = table
+        jump = _model_jump(scenario, index, decision, previous)
+        if jump is not None:
+            _add_normal(losses, jump.mean, jump.std, rng)
+        interp, mean_scale, std_scale, members, gap = _round_table(scenario, model, decision.clients, tables)
+        if shift is not None and members != trained_on:
+            if gap > 0.0:
+                _add_normal(losses, shift.mean * gap, shift.std * gap, rng)
+            trained_on = members
         mu, sigma = interp(losses)
         # L -= mu * r**a + sigma * r**-b * X, in place, same operation order.
-        x = rng.standard_normal(n)
+        x = rng.standard_normal(len(losses))
         sigma *= std_scale
         sigma *= x
         mu *= mean_scale
@@ -581,6 +582,46 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
         np.maximum(losses, 0.0, out=losses)
         previous = model
         yield losses
+
+
+def _model_jump(scenario: Scenario, index: int, decision: RoundDecision, previous: str | None) -> Any:
+    """The switch profile of round ``index`` (None: no switch); a broken round raises ScenarioError."""
+    if not decision.clients:
+        raise ScenarioError(f"round {index}: no clients")
+    model = decision.model
+    if model not in scenario.loss.run:
+        raise ScenarioError(f"round {index}: unknown model id {model!r}")
+    if previous is None or previous == model:
+        return None
+    jump = scenario.loss.switch.get((previous, model))
+    if jump is None:
+        raise ScenarioError(f"round {index}: switch {previous!r} -> {model!r} "
+                            "is not allowed (no such pair in loss.switch)")
+    return jump
+
+
+def _add_normal(losses: np.ndarray, mean: float, std: float, rng: np.random.Generator) -> None:
+    """``L += mean + std * Y`` in place, ``Y`` standard normal (same operations as the formula)."""
+    y = rng.standard_normal(len(losses))
+    y *= std
+    y += mean
+    losses += y
+
+
+def _round_table(scenario: Scenario, model: str, clients: Sequence[str],
+                 tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]]) -> tuple[Any, ...]:
+    """Per ``(model, clients)``, computed once: the profile's interpolation table, ``r**a``,
+    ``r**-b``, the set (to detect a change of set) and its coverage gap ``1 - c_S``."""
+    key = (model, clients if isinstance(clients, tuple) else tuple(clients))
+    table = tables.get(key)
+    if table is None:
+        profile = scenario.loss.run[model]
+        r = effective_ratio(scenario, clients)
+        a, b = scenario.loss.data_exponent_mean, scenario.loss.data_exponent_std
+        table = (_InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std),
+                 r ** a, r ** (-b), frozenset(key[1]), coverage_gap(scenario, key[1]))
+        tables[key] = table
+    return table
 
 
 def empirical_quantile(losses: np.ndarray, prob: float) -> float:

@@ -79,14 +79,15 @@ def plan_full(ctx: PlanContext, seed: int, n: int) -> tuple[list[RoundDecision],
     # Carlo of each prefix with this seed (see checking.final_losses).
     rng = np.random.default_rng(seed)
     losses = np.array(np.broadcast_to(start_losses(ctx, n, rng), (n,)), dtype=float)
-    previous = ctx.previous
+    previous, trained_on = ctx.previous, ctx.previous_clients
     best_k, best_p = 0, float(np.mean(losses <= ctx.targets.target_loss))
     if best_p >= need:  # the target is met before any round: the zero-round plan
         return [], True, best_p
     for k in range(1, limit + 1):
         losses = simulate_final_losses(ctx.scenario, [decision], n, rng, start_loss=losses,
-                                       previous_model=previous, judged=False)
-        previous = decision.model
+                                       previous_model=previous, judged=False,
+                                       previous_clients=trained_on)
+        previous, trained_on = decision.model, decision.clients
         p = judged_probability(ctx.scenario, decision, losses, ctx.targets.target_loss)
         if p > best_p:
             best_k, best_p = k, p

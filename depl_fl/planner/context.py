@@ -70,7 +70,8 @@ class PlanContext:
         # freed as soon as the planning call drops its context.
         std = self.start_std if self.start is not None else 0.0
         self.mc_cache = TrajectoryCache(self.scenario, self.previous,
-                                        partial(_start_losses, self.start_mean, std))
+                                        partial(_start_losses, self.start_mean, std),
+                                        previous_clients=self.previous_clients)
 
     def start_losses(self, n: int, rng: np.random.Generator) -> np.ndarray | float:
         """Initial losses of ``n`` trajectories (a draw from ``rng`` when the start loss is uncertain)."""
@@ -106,6 +107,11 @@ class PlanContext:
         return cls(scenario, targets, start, LossPropagator(scenario),
                    targets.deadline_s - elapsed, max(limit - done, 0), mean, var, previous,
                    width, float(eta))
+
+    @property
+    def previous_clients(self) -> tuple[str, ...] | None:
+        """Client set the start model last trained on (None: every client, see :class:`PlanStart`)."""
+        return self.start.previous_clients if self.start is not None else None
 
     @property
     def start_std(self) -> float:

@@ -53,7 +53,8 @@ EXACT_LIMIT = 10
 
 
 def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
-                  uncovered: np.ndarray | float = 0.0) -> np.ndarray:
+                  uncovered: np.ndarray | float = 0.0,
+                  shift: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Rounds of ``model`` alone until ``mean + kappa * std <= target``, per data ratio.
 
     The quantile is that of the judged final loss (version 2: the unseen
@@ -70,6 +71,8 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
         Data ratios ``r``.
     kappa : float
         Quantile multiplier.
+    shift : tuple of numpy.ndarray, optional
+        Mean and variance of each ratio's set-shift jump (:func:`set_shift_terms`).
 
     Returns
     -------
@@ -78,8 +81,7 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
     """
     never = ctx.max_rounds + 1
     ratios = np.asarray(ratios, dtype=float)
-    mean = np.full(ratios.shape, ctx.start_mean)
-    var = np.full(ratios.shape, ctx.start_var)
+    mean, var = start_moments_of(ctx, ratios.shape, shift)
     needed = np.full(ratios.shape, never, dtype=int)
     target = ctx.targets.target_loss
     if mean[0:1].size and ctx.start_mean + kappa * ctx.start_std <= target:
@@ -104,8 +106,30 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
     return needed
 
 
+def start_moments_of(ctx: PlanContext, shape: tuple[int, ...],
+                     shift: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Start ``(mean, var)`` arrays of ``shape``, each plus its set's set-shift jump (if any).
+
+    The set-shift jump of a first round on a new set adds to the loss like a
+    model switch's (the order of the two additions does not matter).
+    """
+    mean, var = np.full(shape, ctx.start_mean), np.full(shape, ctx.start_var)
+    if shift is not None:
+        mean = mean + np.broadcast_to(shift[0], shape)
+        var = var + np.broadcast_to(shift[1], shape)
+    return mean, var
+
+
+def set_shift_terms(ctx: PlanContext, sets: Sequence[ClientSet]) -> tuple[np.ndarray, np.ndarray]:
+    """Per set, mean and variance of its first round's set-shift jump (0 without ``loss.set_shift``)."""
+    jumps = [ctx.prop.set_shift_moments(s.ids, ctx.previous_clients) or (0.0, 0.0) for s in sets]
+    out = np.array(jumps, dtype=float).reshape(-1, 2)
+    return out[:, 0], out[:, 1]
+
+
 def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarray, kappa: float,
-                      uncovered: np.ndarray | float = 0.0) -> dict[str, np.ndarray]:
+                      uncovered: np.ndarray | float = 0.0,
+                      shift: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """:func:`rounds_needed` of every model, all advanced together (one propagation per round).
 
     A model stops when none of its ratios is left open or all open ones have
@@ -124,7 +148,9 @@ def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarra
     which = np.repeat(np.arange(len(usable)), ratios.size)
     rr = np.tile(ratios, len(usable))
     uu = np.tile(np.broadcast_to(np.asarray(uncovered, dtype=float), ratios.shape), len(usable))
-    mean, var = np.full(rr.shape, ctx.start_mean), np.full(rr.shape, ctx.start_var)
+    tiled = None if shift is None else tuple(np.tile(np.broadcast_to(x, ratios.shape), len(usable))
+                                             for x in shift)
+    mean, var = start_moments_of(ctx, rr.shape, tiled)
     for i, m in enumerate(usable):
         if prev is not None and prev != m:
             sl = which == i
@@ -306,7 +332,7 @@ def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
     which may switch models, can still try them.
     """
     ratios, uncovered = set_terms(ctx, sets)
-    needed = rounds_needed_all(ctx, models, ratios, kappa, uncovered)
+    needed = rounds_needed_all(ctx, models, ratios, kappa, uncovered, set_shift_terms(ctx, sets))
     scored: list[tuple[float, float, int, ClientSet]] = []
     for i, cset in enumerate(sets):
         best = np.inf

@@ -67,7 +67,13 @@ from depl_fl.planner.checking import (
     start_losses,
 )
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.data_selection import candidate_sets, predictable, rank_sets, set_terms
+from depl_fl.planner.data_selection import (
+    candidate_sets,
+    predictable,
+    rank_sets,
+    set_shift_terms,
+    set_terms,
+)
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
 from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option
@@ -124,34 +130,38 @@ def reference_model(ctx: PlanContext) -> str:
 
 
 def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
-                  lam: float, nu: float, unseen: float = 0.0):
-    """Lightest goal path with per-round weight ``cost + lam * time + nu`` (None: no goal)."""
+                  lam: float, nu: float, unseen: float = 0.0, shift: tuple[float, float] = (0.0, 0.0)):
+    """Lightest goal path with per-round weight ``cost + lam * time + nu`` (None: no goal).
+
+    ``shift``: mean and variance of the set's set-shift jump, added to the start state.
+    """
     edges = {}
     for m, o in opts.items():
         chosen = lagrangian_option(o, lam)
         edges[m] = EdgeSpec(chosen.cost, chosen.time)
     # The graph does not depend on kappa: build it once per (set, prices).
-    key = (r, tuple(edges.items()), nu)
+    key = (r, tuple(edges.items()), nu, shift)
     graph = ctx.graphs.get(key)
     if graph is None:
-        graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean, ctx.start_var, ctx.previous,
+        graph = LayeredGraph(ctx.prop, r, edges, ctx.start_mean + shift[0], ctx.start_var + shift[1],
+                             ctx.previous,
                              ctx.deadline, ctx.max_rounds, ctx.bin_width, round_price=nu)
         ctx.graphs[key] = graph
     return graph.solve(kappa, ctx.targets.target_loss, unseen)
 
 
 def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
-                   unseen: float = 0.0):
+                   unseen: float = 0.0, shift: tuple[float, float] = (0.0, 0.0)):
     """When constraints bind: the fastest, fewest-rounds corner first, then the time price
     relaxed towards the cheapest feasible one."""
     mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
-    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost, unseen) is None:
+    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost, unseen, shift) is None:
         return None
     slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
                      for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
     for lam in slopes + [math.inf]:
         for nu in (0.0, mean_cost, 10.0 * mean_cost):
-            result = _graph_search(ctx, opts, r, kappa, lam, nu, unseen)
+            result = _graph_search(ctx, opts, r, kappa, lam, nu, unseen, shift)
             if result is not None:
                 return result
     return None
@@ -163,8 +173,11 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
     scen = ctx.scenario
     opts = options or {m.id: ctx.options(cset, m.id) for m in scen.models}
     r, unseen = ctx.prop.set_terms(cset.ids)
-    result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0, unseen) \
-        or _priced_search(ctx, opts, r, kappa, unseen)
+    if ctx.start_mean + kappa * ctx.start_std <= ctx.targets.target_loss:
+        return []  # met at the start: no round, so no set-shift jump either
+    shift = ctx.prop.set_shift_moments(cset.ids, ctx.previous_clients) or (0.0, 0.0)
+    result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0, unseen, shift) \
+        or _priced_search(ctx, opts, r, kappa, unseen, shift)
     if result is None:
         return None
     if not result.models:
@@ -333,13 +346,14 @@ def single_model_plan(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Op
         rng = np.random.default_rng(seed)
         losses = np.array(np.broadcast_to(start_losses(ctx, n, rng), (n,)), dtype=float)
         probe = RoundDecision(model, cset.ids, {})
-        previous = ctx.previous
+        previous, trained_on = ctx.previous, ctx.previous_clients
         for k in range(1, ctx.max_rounds + 1):
             if k * opts[model][0].time > ctx.deadline * (1.0 + 1e-9):
                 break
             losses = simulate_final_losses(ctx.scenario, [probe], n, rng, start_loss=losses,
-                                           previous_model=previous, judged=False)
-            previous = model
+                                           previous_model=previous, judged=False,
+                                           previous_clients=trained_on)
+            previous, trained_on = model, cset.ids
             if judged_probability(ctx.scenario, probe, losses, ctx.targets.target_loss) >= need:
                 seq = [model] * k
                 alloc = allocate_levels(seq, opts, ctx.deadline)
@@ -436,12 +450,13 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     ``PAIR_SLACK`` of its best, cheapest first.
     """
     scen = ctx.scenario
-    terms, groups = np.unique(np.stack(set_terms(ctx, sets), axis=1), axis=0, return_inverse=True)
+    terms, groups = np.unique(np.stack([*set_terms(ctx, sets), *set_shift_terms(ctx, sets)], axis=1),
+                              axis=0, return_inverse=True)
     groups = groups.reshape(-1)
     horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
     k1 = switch_points(horizon)
     tables = predicted_tables(ctx, allowed_pairs(ctx), terms[:, 0], kappa, horizon, k1,
-                              uncovered=terms[:, 1])
+                              uncovered=terms[:, 1], shift=(terms[:, 2], terms[:, 3]))
     costs = np.empty((len(sets), len(scen.models)))
     times = np.empty_like(costs)
     for i, cset in enumerate(sets):

@@ -183,7 +183,8 @@ class _Search:
                 step = RoundDecision(m, probe, {})
                 new = simulate_final_losses(ctx.scenario, [step], self.n_search,
                                             self._stream(depth, is_switch), start_loss=losses,
-                                            previous_model=last, judged=False)
+                                            previous_model=last, judged=False,
+                                            previous_clients=probe if blocks else ctx.previous_clients)
                 nblocks = blocks[:-1] + [(m, blocks[-1][1] + 1)] if blocks and m == blocks[-1][0] \
                     else blocks + [(m, 1)]
                 if judged_probability(ctx.scenario, step, new, ctx.targets.target_loss) >= self.screen \

@@ -38,7 +38,7 @@ from scipy.special import ndtr, ndtri
 
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Scenario
-from depl_fl.contract.semantics import effective_ratio, set_coverage
+from depl_fl.contract.semantics import coverage_gap, effective_ratio, set_coverage
 from depl_fl.errors import ScenarioError
 
 GUARANTEES = ("gaussian", "cantelli")
@@ -62,6 +62,10 @@ class PlanStart:
         Time already spent; the remaining deadline is ``deadline_s - elapsed_s``.
     rounds_done : int
         Rounds already run; the remaining rounds are ``max_rounds - rounds_done``.
+    previous_clients : tuple of str or None
+        Client set of the last round run (with ``loss.set_shift`` a first
+        planned round on another set pays the set-shift jump); None: every
+        client of the scenario (the federated exploration trained them all).
     """
 
     loss_mean: float
@@ -69,6 +73,7 @@ class PlanStart:
     previous_model: str | None = None
     elapsed_s: float = 0.0
     rounds_done: int = 0
+    previous_clients: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.loss_mean) and self.loss_mean >= 0.0):
@@ -154,6 +159,26 @@ class LossPropagator:
             cached = (effective_ratio(self.scenario, key), min(max(unseen, 0.0), 1.0))
             self._set_cache[key] = cached
         return cached
+
+    def set_shift_moments(self, clients: Sequence[str], trained_on: Sequence[str] | None
+                          ) -> tuple[float, float] | None:
+        """``(mean, var)`` of the set-shift jump of a first round on ``clients`` (None: no jump).
+
+        ``trained_on`` is the set the start model last trained on (None: every
+        client). The jump is ``(1 - c_S) * Normal(set_shift.mean, set_shift.std)``
+        (docs/CONTRACT_V2.md); none without ``loss.set_shift``, on the same set,
+        or for a set of full coverage.
+        """
+        shift = self.scenario.loss.set_shift
+        if shift is None:
+            return None
+        before = {c.id for c in self.scenario.clients} if trained_on is None else set(trained_on)
+        if set(clients) == before:
+            return None
+        gap = coverage_gap(self.scenario, tuple(clients))
+        if gap <= 0.0:
+            return None
+        return shift.mean * gap, (shift.std * gap) ** 2
 
     def has_final_map(self) -> bool:
         """Whether any set or model can have a final map other than the identity."""
@@ -431,10 +456,13 @@ def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
     """Predicted ``(mean, var)`` of the final loss of a round sequence.
 
     Version 2: each round runs on its set's ``r_eff`` and the result goes
-    through the final map of the last round (``judged=False``: the walk's moments).
+    through the final map of the last round (``judged=False``: the walk's moments);
+    with ``loss.set_shift`` a round on a set other than the previous round's
+    (the first: ``start.previous_clients``) adds the set-shift jump's moments.
     """
     prop = propagator or LossPropagator(scenario)
     mean, var, previous = start_moments(scenario, start)
+    trained_on = start.previous_clients if start is not None else None
     ratios: dict[tuple[str, ...], float] = {}
     for index, decision in enumerate(rounds):
         if decision.model not in scenario.loss.run:
@@ -453,6 +481,10 @@ def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
             if total <= 0:
                 raise ScenarioError(f"round {index}: no clients")
             ratios[key] = prop.set_terms(key)[0]
+        jump = prop.set_shift_moments(key, trained_on)
+        if jump is not None:
+            mean, var = mean + jump[0], var + jump[1]
+        trained_on = key
         mean, var = prop.run_scalar(decision.model, mean, var, ratios[key])
         previous = decision.model
     if judged and rounds:

@@ -25,6 +25,7 @@ A schedule with one model only is the pair ``(m, m)`` with ``k1 = 0``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ import numpy as np
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.semantics import final_map, judged_probability
 from depl_fl.planner.context import PlanContext
+from depl_fl.planner.data_selection import start_moments_of
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
 ROUND_CAP = 120
@@ -87,11 +89,15 @@ def switch_points(horizon: int) -> np.ndarray:
     return np.array(sorted(set(points)), dtype=np.int64)
 
 
-def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds: int
+def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds: int,
+                 shift: tuple[np.ndarray, np.ndarray] | None = None
                  ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Moments after ``0..rounds`` rounds of each model from the start state, shape ``(R, rounds + 1)``.
 
     All models advance together (one :meth:`LossPropagator.run_many` per round).
+    ``shift``: mean and variance of each ratio's set-shift jump (column 0,
+    no round run, is then the start plus the jump: a plan of zero rounds is
+    judged on the start state by the callers).
     """
     usable = [m for m in models if ctx.previous is None or ctx.previous == m
               or (ctx.previous, m) in ctx.prop.switch]
@@ -99,8 +105,9 @@ def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds
         return {}
     which = np.repeat(np.arange(len(usable)), ratios.size)
     rr = np.tile(ratios, len(usable))
-    mean = np.full(rr.shape, ctx.start_mean)
-    var = np.full(rr.shape, ctx.start_var)
+    tiled = None if shift is None else tuple(np.tile(np.broadcast_to(x, ratios.shape), len(usable))
+                                             for x in shift)
+    mean, var = start_moments_of(ctx, rr.shape, tiled)
     if ctx.previous is not None:
         for i, m in enumerate(usable):
             if m != ctx.previous:
@@ -118,7 +125,9 @@ def first_blocks(ctx: PlanContext, models: list[str], ratios: np.ndarray, rounds
 
 def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.ndarray,
                      kappa: float, horizon: int, k1: np.ndarray,
-                     uncovered: np.ndarray | None = None) -> dict[tuple[str, str], np.ndarray]:
+                     uncovered: np.ndarray | None = None,
+                     shift: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> dict[tuple[str, str], np.ndarray]:
     """Fewest predicted rounds ``k2`` of ``m2`` after ``k1[j]`` rounds of ``m1``, per pair.
 
     Each table has shape ``(R, len(k1))``; entry ``[i, j]`` is ``NEVER`` when
@@ -128,11 +137,13 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
     pairs advance together, one :meth:`LossPropagator.run_many` per round.
     ``uncovered`` (version 2, shape ``(R,)``) is the unseen share of the final
     map on each ratio's sets; the goal is on the judged final loss.
+    ``shift`` (shape ``(R,)`` each): mean and variance of the set-shift jump
+    of each ratio's sets.
     """
     target = ctx.targets.target_loss
     unseen = np.zeros(ratios.size) if uncovered is None else np.asarray(uncovered, dtype=float)
     models = sorted({m for pair in pairs for m in pair})
-    first = first_blocks(ctx, models, ratios, horizon)
+    first = first_blocks(ctx, models, ratios, horizon, shift)
     out = {}
     for m1, m2 in pairs:
         # A one-model table has its column 0 even when no switch point fits (horizon 1).
@@ -140,7 +151,10 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
         if m1 == m2 and m1 in first:
             hit = ctx.prop.judged_quantile([m1], 0, first[m1][0], first[m1][1], kappa,
                                            unseen[:, None]) <= target
-            hit[:, 0] = first[m1][0][:, 0] + kappa * np.sqrt(first[m1][1][:, 0]) <= target  # no round run
+            m0, v0 = first[m1][0][:, 0], first[m1][1][:, 0]
+            if shift is not None:  # no round run: no set-shift jump either
+                m0, v0 = m0 - shift[0], np.maximum(v0 - shift[1], 0.0)
+            hit[:, 0] = m0 + kappa * np.sqrt(v0) <= target
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
     switching = [p for p in pairs if p[0] != p[1] and p[0] in first] if k1.size else []
     if switching:
@@ -291,6 +305,7 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     a, b = scen.loss.data_exponent_mean, scen.loss.data_exponent_std
     scale = (r ** a, r ** (-b))
     losses = np.array(np.broadcast_to(ctx.start_losses(n, rng), (n,)), dtype=float)
+    losses = _set_shift(ctx, clients, losses, rng)
     k1s = sorted({k for k in k1_values if 0 <= k < horizon} if m1 != m2 else {0})
     first_from = ctx.previous
     if m1 == m2:
@@ -324,6 +339,15 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
             result[k1s[i]] = k2
             open_[i] = False
     return result
+
+
+def _set_shift(ctx: PlanContext, clients: tuple[str, ...] | None, losses: np.ndarray,
+               rng: np.random.Generator) -> np.ndarray:
+    """The set-shift jump of a first round on ``clients`` (before the model switch's: both add)."""
+    jump = ctx.prop.set_shift_moments(clients, ctx.previous_clients) if clients is not None else None
+    if jump is None:
+        return losses
+    return losses + jump[0] + math.sqrt(jump[1]) * rng.standard_normal(losses.shape)
 
 
 def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarray,

@@ -62,14 +62,18 @@ class TrajectoryCache:
         The validated scenario.
     previous : str or None
         Model of the round before the first one (re-planning).
+    previous_clients : sequence of str or None
+        Client set of the round before the first one (None: every client).
     start : callable
         ``start(n, rng) -> initial losses`` (a scalar or an array of shape
         ``(n,)``), drawn from a fresh ``default_rng(seed)`` before the rounds.
     """
 
-    def __init__(self, scenario: Scenario, previous: str | None, start: StartFn) -> None:
+    def __init__(self, scenario: Scenario, previous: str | None, start: StartFn,
+                 previous_clients: Sequence[str] | None = None) -> None:
         self.scenario = scenario
         self.previous = previous
+        self.previous_clients = previous_clients
         self.start = start
         self._entries: dict[tuple[int, int], list[_Entry]] = {}
         self._tables: dict[tuple[str, tuple[str, ...]], tuple[Any, ...]] = {}
@@ -131,10 +135,11 @@ class TrajectoryCache:
             new.states.update({i: s for i, s in base.states.items() if i <= at})
         stride = max(1, math.ceil(len(keys) / MAX_STATES))
         previous = rounds[at - 1].model if at > 0 else self.previous
+        trained_on = rounds[at - 1].clients if at > 0 else self.previous_clients
         final = None
         for k, final in enumerate(iter_round_losses(self.scenario, rounds[at:], n, rng,
                                                     start_loss=losses, previous_model=previous,
-                                                    tables=self._tables),
+                                                    tables=self._tables, previous_clients=trained_on),
                                   start=at + 1):
             if k == len(keys):  # the last yield: the array is not updated any more
                 new.states[k] = (final, rng.bit_generator.state)

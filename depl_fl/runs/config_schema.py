@@ -54,6 +54,7 @@ class _Explore(Schema):
     switch_rounds: list[Count] | None = None
     min_points_per_level: Count = 4
     min_rounds_for_exponents: Count = 12
+    set_shift_rounds: NonNegativeCount = 8
 
 
 class _Profile(Schema):
