@@ -7,7 +7,7 @@
 # One profile cache per setting and pi: every job runs its own exploration (as a user's first
 # job on a federation does) and its profiling energy is in its total.
 # Then: depl-fl report OUT/<setting>/<arm> (results in benchmarks/results/issue15/).
-#   bash benchmarks/issue15_sweep.sh [OUT]      (about 45 minutes on 2 cores)
+#   bash benchmarks/issue15_sweep.sh [OUT]      (30-45 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1

@@ -46,18 +46,20 @@ def _set_terms(scenario: dict[str, Any], clients: list[str]) -> tuple[float, flo
 
 
 def job_rows(doc: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
-    """Training-round rows ``(all clients, first, gap, L_before, d, predicted, met)`` and
+    """Training-round rows ``(all clients, first, gap, L_before, d, predicted, met, fitted jump)`` and
     exploration-group rows ``(rounds before the end, gap, L_before, d, predicted)`` of one job."""
     scenario, loss = doc["scenario"], doc["scenario"]["loss"]
     everyone = len(scenario["clients"])
     met = bool(doc["summary"].get("met"))
+    shift = (loss.get("set_shift") or {}).get("mean", 0.0)
     train, groups = [], []
     training = [r for r in doc["rounds"] if r.get("phase", "train") == "train"]
     for i, rec in enumerate(training):
         gap, ratio = _set_terms(scenario, rec["clients"])
         train.append((len(rec["clients"]) == everyone, i == 0, gap, rec["loss_before"],
                       rec["loss_before"] - rec["loss"],
-                      _predicted_decrease(loss, rec["model"], rec["loss_before"], ratio), met))
+                      _predicted_decrease(loss, rec["model"], rec["loss_before"], ratio), met,
+                      shift * gap if i == 0 and len(rec["clients"]) < everyone else 0.0))
     explore = [r for r in doc["rounds"] if r.get("phase") == "profile"]
     for k, rec in enumerate(explore):
         for group in rec.get("groups", []):
@@ -80,7 +82,7 @@ def _load(sweep: Path) -> tuple[int, np.ndarray, np.ndarray]:
             train += t
             groups += g
             jobs += 1
-    return jobs, np.array(train, dtype=float).reshape(-1, 7), np.array(groups, dtype=float).reshape(-1, 5)
+    return jobs, np.array(train, dtype=float).reshape(-1, 8), np.array(groups, dtype=float).reshape(-1, 5)
 
 
 def _training_table(t: np.ndarray) -> list[str]:
@@ -95,14 +97,19 @@ def _training_table(t: np.ndarray) -> list[str]:
                 lines.append(f"| {'first' if first else 'later'} | {where} | {m.sum()} | "
                              f"{t[m, 3].mean():.2f} | {t[m, 4].mean():+.3f} | {t[m, 5].mean():+.3f} | "
                              f"{short.mean():+.3f} ± {short.std() / np.sqrt(m.sum()):.3f} |")
-    lines += ["", "First round of a subset plan, by the set's coverage gap 1 - c_S:", "",
-              "| 1 - c_S | jobs | shortfall | met |", "|---|---|---|---|"]
+    lines += ["", "First round of a subset plan, by the set's coverage gap 1 - c_S (fitted jump: the "
+              "profile's `loss.set_shift` mean times the gap, 0 without one):", "",
+              "| 1 - c_S | jobs | shortfall | fitted jump | met |", "|---|---|---|---|---|"]
     first = (t[:, 1] == 1.0) & (t[:, 0] == 0.0)
     for lo, hi in ((0.0, 0.08), (0.08, 0.15), (0.15, 1.0)):
         m = first & (t[:, 2] >= lo) & (t[:, 2] < hi)
         if m.any():
             lines.append(f"| [{lo:.2f}, {hi:.2f}) | {m.sum()} | {np.mean(t[m, 5] - t[m, 4]):+.3f} | "
-                         f"{t[m, 6].mean():.2f} |")
+                         f"{t[m, 7].mean():+.3f} | {t[m, 6].mean():.2f} |")
+    if first.any():
+        lines.append(f"| all | {first.sum()} | {np.mean(t[first, 5] - t[first, 4]):+.3f} ± "
+                     f"{np.std(t[first, 5] - t[first, 4]) / np.sqrt(first.sum()):.3f} | "
+                     f"{t[first, 7].mean():+.3f} | {t[first, 6].mean():.2f} |")
     return lines
 
 
