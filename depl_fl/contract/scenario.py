@@ -8,8 +8,9 @@ profile used by the planner. Every validation failure raises
 Version 2 (docs/CONTRACT_V2.md) adds optional fields: the clients' label
 histograms, the loss's label-coverage fields (``label_shares``,
 ``coverage_threshold``, ``coverage_floor_loss``, ``min_coverage``,
-``max_uncovered``, ``set_shift``) and each run profile's ``eval_std``. A version-1 file
-ignores them (they are extras there), so it keeps exactly its meaning.
+``max_uncovered``, ``set_shift``), the judged loss's ``judged_error`` and ``eval_dof``
+and each run profile's ``eval_std``. A version-1 file ignores them (they are extras there), so it
+keeps exactly its meaning.
 """
 
 from __future__ import annotations
@@ -94,10 +95,10 @@ class RunProfile:
     observes. ``None`` means 1 everywhere.
 
     ``eval_std`` (version 2, one value per level, ``None`` = 0 everywhere) is
-    the part of ``std`` that is evaluation noise of one loss and does not
-    accumulate over rounds: the walk's per-round spread is
-    ``sqrt(std**2 - 2 eval_std**2)`` and the final loss adds one draw of it
-    (docs/CONTRACT_V2.md).
+    the part of ``std`` that does not accumulate over rounds (the round-to-round
+    oscillation of the trained model around its trend): the walk's per-round
+    spread is ``sqrt(std**2 - 2 eval_std**2)`` and the final loss adds one draw
+    of it, both scaled by ``r**-b`` like ``std`` (docs/CONTRACT_V2.md).
     """
 
     levels: tuple[float, ...]
@@ -168,6 +169,10 @@ class LossModel:
     min_coverage: float | None = None
     max_uncovered: float | None = None
     set_shift: SetShift | None = None
+    #: Version 2: the judged loss adds ``Normal(0, judged_error * L_K)`` (None: nothing).
+    judged_error: float | None = None
+    #: Version 2: the final ``eval_std`` draw is Student-t with these degrees of freedom (None: normal).
+    eval_dof: float | None = None
 
 
 @dataclass(frozen=True)
@@ -367,6 +372,8 @@ class _LossDocV2(_LossDoc):
     coverage_floor_loss: _LossSpread | None = None
     min_coverage: _Fraction | None = None
     max_uncovered: _Fraction | None = None
+    judged_error: _LossSpread | None = None
+    eval_dof: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=2, le=1e6)] | None = None
 
     @model_validator(mode="after")
     def _some_share(self) -> _LossDocV2:
@@ -506,7 +513,8 @@ def _to_loss(doc: _LossDoc, clients: tuple[Client, ...]) -> LossModel:
                     "coverage_floor_loss": doc.coverage_floor_loss,
                     "min_coverage": doc.min_coverage, "max_uncovered": doc.max_uncovered,
                     "set_shift": (SetShift(doc.set_shift.mean, doc.set_shift.std)
-                                  if doc.set_shift is not None else None)}
+                                  if doc.set_shift is not None else None),
+                    "judged_error": doc.judged_error, "eval_dof": doc.eval_dof}
     return LossModel(initial=doc.initial, reference_samples=reference,
                      data_exponent_mean=doc.data_exponent_mean,
                      data_exponent_std=doc.data_exponent_std, run=run, switch=switch, **coverage)
@@ -579,7 +587,7 @@ def _coverage_doc(loss: LossModel) -> dict[str, Any]:
     if loss.label_shares is not None:
         doc["label_shares"] = list(loss.label_shares)
         doc["coverage_threshold"] = loss.coverage_threshold
-    for key in ("coverage_floor_loss", "min_coverage", "max_uncovered"):
+    for key in ("coverage_floor_loss", "min_coverage", "max_uncovered", "judged_error", "eval_dof"):
         if getattr(loss, key) is not None:
             doc[key] = getattr(loss, key)
     if loss.set_shift is not None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import ndtr, stdtrit
 
 from depl_fl.contract import coverage as coverage_math
 from depl_fl.contract.plan import RoundDecision, Targets
@@ -395,44 +395,82 @@ def simulate_final_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n
     for losses in iter_round_losses(scenario, rounds, n, rng, start_loss, previous_model,
                                     previous_clients=previous_clients):
         final = losses
-    if final is None:
-        return _start_array(scenario, n, start_loss)
+    if final is None:  # no round: the start loss is judged (version 2: with its judged error)
+        start = _start_array(scenario, n, start_loss)
+        return judged_losses(scenario, None, start, rng) if judged else start
     return judged_losses(scenario, rounds[-1], final, rng) if judged else final
+
+
+#: Quantile points of the Student-t oscillation that :func:`judged_probability` averages over.
+T_QUADRATURE = 32
 
 
 @dataclass(frozen=True)
 class FinalMap:
     """What turns the walk's last loss ``L_K`` into the loss the targets judge (version 2).
 
-    ``max((1 - u_S) * L_K + u_S * F + eval_std_m(L_K) * Z, 0)`` with ``Z`` a
-    standard normal, ``S`` and ``m`` the last round's set and model.
+    ``max(J + O + E, 0)`` with ``J = (1 - u_S) * L_K + u_S * F``, the
+    oscillation ``O`` of standard deviation ``eval_std_m(L_K) * r_S**-b``
+    (normal, or Student-t with ``eval_dof`` degrees of freedom scaled to that
+    standard deviation) and the judged error ``E ~ Normal(0, judged_error *
+    max(J, 0))`` (``S`` and ``m`` the last round's set and model, ``r_S`` its
+    effective data ratio; docs/CONTRACT_V2.md).
     """
 
     uncovered: float
     floor: float
-    eval_profile: Any | None  # RunProfile with eval_std, or None (no evaluation noise)
+    eval_profile: Any | None  # RunProfile with eval_std, or None (no oscillation)
+    eval_scale: float = 1.0   # r_S**-b of the last round's set
+    judged_error: float = 0.0
+    dof: float | None = None  # Student-t oscillation (None: normal)
 
     def mean_part(self, walk: np.ndarray) -> np.ndarray:
         """``(1 - u_S) * L_K + u_S * F`` (a new array)."""
         return (1.0 - self.uncovered) * walk + self.uncovered * self.floor
 
+    def oscillation_std(self, walk: np.ndarray) -> np.ndarray | None:
+        """Standard deviation of ``O`` per trajectory (None without oscillation)."""
+        if self.eval_profile is None:
+            return None
+        return self.eval_profile.eval_std_at(walk) * self.eval_scale
+
+    def judged_std(self, walk: np.ndarray) -> np.ndarray | None:
+        """Standard deviation of ``E`` per trajectory (None without a judged error)."""
+        if self.judged_error <= 0.0:
+            return None
+        return np.sqrt(self.judged_error * np.maximum(self.mean_part(walk), 0.0))
+
     def noise_std(self, walk: np.ndarray) -> np.ndarray | None:
-        """``eval_std_m(L_K)`` per trajectory (None without evaluation noise)."""
-        return None if self.eval_profile is None else self.eval_profile.eval_std_at(walk)
+        """Standard deviation of ``O + E`` per trajectory (None when there is no noise term)."""
+        parts = [v for v in (self.oscillation_std(walk), self.judged_std(walk)) if v is not None]
+        if not parts:
+            return None
+        return np.sqrt(sum(v * v for v in parts))
+
+    def standard_oscillation(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Draws of ``O / std(O)``: standard normal, or Student-t scaled to variance 1."""
+        if self.dof is None:
+            return rng.standard_normal(shape)
+        return rng.standard_t(self.dof, shape) * math.sqrt((self.dof - 2.0) / self.dof)
 
 
-def final_map(scenario: Scenario, last: RoundDecision) -> FinalMap | None:
-    """The final map after a plan whose last round is ``last``; None when it is the identity (version 1)."""
+def final_map(scenario: Scenario, last: RoundDecision | None) -> FinalMap | None:
+    """The final map after a plan whose last round is ``last`` (None: a plan of no round);
+    None when it is the identity (version 1)."""
     loss = scenario.loss
+    judged = float(loss.judged_error or 0.0)
+    if last is None:
+        return FinalMap(0.0, 0.0, None, 1.0, judged) if judged > 0.0 else None
     profile = loss.run.get(last.model)
     noisy = profile is not None and profile.eval_std is not None and any(v > 0 for v in profile.eval_std)
     cov = set_coverage(scenario, last.clients)
     unseen = cov is not None and loss.coverage_floor_loss is not None and cov[1] > 0.0
-    if not (noisy or unseen):
+    if not (noisy or unseen or judged > 0.0):
         return None
+    scale = effective_ratio(scenario, last.clients) ** (-loss.data_exponent_std) if noisy else 1.0
     return FinalMap(min(max(cov[1], 0.0), 1.0) if unseen else 0.0,  # type: ignore[index]
                     float(loss.coverage_floor_loss) if unseen else 0.0,
-                    profile if noisy else None)
+                    profile if noisy else None, float(scale), judged, loss.eval_dof if noisy else None)
 
 
 def judged_losses(scenario: Scenario, last: RoundDecision | None, walk: np.ndarray,
@@ -440,39 +478,59 @@ def judged_losses(scenario: Scenario, last: RoundDecision | None, walk: np.ndarr
     """The judged final losses of trajectories whose walk ended at ``walk`` (see :class:`FinalMap`).
 
     ``walk`` itself when the map is the identity (version 1: no draw is
-    taken from ``rng``), else a new array; evaluation noise takes one
-    standard-normal draw per trajectory from ``rng``.
+    taken from ``rng``), else a new array. A normal oscillation and the judged
+    error take one standard-normal draw per trajectory together; a Student-t
+    oscillation takes its own draw, then the judged error one normal draw.
     """
-    fmap = None if last is None else final_map(scenario, last)
+    fmap = final_map(scenario, last)
     if fmap is None:
         return walk
     out = fmap.mean_part(walk)
-    std = fmap.noise_std(walk)
-    if std is not None:
-        out += std * rng.standard_normal(walk.shape)
+    if fmap.dof is None:
+        std = fmap.noise_std(walk)
+        if std is not None:
+            out += std * rng.standard_normal(walk.shape)
+    else:
+        out += fmap.oscillation_std(walk) * fmap.standard_oscillation(rng, walk.shape)
+        judged = fmap.judged_std(walk)
+        if judged is not None:
+            out += judged * rng.standard_normal(walk.shape)
     return np.maximum(out, 0.0, out=out)
 
 
 def judged_probability(scenario: Scenario, last: RoundDecision | None, walk: np.ndarray,
                        target: float) -> float:
-    """``P[judged loss <= target]`` given the walk's last losses, without drawing the evaluation noise.
+    """``P[judged loss <= target]`` given the walk's last losses, without drawing the noise.
 
-    The mean over trajectories of ``Phi((target - (1 - u) L_K - u F) / eval_std(L_K))``:
-    the evaluation noise integrated out exactly (an unbiased, lower-variance
-    estimate of the probability :func:`judged_losses` samples).
+    The mean over trajectories of ``P[O + E <= target - J]`` (see
+    :class:`FinalMap`): ``Phi`` of the standardised gap for normal noise, and
+    for a Student-t oscillation the mean of that over ``T_QUADRATURE`` quantile
+    points of the t distribution (an unbiased, lower-variance estimate of the
+    probability :func:`judged_losses` samples, up to the quadrature's error).
     """
-    fmap = None if last is None else final_map(scenario, last)
+    fmap = final_map(scenario, last)
     if fmap is None:
         return float(np.mean(walk <= target))
     if target < 0.0:
         return 0.0
     gap = target - fmap.mean_part(walk)
-    std = fmap.noise_std(walk)
+    if fmap.dof is None:
+        return float(np.mean(_normal_below(gap, fmap.noise_std(walk))))
+    points = stdtrit(fmap.dof, (np.arange(T_QUADRATURE) + 0.5) / T_QUADRATURE)
+    points = points * math.sqrt((fmap.dof - 2.0) / fmap.dof)
+    osc = fmap.oscillation_std(walk)
+    judged = fmap.judged_std(walk)
+    shifted = gap[None, :] - osc[None, :] * points[:, None]
+    return float(np.mean(_normal_below(shifted, None if judged is None else judged[None, :])))
+
+
+def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
+    """``P[N(0, std**2) <= gap]`` elementwise (a step function where ``std`` is 0 or None)."""
     if std is None:
-        return float(np.mean(gap >= 0.0))
+        return (gap >= 0.0).astype(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(std > 0.0, gap / np.where(std > 0.0, std, 1.0), np.where(gap >= 0.0, np.inf, -np.inf))
-    return float(np.mean(ndtr(z)))
+    return ndtr(z)
 
 
 class _InterpTable:

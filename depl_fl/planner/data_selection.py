@@ -84,7 +84,7 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
     mean, var = start_moments_of(ctx, ratios.shape, shift)
     needed = np.full(ratios.shape, never, dtype=int)
     target = ctx.targets.target_loss
-    if mean[0:1].size and ctx.start_mean + kappa * ctx.start_std <= target:
+    if mean[0:1].size and ctx.prop.start_quantile(ctx.start_mean, ctx.start_var, kappa) <= target:
         needed[:] = 0
         return needed
     if ctx.previous is not None and ctx.previous != model:
@@ -93,7 +93,7 @@ def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float
         mean, var = ctx.prop.switch_array(ctx.previous, model, mean, var)
     for k in range(1, ctx.max_rounds + 1):
         new_mean, new_var = ctx.prop.run_array(model, mean, var, ratios)
-        quantile = ctx.prop.judged_quantile([model], 0, new_mean, new_var, kappa, uncovered)
+        quantile = ctx.prop.judged_quantile([model], 0, new_mean, new_var, kappa, uncovered, ratios)
         hit = (needed == never) & (quantile <= target)
         needed[hit] = k
         open_ = needed == never
@@ -139,7 +139,8 @@ def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarra
     never = ctx.max_rounds + 1
     ratios = np.asarray(ratios, dtype=float)
     out = {m: np.full(ratios.shape, never, dtype=int) for m in models}
-    if ratios.size and ctx.start_mean + kappa * ctx.start_std <= ctx.targets.target_loss:
+    met = ctx.prop.start_quantile(ctx.start_mean, ctx.start_var, kappa) <= ctx.targets.target_loss
+    if ratios.size and met:
         return {m: np.zeros(ratios.shape, dtype=int) for m in models}
     prev = ctx.previous
     usable = [m for m in models if prev is None or prev == m or (prev, m) in ctx.prop.switch]
@@ -159,7 +160,7 @@ def rounds_needed_all(ctx: PlanContext, models: Sequence[str], ratios: np.ndarra
     live = np.arange(rr.size)
     for k in range(1, ctx.max_rounds + 1):
         new_mean, new_var = ctx.prop.run_many(usable, which[live], mean[live], var[live], rr[live])
-        quantile = ctx.prop.judged_quantile(usable, which[live], new_mean, new_var, kappa, uu[live])
+        quantile = ctx.prop.judged_quantile(usable, which[live], new_mean, new_var, kappa, uu[live], rr[live])
         hit = quantile <= ctx.targets.target_loss
         needed[live[hit]] = k
         stalled = np.abs(new_mean - mean[live]) + np.abs(new_var - var[live]) < 1e-12

@@ -173,7 +173,7 @@ def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
     scen = ctx.scenario
     opts = options or {m.id: ctx.options(cset, m.id) for m in scen.models}
     r, unseen = ctx.prop.set_terms(cset.ids)
-    if ctx.start_mean + kappa * ctx.start_std <= ctx.targets.target_loss:
+    if ctx.prop.start_quantile(ctx.start_mean, ctx.start_var, kappa) <= ctx.targets.target_loss:
         return []  # met at the start: no round, so no set-shift jump either
     shift = ctx.prop.set_shift_moments(cset.ids, ctx.previous_clients) or (0.0, 0.0)
     result = _graph_search(ctx, opts, r, kappa, 0.0, 0.0, unseen, shift) \

@@ -23,7 +23,6 @@ layer a Pareto staircase of ``O(1/eta)`` vertices per model, so a solve costs
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,7 +182,7 @@ class LayeredGraph:
         """
         if not self.reachable:
             return None
-        if self.start_mean + kappa * math.sqrt(self.start_var) <= target:
+        if self.prop.start_quantile(self.start_mean, self.start_var, kappa) <= target:
             return GraphResult([], self.start_mean, self.start_var, 0.0, 0.0, 1)
         best: tuple[float, int, int] | None = None           # (weight, layer, index)
         k = 0
@@ -193,7 +192,7 @@ class LayeredGraph:
             if best is not None and layer.min_weight >= best[0]:
                 break
             goal = self.prop.judged_quantile(self.models, layer.model, layer.mean, layer.var, kappa,
-                                             unseen) <= target
+                                             unseen, self.r) <= target
             if goal.any():
                 g = np.nonzero(goal)[0]
                 i = int(g[np.argmin(layer.weight[g])])

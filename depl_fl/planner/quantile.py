@@ -140,6 +140,8 @@ class LossPropagator:
             for mid, prof in scenario.loss.run.items()
             if prof.eval_std is not None and any(v > 0 for v in prof.eval_std)}
         self.floor = scenario.loss.coverage_floor_loss
+        #: Version 2: the judged loss's variance per unit of loss (the split's sampling error).
+        self.judged_error = float(scenario.loss.judged_error or 0.0)
         self._table_cache: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
         self._set_cache: dict[tuple[str, ...], tuple[float, float]] = {}
 
@@ -182,41 +184,58 @@ class LossPropagator:
 
     def has_final_map(self) -> bool:
         """Whether any set or model can have a final map other than the identity."""
-        return bool(self._eval) or self.floor is not None
+        return bool(self._eval) or self.floor is not None or self.judged_error > 0.0
 
     def judged_array(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
-                     var: np.ndarray, uncovered: np.ndarray | float = 0.0
-                     ) -> tuple[np.ndarray, np.ndarray]:
+                     var: np.ndarray, uncovered: np.ndarray | float = 0.0,
+                     ratio: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         """Moments of the judged final loss from the walk's ``(mean, var)`` (element ``i`` ended on
-        ``models[which[i]]`` with unseen share ``uncovered[i]``).
+        ``models[which[i]]``, on a set of effective data ratio ``ratio[i]`` and unseen share
+        ``uncovered[i]``).
 
-        ``(1 - u) M + u F`` and ``(1 - u)**2 V + E[eval_std_m(L)**2]`` with the
-        expectation exact for ``L ~ N(M, V)`` (docs/CONTRACT_V2.md). The
+        ``J = (1 - u) L + u F`` has moments ``(1 - u) M + u F`` and ``(1 - u)**2 V``;
+        the noise adds ``E[eval_std_m(L)**2] r**(-2b)`` and ``judged_error *
+        E[max(J, 0)]``, both exact for ``L ~ N(M, V)`` (docs/CONTRACT_V2.md). The
         identity -- the same arrays -- when nothing applies (version 1).
         """
         u = np.asarray(uncovered, dtype=float)
         noisy = [m for m in models if m in self._eval]
-        if not noisy and (self.floor is None or not np.any(u > 0.0)):
+        if not noisy and self.judged_error <= 0.0 and (self.floor is None or not np.any(u > 0.0)):
             return mean, var
         mean = np.asarray(mean, dtype=float)
         var = np.asarray(var, dtype=float)
         out_mean = (1.0 - u) * mean + u * (self.floor or 0.0)
         out_var = (1.0 - u) ** 2 * var
-        which = np.broadcast_to(np.asarray(which), mean.shape)
-        for i, m in enumerate(models):
-            if m in self._eval:
-                sel = which == i
-                if sel.any():
-                    out_var = np.where(sel, out_var + _hinge_square(self._eval[m], mean, var), out_var)
+        if noisy:
+            scale = np.asarray(ratio, dtype=float) ** (-2.0 * self.b)
+            which = np.broadcast_to(np.asarray(which), mean.shape)
+            for i, m in enumerate(models):
+                if m in self._eval:
+                    sel = which == i
+                    if sel.any():
+                        out_var = np.where(sel, out_var + scale * _hinge_square(self._eval[m], mean, var),
+                                           out_var)
+        if self.judged_error > 0.0:
+            out_var = out_var + self.judged_error * _positive_part_mean(out_mean, out_var)
         return out_mean, out_var
 
     def judged_quantile(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
-                        var: np.ndarray, kappa: float, uncovered: np.ndarray | float = 0.0) -> np.ndarray:
+                        var: np.ndarray, kappa: float, uncovered: np.ndarray | float = 0.0,
+                        ratio: np.ndarray | float = 1.0) -> np.ndarray:
         """``mean + kappa * std`` of the judged final loss (see :meth:`judged_array`)."""
-        if not self._eval and self.floor is None:  # version 1: the walk's own quantile
+        if not self.has_final_map():  # version 1: the walk's own quantile
             return mean + kappa * np.sqrt(var)
-        jm, jv = self.judged_array(models, which, mean, var, uncovered)
+        jm, jv = self.judged_array(models, which, mean, var, uncovered, ratio)
         return jm + kappa * np.sqrt(jv)
+
+    def start_quantile(self, mean: np.ndarray | float, var: np.ndarray | float,
+                       kappa: float) -> np.ndarray | float:
+        """``mean + kappa * std`` of the judged loss of a plan of no round (the start loss judged)."""
+        if self.judged_error > 0.0:
+            var = var + self.judged_error * _positive_part_mean(np.asarray(mean, dtype=float),
+                                                                np.asarray(var, dtype=float))
+        out = mean + kappa * np.sqrt(np.maximum(var, 0.0))
+        return float(out) if np.ndim(out) == 0 else out
 
     # -- scalar form (used inside the expanded graph, where it is fastest) ------
     def run_scalar(self, model: str, mean: float, var: float, r: float) -> tuple[float, float]:
@@ -441,6 +460,15 @@ def _rectify_array(mean: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.where(far, mean, out_mean), np.where(far, var, out_var)
 
 
+def _positive_part_mean(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """``E[max(L, 0)]`` for ``L ~ N(mean, var)`` (``max(mean, 0)`` where ``var`` is 0)."""
+    std = np.sqrt(np.maximum(var, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(std > 0.0, mean / np.where(std > 0.0, std, 1.0), 0.0)
+    exact = mean * ndtr(z) + std * np.exp(-0.5 * z * z) * _INV_SQRT_2PI
+    return np.where(std > 0.0, exact, np.maximum(mean, 0.0))
+
+
 def start_moments(scenario: Scenario, start: PlanStart | None) -> tuple[float, float, str | None]:
     """``(mean, var, previous_model)`` at the start of planning."""
     if start is None:
@@ -487,12 +515,18 @@ def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
         trained_on = key
         mean, var = prop.run_scalar(decision.model, mean, var, ratios[key])
         previous = decision.model
-    if judged and rounds:
-        last = rounds[-1]
-        jm, jv = prop.judged_array([last.model], 0, np.array(mean), np.array(var),
-                                   prop.set_terms(tuple(last.clients))[1])
-        mean, var = float(jm), float(jv)
-    return mean, var
+    return _judged_moments(prop, rounds, mean, var) if judged else (mean, var)
+
+
+def _judged_moments(prop: LossPropagator, rounds: Sequence[RoundDecision], mean: float,
+                    var: float) -> tuple[float, float]:
+    """The walk's final ``(mean, var)`` through the final map of the last round (none: the start's)."""
+    if not rounds:
+        return mean, float(prop.start_quantile(mean, var, 1.0) - mean) ** 2
+    last = rounds[-1]
+    r_last, u_last = prop.set_terms(tuple(last.clients))
+    jm, jv = prop.judged_array([last.model], 0, np.array(mean), np.array(var), u_last, r_last)
+    return float(jm), float(jv)
 
 
 def predict_quantile(scenario: Scenario, rounds: Sequence[RoundDecision], prob: float,

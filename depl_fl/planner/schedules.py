@@ -150,11 +150,11 @@ def predicted_tables(ctx: PlanContext, pairs: list[tuple[str, str]], ratios: np.
         out[(m1, m2)] = np.full((ratios.size, max(k1.size, int(m1 == m2))), NEVER, dtype=np.int64)
         if m1 == m2 and m1 in first:
             hit = ctx.prop.judged_quantile([m1], 0, first[m1][0], first[m1][1], kappa,
-                                           unseen[:, None]) <= target
+                                           unseen[:, None], ratios[:, None]) <= target
             m0, v0 = first[m1][0][:, 0], first[m1][1][:, 0]
             if shift is not None:  # no round run: no set-shift jump either
                 m0, v0 = m0 - shift[0], np.maximum(v0 - shift[1], 0.0)
-            hit[:, 0] = m0 + kappa * np.sqrt(v0) <= target
+            hit[:, 0] = ctx.prop.start_quantile(m0, v0, kappa) <= target
             out[(m1, m2)][:, 0] = np.where(hit.any(axis=1), hit.argmax(axis=1), NEVER)
     switching = [p for p in pairs if p[0] != p[1] and p[0] in first] if k1.size else []
     if switching:
@@ -188,7 +188,7 @@ def second_blocks_all(ctx: PlanContext, switching: list[tuple[str, str]],
     live = np.arange(mean.size)
     for k2 in range(1, horizon if live.size else 1):
         m, v = ctx.prop.run_many(seconds, which[live], mean[live], var[live], rr[live])
-        new_q = ctx.prop.judged_quantile(seconds, which[live], m, v, kappa, uu[live])
+        new_q = ctx.prop.judged_quantile(seconds, which[live], m, v, kappa, uu[live], rr[live])
         open_ = kk[live] + k2 <= horizon
         hit = open_ & (new_q <= target)
         need[live[hit]] = k2
@@ -225,7 +225,7 @@ def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
     quantile = mean + kappa * np.sqrt(var)
     for k2 in range(1, horizon):
         mean, var = ctx.prop.run_array(m2, mean, var, rr)
-        new_q = ctx.prop.judged_quantile([m2], 0, mean, var, kappa, uu)
+        new_q = ctx.prop.judged_quantile([m2], 0, mean, var, kappa, uu, rr)
         open_ = (need == NEVER) & (kk + k2 <= horizon)
         hit = open_ & (new_q <= target)
         need[hit] = k2
@@ -324,14 +324,14 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     open_ = np.ones(len(k1s), dtype=bool)
     target = ctx.targets.target_loss
     last = RoundDecision(m2, clients, {}) if clients is not None else None
-    if last is not None and final_map(scen, last) is None:
-        last = None  # the judged loss is the walk's (version 1): one vectorised comparison
+    # Without a final map the judged loss is the walk's (version 1): one vectorised comparison.
+    walk_only = final_map(scen, last) is None
     for k2 in range(1, horizon + 1):
         live = np.nonzero(open_ & (np.array(k1s) + k2 <= horizon))[0]
         if live.size == 0:
             break
         rows[live] = _run(scen, m2, rows[live], scale, rng)
-        if last is None:
+        if walk_only:
             probs = np.mean(rows[live] <= target, axis=1)
         else:
             probs = np.array([judged_probability(scen, last, row, target) for row in rows[live]])
