@@ -134,7 +134,7 @@ class RunController:
         another set pays the set-shift jump, with ``loss.set_shift``).
         """
         spread = self.start_std()
-        if not remaining and spread == 0.0:
+        if not remaining and spread == 0.0 and not self.scenario.loss.judged_error:
             return float(loss)
         from depl_fl.planner import PlanStart, predict_quantile
 
@@ -157,8 +157,15 @@ class RunController:
         of issue 10 the test loss lay 0.07-0.09 above the validation loss in
         every round of a run that stopped at a validation loss just under the
         target.
+
+        0 when the scenario has ``loss.judged_error`` (the plan regime): the
+        judged loss then carries that offset, for the loss after the last
+        planned round (docs/CONTRACT_V2.md), and the walk starts at the
+        validation loss it tracks.
         """
-        return 0.0 if self.loss_sem is None else math.sqrt(2.0) * self.loss_sem
+        if self.loss_sem is None or self.scenario.loss.judged_error:
+            return 0.0
+        return math.sqrt(2.0) * self.loss_sem
 
     def _ratio(self, clients: Sequence[str]) -> float:
         """A round's sample fraction: ``r_eff = c_S * r`` (``r`` without label histograms)."""

@@ -513,7 +513,7 @@ class DepLStrategy(FedAvg):
 
         assert self.scenario is not None
         sem = self._initial_sem()
-        if sem is None:
+        if sem is None or self.scenario.loss.judged_error:  # the judged loss carries the offset
             return None
         return PlanStart(loss_mean=self.scenario.loss.initial, loss_std=math.sqrt(2.0) * sem)
 

@@ -288,7 +288,8 @@ class FederatedProfiler:
         write_json_atomic(self.cache_file, {"loss": fitted, "profile": {
             "method": "federated exploration rounds (strategies/federated_profiling.py)",
             "observations": len(observations), "cost": self.cost_when_made,
-            "data": data_fingerprint(strategy.properties)}})
+            "data": data_fingerprint(strategy.properties)},
+            "fit_inputs": self.fit_inputs(observations, fresh_loss)})
         # The job continues from the exploration model: the plan starts at its (worst-variant) loss.
         self.loss_doc = {**fitted, "initial": current_loss}
         strategy.targets = self._remaining(strategy.targets)
@@ -510,6 +511,13 @@ class FederatedProfiler:
     # -------------------------------------------------------------- fitting
     def _fit(self, observations: Sequence[Any], fresh_loss: float,
              properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        return self.finish_fit(self.measured_fit(observations, fresh_loss, properties), properties,
+                               plan_regime_of(self.cfg))
+
+    def measured_fit(self, observations: Sequence[Any], fresh_loss: float,
+                     properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """The exploration's own fit: run and switch profiles over the explored losses, the
+        data exponents, the oscillation share (``eval_std``) and the measured coverage range."""
         from depl_fl.tracking.estimation import fit_data_exponents, fit_loss_profile
 
         explore = self.cfg["profile"]["explore"]
@@ -526,9 +534,54 @@ class FederatedProfiler:
         fitted = fit_loss_profile(observations, models, initial=fresh_loss, reference_samples=total,
                                   data_exponent_mean=a, data_exponent_std=b, min_points_per_level=min_points)
         trajectories = [(m, *t) for m, t in self.trajectories.items()]
-        fitted = {**with_eval_std(fitted, trajectories, a, b), **self.coverage.bounds(self.pilot_sets)}
-        fitted = with_measured_sem(anchor_at_zero(fitted), self.sem_points)
+        return {**with_eval_std(fitted, trajectories, a, b), **self.coverage.bounds(self.pilot_sets)}
+
+    def finish_fit(self, measured: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]],
+                   regime: Any) -> dict[str, Any]:
+        """The profile a plan uses: the plan regime below the exploration's last loss (``regime``
+        given), else the explored levels anchored at 0 with the measured evaluation error and the
+        set shift (``profile.plan_regime.enabled: false``)."""
+        if regime is not None:
+            return with_plan_regime(measured, self.trajectories, len(self.records), regime,
+                                    local_steps(self.cfg, properties), self.sem_points)
+        explore = self.cfg["profile"]["explore"]
+        fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)
         return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))
+
+    @classmethod
+    def restored(cls, cfg: Mapping[str, Any],
+                 cached: Mapping[str, Any]) -> tuple[FederatedProfiler, list[Any], float, dict[str, Any]]:
+        """A profiler in the state its cache file's ``fit_inputs`` record, to refit the profile.
+
+        Returns ``(profiler, observations, fresh_loss, properties)``: pass them to
+        :meth:`measured_fit` and :meth:`finish_fit` (the trajectory bank refits
+        every job's profile with other plan-regime constants this way).
+        """
+        from depl_fl.tracking.estimation import LossObservation
+
+        inputs = cached["fit_inputs"]
+        properties = {cid: {"cluster": cluster, "num-samples": n, "label-histogram": hist}
+                      for cid, cluster, n, hist in cached["profile"]["data"]}
+        profiler = cls(cfg, None)
+        profiler.coverage = LabelCoverage.of_config(cfg, properties)
+        profiler.trajectories = {m: (list(t[0]), list(t[1])) for m, t in inputs["trajectories"].items()}
+        profiler.pilot_sets = [list(c) for c in inputs["pilot_sets"]]
+        profiler.sem_points = {m: [(float(a), float(b)) for a, b in pts]
+                               for m, pts in inputs["sem_points"].items()}
+        profiler.records = list(inputs["records"])
+        observations = [LossObservation(**o) for o in inputs["observations"]]
+        return profiler, observations, float(inputs["fresh_loss"]), properties
+
+    def fit_inputs(self, observations: Sequence[Any], fresh_loss: float) -> dict[str, Any]:
+        """What :meth:`_fit` reads, as JSON (kept in the cache file: the profile can be audited and
+        refitted, see :meth:`restored`)."""
+        from dataclasses import asdict
+
+        return {"fresh_loss": float(fresh_loss), "observations": [asdict(o) for o in observations],
+                "trajectories": {m: [list(t[0]), list(t[1])] for m, t in self.trajectories.items()},
+                "pilot_sets": [list(c) for c in self.pilot_sets],
+                "sem_points": {m: [list(p) for p in pts] for m, pts in self.sem_points.items()},
+                "records": self.records}
 
     def set_change_rounds(self, last: int) -> list[Any]:
         """The group rounds of the last ``last`` exploration rounds that were no switch (see
@@ -546,6 +599,61 @@ class FederatedProfiler:
                                           self.coverage.effective_ratio(replied),
                                           1.0 - float(group["coverage"])))
         return out
+
+
+def plan_regime_of(cfg: Mapping[str, Any]) -> Any:
+    """The ``profile.plan_regime`` constants of ``cfg`` (None when the section is absent or disabled)."""
+    from depl_fl.tracking.learning_curve import PlanRegime
+
+    raw = (cfg.get("profile") or {}).get("plan_regime")
+    if not raw or not raw.get("enabled", True):
+        return None
+    return PlanRegime.from_config(raw)
+
+
+def local_steps(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> float:
+    """Local SGD steps of a client of average size in one round: ``epochs * mean samples / batch``."""
+    train = cfg.get("train") or {}
+    samples = [int(p["num-samples"]) for p in properties.values()] or [0]
+    return float(train.get("local_epochs", 1)) * float(np.mean(samples)) / float(train.get("batch_size", 32))
+
+
+def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],
+                     rounds: int, regime: Any, steps: float,
+                     sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
+    """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
+
+    Below ``1.25 L_e`` each variant's run profile is its learning curve through
+    its own exploration trajectory, the data exponents are the regime's, the
+    judged loss carries ``judged_error`` (the measured ``sem**2 / L`` times the
+    regime's factor), and a set that leaves a class unseen is outside the
+    measured range (``max_uncovered`` 0: on the trajectory bank such sets
+    ended above their predicted 0.95-quantile three times as often).
+    """
+    from depl_fl.tracking.learning_curve import plan_regime_run
+    from depl_fl.tracking.noise import sem_coefficient
+
+    oscillation = regime.oscillation_at(steps)
+    run = {}
+    for model, profile in fitted["run"].items():
+        losses = list(trajectories.get(model, ([], []))[0])
+        if len(losses) < 2 or rounds < 1:
+            run[model] = dict(profile)
+            continue
+        run[model] = plan_regime_run(profile, losses[0], losses[-1], rounds, regime, oscillation)
+    out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
+           "data_exponent_std": regime.noise_exponent}
+    if regime.oscillation_dof is not None:
+        out["eval_dof"] = regime.oscillation_dof
+    coefficient = sem_coefficient([tuple(p) for pts in sem_points.values() for p in pts])
+    if coefficient is not None:
+        out["judged_error"] = regime.judged_error_factor * coefficient
+    if "max_uncovered" in out:
+        out["max_uncovered"] = 0.0
+    LOG.info("loss profile: plan regime from the exploration's last losses (floor %.3g, %.3g local steps, "
+             "oscillation %.3g, judged error %.3g)", regime.floor, steps, oscillation,
+             out.get("judged_error", 0.0))
+    return out
 
 
 def with_eval_std(fitted: Mapping[str, Any],

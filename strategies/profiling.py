@@ -49,7 +49,7 @@ from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("depl_fl.profiling")
-PROFILE_VERSION = 8
+PROFILE_VERSION = 9
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -61,7 +61,7 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
         "partition": cfg["partition"], "train": cfg["train"],
         "profile": {k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
                                              "subset_fractions", "data_exponent_mean",
-                                             "data_exponent_std", "spread_horizon")},
+                                             "data_exponent_std", "spread_horizon", "plan_regime")},
     }
     return stable_hash(relevant)
 

@@ -57,9 +57,23 @@ class _Explore(Schema):
     set_shift_rounds: NonNegativeCount = 8
 
 
+class _PlanRegime(Schema):
+    enabled: StrictBool = True
+    power: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=1)]
+    floor: NonNegative
+    rate_exponent: NonNegative
+    noise_exponent: NonNegative
+    oscillation: NonNegative
+    steps_exponent: NonNegative
+    reference_steps: Positive
+    judged_error_factor: NonNegative
+    oscillation_dof: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=2)] | None = None
+
+
 class _Profile(Schema):
     source: Literal["federated", "inprocess"] = "federated"
     explore: _Explore | None = None
+    plan_regime: _PlanRegime | None = None
     seeds: Count
     rounds: Count
     switch_rounds: NonNegativeCount = 1

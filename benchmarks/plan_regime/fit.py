@@ -1,0 +1,203 @@
+"""Fit and check the plan regime's constants on the trajectory bank (see ``bank.py``).
+
+For every job of the bank the profile is refitted from its exploration's fit
+inputs with the project's own code (``FederatedProfiler.measured_fit`` /
+``finish_fit``), and every recorded policy -- one model on one set for K rounds
+-- is predicted by the contract's Monte Carlo (``iter_round_losses`` and
+``judged_losses``, as the planner's checks do). The score is the pinball
+(quantile) loss of the predicted 0.8, 0.85, 0.9 and 0.95 quantiles of the
+final test loss after K in (2, 3, 5, 8, 12, 16, 20, 25, 30, 40) rounds: a
+proper scoring rule for exactly the quantiles a plan promises. Runs on sets
+that leave a class unseen are left out (the plan regime's ``max_uncovered`` 0
+keeps plans off them).
+
+    python benchmarks/plan_regime/fit.py BANK_DIR [--settings d1,d2,d3,d4] [--fit] \
+        [--out benchmarks/results/plan_regime]
+
+Without ``--fit`` the configured constants (``conf/config.yaml``,
+``profile.plan_regime``) are checked, next to the exploration-only profile
+(``plan_regime.enabled: false``); with ``--fit`` they are optimised first
+(Nelder-Mead over power, floor, rate_exponent, noise_exponent, oscillation
+and judged_error_factor; steps_exponent and reference_steps stay fixed).
+Writes ``fit.md`` and ``fit.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+HORIZONS = (2, 3, 5, 8, 12, 16, 20, 25, 30, 40)
+TAUS = (0.8, 0.85, 0.9, 0.95)
+FITTED = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "judged_error_factor",
+          "oscillation_dof")
+#: The bank's jobs, loaded once before the worker processes fork (they read it, never write it).
+JOBS: list = []
+TRAJECTORIES = 600
+
+
+class Job:
+    """One bank job: its refitted exploration and its recorded policies."""
+
+    def __init__(self, folder: Path) -> None:
+        from strategies.federated_profiling import FederatedProfiler
+
+        job = json.loads((folder / "job.json").read_text())
+        self.setting, self.cfg, self.scenario_doc = folder.parent.name, job["config"], job["scenario"]
+        cached = json.loads((folder / "profile.json").read_text())
+        self.profiler, obs, fresh, self.properties = FederatedProfiler.restored(self.cfg, cached)
+        self.measured = self.profiler.measured_fit(obs, fresh, self.properties)
+        self.runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*_*.json"))]
+
+    def scenario(self, regime):
+        """The job's scenario with the profile refitted under ``regime`` (None: exploration only)."""
+        from depl_fl.contract.scenario import scenario_from_dict
+
+        loss = self.profiler.finish_fit(self.measured, self.properties, regime)
+        doc = dict(self.scenario_doc)
+        doc["loss"] = {**loss, "initial": self.scenario_doc["loss"]["initial"]}
+        return scenario_from_dict(doc)
+
+
+def predictions(job: Job, regime) -> list[tuple[dict, int, np.ndarray]]:
+    """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job``."""
+    from depl_fl.contract.plan import RoundDecision
+    from depl_fl.contract.semantics import iter_round_losses, judged_losses, set_coverage
+
+    scen = job.scenario(regime)
+    out = []
+    for index, run in enumerate(job.runs):
+        cov = set_coverage(scen, tuple(run["clients"]))
+        if cov is not None and cov[1] > 0.0:
+            continue  # a set that leaves a class unseen: outside the measured range
+        horizons = [k for k in HORIZONS if k <= len(run["test"])]
+        rounds = [RoundDecision(run["model"], tuple(run["clients"]), {})] * max(horizons)
+        rng = np.random.default_rng(1000 + index)
+        for k, walk in enumerate(iter_round_losses(scen, rounds, TRAJECTORIES, rng,
+                                                   start_loss=run["start_loss"]), start=1):
+            if k in horizons:
+                out.append((run, k, judged_losses(scen, rounds[k - 1], walk.copy(), rng)))
+    return out
+
+
+def pinball(samples: np.ndarray, y: float) -> float:
+    """Mean pinball loss of the samples' ``TAUS`` quantiles at the outcome ``y``."""
+    q = np.quantile(samples, TAUS)
+    return float(np.mean([(t - (y < v)) * (y - v) for t, v in zip(TAUS, q, strict=True)]))
+
+
+def regime_of(values: dict):
+    from depl_fl.tracking.learning_curve import PlanRegime
+
+    return PlanRegime.from_config(values)
+
+
+def _job_losses(task: tuple[int, dict | None]) -> list[float]:
+    index, values = task
+    regime = None if values is None else regime_of(values)
+    return [pinball(s, run["test"][k - 1]) for run, k, s in predictions(JOBS[index], regime)]
+
+
+def score(values: dict | None, pool) -> float:
+    """Mean pinball loss over every job of :data:`JOBS` (``values`` None: exploration-only profile)."""
+    try:
+        if values is not None:
+            regime_of(values)
+    except Exception:  # outside the constants' valid range
+        return 1e9
+    losses = pool.map(_job_losses, [(i, values) for i in range(len(JOBS))])
+    return float(np.mean([v for part in losses for v in part]))
+
+
+def coverage_table(jobs: list[Job], regime) -> dict:
+    """Coverage of the predicted quantiles and PIT deciles, overall and per group."""
+    groups: dict[str, list] = {}
+    for job in jobs:
+        for run, k, samples in predictions(job, regime):
+            y = run["test"][k - 1]
+            row = [float(y <= np.quantile(samples, t)) for t in (0.8, 0.9, 0.95)]
+            row.append(float(np.mean(samples <= y)))
+            kind = "subset" if "+" in run["set"] else run["set"]
+            horizon = "K<=5" if k <= 5 else ("K<=16" if k <= 16 else "K>16")
+            keys = ("all", f"setting {job.setting}", f"policy {run['model']}:{kind}", f"horizon {horizon}")
+            for key in keys:
+                groups.setdefault(key, []).append(row)
+    table = {}
+    for key, rows in groups.items():
+        arr = np.array(rows)
+        table[key] = {"n": len(rows), "q80": arr[:, 0].mean(), "q90": arr[:, 1].mean(),
+                      "q95": arr[:, 2].mean(),
+                      "pit_deciles": np.histogram(arr[:, 3], bins=10, range=(0, 1))[0].tolist()}
+    return table
+
+
+def optimise(start: dict, pool) -> dict:
+    from scipy.optimize import minimize
+
+    def objective(x: np.ndarray) -> float:
+        value = score({**start, **dict(zip(FITTED, x, strict=True))}, pool)
+        print(f"  {np.round(x, 4).tolist()} -> {value:.6f}", flush=True)
+        return value
+
+    x0 = np.array([float(start[k]) for k in FITTED])
+    res = minimize(objective, x0, method="Nelder-Mead", options={"maxfev": 160, "xatol": 1e-3, "fatol": 1e-6})
+    return {**start, **{k: round(float(v), 4) for k, v in zip(FITTED, res.x, strict=True)}}
+
+
+def markdown(checks: list[tuple[str, dict, float]], settings: list[str], jobs: int) -> str:
+    lines = ["# Plan regime on the trajectory bank", "",
+             f"{jobs} jobs of the settings {', '.join(settings)}; the actual final test loss against the "
+             "predicted quantiles of its plan (coverage: the share at or below the quantile; calibrated = "
+             "0.80 / 0.90 / 0.95). PIT deciles: where the outcome fell in its predicted distribution "
+             "(uniform when calibrated).", ""]
+    for label, table, value in checks:
+        lines += [f"## {label}", "", f"mean pinball loss {value:.5f}", "",
+                  "| group | n | P[L <= q80] | P[L <= q90] | P[L <= q95] | PIT deciles |",
+                  "|---|---|---|---|---|---|"]
+        for key, row in table.items():
+            lines.append(f"| {key} | {row['n']} | {row['q80']:.3f} | {row['q90']:.3f} | {row['q95']:.3f} | "
+                         f"{' '.join(str(v) for v in row['pit_deciles'])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bank")
+    parser.add_argument("--settings", default="d1,d2,d3,d4")
+    parser.add_argument("--fit", action="store_true")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan_regime"))
+    args = parser.parse_args()
+    from depl_fl.runs.runconfig import compose_config
+
+    settings = args.settings.split(",")
+    JOBS.extend(Job(f) for s in settings for f in sorted((Path(args.bank) / s).glob("seed*"))
+                if (f / "job.json").exists())
+    configured = dict(compose_config([])["profile"]["plan_regime"])
+    with get_context("fork").Pool(args.processes) as pool:
+        values = optimise(configured, pool) if args.fit else configured
+        checks = [("exploration-only profile (plan_regime.enabled: false)", coverage_table(JOBS, None),
+                   score(None, pool)),
+                  (f"plan regime {json.dumps({k: values[k] for k in FITTED})}",
+                   coverage_table(JOBS, regime_of(values)), score(values, pool))]
+    jobs = JOBS
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fit.md").write_text(markdown(checks, settings, len(jobs)))
+    (out / "fit.json").write_text(json.dumps({"constants": values, "settings": settings, "jobs": len(jobs),
+                                              "checks": [{"label": a, "table": b, "pinball": c}
+                                                         for a, b, c in checks]}, indent=1, default=float))
+    print((out / "fit.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""The plan regime: the learning curve below the exploration, the judged error and the t oscillation.
+
+Protects: the contract's version-2 fields ``judged_error`` and ``eval_dof`` and
+the set-scaled oscillation (docs/CONTRACT_V2.md), the planner's moments of
+them, and the learning-curve profile of :mod:`depl_fl.tracking.learning_curve`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.scenario import scenario_from_dict, scenario_to_dict
+from depl_fl.contract.semantics import (
+    effective_ratio,
+    judged_losses,
+    judged_probability,
+    simulate_final_losses,
+)
+from depl_fl.errors import ScenarioError
+from depl_fl.planner import make_plan
+from depl_fl.planner.quantile import LossPropagator, propagate
+from depl_fl.tracking.learning_curve import (
+    PlanRegime,
+    curve_levels,
+    effective_floor,
+    plan_regime_run,
+    rate_coefficient,
+)
+
+BASE = {
+    "version": 2,
+    "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}],
+                  "bytes_per_s": 1e6}],
+    "clients": [{"id": f"c{i}", "cluster": "A", "num_samples": 100} for i in range(4)],
+    "models": [{"id": "full", "flops_per_sample": 1e6, "size_bytes": 1e4}],
+    "loss": {"initial": 0.6, "data_exponent_mean": 0.3, "data_exponent_std": 0.5,
+             "run": {"full": {"levels": [0.0, 0.1, 1.0], "mean": [0.0, 0.0, 0.09],
+                              "std": [0.0, 0.05, 0.15], "eval_std": [0.0, 0.03, 0.1]}}},
+}
+REGIME = PlanRegime(power=1.08, floor=0.145, rate_exponent=0.31, noise_exponent=0.55, oscillation=0.16,
+                    steps_exponent=0.6, reference_steps=3.125, judged_error_factor=0.75, oscillation_dof=3.4)
+
+
+def _scenario(**loss: object):
+    doc = copy.deepcopy(BASE)
+    doc["loss"].update(loss)
+    return scenario_from_dict(doc)
+
+
+def _rounds(clients: tuple[str, ...], k: int) -> list[RoundDecision]:
+    return [RoundDecision("full", clients, {"A": 0})] * k
+
+
+# -- contract: the fields --------------------------------------------------------------------------
+def test_judged_error_and_eval_dof_round_trip_and_are_version_2_only() -> None:
+    scen = _scenario(judged_error=0.01, eval_dof=3.4)
+    assert scen.loss.judged_error == 0.01 and scen.loss.eval_dof == 3.4
+    again = scenario_from_dict(scenario_to_dict(scen))
+    assert again.loss == scen.loss
+    doc = copy.deepcopy(BASE)
+    doc["version"] = 1
+    doc["loss"]["run"]["full"].pop("eval_std")
+    doc["loss"].update(judged_error=0.01, eval_dof=3.4)
+    assert scenario_from_dict(doc).loss.judged_error is None  # a version-1 extra: ignored
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("judged_error", -0.1, "loss.judged_error"),
+    ("eval_dof", 2.0, "loss.eval_dof"),
+    ("eval_dof", "many", "loss.eval_dof"),
+])
+def test_bad_plan_regime_fields_are_one_line_errors(field: str, value: object, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message) as err:
+        _scenario(**{field: value})
+    assert "\n" not in str(err.value)
+
+
+# -- contract: the semantics -----------------------------------------------------------------------
+def test_judged_error_adds_its_variance_even_to_a_plan_of_no_round() -> None:
+    scen = _scenario(judged_error=0.02)
+    walk = np.full(200_000, 0.5)
+    judged = judged_losses(scen, None, walk, np.random.default_rng(1))
+    assert judged.mean() == pytest.approx(0.5, abs=2e-3)
+    assert judged.var() == pytest.approx(0.02 * 0.5, rel=0.03)
+    zero_rounds = simulate_final_losses(scen, [], 100_000, 2)
+    assert zero_rounds.std() == pytest.approx(math.sqrt(0.02 * 0.6), rel=0.03)
+    plain = simulate_final_losses(_scenario(), [], 10, 2)
+    assert np.all(plain == 0.6)  # without the field a plan of no round is judged at its start
+
+
+def test_oscillation_scales_with_the_last_sets_data_ratio() -> None:
+    scen = _scenario()
+    walk = np.full(200_000, 1.0)  # eval_std 0.1 at loss 1
+    rng = np.random.default_rng(3)
+    for clients in [("c0", "c1", "c2", "c3"), ("c0",)]:
+        last = _rounds(clients, 1)[-1]
+        expected = 0.1 * effective_ratio(scen, clients) ** -0.5
+        assert judged_losses(scen, last, walk, rng).std() == pytest.approx(expected, rel=0.02)
+
+
+def test_student_t_oscillation_keeps_its_std_and_has_the_heavier_tail() -> None:
+    normal, heavy = _scenario(), _scenario(eval_dof=3.4)
+    last = _rounds(("c0", "c1", "c2", "c3"), 1)[-1]
+    walk = np.full(400_000, 1.0)
+    a = judged_losses(normal, last, walk, np.random.default_rng(4)) - 1.0
+    b = judged_losses(heavy, last, walk, np.random.default_rng(4)) - 1.0
+    assert b.std() == pytest.approx(a.std(), rel=0.05)
+    assert np.quantile(b, 0.999) > 1.3 * np.quantile(a, 0.999)
+    assert np.quantile(b, 0.8) < np.quantile(a, 0.8)  # narrower core for the same std
+
+
+@pytest.mark.parametrize("dof", [None, 3.4])
+def test_judged_probability_integrates_what_judged_losses_samples(dof: float | None) -> None:
+    scen = _scenario(judged_error=0.01, eval_dof=dof)
+    last = _rounds(("c0", "c1"), 1)[-1]
+    walk = np.random.default_rng(5).uniform(0.2, 0.6, 200_000)
+    sampled = judged_losses(scen, last, walk, np.random.default_rng(6))
+    for target in (0.3, 0.45, 0.6):
+        sampled_share = np.mean(sampled <= target)
+        assert judged_probability(scen, last, walk, target) == pytest.approx(sampled_share, abs=4e-3)
+
+
+# -- planner -------------------------------------------------------------------------------------------
+def test_propagated_moments_carry_the_judged_error_and_the_set_scaled_oscillation() -> None:
+    scen = _scenario(judged_error=0.01)
+    for clients in [("c0", "c1", "c2", "c3"), ("c1",)]:
+        rounds = _rounds(clients, 6)
+        mean, var = propagate(scen, rounds)
+        mc = simulate_final_losses(scen, rounds, 200_000, 8)
+        assert mean == pytest.approx(mc.mean(), abs=0.01)
+        assert math.sqrt(var) == pytest.approx(mc.std(), rel=0.08)
+
+
+def test_no_round_is_not_enough_when_the_judged_error_could_miss_the_target() -> None:
+    targets = Targets(0.62, 0.9, 1e6, 30)
+    plain = make_plan(_scenario(), targets, method="depl", seed=0, mc_trajectories=20_000)
+    judged = make_plan(_scenario(judged_error=0.02), targets, method="depl", seed=0, mc_trajectories=20_000)
+    assert plain.rounds == [] and plain.feasible
+    assert judged.rounds and judged.feasible
+    prop = LossPropagator(_scenario(judged_error=0.02))
+    assert prop.start_quantile(0.6, 0.0, 1.2816) == pytest.approx(0.6 + 1.2816 * math.sqrt(0.012))
+
+
+# -- the learning curve ----------------------------------------------------------------------------
+def test_rate_coefficient_puts_the_power_law_through_both_ends_of_the_trajectory() -> None:
+    first, last, rounds, power, floor = 2.3, 0.7, 12, 1.5, 0.1
+    c = rate_coefficient(first, last, rounds, power, floor)
+    alpha = 1.0 / (power - 1.0)
+    # L_k = f + A (k + k0)**-alpha with dL/dk = -c (L - f)**p: integrate from the end backwards
+    t_end = alpha / (c * (last - floor) ** (power - 1.0))
+    amplitude = (last - floor) * t_end ** alpha
+    t_start = t_end - rounds
+    assert floor + amplitude * t_start ** -alpha == pytest.approx(first, rel=1e-9)
+    assert rate_coefficient(0.7, 0.7, rounds, power, floor) == pytest.approx(1e-6)  # no progress
+
+
+def test_curve_levels_span_floor_to_above_the_last_loss_and_the_floor_yields() -> None:
+    levels = curve_levels(0.6, 0.145)
+    assert levels[0] == 0.0 and levels[1] == pytest.approx(0.145) and levels[-1] == pytest.approx(0.75)
+    assert all(b > a for a, b in zip(levels, levels[1:], strict=False))
+    assert effective_floor(0.145, 0.2) == pytest.approx(0.1)  # the exploration got lower: half of it
+
+
+def test_plan_regime_run_is_the_curve_below_and_the_measured_profile_above() -> None:
+    measured = {"levels": [0.5, 1.0, 2.0], "mean": [0.1, 0.3, 0.2], "std": [0.2, 0.3, 0.2],
+                "eval_std": [0.1, 0.3, 0.1]}
+    run = plan_regime_run(measured, 2.3, 0.6, 12, REGIME, 0.16)
+    levels = np.array(run["levels"])
+    top = 1.25 * 0.6
+    curve = levels <= top + 1e-9
+    assert list(levels[~curve]) == [1.0, 2.0]
+    c = rate_coefficient(2.3, 0.6, 12, REGIME.power, REGIME.floor)
+    expected = c * np.maximum(levels[curve] - REGIME.floor, 0.0) ** REGIME.power
+    assert np.allclose(np.array(run["mean"])[curve], expected)
+    assert np.allclose(np.array(run["eval_std"])[curve], 0.16 * np.sqrt(levels[curve]))
+    assert all(2 * e * e <= s * s * (1 + 1e-12) for e, s in zip(run["eval_std"], run["std"], strict=True))
+    doc = copy.deepcopy(BASE)
+    doc["loss"]["run"]["full"] = run
+    scenario_from_dict(doc)  # a valid version-2 profile
+
+
+def test_plan_regime_constants_are_checked() -> None:
+    raw = {"power": 1.08, "floor": 0.145, "rate_exponent": 0.31, "noise_exponent": 0.55, "oscillation": 0.16,
+           "steps_exponent": 0.6, "reference_steps": 3.125, "judged_error_factor": 0.75,
+           "oscillation_dof": 3.4}
+    assert PlanRegime.from_config(raw) == REGIME
+    for key, value in [("power", 1.0), ("oscillation_dof", 2.0), ("floor", -1.0)]:
+        with pytest.raises(ScenarioError, match=f"plan_regime.{key}"):
+            PlanRegime.from_config({**raw, key: value})
+    with pytest.raises(ScenarioError, match="missing floor"):
+        PlanRegime.from_config({k: v for k, v in raw.items() if k != "floor"})
+    assert REGIME.oscillation_at(2 * 3.125) == pytest.approx(0.16 * 2 ** 0.6)
