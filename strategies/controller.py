@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import data_ratio, effective_ratio, round_energy, round_time
+from depl_fl.tracking import trend as trend_filter
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 from strategies.membership import drop_clients
 
@@ -99,6 +100,9 @@ class RunController:
         self._trusted_loss: float | None = None
         self._residuals: deque[float] = deque(maxlen=10)
         self._spikes = 0
+        #: The trend under the oscillating measured loss (:mod:`depl_fl.tracking.trend`): predictions
+        #: and re-plans start from it, the decision to stop reads the measured loss.
+        self.trend: trend_filter.Trend | None = None
         self.label_coverage = label_coverage
         self.loss_sem = _finite_or_none(loss_sem)
         self.tracking = bool(tracking) and planner is not None
@@ -107,7 +111,14 @@ class RunController:
         if self.tracking:
             from depl_fl.tracking.online import OnlineLossEstimator, ReplanPolicy
 
-            self.estimator = OnlineLossEstimator(scenario.loss)
+            # A plan-regime profile (judged_error; tracking/learning_curve.py) is not refined online:
+            # its rates and oscillation were fitted on a trajectory bank, a run's few one-round
+            # decreases are mostly oscillation, and the estimator's prior uncertainty of its levels
+            # (prior strength 5 of the per-round spread) became a random walk of 0.6x the
+            # oscillation per round that sent runs to every client. The trend filter follows the
+            # run instead (tracking/trend.py).
+            if not scenario.loss.judged_error:
+                self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
 
     # ------------------------------------------------------------------
@@ -127,23 +138,61 @@ class RunController:
 
     def predict(self, loss: float, previous_model: str | None,
                 remaining: Sequence[RoundDecision],
-                previous_clients: Sequence[str] | None = None) -> float:
+                previous_clients: Sequence[str] | None = None,
+                trend: trend_filter.Trend | None = None) -> float:
         """Predicted pi-quantile (or mean, with ``track_mean``) of the final loss under ``remaining``.
 
         ``previous_clients``: the set of the round just run (a remaining round on
-        another set pays the set-shift jump, with ``loss.set_shift``).
+        another set pays the set-shift jump, with ``loss.set_shift``). With
+        rounds remaining the prediction starts from ``trend`` when given (the
+        oscillation of the measured ``loss`` does not persist); with none the
+        measured ``loss`` is the final one.
         """
         spread = self.start_std()
         if not remaining and spread == 0.0 and not self.scenario.loss.judged_error:
             return float(loss)
-        from depl_fl.planner import PlanStart, predict_quantile
+        from depl_fl.planner import predict_quantile
 
-        start = PlanStart(loss_mean=max(float(loss), 0.0), loss_std=spread, previous_model=previous_model,
-                          elapsed_s=self.elapsed_s, rounds_done=self.rounds_done,
-                          previous_clients=tuple(previous_clients) if previous_clients is not None else None)
+        start = self._start(loss, previous_model, previous_clients, trend if remaining else None)
         q, mean, _ = predict_quantile(self._current_scenario(), list(remaining),
                                       self.targets.target_prob, self.guarantee, start=start)
         return float(mean if self.track_mean else q)
+
+    def _start(self, loss: float, previous_model: str | None, previous_clients: Sequence[str] | None,
+               trend: trend_filter.Trend | None) -> Any:
+        """Where a prediction or re-plan starts: the trend's mean (when given) or the measured loss.
+
+        Without the trend estimate's own variance: the loss model's spread was
+        fitted from plans that start at a measured loss with none (the plan
+        regime's oscillation holds the run-to-run differences of the trend), so a
+        prediction from the trend is as calibrated as the static plan's.
+        """
+        from depl_fl.planner import PlanStart
+
+        mean = float(loss) if trend is None else trend.mean
+        clients = tuple(previous_clients) if previous_clients is not None else None
+        return PlanStart(loss_mean=max(mean, 0.0), loss_std=self.start_std(),
+                         previous_model=previous_model, elapsed_s=self.elapsed_s,
+                         rounds_done=self.rounds_done, previous_clients=clients)
+
+    def met_now(self, loss: float) -> bool:
+        """Whether stopping now meets the target (``track_mean``: whether the measured ``loss`` does).
+
+        The test loss of the model at hand is its measured validation ``loss``
+        plus the difference of the two splits' sampling errors, ``Normal(0,
+        2 loss_sem**2)`` with the standard error measured on this very model
+        (equal split sizes), or the profile's ``judged_error * loss`` when that
+        is larger or no standard error was measured.
+        """
+        from depl_fl.planner.quantile import kappa
+
+        loss = max(float(loss), 0.0)
+        if self.track_mean:
+            return loss <= self.targets.target_loss
+        var = 2.0 * self.loss_sem ** 2 if self.loss_sem is not None else 0.0
+        var = max(var, float(self.scenario.loss.judged_error or 0.0) * loss)
+        k = kappa(self.targets.target_prob, self.guarantee)
+        return loss + k * math.sqrt(var) <= self.targets.target_loss
 
     def start_std(self) -> float:
         """Uncertainty of a plan's start at the measured validation loss: ``sqrt(2) * loss_sem``.
@@ -272,10 +321,18 @@ class RunController:
             self._observe(k + 1, decision, previous, loss_before, loss_after)
         remaining = self.rounds[k + 1:]  # without the clients dropped just now
         usable = tracked is not None and math.isfinite(tracked)
-        rec["predicted_quantile"] = (self.predict(tracked, decision.model, remaining, decision.clients)
+        if usable:
+            self._follow_trend(decision, previous, loss_before, tracked)
+        rec["trend_loss"] = self.trend.mean if self.trend is not None else None
+        rec["trend_std"] = self.trend.std if self.trend is not None else None
+        rec["predicted_quantile"] = (self.predict(tracked, decision.model, remaining, decision.clients,
+                                                  self.trend)
                                      if usable else float("nan"))
         rec["replanned"] = False
         if self.tracking and self.policy is not None and usable:
+            if remaining and self.met_now(tracked):
+                self._stop(rec, len(remaining))
+                return rec
             reason = self.policy.decide(k + 1, rec["predicted_quantile"], self.targets.target_loss,
                                         failed_planned_clients=failed,
                                         remaining_rounds=len(remaining))
@@ -285,6 +342,34 @@ class RunController:
             self.at_risk = True  # a client was lost and nothing can re-plan around it
         rec["at_risk"] = self.at_risk
         return rec
+
+    def _stop(self, rec: dict[str, Any], remaining: int) -> None:
+        """The model of this round meets the target: the cheapest continuation is no round at all."""
+        from depl_fl.tracking.online import ReplanRecord
+
+        judged = self.predict(rec["tracked_loss"], rec["model"], [], rec["clients"])
+        self.replans.append(ReplanRecord(
+            round=rec["round"], reason="target met: the measured loss judged meets pi",
+            old_remaining_rounds=remaining, new_remaining_rounds=0, quantile_before=rec["predicted_quantile"],
+            quantile_after=judged, feasible=True, planner_seconds=0.0).to_dict())
+        self.rounds = self.rounds[: self.rounds_done]
+        self.at_risk = False
+        rec["replanned"] = True
+        rec["predicted_quantile_after_replan"] = judged
+        rec["at_risk"] = False
+        LOG.info("round %d: the target is met now (loss %.4g); stopping", rec["round"], rec["tracked_loss"])
+
+    def _follow_trend(self, decision: RoundDecision, previous: str | None, loss_before: float,
+                      tracked: float) -> None:
+        """One prediction and correction step of the trend filter with this round's tracked loss."""
+        model = self._current_scenario().loss
+        ratio = self._ratio(decision.clients)
+        if self.trend is None:  # the plan starts at the measured loss, as the static plan does
+            start = float(loss_before) if math.isfinite(loss_before) else tracked
+            self.trend = trend_filter.Trend(start, 0.0)
+        prior = trend_filter.predict(model, self.trend, decision.model, previous, ratio)
+        noise = trend_filter.oscillation_var(model, decision.model, prior.mean, ratio)
+        self.trend = trend_filter.update(prior, tracked, noise)
 
     def drop(self, clients: Sequence[str]) -> None:
         """Remove ``clients`` from every remaining round at once (and so from every prediction)."""
@@ -339,14 +424,10 @@ class RunController:
         return flag
 
     def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
-        from depl_fl.planner import PlanStart
         from depl_fl.tracking.online import ReplanRecord
 
         assert self.planner is not None
-        start = PlanStart(loss_mean=max(rec["tracked_loss"], 0.0),
-                          loss_std=self.start_std(),
-                          previous_model=rec["model"], elapsed_s=self.elapsed_s, rounds_done=self.rounds_done,
-                          previous_clients=tuple(rec["clients"]))
+        start = self._start(rec["tracked_loss"], rec["model"], rec["clients"], self.trend)
         t0 = time.perf_counter()
         try:
             new = self.planner(self._replanning_scenario(), self.targets, start)
@@ -361,9 +442,15 @@ class RunController:
             return
         seconds = time.perf_counter() - t0
         # A feasible empty plan means the target is already met with the required
-        # probability (the current loss is known): the cheapest continuation is to stop.
+        # probability: the cheapest continuation is to stop -- when the model of this
+        # round meets it (the planner started from the trend); else one more round.
         feasible = bool(new.feasible)
-        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds, rec["clients"])
+        if feasible and not new.rounds and not self.met_now(rec["tracked_loss"]):
+            last = RoundDecision(rec["model"], tuple(rec["clients"]), dict(rec["levels"]))
+            new = dataclasses.replace(new, rounds=list(remaining) or [last])
+            LOG.info("round %d: the trend meets the target, this round's loss %.4g does not: going on",
+                     rec["round"], rec["tracked_loss"])
+        q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds, rec["clients"], self.trend)
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
             new_remaining_rounds=len(new.rounds) if feasible else len(remaining),

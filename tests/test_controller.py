@@ -103,10 +103,11 @@ def test_ahead_of_target_with_the_target_met_stops_the_run(setting):
                         replan_policy=ReplanPolicy(margin=0.05, ahead_margin=0.05))
     first = ctl.next_decision()
     assert len(plan.rounds) > 1
-    # A very good first round: the loss is already below the target.
+    # A very good first round: the loss is already below the target, so the run stops at once
+    # (tracking checks after every round whether the measured loss, judged, meets pi).
     rec = ctl.record(first, scenario.loss.initial, 1.2, accuracy=0.9, wall_s=0.1,
                      replied=list(first.clients), rejected=[])
-    assert rec["replanned"] is True and ctl.replans[0]["reason"].startswith("ahead of target")
+    assert rec["replanned"] is True and ctl.replans[0]["reason"].startswith("target met")
     assert ctl.replans[0]["feasible"] is True and ctl.replans[0]["new_remaining_rounds"] == 0
     assert ctl.next_decision() is None
 

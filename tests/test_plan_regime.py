@@ -195,3 +195,64 @@ def test_plan_regime_constants_are_checked() -> None:
     with pytest.raises(ScenarioError, match="missing floor"):
         PlanRegime.from_config({k: v for k, v in raw.items() if k != "floor"})
     assert REGIME.oscillation_at(2 * 3.125) == pytest.approx(0.16 * 2 ** 0.6)
+
+
+# -- tracking in the plan regime: the trend filter and stopping --------------------------------------
+def test_trend_update_weighs_the_measured_loss_by_the_oscillation() -> None:
+    from depl_fl.tracking.trend import Trend, update
+
+    prior = Trend(0.5, 0.01)
+    assert update(prior, 0.8, 0.0) == Trend(0.8, 0.0)  # no oscillation: the measured loss is the trend
+    half = update(prior, 0.8, 0.01)
+    assert half.mean == pytest.approx(0.65) and half.var == pytest.approx(0.005)
+    assert update(prior, 0.8, 0.09).mean == pytest.approx(0.5 + 0.3 * 0.1)
+
+
+def test_trend_prediction_follows_the_profile_and_adds_process_noise() -> None:
+    from depl_fl.tracking import trend
+
+    loss = _scenario().loss
+    after = trend.predict(loss, trend.Trend(1.0, 0.0), "full", "full", 1.0)
+    assert after.mean == pytest.approx(1.0 - 0.09)
+    drift = max((trend.RATE_UNCERTAINTY * 0.09) ** 2, trend.DRIFT_SHARE ** 2 * 0.1 ** 2)
+    walk = 0.15 ** 2 - 2 * 0.1 ** 2
+    assert after.var == pytest.approx(walk + drift)
+
+
+def _regime_controller(tracking: bool = True):
+    from strategies.controller import RunController
+
+    scen = _scenario(judged_error=0.002, initial=0.8)
+    targets = Targets(0.35, 0.9, 1e6, 40)
+
+    def planner(s, t, start):
+        return make_plan(s, t, method="depl", seed=0, start=start, mc_trajectories=20_000)
+
+    plan = planner(scen, targets, None)
+    assert plan.feasible and len(plan.rounds) > 3
+    return RunController(scen, targets, plan, planner=planner, tracking=tracking, loss_sem=0.03), plan
+
+
+def test_one_oscillating_round_moves_the_trend_a_little_and_triggers_no_replan() -> None:
+    ctl, plan = _regime_controller()
+    first = ctl.next_decision()
+    rec = ctl.record(first, 0.8, 0.95, accuracy=None, wall_s=0.0, replied=list(first.clients), rejected=[])
+    assert rec["replanned"] is False and ctl.replans == []
+    assert 0.7 < rec["trend_loss"] < 0.8  # mostly the prediction, a little of the measured rise
+    assert len(ctl.rounds) == len(plan.rounds)
+
+
+def test_tracking_stops_when_the_measured_loss_judged_meets_the_target() -> None:
+    ctl, plan = _regime_controller()
+    first = ctl.next_decision()
+    # 0.30 + 1.2816 * sqrt(2 * 0.03**2) = 0.354 > 0.35: not yet
+    rec = ctl.record(first, 0.8, 0.30, accuracy=None, wall_s=0.0, replied=list(first.clients), rejected=[])
+    assert not any(r["reason"].startswith("target met") for r in ctl.replans)
+    second = ctl.next_decision()
+    rec = ctl.record(second, 0.30, 0.28, accuracy=None, wall_s=0.0, replied=list(second.clients), rejected=[])
+    assert rec["replanned"] is True and ctl.replans[-1]["reason"].startswith("target met")
+    assert ctl.next_decision() is None
+    static, _ = _regime_controller(tracking=False)
+    first = static.next_decision()
+    static.record(first, 0.8, 0.1, accuracy=None, wall_s=0.0, replied=list(first.clients), rejected=[])
+    assert static.next_decision() is not None  # a static plan runs as planned
