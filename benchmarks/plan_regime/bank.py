@@ -17,7 +17,9 @@ p50, 2 with full).
 
 Per seed folder ``OUT/NAME/seed<S>/``: ``profile.json`` (the exploration's
 profile cache file, with the fit inputs), ``job.json`` (config and scenario of
-the job) and one ``<model>_<set>.json`` per policy.
+the job) and one ``<model>_<set>.json`` per policy. The bank the committed
+constants were fitted on (d1-d4, seeds 100-119, both policy kinds) is
+``benchmarks/results/plan_regime/bank.tar.gz`` (unpacks to ``bank2/``).
 """
 
 from __future__ import annotations
