@@ -7,17 +7,18 @@
 #   g12: 12 clients, alpha 0.5, L* 0.45
 #   g16: 16 clients, alpha 0.3, L* 0.3
 #   g6:   6 clients, alpha 0.5, L* 0.4  (few clients per plan)
-# SEEDS seeds per cell (default 30, seeds 0..SEEDS-1). One profile cache per setting and pi: every
+# SEEDS seeds per cell (default 40, seeds 0..SEEDS-1). One profile cache per setting and pi: every
 # job runs its own exploration (as a user's first job on a federation does) and its profiling
 # energy is in its total.
-#   bash benchmarks/issue15_sweep.sh [OUT]      (about 80 minutes on 2 cores with 30 seeds)
-# Then: depl-fl report OUT/<setting>/<arm> (results in benchmarks/results/issue15/).
+#   bash benchmarks/issue15_sweep.sh [OUT]      (about 40 minutes on 2 cores with 40 seeds)
+# Writes OUT/report-<setting>-<arm>/ (depl-fl report) and OUT/pit-<setting>.md (benchmarks/plan_pit.py);
+# the committed copies are in benchmarks/results/issue15/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 PY=${PYTHON:-.venv/bin/python}
 S=${1:-multirun/issue15}
-N=${SEEDS:-30}
+N=${SEEDS:-40}
 H=$((N / 2))
 mkdir -p "$S"
 common=(simulation=inprocess "target.prob=0.8,0.9,0.95" output.plot=false method=depl)
@@ -45,4 +46,7 @@ tracking() {  # tracking PART FIRST LAST
 wait
 for arm in g10/static g12/static g16/static g6/static g10/tracking; do
   "$PY" -m depl_fl.cli report "$S/$arm" --out "$S/report-${arm//\//-}"
+done
+for setting in g10 g12 g16 g6; do
+  "$PY" benchmarks/plan_pit.py "$S/$setting/static" --out "$S/pit-$setting.md" > /dev/null
 done
