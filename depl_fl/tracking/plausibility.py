@@ -41,14 +41,22 @@ MIN_RESIDUALS = 3
 MAD_TO_STD = 1.4826
 
 
+def after_switch(loss_model: LossModel, model: str, previous: str | None, level: float,
+                 var: float) -> tuple[float, float]:
+    """Mean and variance of the loss ``level`` (variance ``var``) after the jump of a switch to ``model``.
+
+    No switch (same model, no previous one, or no ``l_sw`` entry for the pair): unchanged.
+    """
+    if previous is not None and previous != model and (previous, model) in loss_model.switch:
+        jump = loss_model.switch[(previous, model)]
+        return level + jump.mean, var + jump.std ** 2
+    return level, var
+
+
 def one_round_prediction(loss_model: LossModel, model: str, previous: str | None, loss_before: float,
                          ratio: float) -> tuple[float, float, float]:
     """Mean and standard deviation of the loss after one round, and the level ``l'`` it starts from."""
-    level, var = float(loss_before), 0.0
-    if previous is not None and previous != model and (previous, model) in loss_model.switch:
-        jump = loss_model.switch[(previous, model)]
-        level += jump.mean
-        var += jump.std ** 2
+    level, var = after_switch(loss_model, model, previous, float(loss_before), 0.0)
     profile = loss_model.run[model]
     mu = float(profile.mean_at(level)) * ratio ** loss_model.data_exponent_mean
     sd = float(profile.std_at(level)) * ratio ** (-loss_model.data_exponent_std)

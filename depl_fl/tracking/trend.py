@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from depl_fl.contract.scenario import LossModel
+from depl_fl.tracking.plausibility import after_switch
 
 #: Standard deviation of a round's decrease, as a multiple of its predicted size (process noise).
 RATE_UNCERTAINTY = 0.3
@@ -60,11 +61,7 @@ def predict(loss_model: LossModel, trend: Trend, model: str, previous: str | Non
     adds its jump); the variance adds the jump's, the walk's per-round spread
     and ``(RATE_UNCERTAINTY * decrease)**2``.
     """
-    level, var = trend.mean, trend.var
-    if previous is not None and previous != model and (previous, model) in loss_model.switch:
-        jump = loss_model.switch[(previous, model)]
-        level += jump.mean
-        var += jump.std ** 2
+    level, var = after_switch(loss_model, model, previous, trend.mean, trend.var)
     profile = loss_model.run[model]
     decrease = float(profile.mean_at(level)) * ratio ** loss_model.data_exponent_mean
     walk = float(profile.walk_std_at(level)) * ratio ** (-loss_model.data_exponent_std)
