@@ -1,0 +1,76 @@
+"""benchmarks/plan_pit.py: the predicted-against-actual table that backs the README's calibration claims."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.scenario import scenario_from_dict
+from depl_fl.contract.semantics import simulate_final_losses
+
+_SPEC = importlib.util.spec_from_file_location(
+    "plan_pit", Path(__file__).resolve().parents[1] / "benchmarks" / "plan_pit.py")
+assert _SPEC is not None and _SPEC.loader is not None
+plan_pit = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(plan_pit)
+
+SCENARIO = {
+    "version": 1,
+    "clusters": [{"id": "A", "levels": [{"flops_per_s": 1e9, "joules_per_flop": 1e-9}], "bytes_per_s": 1e6}],
+    "clients": [{"id": "c0", "cluster": "A", "num_samples": 200},
+                {"id": "c1", "cluster": "A", "num_samples": 200}],
+    "models": [{"id": "full", "flops_per_sample": 1e6, "size_bytes": 1e4}],
+    "loss": {"initial": 2.0, "reference_samples": 400, "data_exponent_mean": 0.5, "data_exponent_std": 0.5,
+             "run": {"full": {"levels": [0.0, 3.0], "mean": [0.1, 0.1], "std": [0.1, 0.1]}}},
+}
+PLAN = [{"model": "full", "clients": ["c0", "c1"], "levels": {"A": 0}}] * 10
+TARGET = 1.2
+
+
+def _write_sweep(root: Path, runs: int, shift: float) -> None:
+    """``runs`` static jobs whose final test loss is a draw of the plan's own prediction plus ``shift``."""
+    rounds = [RoundDecision(r["model"], tuple(r["clients"]), r["levels"]) for r in PLAN]
+    truth = simulate_final_losses(scenario_from_dict(SCENARIO), rounds, runs, 12345)
+    for seed in range(runs):
+        job = root / f"job{seed}"
+        job.mkdir(parents=True)
+        doc = {"scenario": SCENARIO, "plan": {"rounds": PLAN}, "replans": [],
+               "summary": {"seed": seed, "target_prob": 0.9, "target_loss": TARGET,
+                           "final_test_loss": float(truth[seed]) + shift}}
+        (job / "results.json").write_text(json.dumps(doc))
+
+
+def _row(text: str) -> list[str]:
+    line = next(line for line in text.splitlines() if line.startswith("| 0.9 |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_outcomes_drawn_from_the_prediction_are_calibrated(tmp_path: Path, capsys) -> None:
+    _write_sweep(tmp_path, 60, 0.0)
+    assert plan_pit.main([str(tmp_path)]) == 0
+    row = _row(capsys.readouterr().out)
+    assert row[1] == "60"
+    deciles = [int(x) for x in row[2].split()]
+    assert sum(deciles) == 60 and max(deciles) <= 14  # roughly uniform: 6 expected per decile
+    assert float(row[3]) <= 0.25  # share above the predicted 0.9-quantile, 0.1 expected
+    exact_median = float(row[5].split()[0])
+    assert 0.8 < exact_median < 1.2
+
+
+def test_outcomes_above_the_prediction_show_in_the_pit_and_the_share_above(tmp_path: Path, capsys) -> None:
+    _write_sweep(tmp_path, 30, 5.0)
+    assert plan_pit.main([str(tmp_path), "--out", str(tmp_path / "pit.md")]) == 0
+    row = _row(capsys.readouterr().out)
+    assert [int(x) for x in row[2].split()][-1] == 30
+    assert float(row[3]) == 1.0
+    assert float(row[4]) > float(row[5].split()[0]) + 3.0  # far above what an exact model shows
+    assert (tmp_path / "pit.md").read_text().count("| 0.9 |") == 1
+
+
+def test_a_missing_or_empty_sweep_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert plan_pit.main([str(tmp_path / "nowhere")]) == 2
+    assert plan_pit.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") for line in err)
