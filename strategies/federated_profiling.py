@@ -31,7 +31,11 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 
 The observations are fitted with :func:`depl_fl.tracking.estimation.fit_loss_profile`
 (the data exponents by :func:`~depl_fl.tracking.estimation.fit_data_exponents`),
-and the online tracker refines the fitted profile during the job as before.
+and, with ``profile.plan_regime`` (the default), completed below the
+exploration's last loss by :mod:`depl_fl.tracking.learning_curve`. The online
+tracker refines a profile without the plan regime during the job as before;
+a plan-regime profile is followed by the trend filter instead
+(:mod:`depl_fl.tracking.trend`).
 
 Accounting and deadline: every exploration round is a ``phase: profile``
 record with its modelled energy and time (the contract's cost model). The
@@ -44,7 +48,7 @@ configuration (:func:`strategies.profiling.profile_key`) **and** what the
 nodes report about their data (per-client cluster, ``num-samples`` and label
 histogram), so another federation's profile is never reused. A later job of
 the same federation takes the cached profile as its prior (no exploration
-rounds, the tracker refines it online) and records the reuse together with
+rounds) and records the reuse together with
 what the profile cost when it was made.
 """
 

@@ -36,8 +36,8 @@ predicted 0.8/0.85/0.9/0.95 quantiles, on the trajectory bank of four
 development settings of the bundled digits task (``benchmarks/plan_regime/fit.py``;
 none of the settings the README reports). They belong to the task (dataset
 and architecture): another task needs its own bank and fit, and until then
-its static plans carry the digits constants (tracking refines the profile
-online either way).
+its static plans carry the digits constants (with tracking, the run's trend
+filter, :mod:`depl_fl.tracking.trend`, follows what the run really does).
 """
 
 from __future__ import annotations
