@@ -136,7 +136,7 @@ def _write_plan(plan: Any, path: str) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from depl_fl.contract.plan import Plan
+    from depl_fl.contract.plan import Plan, shortfall_text
     from depl_fl.contract.scenario import load_scenario
 
     if args.eta is not None and not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
@@ -166,9 +166,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     _write_plan(plan, args.out)
     predicted = plan.predicted or {}
     if not plan.feasible:
-        best = predicted.get("probability")
-        best_text = f"{best:.4g}" if isinstance(best, (int, float)) else "unknown"
-        print(f"{PROG}: no dependable plan: best reachable probability {best_text} < target "
+        print(f"{PROG}: no dependable plan: {shortfall_text(plan, targets.target_prob)}, target "
               f"{targets.target_prob:g} (target loss {targets.target_loss:g}, deadline "
               f"{targets.deadline_s:g} s, method {args.method}; wrote {args.out} with "
               "feasible false)", file=sys.stderr)

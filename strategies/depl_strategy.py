@@ -29,7 +29,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, Met
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
-from depl_fl.contract.plan import Plan, RoundDecision, Targets
+from depl_fl.contract.plan import Plan, RoundDecision, Targets, shortfall_text
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.task.pruning import (
@@ -285,12 +285,11 @@ class DepLStrategy(FedAvg):
             plan = self.plan_fn(self.scenario, self.targets, self._initial_start())
         # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
         if not plan.feasible or (not plan.rounds and self.profiler is None):
-            best = plan.predicted.get("probability")
-            best_txt = f" (best reachable probability {best:.3g})" if isinstance(best, (int, float)) else ""
             raise InfeasibleError(
                 f"no dependable plan: P[loss <= {self.targets.target_loss:g}] >= "
                 f"{self.targets.target_prob:g} within {self.targets.deadline_s:g} s is not reachable"
-                f"{best_txt}; relax target.loss, target.prob or target.deadline_s")
+                f" ({shortfall_text(plan, self.targets.target_prob)}); relax target.loss, "
+                "target.prob or target.deadline_s")
         unknown = sorted({c for r in plan.rounds for c in r.clients} - set(self.node_of))
         if unknown:
             raise ScenarioError(f"plan uses clients that are not connected: {', '.join(unknown)}")

@@ -157,7 +157,7 @@ def test_cli_plan_without_dependable_plan_exits_3(tmp_path: Path,
     lines = stderr.splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("depl-fl: no dependable plan: best reachable probability ")
-    assert "< target 0.99" in lines[0]
+    assert ", target 0.99 (target loss 0.05" in lines[0]
     plan = load_plan(out)
     assert plan.feasible is False
     assert 0.0 <= plan.predicted["probability"] < 0.99
@@ -208,3 +208,16 @@ def test_cli_delegates_profile_and_report(monkeypatch: pytest.MonkeyPatch,
     assert status == 2
     assert stderr.splitlines() == ["depl-fl: 'report' is not available "
                                    "(depl_fl.runs.report is missing)"]
+
+
+def test_shortfall_names_the_independent_check_when_the_search_reached_pi() -> None:
+    from depl_fl.contract.plan import Plan, shortfall_text
+
+    short = Plan(method="depl", feasible=False, rounds=[], predicted={"probability": 0.41})
+    assert shortfall_text(short, 0.95) == "best reachable probability 0.41"
+    # The search's own stream reached pi, the independent check did not: no "0.954 < 0.95".
+    edge = Plan(method="depl", feasible=False, rounds=[], predicted={"probability": 0.954})
+    text = shortfall_text(edge, 0.95)
+    assert "0.954" in text and "independent check" in text and "<" not in text
+    assert shortfall_text(Plan(method="depl", feasible=False, rounds=[], predicted={}), 0.9) == \
+        "best reachable probability unknown"

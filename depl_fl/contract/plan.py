@@ -61,6 +61,23 @@ class Targets:
             raise ScenarioError(f"--max-rounds: must be >= 1, got {self.max_rounds!r}")
 
 
+def shortfall_text(plan: Plan, target_prob: float) -> str:
+    """Why an infeasible plan misses pi, in words, for the one-line error.
+
+    The probability an infeasible plan reports is the best the search reached on its
+    own Monte Carlo stream; a plan whose search estimate reaches pi can still miss it
+    on the independent check stream, and then "best reachable 0.954 < 0.95" would read
+    as a contradiction.
+    """
+    best = (plan.predicted or {}).get("probability")
+    if not isinstance(best, (int, float)):
+        return "best reachable probability unknown"
+    if best < target_prob:
+        return f"best reachable probability {best:.4g}"
+    return (f"the best plan found reaches {best:.4g} on the search's Monte Carlo but falls short of "
+            f"{target_prob:g} on an independent check")
+
+
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """Serialise a plan to the contract's JSON structure."""
     doc: dict[str, Any] = dict(plan.extra)
