@@ -74,3 +74,30 @@ def test_a_missing_or_empty_sweep_is_one_line_and_exit_2(tmp_path: Path, capsys)
     assert plan_pit.main([str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+
+
+def test_the_goal_needs_coverage_calibration_and_a_wilson_interval_around_pi() -> None:
+    import numpy as np
+
+    target = 1.0
+    exact = np.array([0.5] * 36 + [0.95, 0.97, 1.5, 1.6])  # 38/40 met, 0.95-quantile 0.97
+    assert plan_pit.meets_goal(exact, 0.95, target) == (True, True, True)
+    short = np.array([0.5] * 37 + [1.5, 1.6, 1.7])  # 37/40 < 0.95
+    assert plan_pit.meets_goal(short, 0.95, target)[0] is False
+    cautious = np.array([0.5] * 40)  # every run met: calibration 0.5, and [0.91, 1] misses pi = 0.8
+    assert plan_pit.meets_goal(cautious, 0.8, target) == (True, False, False)
+    covered_only = np.array([0.5] * 34 + [0.85] * 6)  # 0.9-quantile 0.85: coverage 1.0 misses pi = 0.9
+    assert plan_pit.meets_goal(covered_only, 0.9, target) == (True, False, False)
+
+
+def test_the_table_says_how_often_an_exact_model_meets_the_goal(tmp_path: Path, capsys) -> None:
+    _write_sweep(tmp_path, 40, 0.0)
+    assert plan_pit.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = _row(out)
+    assert row[6] in ("yes", "no")
+    shares = [float(x) for x in row[7].split(" / ")]
+    assert all(0.0 <= x <= 1.0 for x in shares) and shares[2] <= min(shares[:2])
+    best = float(row[8].split()[0])
+    assert shares[2] <= best <= 1.0  # the prediction itself (factor 1) is one of the models searched
+    assert "An exact model meets the whole goal in every cell above with probability" in out
