@@ -21,7 +21,11 @@ Per target probability the script reports:
   would: the goal's window on the empirical pi-quantile, [0.9, 1.0] x L*, is
   narrow against its spread over 40 runs, so even the best model misses it often.
 
-    python benchmarks/plan_pit.py SWEEP_DIR [--out FILE.md]
+    python benchmarks/plan_pit.py SWEEP_DIR [--out FILE.md] [--runs N]
+
+``--runs N`` redraws N runs per cell (each a plan of the sweep's, drawn with
+replacement) for the exact and best model columns: how the goal's chance
+grows with more seeds.
 
 No job's decision is involved: the script reads results.json files only.
 """
@@ -88,8 +92,16 @@ def meets_goal(losses: np.ndarray, prob: float, target: float) -> tuple[bool, bo
     return covered, calibrated, covered and calibrated and low <= prob <= high
 
 
+def redraw(rows: list[tuple[float, np.ndarray, float]], rng: np.random.Generator,
+           runs: int | None) -> np.ndarray:
+    """One outcome per run drawn from its own prediction; ``runs`` given: that many runs, whose
+    plans are drawn from the sweep's (with replacement)."""
+    picked = range(len(rows)) if runs is None else rng.integers(len(rows), size=runs)
+    return np.array([rng.choice(rows[i][1]) for i in picked])
+
+
 def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
-             rng: np.random.Generator) -> tuple[str, float, float]:
+             rng: np.random.Generator, runs: int | None = None) -> tuple[str, float, float]:
     """One markdown row for the cell ``prob``; the shares of redraws meeting the goal (exact, best model)."""
     from depl_fl.runs.report import empirical_quantile
 
@@ -98,7 +110,7 @@ def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
     pit = np.array([float(np.mean(s <= a)) for a, s, _ in rows])
     above = float(np.mean([a > np.quantile(s, prob) for a, s, _ in rows]))
     deciles = np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist()
-    redraws = [np.array([rng.choice(s) for _, s, _ in rows]) for _ in range(REDRAWS)]
+    redraws = [redraw(rows, rng, runs) for _ in range(REDRAWS)]
     exact = [float(empirical_quantile(r, prob)) / target for r in redraws]
     goals = np.array([meets_goal(r, prob, target) for r in redraws], dtype=float).mean(axis=0)
     best_share, best_scale = max((float(np.mean([meets_goal(r * k, prob, target)[2] for r in redraws])), k)
@@ -115,9 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep", type=Path)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--runs", type=int, default=None,
+                        help="redraw this many runs per cell instead of the sweep's (plans drawn from it)")
     args = parser.parse_args(argv)
     if not args.sweep.is_dir():
         print(f"error: {args.sweep} is not a folder", file=sys.stderr)
+        return 2
+    if args.runs is not None and args.runs < 2:
+        print(f"error: --runs must be at least 2, got {args.runs}", file=sys.stderr)
         return 2
     cells = cell_rows(args.sweep)
     if not cells:
@@ -138,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
              "| π | runs | PIT deciles | share above predicted π-quantile | calibration | exact model's "
              "| goal met | exact model meets (coverage / calibration / goal) | best model meets goal |",
              "|---|---|---|---|---|---|---|---|---|"]
-    described = [describe(prob, cells[prob], rng) for prob in sorted(cells)]
+    if args.runs is not None:
+        lines.insert(2, f"Redraws with {args.runs} runs per cell (the exact and best model columns).")
+    described = [describe(prob, cells[prob], rng, args.runs) for prob in sorted(cells)]
     lines += [row for row, _, _ in described]
     exact_every = float(np.prod([share for _, share, _ in described]))
     best_every = float(np.prod([best for _, _, best in described]))

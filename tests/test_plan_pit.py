@@ -72,8 +72,9 @@ def test_outcomes_above_the_prediction_show_in_the_pit_and_the_share_above(tmp_p
 def test_a_missing_or_empty_sweep_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     assert plan_pit.main([str(tmp_path / "nowhere")]) == 2
     assert plan_pit.main([str(tmp_path)]) == 2
+    assert plan_pit.main([str(tmp_path), "--runs", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+    assert len(err) == 3 and all(line.startswith("error: ") for line in err)
 
 
 def test_the_goal_needs_coverage_calibration_and_a_wilson_interval_around_pi() -> None:
@@ -101,3 +102,16 @@ def test_the_table_says_how_often_an_exact_model_meets_the_goal(tmp_path: Path, 
     best = float(row[8].split()[0])
     assert shares[2] <= best <= 1.0  # the prediction itself (factor 1) is one of the models searched
     assert "An exact model meets the whole goal in every cell above with probability" in out
+
+
+def test_more_runs_narrow_what_an_exact_model_shows(tmp_path: Path, capsys) -> None:
+    _write_sweep(tmp_path, 20, 0.0)
+    assert plan_pit.main([str(tmp_path)]) == 0
+    few = _row(capsys.readouterr().out)
+    assert plan_pit.main([str(tmp_path), "--runs", "400"]) == 0
+    out = capsys.readouterr().out
+    many = _row(out)
+    assert "Redraws with 400 runs per cell" in out
+    width = [float(r[5].split("[")[1].split(",")[1].rstrip("]")) - float(r[5].split("[")[1].split(",")[0])
+             for r in (few, many)]
+    assert width[1] < 0.6 * width[0]
