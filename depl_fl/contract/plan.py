@@ -65,17 +65,18 @@ def shortfall_text(plan: Plan, target_prob: float) -> str:
     """Why an infeasible plan misses pi, in words, for the one-line error.
 
     The probability an infeasible plan reports is the best the search reached on its
-    own Monte Carlo stream; a plan whose search estimate reaches pi can still miss it
-    on the independent check stream, and then "best reachable 0.954 < 0.95" would read
-    as a contradiction.
+    own Monte Carlo stream; a plan is accepted only when that estimate beats pi by its
+    Monte Carlo error and holds on an independent stream, so a reported 0.954 can come
+    with pi = 0.95, where "best reachable 0.954 < 0.95" would read as a contradiction.
     """
     best = (plan.predicted or {}).get("probability")
     if not isinstance(best, (int, float)):
         return "best reachable probability unknown"
     if best < target_prob:
         return f"best reachable probability {best:.4g}"
-    return (f"the best plan found reaches {best:.4g} on the search's Monte Carlo but falls short of "
-            f"{target_prob:g} on an independent check")
+    return (f"the best plan found reaches {best:.4g} on the search's Monte Carlo, too close to "
+            f"{target_prob:g} to be confirmed (it must beat it by the Monte Carlo error and hold on "
+            "an independent check)")
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
