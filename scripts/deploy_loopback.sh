@@ -403,6 +403,9 @@ if [[ "$state" == completed ]]; then
     echo "$OUT/results.json"
     exit 0
 fi
+# The ServerApp's own error (e.g. no dependable plan) is in the streamed log, not always in a
+# results.json (a job refused before its first round writes none): name it here.
+reason=$(grep -h -o 'depl_fl\.errors\.[A-Za-z]*Error: .*' "$LOGS/flwr-run.log" 2>/dev/null | tail -n 1 || true)
 echo "deploy_loopback: the run did not complete (results.json: $state, $done_rounds rounds;" \
-    "flwr exit $RUN_STATUS; logs in $LOGS)" >&2
+    "flwr exit $RUN_STATUS; logs in $LOGS)${reason:+: ${reason#depl_fl.errors.}}" >&2
 exit 1

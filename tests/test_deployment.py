@@ -164,6 +164,20 @@ def test_loopback_deployment_runs_two_rounds(tmp_path):
 
 @pytest.mark.slow
 @needs_flower
+def test_a_job_with_no_dependable_plan_says_why_in_the_scripts_verdict(tmp_path):
+    # flwr run exits 0 when the ServerApp fails, and a job refused before its first round
+    # writes no results.json: the script's verdict must carry the ServerApp's reason.
+    impossible = [*TINY[:4], "target.loss=0.001", "target.prob=0.99", "output.plot=false"]
+    proc, stdout, stderr, out = _deploy(tmp_path, ["-n", "3", *impossible])
+    assert proc.returncode == 1, (stdout[-3000:], stderr[-3000:])
+    verdict = [line for line in stderr.splitlines() if "the run did not complete" in line]
+    assert len(verdict) == 1
+    assert "InfeasibleError: no dependable plan: P[loss <= 0.001] >= 0.99" in verdict[0]
+    assert not (out / "results.json").exists()
+
+
+@pytest.mark.slow
+@needs_flower
 def test_tls_and_supernode_auth_refuse_an_unregistered_key(tmp_path):
     proc, stdout, stderr, out = _deploy(tmp_path, ["--auth", "--intruder", "-n", "3", "-r", "2", *TINY])
     assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
