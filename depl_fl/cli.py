@@ -126,6 +126,11 @@ def _targets(args: argparse.Namespace) -> Any:
                    deadline_s=args.deadline_s, max_rounds=args.max_rounds)
 
 
+def _cap_text(targets: Any) -> str:
+    """``", max_rounds N"`` when the targets cap the rounds (a limit that can bind), else empty."""
+    return "" if targets.max_rounds is None else f", max_rounds {targets.max_rounds}"
+
+
 def _write_plan(plan: Any, path: str) -> None:
     from depl_fl.contract.plan import save_plan
 
@@ -168,7 +173,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not plan.feasible:
         print(f"{PROG}: no dependable plan: {shortfall_text(plan, targets.target_prob)}, target "
               f"{targets.target_prob:g} (target loss {targets.target_loss:g}, deadline "
-              f"{targets.deadline_s:g} s, method {args.method}; wrote {args.out} with "
+              f"{targets.deadline_s:g} s{_cap_text(targets)}, method {args.method}; wrote {args.out} with "
               "feasible false)", file=sys.stderr)
         return InfeasibleError.exit_status
     print(f"{PROG}: plan written to {args.out}: {len(plan.rounds)} rounds, "

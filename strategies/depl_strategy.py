@@ -285,11 +285,13 @@ class DepLStrategy(FedAvg):
             plan = self.plan_fn(self.scenario, self.targets, self._initial_start())
         # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
         if not plan.feasible or (not plan.rounds and self.profiler is None):
+            knobs = ("target.loss, target.prob, target.deadline_s or target.max_rounds"
+                     if self.targets.max_rounds is not None
+                     else "target.loss, target.prob or target.deadline_s")
             raise InfeasibleError(
                 f"no dependable plan: P[loss <= {self.targets.target_loss:g}] >= "
-                f"{self.targets.target_prob:g} within {self.targets.deadline_s:g} s is not reachable"
-                f" ({shortfall_text(plan, self.targets.target_prob)}); relax target.loss, "
-                "target.prob or target.deadline_s")
+                f"{self.targets.target_prob:g} {self.targets.limits_text()} is not reachable"
+                f" ({shortfall_text(plan, self.targets.target_prob)}); relax {knobs}")
         unknown = sorted({c for r in plan.rounds for c in r.clients} - set(self.node_of))
         if unknown:
             raise ScenarioError(f"plan uses clients that are not connected: {', '.join(unknown)}")

@@ -221,3 +221,19 @@ def test_shortfall_names_the_independent_check_when_the_search_reached_pi() -> N
     assert "0.954" in text and "independent check" in text and "<" not in text
     assert shortfall_text(Plan(method="depl", feasible=False, rounds=[], predicted={}), 0.9) == \
         "best reachable probability unknown"
+
+
+def test_a_round_cap_that_binds_is_named_in_the_infeasible_message(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    # The same targets plan fine without a cap (test_cli_plan_then_evaluate); one round is
+    # too few, and the error must say which limit the user can relax.
+    targets = ["--target-loss", "1.5", "--target-prob", "0.9", "--deadline-s", "200"]
+    out = tmp_path / "plan.json"
+    status, _, stderr = _cli(capsys, ["plan", str(EXAMPLE), *targets, "--max-rounds", "1",
+                                      "--out", str(out)])
+    assert status == 3
+    assert "deadline 200 s, max_rounds 1, method depl" in stderr
+    from depl_fl.contract.plan import Targets
+
+    assert Targets(0.3, 0.8, 170.5).limits_text() == "within 170.5 s"
+    assert Targets(0.3, 0.8, 170.5, 40).limits_text() == "within 170.5 s and 40 rounds (max_rounds)"

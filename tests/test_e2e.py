@@ -56,6 +56,8 @@ def test_impossible_target_is_one_line(tmp_path):
     assert proc.returncode == 3, proc.stderr[-2000:]
     err = [line for line in proc.stderr.strip().splitlines() if line.startswith("depl-fl:")]
     assert len(err) == 1 and "no dependable plan" in err[0]
+    # The job's round cap (target.max_rounds=2) is one of the limits the user can relax: named.
+    assert "and 2 rounds (max_rounds)" in err[0] and "or target.max_rounds" in err[0]
     assert "Traceback" not in proc.stderr
 
 

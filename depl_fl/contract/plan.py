@@ -60,6 +60,17 @@ class Targets:
         if self.max_rounds is not None and self.max_rounds < 1:
             raise ScenarioError(f"--max-rounds: must be >= 1, got {self.max_rounds!r}")
 
+    def limits_text(self) -> str:
+        """The budget a plan must fit, in words: the deadline and, when set, the round cap.
+
+        The round cap is named because it can be the limit that binds: a plan of cheap
+        rounds that fits the deadline may need more rounds than the cap allows.
+        """
+        text = f"within {self.deadline_s:g} s"
+        if self.max_rounds is not None:
+            text += f" and {self.max_rounds} rounds (max_rounds)"
+        return text
+
 
 def shortfall_text(plan: Plan, target_prob: float) -> str:
     """Why an infeasible plan misses pi, in words, for the one-line error.
