@@ -5,7 +5,7 @@
 #
 # Usage: scripts/deploy_loopback.sh [options] [HYDRA_OVERRIDE ...]
 #   -n N          number of SuperNodes / clients (default 3)
-#   -r ROUNDS     target.max_rounds (default: the config's, 40)
+#   -r ROUNDS     target.max_rounds (default: the config's, null = no cap; the deadline bounds the plan)
 #   -c A,B,B      cluster of each SuperNode, in partition-id order
 #                 (default: the split of conf/clusters/two_class.yaml, 40% A / 60% B)
 #   -o DIR        output folder for results.json and the logs (default: outputs/deploy-<time>)

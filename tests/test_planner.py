@@ -312,3 +312,31 @@ def test_trajectory_cache_resumes_prefixes_bit_for_bit():
                                       start_loss=np.maximum(rng.normal(1.8, 0.1, 3000), 0.0),
                                       previous_model="mobilenet")
         assert np.array_equal(final_losses(ctx, rounds, 3000, 11), fresh)
+
+
+def test_a_cheapest_plan_that_fails_confirmation_falls_back_to_the_most_probable(small, monkeypatch):
+    # DepL's cheapest candidate passed pi on the search's stream and missed it on the
+    # independent one (16 clients, alpha 0.3: no time left to extend it); the most probable
+    # candidate, with room to spare, is dependable and must be returned, not "no plan".
+    import depl_fl.planner as planner
+    from depl_fl.planner.depl import Candidate
+
+    scen, targets = small
+    good = make_plan(scen, targets, seed=5)
+    assert good.feasible and len(good.rounds) > 1
+    short = good.rounds[:1]
+    assert evaluate_plan(scen, short, targets, n=20000, seed=1)["probability"] < targets.target_prob
+    info = {"candidate_sets": 1, "sets_planned": 1, "kappa": 1.0, "switches": 0}
+    monkeypatch.setattr(planner, "plan_depl", lambda ctx, guarantee, seed, n: (
+        Candidate(short, 1.0, targets.target_prob, 1.0),
+        Candidate(list(good.rounds), good.predicted["cost_joules"], 0.99, 2.0), dict(info)))
+    monkeypatch.setattr(planner, "plan_full", lambda ctx, seed, n: (short, False, 0.1))
+    plan = make_plan(scen, targets, seed=5)
+    assert plan.feasible and plan.rounds == good.rounds
+    assert plan.predicted["probability"] >= targets.target_prob
+    assert plan.extra["planner_info"]["fallback"] == "most probable"
+    assert plan.extra["planner_info"]["cheapest_plan"] == "missed pi on the independent Monte Carlo"
+    # Without a confirmable most probable candidate the answer stays "no dependable plan".
+    monkeypatch.setattr(planner, "plan_depl", lambda ctx, guarantee, seed, n: (
+        Candidate(short, 1.0, targets.target_prob, 1.0), Candidate(short, 1.0, 0.5, 2.0), dict(info)))
+    assert not make_plan(scen, targets, seed=5).feasible

@@ -89,18 +89,41 @@ def _plan_with(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
     if method == "optimum":
         from depl_fl.planner.optimum import plan_optimum
         return plan_optimum(ctx, seed, n, started)
+    return _depl_confirmed(ctx, method, guarantee, seed, n, started)
+
+
+def _depl_confirmed(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
+                    started: float) -> Plan:
+    """DepL's plan, confirmed on an independent stream; its fallbacks when that fails.
+
+    In order: DepL's cheapest candidate; else the cheaper of its most probable
+    candidate and plain FedAvg that holds on the independent stream; else an
+    infeasible plan reporting the best probability reached.
+    """
     best, most, info = plan_depl(ctx, guarantee, seed, n)
     if best is not None:
         plan = finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
         if plan.feasible:
             return plan
-        info["confirmation"] = plan.extra["planner_info"].get("confirmation")
+        info["cheapest_plan"] = "missed pi on the independent Monte Carlo"
+    confirmed: list[Plan] = []
+    if best is not None and most is not None and most.rounds != best.rounds:
+        # The cheapest plan sat at pi on the search's stream and missed it on the independent
+        # one (within its Monte Carlo error, with no time left to extend it); the most probable
+        # plan the search saw has room to spare: a dependable plan if it holds there.
+        plan = finish_plan(ctx, method, most.rounds, True, started, seed, n,
+                           {**info, "fallback": "most probable"})
+        if plan.feasible:
+            confirmed.append(plan)
     full_rounds, full_ok, full_p = plan_full(ctx, seed, n)
     if full_ok:  # DepL's search missed a plan that plain FedAvg finds: still return it.
-        info["fallback"] = "full"
-        plan = finish_plan(ctx, method, full_rounds, True, started, seed, n, info)
-        if plan.feasible or best is None:
+        plan = finish_plan(ctx, method, full_rounds, True, started, seed, n, {**info, "fallback": "full"})
+        if plan.feasible:
+            confirmed.append(plan)
+        elif best is None and not confirmed:
             return plan
+    if confirmed:
+        return min(confirmed, key=lambda p: p.predicted["cost_joules"])
     if most is not None and most.prob > full_p:
         return finish_plan(ctx, method, most.rounds, False, started, seed, n, info,
                            probability_override=most.prob)
