@@ -10,7 +10,7 @@
 # SEEDS seeds per cell (default 40, seeds 0..SEEDS-1). One profile cache per setting and pi: every
 # job runs its own exploration (as a user's first job on a federation does) and its profiling
 # energy is in its total.
-#   bash benchmarks/issue15_sweep.sh [OUT]      (about 40 minutes on 2 cores with 40 seeds)
+#   bash benchmarks/issue15_sweep.sh [OUT]      (about 45 minutes on 2 cores with 40 seeds)
 # Writes OUT/report-<setting>-<arm>/ (depl-fl report) and OUT/pit-<setting>.md (benchmarks/plan_pit.py);
 # the committed copies are in benchmarks/results/issue15/.
 set -euo pipefail
