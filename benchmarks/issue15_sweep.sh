@@ -11,7 +11,7 @@
 # job runs its own exploration (as a user's first job on a federation does) and its profiling
 # energy is in its total.
 #   bash benchmarks/issue15_sweep.sh [OUT]      (about 45 minutes on 2 cores with 40 seeds)
-# Writes OUT/report-<setting>-<arm>/ (depl-fl report) and OUT/pit-<setting>.md (benchmarks/plan_pit.py);
+# Writes OUT/report-<setting>-<arm>/ (depl-fl report) and OUT/pit-<setting>.md, OUT/pit-pooled.md (benchmarks/plan_pit.py);
 # the committed copies are in benchmarks/results/issue15/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,3 +50,4 @@ done
 for setting in g10 g12 g16 g6; do
   "$PY" benchmarks/plan_pit.py "$S/$setting/static" --out "$S/pit-$setting.md" > /dev/null
 done
+"$PY" benchmarks/plan_pit.py --pooled "$S"/g{10,12,16,6}/static --out "$S/pit-pooled.md" > /dev/null

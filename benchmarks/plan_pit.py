@@ -22,10 +22,17 @@ Per target probability the script reports:
   narrow against its spread over 40 runs, so even the best model misses it often.
 
     python benchmarks/plan_pit.py SWEEP_DIR [--out FILE.md] [--runs N]
+    python benchmarks/plan_pit.py --pooled SWEEP_DIR [SWEEP_DIR ...] [--out FILE.md]
 
 ``--runs N`` redraws N runs per cell (each a plan of the sweep's, drawn with
 replacement) for the exact and best model columns: how the goal's chance
 grows with more seeds.
+
+``--pooled`` reads several sweeps (other settings, other targets) and reports
+per pi only what can be pooled across targets: the PIT deciles and the share
+of runs above their own plan's predicted pi-quantile with its Wilson
+interval. One cell's 40 runs cannot tell a model that is 20% too cautious
+from an exact one; all settings together can.
 
 No job's decision is involved: the script reads results.json files only.
 """
@@ -123,19 +130,65 @@ def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
     return row, float(goals[2]), best_share
 
 
+def pooled_row(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> str:
+    """One markdown row of the pooled table: runs, PIT deciles, share above the predicted pi-quantile."""
+    from depl_fl.runs.report import wilson_interval
+
+    pit = np.array([float(np.mean(s <= a)) for a, s, _ in rows])
+    above = int(sum(a > np.quantile(s, prob) for a, s, _ in rows))
+    low, high = wilson_interval(above, len(rows))
+    deciles = np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist()
+    return (f"| {prob:g} | {len(rows)} | {' '.join(map(str, deciles))} | {above / len(rows):.3f} "
+            f"[{low:.3f}, {high:.3f}] | {1.0 - prob:.2f} |")
+
+
+def pooled_report(sweeps: list[Path]) -> str | None:
+    """The pooled PIT table over ``sweeps`` (per pi, every static job with a plan of every sweep);
+    None when no sweep has such a job."""
+    cells: dict[float, list[tuple[float, np.ndarray, float]]] = {}
+    for sweep in sweeps:
+        for prob, rows in cell_rows(sweep).items():
+            cells.setdefault(prob, []).extend(rows)
+    if not cells:
+        return None
+    lines = [f"# Predicted against actual final test loss, pooled over {len(sweeps)} sweeps", "",
+             "Sweeps: " + ", ".join(f"`{s}`" for s in sweeps) + ". Static jobs with a plan, as in the "
+             "per-sweep tables; each run's final test loss is placed in its own plan's predicted "
+             "distribution, so runs of different targets pool. Promise: the share above the predicted "
+             "pi-quantile is at most 1 - pi; a share well below it is a model too cautious there.", "",
+             "| π | runs | PIT deciles | share above predicted π-quantile [95% Wilson] | promised at most |",
+             "|---|---|---|---|---|"]
+    lines += [pooled_row(prob, cells[prob]) for prob in sorted(cells)]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sweep", type=Path)
+    parser.add_argument("sweeps", type=Path, nargs="+", metavar="SWEEP_DIR")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--runs", type=int, default=None,
                         help="redraw this many runs per cell instead of the sweep's (plans drawn from it)")
+    parser.add_argument("--pooled", action="store_true",
+                        help="pool the PIT of several sweeps (targets may differ)")
     args = parser.parse_args(argv)
-    if not args.sweep.is_dir():
-        print(f"error: {args.sweep} is not a folder", file=sys.stderr)
+    for sweep in args.sweeps:
+        if not sweep.is_dir():
+            print(f"error: {sweep} is not a folder", file=sys.stderr)
+            return 2
+    if len(args.sweeps) > 1 and not args.pooled:
+        print("error: several sweeps need --pooled (their targets differ)", file=sys.stderr)
         return 2
     if args.runs is not None and args.runs < 2:
         print(f"error: --runs must be at least 2, got {args.runs}", file=sys.stderr)
         return 2
+    if args.pooled:
+        text = pooled_report(args.sweeps)
+        if text is None:
+            print("error: no static job with a plan and a final test loss under "
+                  + ", ".join(map(str, args.sweeps)), file=sys.stderr)
+            return 2
+        return _emit(text, args.out)
+    args.sweep = args.sweeps[0]
     cells = cell_rows(args.sweep)
     if not cells:
         print(f"error: no static job with a plan and a final test loss under {args.sweep}", file=sys.stderr)
@@ -164,10 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "An exact model meets the whole goal in every cell above with probability "
               f"{exact_every:.2f}, the best model of each cell at most {best_every:.2f} "
               "(the cells' redraws are independent)."]
-    text = "\n".join(lines) + "\n"
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    return _emit("\n".join(lines) + "\n", args.out)
+
+
+def _emit(text: str, out: Path | None) -> int:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
     print(text, end="")
     return 0
 

@@ -115,3 +115,25 @@ def test_more_runs_narrow_what_an_exact_model_shows(tmp_path: Path, capsys) -> N
     width = [float(r[5].split("[")[1].split(",")[1].rstrip("]")) - float(r[5].split("[")[1].split(",")[0])
              for r in (few, many)]
     assert width[1] < 0.6 * width[0]
+
+
+def test_pooled_sweeps_of_different_targets_give_one_share_with_its_wilson_interval(tmp_path: Path,
+                                                                                    capsys) -> None:
+    _write_sweep(tmp_path / "a", 40, 0.0)
+    _write_sweep(tmp_path / "b", 40, 5.0)
+    assert plan_pit.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2  # targets may differ: --pooled
+    assert plan_pit.main(["--pooled", str(tmp_path / "a")]) == 0
+    alone = _row(capsys.readouterr().out)
+    assert plan_pit.main(["--pooled", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    both = _row(capsys.readouterr().out)
+    assert alone[1] == "40" and both[1] == "80"
+    share_alone, share_both = float(alone[3].split()[0]), float(both[3].split()[0])
+    assert share_alone <= 0.25 and abs(share_both - (share_alone + 1.0) / 2) < 1e-9  # b: all above
+    low, high = (float(x) for x in both[3].split("[")[1].rstrip("]").split(","))
+    assert low < share_both < high and both[4] == "0.10"
+
+
+def test_pooled_without_any_planned_job_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert plan_pit.main(["--pooled", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no static job")
