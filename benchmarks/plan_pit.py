@@ -107,6 +107,13 @@ def redraw(rows: list[tuple[float, np.ndarray, float]], rng: np.random.Generator
     return np.array([rng.choice(rows[i][1]) for i in picked])
 
 
+def pit_counts(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> tuple[list[int], int]:
+    """The runs per PIT decile, and how many runs ended above their own predicted ``prob``-quantile."""
+    pit = np.array([float(np.mean(s <= a)) for a, s, _ in rows])
+    above = int(sum(a > np.quantile(s, prob) for a, s, _ in rows))
+    return np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist(), above
+
+
 def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
              rng: np.random.Generator, runs: int | None = None) -> tuple[str, float, float]:
     """One markdown row for the cell ``prob``; the shares of redraws meeting the goal (exact, best model)."""
@@ -114,9 +121,8 @@ def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
 
     actual = np.array([a for a, _, _ in rows])
     target = rows[0][2]
-    pit = np.array([float(np.mean(s <= a)) for a, s, _ in rows])
-    above = float(np.mean([a > np.quantile(s, prob) for a, s, _ in rows]))
-    deciles = np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist()
+    deciles, above_count = pit_counts(prob, rows)
+    above = above_count / len(rows)
     redraws = [redraw(rows, rng, runs) for _ in range(REDRAWS)]
     exact = [float(empirical_quantile(r, prob)) / target for r in redraws]
     goals = np.array([meets_goal(r, prob, target) for r in redraws], dtype=float).mean(axis=0)
@@ -134,10 +140,8 @@ def pooled_row(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> str:
     """One markdown row of the pooled table: runs, PIT deciles, share above the predicted pi-quantile."""
     from depl_fl.runs.report import wilson_interval
 
-    pit = np.array([float(np.mean(s <= a)) for a, s, _ in rows])
-    above = int(sum(a > np.quantile(s, prob) for a, s, _ in rows))
+    deciles, above = pit_counts(prob, rows)
     low, high = wilson_interval(above, len(rows))
-    deciles = np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist()
     return (f"| {prob:g} | {len(rows)} | {' '.join(map(str, deciles))} | {above / len(rows):.3f} "
             f"[{low:.3f}, {high:.3f}] | {1.0 - prob:.2f} |")
 
