@@ -146,13 +146,33 @@ def pooled_row(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> str:
             f"[{low:.3f}, {high:.3f}] | {1.0 - prob:.2f} |")
 
 
+def shape_row(sweep: Path, rows: list[tuple[float, np.ndarray, float]]) -> str:
+    """One markdown row on where a sweep's runs fell in their predictions, in standard-normal units.
+
+    The probit of each run's PIT (clipped to half a sample from 0 and 1) is standard normal when
+    the predictions are calibrated: its mean is the runs' offset (above 0: worse than predicted),
+    its standard deviation the ratio of the runs' spread to the predicted one (below 1: the
+    predictions are too wide).
+    """
+    from scipy.stats import norm
+
+    edge = 0.5 / SAMPLES
+    probit = norm.ppf(np.clip([float(np.mean(s <= a)) for a, s, _ in rows], edge, 1.0 - edge))
+    ratio = np.median([a / float(np.median(s)) for a, s, _ in rows])
+    return (f"| `{sweep}` | {len(rows)} | {probit.mean():+.2f} | {probit.std():.2f} | {ratio:.2f} |")
+
+
 def pooled_report(sweeps: list[Path]) -> str | None:
-    """The pooled PIT table over ``sweeps`` (per pi, every static job with a plan of every sweep);
-    None when no sweep has such a job."""
+    """The pooled PIT table over ``sweeps`` (per pi, every static job with a plan of every sweep)
+    and one row per sweep on its offset and spread; None when no sweep has such a job."""
     cells: dict[float, list[tuple[float, np.ndarray, float]]] = {}
+    shapes = []
     for sweep in sweeps:
-        for prob, rows in cell_rows(sweep).items():
+        own = cell_rows(sweep)
+        for prob, rows in own.items():
             cells.setdefault(prob, []).extend(rows)
+        if own:
+            shapes.append(shape_row(sweep, [row for rows in own.values() for row in rows]))
     if not cells:
         return None
     lines = [f"# Predicted against actual final test loss, pooled over {len(sweeps)} sweeps", "",
@@ -163,6 +183,14 @@ def pooled_report(sweeps: list[Path]) -> str | None:
              "| π | runs | PIT deciles | share above predicted π-quantile [95% Wilson] | promised at most |",
              "|---|---|---|---|---|"]
     lines += [pooled_row(prob, cells[prob]) for prob in sorted(cells)]
+    lines += ["", "Per sweep (every pi): the probit of each run's PIT is standard normal when the "
+              "predictions are calibrated. Its mean is the runs' offset in predicted standard deviations "
+              "(above 0: worse than predicted), its standard deviation the runs' spread over the predicted "
+              "one (below 1: predictions too wide); the last column is the median of actual / predicted "
+              "median final loss.", "",
+              "| sweep | runs | probit mean | probit sd | actual / predicted median |",
+              "|---|---|---|---|---|"]
+    lines += shapes
     return "\n".join(lines) + "\n"
 
 

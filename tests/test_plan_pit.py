@@ -137,3 +137,22 @@ def test_pooled_without_any_planned_job_is_one_line_and_exit_2(tmp_path: Path, c
     assert plan_pit.main(["--pooled", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: no static job")
+
+
+def _shape(text: str, sweep: Path) -> list[str]:
+    line = next(line for line in text.splitlines() if line.startswith(f"| `{sweep}` |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_pooled_table_gives_each_sweeps_offset_and_spread_in_predicted_units(tmp_path: Path,
+                                                                            capsys) -> None:
+    calibrated, worse = tmp_path / "calibrated", tmp_path / "worse"
+    _write_sweep(calibrated, 80, 0.0)
+    _write_sweep(worse, 40, 5.0)
+    assert plan_pit.main(["--pooled", str(calibrated), str(worse)]) == 0
+    out = capsys.readouterr().out
+    runs, mean, sd, ratio = _shape(out, calibrated)[1:]
+    assert runs == "80" and abs(float(mean)) < 0.35 and 0.75 < float(sd) < 1.25
+    assert 0.85 < float(ratio) < 1.15
+    runs, mean, _, ratio = _shape(out, worse)[1:]
+    assert runs == "40" and float(mean) > 3.0 and float(ratio) > 2.0  # every run far above its prediction
