@@ -31,8 +31,11 @@ grows with more seeds.
 ``--pooled`` reads several sweeps (other settings, other targets) and reports
 per pi only what can be pooled across targets: the PIT deciles and the share
 of runs above their own plan's predicted pi-quantile with its Wilson
-interval. One cell's 40 runs cannot tell a model that is 20% too cautious
-from an exact one; all settings together can.
+interval; and per sweep where its runs fell in their predictions in
+standard-normal units (the probit of the PIT: its mean is the offset, its
+standard deviation the spread over the predicted one). One cell's 40 runs
+cannot tell a model that is 20% too cautious from an exact one; all settings
+together can.
 
 No job's decision is involved: the script reads results.json files only.
 """
@@ -210,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.sweeps) > 1 and not args.pooled:
         print("error: several sweeps need --pooled (their targets differ)", file=sys.stderr)
         return 2
+    if args.pooled and args.runs is not None:
+        print("error: --runs redraws the per-sweep table's cells; it does not apply to --pooled",
+              file=sys.stderr)
+        return 2
     if args.runs is not None and args.runs < 2:
         print(f"error: --runs must be at least 2, got {args.runs}", file=sys.stderr)
         return 2
@@ -220,13 +227,13 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(map(str, args.sweeps)), file=sys.stderr)
             return 2
         return _emit(text, args.out)
-    args.sweep = args.sweeps[0]
-    cells = cell_rows(args.sweep)
+    sweep = args.sweeps[0]
+    cells = cell_rows(sweep)
     if not cells:
-        print(f"error: no static job with a plan and a final test loss under {args.sweep}", file=sys.stderr)
+        print(f"error: no static job with a plan and a final test loss under {sweep}", file=sys.stderr)
         return 2
     rng = np.random.default_rng(0)
-    lines = [f"# Predicted against actual final test loss: {args.sweep.name}", "",
+    lines = [f"# Predicted against actual final test loss: {sweep.name}", "",
              "Static jobs with a plan of at least one round (jobs without a plan, whose exploration "
              "already met the target, or that re-planned are not here). PIT deciles: counts of runs by where "
              "their final test loss fell in their own plan's predicted distribution (uniform when "

@@ -122,6 +122,8 @@ def test_pooled_sweeps_of_different_targets_give_one_share_with_its_wilson_inter
     _write_sweep(tmp_path / "a", 40, 0.0)
     _write_sweep(tmp_path / "b", 40, 5.0)
     assert plan_pit.main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2  # targets may differ: --pooled
+    assert plan_pit.main(["--pooled", str(tmp_path / "a"), "--runs", "100"]) == 2
+    assert [line.split(":")[0] for line in capsys.readouterr().err.strip().splitlines()] == ["error"] * 2
     assert plan_pit.main(["--pooled", str(tmp_path / "a")]) == 0
     alone = _row(capsys.readouterr().out)
     assert plan_pit.main(["--pooled", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
