@@ -6,7 +6,8 @@
 #        and 20 more tracking seeds at pi 0.8 (100+TN..; run when the first 20 met the target in 14)
 #   bash benchmarks/issue15_extra.sh [OUT]   (about 25 minutes static, 60 + 10 more for tracking, 2 cores)
 # Writes OUT/report-<setting>-<arm>/ (depl-fl report), OUT/pit-<setting>.md and OUT/pit-pooled.md
-# (benchmarks/plan_pit.py); the committed copies are in benchmarks/results/issue15/ (g8s, g20s, g20t).
+# (benchmarks/plan_pit.py), OUT/report-g20-all/ (every g20 arm, tracking at pi 0.8 over both seed sets);
+# the committed copies are in benchmarks/results/issue15/ (g8s, g20s, g20t, g20t80, g20-all, pit-*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
@@ -37,6 +38,7 @@ wait
 for arm in g8/static g20/static g20/tracking g20/tracking80; do
   "$PY" -m depl_fl.cli report "$S/$arm" --out "$S/report-${arm//\//-}"
 done
+"$PY" -m depl_fl.cli report "$S/g20" --out "$S/report-g20-all"
 for setting in g8 g20; do
   "$PY" benchmarks/plan_pit.py "$S/$setting/static" --out "$S/pit-$setting.md" > /dev/null
 done

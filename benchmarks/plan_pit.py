@@ -110,9 +110,14 @@ def redraw(rows: list[tuple[float, np.ndarray, float]], rng: np.random.Generator
     return np.array([rng.choice(rows[i][1]) for i in picked])
 
 
+def pit_values(rows: list[tuple[float, np.ndarray, float]]) -> np.ndarray:
+    """Each run's PIT: the share of its own plan's predicted samples at or below its actual loss."""
+    return np.array([float(np.mean(s <= a)) for a, s, _ in rows])
+
+
 def pit_counts(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> tuple[list[int], int]:
     """The runs per PIT decile, and how many runs ended above their own predicted ``prob``-quantile."""
-    pit = np.array([float(np.mean(s <= a)) for a, s, _ in rows])
+    pit = pit_values(rows)
     above = int(sum(a > np.quantile(s, prob) for a, s, _ in rows))
     return np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist(), above
 
@@ -160,7 +165,7 @@ def shape_row(sweep: Path, rows: list[tuple[float, np.ndarray, float]]) -> str:
     from scipy.stats import norm
 
     edge = 0.5 / SAMPLES
-    probit = norm.ppf(np.clip([float(np.mean(s <= a)) for a, s, _ in rows], edge, 1.0 - edge))
+    probit = norm.ppf(np.clip(pit_values(rows), edge, 1.0 - edge))
     ratio = np.median([a / float(np.median(s)) for a, s, _ in rows])
     return (f"| `{sweep}` | {len(rows)} | {probit.mean():+.2f} | {probit.std():.2f} | {ratio:.2f} |")
 
