@@ -71,13 +71,19 @@ class RunController:
         samples as the test split holds); each :meth:`record` updates it.
         Every prediction and re-plan starts from the measured validation loss
         with the uncertainty :meth:`start_std`.
+    loss_margin : float, optional
+        How far the test loss may lie above the validation loss of the model at
+        hand, at probability ``target_prob`` (the bootstrap-t margin of
+        :func:`depl_fl.tracking.split_margin.stop_margin`); each :meth:`record`
+        updates it and :meth:`met_now` stops on it when measured.
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
                  guarantee: str = "gaussian", planner: Planner | None = None,
                  tracking: bool = False, replan_policy: Any = None,
                  track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2,
-                 label_coverage: Any = None, loss_sem: float | None = None) -> None:
+                 label_coverage: Any = None, loss_sem: float | None = None,
+                 loss_margin: float | None = None) -> None:
         self.scenario = scenario
         self.track_mean = bool(track_mean)
         self.targets = targets
@@ -105,6 +111,7 @@ class RunController:
         self.trend: trend_filter.Trend | None = None
         self.label_coverage = label_coverage
         self.loss_sem = _finite_or_none(loss_sem)
+        self.loss_margin = _finite_or_none(loss_margin)
         self.tracking = bool(tracking) and planner is not None
         self.estimator = None
         self.policy = replan_policy
@@ -179,20 +186,30 @@ class RunController:
         """Whether stopping now meets the target (``track_mean``: whether the measured ``loss`` does).
 
         The test loss of the model at hand is its measured validation ``loss``
-        plus the difference of the two splits' sampling errors, ``Normal(0,
-        2 loss_sem**2)`` with the standard error measured on this very model
-        (equal split sizes), or the profile's ``judged_error * loss`` when that
-        is larger or no standard error was measured.
+        plus the difference of the two splits' sampling errors. Stop when
+        ``loss + margin <= target_loss``, where the margin is
+
+        - the measured bootstrap-t ``loss_margin`` (:mod:`depl_fl.tracking.split_margin`):
+          the ``target_prob``-quantile of that difference, which keeps the
+          coupling of a skewed loss's mean and spread; under the Cantelli
+          guarantee the larger of it and the Cantelli margin below;
+        - else ``kappa * sqrt(2) * loss_sem`` (``Normal(0, 2 loss_sem**2)``,
+          equal split sizes; it misses more often than ``1 - target_prob`` on
+          cross-entropy, ``benchmarks/results/stop_margin.md``);
+
+        and at least ``kappa * sqrt(judged_error * loss)`` of a plan-regime profile.
         """
         from depl_fl.planner.quantile import kappa
 
         loss = max(float(loss), 0.0)
         if self.track_mean:
             return loss <= self.targets.target_loss
-        var = 2.0 * self.loss_sem ** 2 if self.loss_sem is not None else 0.0
-        var = max(var, float(self.scenario.loss.judged_error or 0.0) * loss)
         k = kappa(self.targets.target_prob, self.guarantee)
-        return loss + k * math.sqrt(var) <= self.targets.target_loss
+        margin = k * math.sqrt(2.0) * self.loss_sem if self.loss_sem is not None else 0.0
+        if self.loss_margin is not None:
+            margin = self.loss_margin if self.guarantee == "gaussian" else max(margin, self.loss_margin)
+        margin = max(margin, k * math.sqrt(float(self.scenario.loss.judged_error or 0.0) * loss))
+        return loss + margin <= self.targets.target_loss
 
     def start_std(self) -> float:
         """Uncertainty of a plan's start at the measured validation loss: ``sqrt(2) * loss_sem``.
@@ -244,7 +261,7 @@ class RunController:
                accuracy: float | None, wall_s: float, replied: Sequence[str],
                rejected: Sequence[str], train_loss: float | None = None,
                test_loss: float | None = None, test_accuracy: float | None = None,
-               loss_sem: float | None = None) -> dict[str, Any]:
+               loss_sem: float | None = None, loss_margin: float | None = None) -> dict[str, Any]:
         """Record one finished round and, with tracking on, maybe re-plan.
 
         Parameters
@@ -271,6 +288,8 @@ class RunController:
             for the results, never read by a decision.
         loss_sem : float, optional
             Standard error of ``loss_after``'s evaluation (see :meth:`start_std`).
+        loss_margin : float, optional
+            Bootstrap-t stop margin of ``loss_after``'s evaluation (see :meth:`met_now`).
 
         Returns
         -------
@@ -284,6 +303,8 @@ class RunController:
         k = self.rounds_done
         if _finite_or_none(loss_sem) is not None:
             self.loss_sem = float(loss_sem)
+        if _finite_or_none(loss_margin) is not None:
+            self.loss_margin = float(loss_margin)
         previous = self.records[-1]["model"] if self.records else None
         before_flag = self.records[-1]["loss_flag"] if self.records else None
         t_round = round_time(self.scenario, decision)
@@ -308,6 +329,7 @@ class RunController:
             "test_loss": None if test_loss is None else float(test_loss),
             "test_accuracy": None if test_accuracy is None else float(test_accuracy),
             "loss_sem": self.loss_sem,
+            "loss_margin": self.loss_margin,
             "energy_j": float(round_energy(self.scenario, decision)),
             "round_time_s": float(t_round),
             "elapsed_s": float(self.elapsed_s),

@@ -602,6 +602,7 @@ class DepLStrategy(FedAvg):
                                      wall_s=time.perf_counter() - t0, replied=replied,
                                      rejected=rejected, train_loss=train_loss,
                                      test_loss=_metric(res, "test-loss"), loss_sem=_metric(res, "loss-sem"),
+                                     loss_margin=_metric(res, "loss-margin"),
                                      test_accuracy=_metric(res, "test-accuracy"))
         rec["rolled_back"] = self._aggregate_problem
         LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",

@@ -57,26 +57,38 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     variant ``compression`` pruned from the global weights (the variant
     trained in that round; the full model for FedAvg), returning ``loss`` and
     ``accuracy`` on the validation split (what decisions read) and
-    ``test-loss`` and ``test-accuracy`` on the test split (only reported), and
-    ``loss-sem``: the standard error of the mean loss over as many samples as
-    the test split holds, from the per-sample validation losses (how far the
-    test loss that judges a run may lie from the validation loss that decides
-    it; only the test split's size is read).
+    ``test-loss`` and ``test-accuracy`` on the test split (only reported).
+    Two figures say how far the test loss that judges a run may lie from the
+    validation loss that decides it, both from the per-sample validation
+    losses and the test split's size only: ``loss-sem``, the standard error
+    of a mean over as many samples as the test split holds, and
+    ``loss-margin``, the ``target.prob``-quantile of ``test - validation``
+    (bootstrap-t, :func:`depl_fl.tracking.split_margin.stop_margin`; seeded by
+    the run seed and the round), on which tracking stops.
     """
-    from depl_fl.task.local_update import evaluate_variant, loss_spread
+    from depl_fl.task.local_update import evaluate_variant, variant_sample_losses
     from depl_fl.task.partitions import geometry, test_split, validation_split
+    from depl_fl.tracking.split_margin import stop_margin
+
+    prob, seed = float(cfg["target"]["prob"]), int(cfg["seed"])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
+        import numpy as np
         import torch
 
         torch.set_num_threads(1)
         state, geo = arrays_to_state(arrays), geometry(cfg)
         val, test = validation_split(cfg), test_split(cfg)
         loss, acc = evaluate_variant(state, geo, float(compression), *val)
-        sem = loss_spread(state, geo, float(compression), *val) / math.sqrt(len(test[1]))
+        losses = variant_sample_losses(state, geo, float(compression), *val)
+        test_size = len(test[1])
+        sem = float(np.std(losses, ddof=1)) / math.sqrt(test_size)
+        margin = (stop_margin(losses, test_size, prob, seed=seed * 100_003 + int(server_round))
+                  if np.all(np.isfinite(losses)) else float("nan"))
         test_loss, test_acc = evaluate_variant(state, geo, float(compression), *test)
-        return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": float(sem),
-                             "test-loss": float(test_loss), "test-accuracy": float(test_acc)})
+        return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": sem,
+                             "loss-margin": margin, "test-loss": float(test_loss),
+                             "test-accuracy": float(test_acc)})
 
     return evaluate_fn
 

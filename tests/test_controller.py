@@ -220,6 +220,30 @@ def test_a_validation_loss_just_under_the_target_does_not_stop_a_noisy_run(setti
     assert noisy.predict(1.4, first.model, []) == pytest.approx(1.4 + 1.2816 * 2**0.5 * 0.15, abs=1e-3)
 
 
+def test_the_stop_rule_reads_the_measured_bootstrap_margin_not_the_gaussian_one(setting):
+    scenario, targets, plan, planner = setting
+    first = plan.rounds[0]
+    kwargs = dict(accuracy=0.9, wall_s=0.1, replied=list(first.clients), rejected=[])
+
+    def controller(guarantee="gaussian"):
+        return RunController(scenario, targets, plan, planner=planner, tracking=True, guarantee=guarantee,
+                             replan_policy=ReplanPolicy(margin=0.05, ahead_margin=0.05))
+
+    # Without a measured margin: 1.2816 * sqrt(2) * 0.01 = 0.018 on the target 1.5.
+    plain = controller()
+    plain.loss_sem = 0.01
+    assert plain.met_now(1.48) and not plain.met_now(1.49)
+    wide, narrow = controller(), controller()
+    rec = wide.record(first, scenario.loss.initial, 1.45, loss_sem=0.01, loss_margin=0.08, **kwargs)
+    assert rec["loss_margin"] == 0.08 and wide.next_decision() is not None  # 1.45 + 0.08 > 1.5
+    narrow.record(first, scenario.loss.initial, 1.45, loss_sem=0.2, loss_margin=0.03, **kwargs)
+    assert narrow.next_decision() is None  # 1.45 + 0.03 <= 1.5, although sqrt(2) * 0.2 is wide
+    # Cantelli is distribution-free: it keeps the larger of its own margin and the measured one.
+    cantelli = controller("cantelli")
+    cantelli.loss_sem, cantelli.loss_margin = 0.01, 0.03
+    assert not cantelli.met_now(1.46) and cantelli.met_now(1.46 - 3 * 2**0.5 * 0.01)
+
+
 def test_rounds_are_observed_at_their_effective_data_ratio(setting):
     from depl_fl.contract.semantics import data_ratio
     from strategies.label_coverage import LabelCoverage

@@ -1,0 +1,87 @@
+"""The stop margin: how far a stopped model's test loss may lie above its validation loss (issue 15)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import ndtri
+
+from depl_fl.errors import ScenarioError
+from depl_fl.tracking.split_margin import gaussian_margin, stop_margin
+
+
+def _cross_entropy_like(n: int, seed: int) -> np.ndarray:
+    """Mostly near-zero losses and a few large ones: the right skew of a classifier's cross-entropy."""
+    rng = np.random.default_rng(seed)
+    return np.where(rng.random(n) < 0.85, rng.exponential(0.05, n), rng.exponential(1.5, n))
+
+
+def _miss_rates(population: np.ndarray, prob: float, splits: int) -> tuple[float, float]:
+    """Share of random half/half splits whose test mean exceeds validation mean + margin."""
+    half = population.size // 2
+    boot = gauss = 0
+    for seed in range(splits):
+        order = np.random.default_rng(seed).permutation(population.size)
+        val, test = population[order[:half]], population[order[half:]].mean()
+        boot += test > val.mean() + stop_margin(val, population.size - half, prob, draws=500, seed=seed)
+        gauss += test > val.mean() + gaussian_margin(val, population.size - half, prob)
+    return boot / splits, gauss / splits
+
+
+@pytest.mark.parametrize("prob", [0.9, 0.95])
+def test_on_skewed_losses_the_bootstrap_margin_misses_as_promised_and_the_gaussian_one_more(prob):
+    boot, gauss = _miss_rates(_cross_entropy_like(360, seed=1), prob, splits=400)
+    assert abs(boot - (1 - prob)) <= 0.03  # 400 splits: standard error 0.011-0.015
+    assert gauss >= 1.3 * (1 - prob) and gauss > boot + 0.02
+
+
+def test_on_symmetric_losses_the_bootstrap_margin_is_the_gaussian_one():
+    losses = np.random.default_rng(2).normal(1.0, 0.2, 400)
+    assert stop_margin(losses, 400, 0.9, seed=0) == pytest.approx(gaussian_margin(losses, 400, 0.9), rel=0.08)
+    assert gaussian_margin(losses, 400, 0.9) == pytest.approx(
+        float(ndtri(0.9)) * np.std(losses, ddof=1) * np.sqrt(2 / 400))
+
+
+def test_the_margin_grows_with_prob_and_shrinks_with_the_splits():
+    losses = _cross_entropy_like(200, seed=3)
+    margins = [stop_margin(losses, 200, p, seed=0) for p in (0.8, 0.9, 0.95)]
+    assert 0 < margins[0] < margins[1] < margins[2]
+    big = np.tile(losses, 4)
+    assert stop_margin(big, 800, 0.9, seed=0) < 0.6 * margins[1]
+
+
+def test_the_margin_is_seeded_and_zero_without_spread():
+    losses = _cross_entropy_like(100, seed=4)
+    assert stop_margin(losses, 100, 0.9, seed=7) == stop_margin(losses, 100, 0.9, seed=7)
+    assert stop_margin(losses, 100, 0.9, seed=7) != stop_margin(losses, 100, 0.9, seed=8)
+    assert stop_margin(np.full(50, 0.3), 50, 0.9) == 0.0
+
+
+@pytest.mark.parametrize("losses, test_size, prob, message", [
+    ([0.1], 10, 0.9, "at least 2 validation losses"),
+    ([0.1, 0.2], 0, 0.9, "test split must hold a sample"),
+    ([0.1, 0.2], 10, 1.0, r"probability must be in \(0, 1\)"),
+    ([0.1, float("nan")], 10, 0.9, "not all finite"),
+])
+def test_bad_input_is_a_one_line_error(losses, test_size, prob, message):
+    with pytest.raises(ScenarioError, match=message):
+        stop_margin(np.array(losses), test_size, prob)
+
+
+def test_central_evaluation_reports_the_margin_of_the_validation_losses():
+    pytest.importorskip("torch")
+    pytest.importorskip("flwr")
+    from depl_fl.runs.runconfig import compose_config
+    from depl_fl.task.local_update import initial_state, variant_sample_losses
+    from depl_fl.task.partitions import geometry, test_split, validation_split
+    from strategies.depl_strategy import state_to_arrays
+    from strategies.server_app import make_evaluate_fn
+
+    cfg = compose_config(["seed=5", "target.prob=0.9"])
+    state = initial_state(geometry(cfg), seed=5)
+    metrics = make_evaluate_fn(cfg)(3, state_to_arrays(state))
+    losses = variant_sample_losses(state, geometry(cfg), 0.0, *validation_split(cfg))
+    n_test = len(test_split(cfg)[1])
+    assert metrics["loss-margin"] == pytest.approx(stop_margin(losses, n_test, 0.9, seed=5 * 100_003 + 3))
+    assert metrics["loss"] == pytest.approx(losses.mean(), rel=1e-5)
+    assert metrics["loss-sem"] == pytest.approx(np.std(losses, ddof=1) / np.sqrt(n_test))
