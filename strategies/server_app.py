@@ -66,8 +66,9 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     (bootstrap-t, :func:`depl_fl.tracking.split_margin.stop_margin`; seeded by
     the run seed and the round), on which tracking stops.
     """
-    from depl_fl.task.local_update import evaluate_variant, variant_sample_losses
+    from depl_fl.task.local_update import variant_model
     from depl_fl.task.partitions import geometry, test_split, validation_split
+    from depl_fl.task.training import evaluate_model, per_sample_losses
     from depl_fl.tracking.split_margin import stop_margin
 
     prob, seed = float(cfg["target"]["prob"]), int(cfg["seed"])
@@ -77,15 +78,15 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        state, geo = arrays_to_state(arrays), geometry(cfg)
+        model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
         val, test = validation_split(cfg), test_split(cfg)
-        loss, acc = evaluate_variant(state, geo, float(compression), *val)
-        losses = variant_sample_losses(state, geo, float(compression), *val)
+        loss, acc = evaluate_model(model, *val)
+        losses = per_sample_losses(model, *val)
         test_size = len(test[1])
         sem = float(np.std(losses, ddof=1)) / math.sqrt(test_size)
         margin = (stop_margin(losses, test_size, prob, seed=seed * 100_003 + int(server_round))
                   if np.all(np.isfinite(losses)) else float("nan"))
-        test_loss, test_acc = evaluate_variant(state, geo, float(compression), *test)
+        test_loss, test_acc = evaluate_model(model, *test)
         return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": sem,
                              "loss-margin": margin, "test-loss": float(test_loss),
                              "test-accuracy": float(test_acc)})

@@ -72,15 +72,16 @@ def test_central_evaluation_reports_the_margin_of_the_validation_losses():
     pytest.importorskip("torch")
     pytest.importorskip("flwr")
     from depl_fl.runs.runconfig import compose_config
-    from depl_fl.task.local_update import initial_state, variant_sample_losses
+    from depl_fl.task.local_update import initial_state, variant_model
     from depl_fl.task.partitions import geometry, test_split, validation_split
+    from depl_fl.task.training import per_sample_losses
     from strategies.depl_strategy import state_to_arrays
     from strategies.server_app import make_evaluate_fn
 
     cfg = compose_config(["seed=5", "target.prob=0.9"])
     state = initial_state(geometry(cfg), seed=5)
     metrics = make_evaluate_fn(cfg)(3, state_to_arrays(state))
-    losses = variant_sample_losses(state, geometry(cfg), 0.0, *validation_split(cfg))
+    losses = per_sample_losses(variant_model(state, geometry(cfg), 0.0), *validation_split(cfg))
     n_test = len(test_split(cfg)[1])
     assert metrics["loss-margin"] == pytest.approx(stop_margin(losses, n_test, 0.9, seed=5 * 100_003 + 3))
     assert metrics["loss"] == pytest.approx(losses.mean(), rel=1e-5)

@@ -132,14 +132,6 @@ def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compr
     return model
 
 
-def variant_sample_losses(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
-                          x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-sample cross-entropy of variant ``compression`` (pruned from ``state``) on ``(x, y)``."""
-    from depl_fl.task.training import per_sample_losses
-
-    return per_sample_losses(variant_model(state, geometry, compression), x, y)
-
-
 def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
                 x: np.ndarray, y: np.ndarray) -> float:
     """Standard deviation of the per-sample cross-entropy of variant ``compression`` on ``(x, y)``.
@@ -147,4 +139,6 @@ def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compres
     ``loss_spread / sqrt(n)`` is the standard error of the mean loss on ``n``
     samples drawn like ``(x, y)``: how far a split's loss may lie from another's.
     """
-    return float(np.std(variant_sample_losses(state, geometry, compression, x, y), ddof=1))
+    from depl_fl.task.training import per_sample_losses
+
+    return float(np.std(per_sample_losses(variant_model(state, geometry, compression), x, y), ddof=1))
