@@ -33,7 +33,9 @@ per pi only what can be pooled across targets: the PIT deciles and the share
 of runs above their own plan's predicted pi-quantile with its Wilson
 interval; and per sweep where its runs fell in their predictions in
 standard-normal units (the probit of the PIT: its mean is the offset, its
-standard deviation the spread over the predicted one). One cell's 40 runs
+standard deviation the spread over the predicted one), and the same by plan
+length (rounds): a learning curve of the wrong shape shows as an offset that
+drifts with the length. One cell's 40 runs
 cannot tell a model that is 20% too cautious from an exact one; all settings
 together can.
 
@@ -46,6 +48,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +60,19 @@ REDRAWS = 400
 CALIBRATION_GOAL = 0.9
 # Models that differ from the prediction by a factor on every loss (1.0: the prediction itself).
 SCALES = (0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)
+#: Plan lengths (rounds, inclusive) of the pooled report's horizon table; the plan regime's
+#: trajectory bank reaches 40 rounds, so the last two bins are extrapolation.
+HORIZON_BINS = ((1, 10), (11, 20), (21, 40), (41, 80), (81, None))
+
+
+class Outcome(NamedTuple):
+    """One static job: its final test loss, its plan's predicted samples of it, L*, pi and plan rounds."""
+
+    actual: float
+    samples: np.ndarray
+    target: float
+    prob: float
+    rounds: int
 
 
 def predicted_samples(doc: dict, seed: int) -> np.ndarray | None:
@@ -74,9 +90,9 @@ def predicted_samples(doc: dict, seed: int) -> np.ndarray | None:
     return simulate_final_losses(scenario, rounds, SAMPLES, seed)
 
 
-def cell_rows(sweep: Path) -> dict[float, list[tuple[float, np.ndarray, float]]]:
-    """Per pi: ``(actual final test loss, predicted samples, L*)`` of every static job with a plan."""
-    cells: dict[float, list[tuple[float, np.ndarray, float]]] = {}
+def cell_rows(sweep: Path) -> dict[float, list[Outcome]]:
+    """Per pi: the outcome of every static job with a plan."""
+    cells: dict[float, list[Outcome]] = {}
     for path in sorted(sweep.rglob("results.json")):
         doc = json.loads(path.read_text())
         summary = doc.get("summary", {})
@@ -86,8 +102,9 @@ def cell_rows(sweep: Path) -> dict[float, list[tuple[float, np.ndarray, float]]]
         samples = predicted_samples(doc, int(summary.get("seed", 0)))
         if samples is None:
             continue
-        cells.setdefault(float(summary["target_prob"]), []).append((float(actual), samples,
-                                                                    float(summary["target_loss"])))
+        cells.setdefault(float(summary["target_prob"]), []).append(
+            Outcome(float(actual), samples, float(summary["target_loss"]), float(summary["target_prob"]),
+                    len(doc["plan"]["rounds"])))
     return cells
 
 
@@ -102,33 +119,33 @@ def meets_goal(losses: np.ndarray, prob: float, target: float) -> tuple[bool, bo
     return covered, calibrated, covered and calibrated and low <= prob <= high
 
 
-def redraw(rows: list[tuple[float, np.ndarray, float]], rng: np.random.Generator,
+def redraw(rows: list[Outcome], rng: np.random.Generator,
            runs: int | None) -> np.ndarray:
     """One outcome per run drawn from its own prediction; ``runs`` given: that many runs, whose
     plans are drawn from the sweep's (with replacement)."""
     picked = range(len(rows)) if runs is None else rng.integers(len(rows), size=runs)
-    return np.array([rng.choice(rows[i][1]) for i in picked])
+    return np.array([rng.choice(rows[i].samples) for i in picked])
 
 
-def pit_values(rows: list[tuple[float, np.ndarray, float]]) -> np.ndarray:
+def pit_values(rows: list[Outcome]) -> np.ndarray:
     """Each run's PIT: the share of its own plan's predicted samples at or below its actual loss."""
-    return np.array([float(np.mean(s <= a)) for a, s, _ in rows])
+    return np.array([float(np.mean(r.samples <= r.actual)) for r in rows])
 
 
-def pit_counts(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> tuple[list[int], int]:
+def pit_counts(prob: float, rows: list[Outcome]) -> tuple[list[int], int]:
     """The runs per PIT decile, and how many runs ended above their own predicted ``prob``-quantile."""
     pit = pit_values(rows)
-    above = int(sum(a > np.quantile(s, prob) for a, s, _ in rows))
+    above = int(sum(r.actual > np.quantile(r.samples, prob) for r in rows))
     return np.histogram(pit, bins=10, range=(0.0, 1.0))[0].tolist(), above
 
 
-def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
+def describe(prob: float, rows: list[Outcome],
              rng: np.random.Generator, runs: int | None = None) -> tuple[str, float, float]:
     """One markdown row for the cell ``prob``; the shares of redraws meeting the goal (exact, best model)."""
     from depl_fl.runs.report import empirical_quantile
 
-    actual = np.array([a for a, _, _ in rows])
-    target = rows[0][2]
+    actual = np.array([r.actual for r in rows])
+    target = rows[0].target
     deciles, above_count = pit_counts(prob, rows)
     above = above_count / len(rows)
     redraws = [redraw(rows, rng, runs) for _ in range(REDRAWS)]
@@ -144,7 +161,7 @@ def describe(prob: float, rows: list[tuple[float, np.ndarray, float]],
     return row, float(goals[2]), best_share
 
 
-def pooled_row(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> str:
+def pooled_row(prob: float, rows: list[Outcome]) -> str:
     """One markdown row of the pooled table: runs, PIT deciles, share above the predicted pi-quantile."""
     from depl_fl.runs.report import wilson_interval
 
@@ -154,26 +171,49 @@ def pooled_row(prob: float, rows: list[tuple[float, np.ndarray, float]]) -> str:
             f"[{low:.3f}, {high:.3f}] | {1.0 - prob:.2f} |")
 
 
-def shape_row(sweep: Path, rows: list[tuple[float, np.ndarray, float]]) -> str:
-    """One markdown row on where a sweep's runs fell in their predictions, in standard-normal units.
-
-    The probit of each run's PIT (clipped to half a sample from 0 and 1) is standard normal when
-    the predictions are calibrated: its mean is the runs' offset (above 0: worse than predicted),
-    its standard deviation the ratio of the runs' spread to the predicted one (below 1: the
-    predictions are too wide).
-    """
+def probits(rows: list[Outcome]) -> np.ndarray:
+    """The probit of each run's PIT (clipped to half a sample from 0 and 1): standard normal when
+    the predictions are calibrated."""
     from scipy.stats import norm
 
     edge = 0.5 / SAMPLES
-    probit = norm.ppf(np.clip(pit_values(rows), edge, 1.0 - edge))
-    ratio = np.median([a / float(np.median(s)) for a, s, _ in rows])
+    return norm.ppf(np.clip(pit_values(rows), edge, 1.0 - edge))
+
+
+def shape_row(sweep: Path, rows: list[Outcome]) -> str:
+    """One markdown row on where a sweep's runs fell in their predictions, in standard-normal units.
+
+    The probit's mean is the runs' offset (above 0: worse than predicted), its standard deviation
+    the ratio of the runs' spread to the predicted one (below 1: the predictions are too wide).
+    """
+    probit = probits(rows)
+    ratio = np.median([r.actual / float(np.median(r.samples)) for r in rows])
     return (f"| `{sweep}` | {len(rows)} | {probit.mean():+.2f} | {probit.std():.2f} | {ratio:.2f} |")
+
+
+def horizon_rows(rows: list[Outcome]) -> list[str]:
+    """Markdown rows, one per plan-length bin of :data:`HORIZON_BINS` with runs: the probit's mean
+    with its 95% interval and standard deviation, and the share of runs above their own plan's
+    predicted pi-quantile against the share promised (the mean of 1 - pi over the bin's runs)."""
+    lines = []
+    for low, high in HORIZON_BINS:
+        inside = [r for r in rows if r.rounds >= low and (high is None or r.rounds <= high)]
+        if not inside:
+            continue
+        probit = probits(inside)
+        half = 1.96 * probit.std(ddof=1) / np.sqrt(probit.size) if probit.size > 1 else float("nan")
+        above = np.mean([r.actual > np.quantile(r.samples, r.prob) for r in inside])
+        promised = np.mean([1.0 - r.prob for r in inside])
+        label = f"{low}-{high}" if high is not None else f">= {low}"
+        lines.append(f"| {label} | {len(inside)} | {probit.mean():+.2f} [{probit.mean() - half:+.2f}, "
+                     f"{probit.mean() + half:+.2f}] | {probit.std():.2f} | {above:.3f} | {promised:.3f} |")
+    return lines
 
 
 def pooled_report(sweeps: list[Path]) -> str | None:
     """The pooled PIT table over ``sweeps`` (per pi, every static job with a plan of every sweep)
     and one row per sweep on its offset and spread; None when no sweep has such a job."""
-    cells: dict[float, list[tuple[float, np.ndarray, float]]] = {}
+    cells: dict[float, list[Outcome]] = {}
     shapes = []
     for sweep in sweeps:
         own = cell_rows(sweep)
@@ -199,6 +239,14 @@ def pooled_report(sweeps: list[Path]) -> str | None:
               "| sweep | runs | probit mean | probit sd | actual / predicted median |",
               "|---|---|---|---|---|"]
     lines += shapes
+    lines += ["", "By plan length (every sweep and pi): where the runs fell in their predictions as a "
+              "function of how many rounds the plan trains. The plan regime's constants were fitted on "
+              "trajectories of up to 40 rounds. A probit mean that drifts with the length is a learning "
+              "curve of the wrong shape (too fast early, too slow late, or the reverse), which one spread "
+              "fitted for every length cannot absorb.", "",
+              "| plan rounds | runs | probit mean [95%] | probit sd | share above own π-quantile | "
+              "promised at most |", "|---|---|---|---|---|---|"]
+    lines += horizon_rows([row for rows in cells.values() for row in rows])
     return "\n".join(lines) + "\n"
 
 

@@ -158,3 +158,22 @@ def test_pooled_table_gives_each_sweeps_offset_and_spread_in_predicted_units(tmp
     assert 0.85 < float(ratio) < 1.15
     runs, mean, _, ratio = _shape(out, worse)[1:]
     assert runs == "40" and float(mean) > 3.0 and float(ratio) > 2.0  # every run far above its prediction
+
+
+def test_the_pooled_report_shows_a_bias_that_grows_with_the_plan_length(tmp_path: Path, capsys) -> None:
+    """Short plans drawn from their prediction, long ones all far above it: only the long bin drifts."""
+    _write_sweep(tmp_path / "short", 40, 0.0)
+    _write_sweep(tmp_path / "long", 40, 5.0)
+    for path in (tmp_path / "long").rglob("results.json"):
+        doc = json.loads(path.read_text())
+        doc["plan"]["rounds"] = PLAN * 6  # 60 rounds (the 41-80 bin) of a slower run profile
+        doc["scenario"]["loss"]["run"]["full"]["mean"] = [0.02, 0.02]
+        path.write_text(json.dumps(doc))
+    assert plan_pit.main(["--pooled", str(tmp_path / "short"), str(tmp_path / "long")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    short = next(line for line in lines if line.startswith("| 1-10 |")).strip("|").split("|")
+    long_ = next(line for line in lines if line.startswith("| 41-80 |")).strip("|").split("|")
+    assert short[1].strip() == "40" and long_[1].strip() == "40"
+    assert abs(float(short[2].split()[0])) < 0.5 and float(long_[2].split()[0]) > 3.0
+    assert float(short[4]) <= 0.25 and float(long_[4]) == 1.0 and float(long_[5]) == 0.1
+    assert not any(line.startswith("| 11-20 |") for line in lines)  # bins without runs are left out
