@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -60,19 +61,24 @@ REDRAWS = 400
 CALIBRATION_GOAL = 0.9
 # Models that differ from the prediction by a factor on every loss (1.0: the prediction itself).
 SCALES = (0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)
-#: Plan lengths (rounds, inclusive) of the pooled report's horizon table; the plan regime's
+#: Plan lengths (label, rounds from, rounds below) of the pooled report's horizon table; the plan regime's
 #: trajectory bank reaches 40 rounds, so the last two bins are extrapolation.
-HORIZON_BINS = ((1, 10), (11, 20), (21, 40), (41, 80), (81, None))
+HORIZON_BINS = (("1-10", 1, 11), ("11-20", 11, 21), ("21-40", 21, 41), ("41-80", 41, 81),
+                (">= 81", 81, math.inf))
+#: Bins of a job's fitted rate relative to its sweep's median (the pooled report's rate table).
+RATE_BINS = (("< 0.85", 0.0, 0.85), ("0.85-1", 0.85, 1.0), ("1-1.15", 1.0, 1.15), (">= 1.15", 1.15, math.inf))
 
 
 class Outcome(NamedTuple):
-    """One static job: its final test loss, its plan's predicted samples of it, L*, pi and plan rounds."""
+    """One static job: its final test loss, its plan's predicted samples of it, L*, pi, plan rounds,
+    and the rate its profile fitted (predicted decrease per round at L* of the plan's last model)."""
 
     actual: float
     samples: np.ndarray
     target: float
     prob: float
     rounds: int
+    rate: float
 
 
 def predicted_samples(doc: dict, seed: int) -> np.ndarray | None:
@@ -90,6 +96,13 @@ def predicted_samples(doc: dict, seed: int) -> np.ndarray | None:
     return simulate_final_losses(scenario, rounds, SAMPLES, seed)
 
 
+def fitted_rate(doc: dict, target: float) -> float:
+    """The profile's predicted decrease per round at ``target`` for the model the plan ends on."""
+    model = doc["plan"]["rounds"][-1]["model"]
+    run = doc["scenario"]["loss"]["run"][model]
+    return float(np.interp(target, run["levels"], run["mean"]))
+
+
 def cell_rows(sweep: Path) -> dict[float, list[Outcome]]:
     """Per pi: the outcome of every static job with a plan."""
     cells: dict[float, list[Outcome]] = {}
@@ -102,9 +115,10 @@ def cell_rows(sweep: Path) -> dict[float, list[Outcome]]:
         samples = predicted_samples(doc, int(summary.get("seed", 0)))
         if samples is None:
             continue
+        target = float(summary["target_loss"])
         cells.setdefault(float(summary["target_prob"]), []).append(
-            Outcome(float(actual), samples, float(summary["target_loss"]), float(summary["target_prob"]),
-                    len(doc["plan"]["rounds"])))
+            Outcome(float(actual), samples, target, float(summary["target_prob"]),
+                    len(doc["plan"]["rounds"]), fitted_rate(doc, target)))
     return cells
 
 
@@ -191,36 +205,56 @@ def shape_row(sweep: Path, rows: list[Outcome]) -> str:
     return (f"| `{sweep}` | {len(rows)} | {probit.mean():+.2f} | {probit.std():.2f} | {ratio:.2f} |")
 
 
-def horizon_rows(rows: list[Outcome]) -> list[str]:
-    """Markdown rows, one per plan-length bin of :data:`HORIZON_BINS` with runs: the probit's mean
-    with its 95% interval and standard deviation, and the share of runs above their own plan's
-    predicted pi-quantile against the share promised (the mean of 1 - pi over the bin's runs)."""
+def offset_row(label: str, rows: list[Outcome]) -> str:
+    """One markdown row on a group of runs: the probit's mean with its 95% interval and standard
+    deviation, and the share of runs above their own plan's predicted pi-quantile against the share
+    promised (the mean of 1 - pi over the runs)."""
+    probit = probits(rows)
+    half = 1.96 * probit.std(ddof=1) / np.sqrt(probit.size) if probit.size > 1 else float("nan")
+    above = np.mean([r.actual > np.quantile(r.samples, r.prob) for r in rows])
+    promised = np.mean([1.0 - r.prob for r in rows])
+    return (f"| {label} | {len(rows)} | {probit.mean():+.2f} [{probit.mean() - half:+.2f}, "
+            f"{probit.mean() + half:+.2f}] | {probit.std():.2f} | {above:.3f} | {promised:.3f} | "
+            f"{int(np.median([r.rounds for r in rows]))} |")
+
+
+def _binned(rows: list[Outcome], values: list[float], bins: tuple) -> list[str]:
+    """:func:`offset_row` per bin ``(label, low, high)`` (``low <= value < high``) that has runs."""
     lines = []
-    for low, high in HORIZON_BINS:
-        inside = [r for r in rows if r.rounds >= low and (high is None or r.rounds <= high)]
-        if not inside:
-            continue
-        probit = probits(inside)
-        half = 1.96 * probit.std(ddof=1) / np.sqrt(probit.size) if probit.size > 1 else float("nan")
-        above = np.mean([r.actual > np.quantile(r.samples, r.prob) for r in inside])
-        promised = np.mean([1.0 - r.prob for r in inside])
-        label = f"{low}-{high}" if high is not None else f">= {low}"
-        lines.append(f"| {label} | {len(inside)} | {probit.mean():+.2f} [{probit.mean() - half:+.2f}, "
-                     f"{probit.mean() + half:+.2f}] | {probit.std():.2f} | {above:.3f} | {promised:.3f} |")
+    for label, low, high in bins:
+        inside = [r for r, v in zip(rows, values, strict=True) if low <= v < high]
+        if inside:
+            lines.append(offset_row(label, inside))
     return lines
+
+
+def horizon_rows(rows: list[Outcome]) -> list[str]:
+    """:func:`offset_row` per plan-length bin of :data:`HORIZON_BINS` that has runs."""
+    return _binned(rows, [float(r.rounds) for r in rows], HORIZON_BINS)
+
+
+def rate_rows(sweeps: list[list[Outcome]]) -> list[str]:
+    """:func:`offset_row` per bin of :data:`RATE_BINS` of each job's fitted rate over its sweep's median."""
+    rows, relative = [], []
+    for own in sweeps:
+        median = float(np.median([r.rate for r in own]))
+        rows += own
+        relative += [r.rate / median if median > 0 else 1.0 for r in own]
+    return _binned(rows, relative, RATE_BINS)
 
 
 def pooled_report(sweeps: list[Path]) -> str | None:
     """The pooled PIT table over ``sweeps`` (per pi, every static job with a plan of every sweep)
     and one row per sweep on its offset and spread; None when no sweep has such a job."""
     cells: dict[float, list[Outcome]] = {}
-    shapes = []
+    shapes, per_sweep = [], []
     for sweep in sweeps:
         own = cell_rows(sweep)
         for prob, rows in own.items():
             cells.setdefault(prob, []).extend(rows)
         if own:
-            shapes.append(shape_row(sweep, [row for rows in own.values() for row in rows]))
+            per_sweep.append([row for rows in own.values() for row in rows])
+            shapes.append(shape_row(sweep, per_sweep[-1]))
     if not cells:
         return None
     lines = [f"# Predicted against actual final test loss, pooled over {len(sweeps)} sweeps", "",
@@ -239,14 +273,19 @@ def pooled_report(sweeps: list[Path]) -> str | None:
               "| sweep | runs | probit mean | probit sd | actual / predicted median |",
               "|---|---|---|---|---|"]
     lines += shapes
+    header = ["| {} | runs | probit mean [95%] | probit sd | share above own π-quantile | promised at most "
+              "| median plan rounds |", "|---|---|---|---|---|---|---|"]
     lines += ["", "By plan length (every sweep and pi): where the runs fell in their predictions as a "
-              "function of how many rounds the plan trains. The plan regime's constants were fitted on "
-              "trajectories of up to 40 rounds. A probit mean that drifts with the length is a learning "
-              "curve of the wrong shape (too fast early, too slow late, or the reverse), which one spread "
-              "fitted for every length cannot absorb.", "",
-              "| plan rounds | runs | probit mean [95%] | probit sd | share above own π-quantile | "
-              "promised at most |", "|---|---|---|---|---|---|"]
+              "function of how many rounds the plan trains (the plan regime's constants were fitted on "
+              "trajectories of up to 40 rounds).", "", header[0].format("plan rounds"), header[1]]
     lines += horizon_rows([row for rows in cells.values() for row in rows])
+    lines += ["", "By the rate the job's exploration fitted (the profile's predicted decrease per round at "
+              "L* for the plan's model), over the median of its sweep's jobs: a job whose exploration "
+              "fitted a high rate gets a short plan, a low rate a long one. An offset that rises with the "
+              "fitted rate is the rate's estimation error passed on to the plans (the planner trusts a "
+              "lucky exploration); an offset that drifts with the plan length but not with the rate is "
+              "the learning curve's shape.", "", header[0].format("fitted rate / sweep median"), header[1]]
+    lines += rate_rows(per_sweep)
     return "\n".join(lines) + "\n"
 
 

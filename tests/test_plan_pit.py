@@ -177,3 +177,21 @@ def test_the_pooled_report_shows_a_bias_that_grows_with_the_plan_length(tmp_path
     assert abs(float(short[2].split()[0])) < 0.5 and float(long_[2].split()[0]) > 3.0
     assert float(short[4]) <= 0.25 and float(long_[4]) == 1.0 and float(long_[5]) == 0.1
     assert not any(line.startswith("| 11-20 |") for line in lines)  # bins without runs are left out
+
+
+def test_the_pooled_report_shows_an_offset_that_rises_with_the_fitted_rate(tmp_path: Path, capsys) -> None:
+    """Half the jobs fitted 1.5 x the rate and end far above their prediction: only their bin drifts."""
+    _write_sweep(tmp_path, 40, 0.0)
+    for seed in range(20):
+        path = tmp_path / f"job{seed}" / "results.json"
+        doc = json.loads(path.read_text())
+        doc["scenario"]["loss"]["run"]["full"]["mean"] = [0.15, 0.15]  # 1.5 x the rate the outcomes follow
+        doc["summary"]["final_test_loss"] += 5.0
+        path.write_text(json.dumps(doc))
+    assert plan_pit.main(["--pooled", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    low = next(line for line in lines if line.startswith("| < 0.85 |")).strip("|").split("|")
+    high = next(line for line in lines if line.startswith("| >= 1.15 |")).strip("|").split("|")
+    assert low[1].strip() == "20" and high[1].strip() == "20"  # 0.1 and 0.15 against a median of 0.125
+    assert abs(float(low[2].split()[0])) < 0.7 and float(high[2].split()[0]) > 3.0
+    assert float(high[4]) == 1.0 and int(high[6]) == 10

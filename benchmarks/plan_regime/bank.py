@@ -19,7 +19,12 @@ Per seed folder ``OUT/NAME/seed<S>/``: ``profile.json`` (the exploration's
 profile cache file, with the fit inputs), ``job.json`` (config and scenario of
 the job) and one ``<model>_<set>.json`` per policy. The bank the committed
 constants were fitted on (d1-d4, seeds 100-119, both policy kinds) is
-``benchmarks/results/plan_regime/bank.tar.gz`` (unpacks to ``bank2/``).
+``benchmarks/results/plan_regime/bank.tar.gz`` (unpacks to ``bank2/``). A
+long-horizon bank (d2 and d4, seeds 100-109, standard policies, ``--rounds
+120``; about 40 minutes on 2 cores, one process per setting) is
+``benchmarks/results/plan_regime/long/bank-long.tar.gz`` (unpacks to
+``long/``), checked with ``python benchmarks/plan_regime/fit.py long
+--settings d2,d4 --out benchmarks/results/plan_regime/long``.
 """
 
 from __future__ import annotations

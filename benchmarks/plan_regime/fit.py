@@ -6,7 +6,8 @@ inputs with the project's own code (``FederatedProfiler.measured_fit`` /
 -- is predicted by the contract's Monte Carlo (``iter_round_losses`` and
 ``judged_losses``, as the planner's checks do). The score is the pinball
 (quantile) loss of the predicted 0.8, 0.85, 0.9 and 0.95 quantiles of the
-final test loss after K in (2, 3, 5, 8, 12, 16, 20, 25, 30, 40) rounds: a
+final test loss after K in (2, 3, 5, 8, 12, 16, 20, 25, 30, 40, 60, 80, 100, 120) rounds (those the
+trajectory reaches): a
 proper scoring rule for exactly the quantiles a plan promises. Runs on sets
 that leave a class unseen are left out (the plan regime's ``max_uncovered`` 0
 keeps plans off them).
@@ -35,13 +36,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-HORIZONS = (2, 3, 5, 8, 12, 16, 20, 25, 30, 40)
+HORIZONS = (2, 3, 5, 8, 12, 16, 20, 25, 30, 40, 60, 80, 100, 120)
 TAUS = (0.8, 0.85, 0.9, 0.95)
 FITTED = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "judged_error_factor",
           "oscillation_dof")
 #: The bank's jobs, loaded once before the worker processes fork (they read it, never write it).
 JOBS: list = []
 TRAJECTORIES = 600
+#: Horizon groups of the coverage table (upper bound in rounds, label).
+HORIZON_GROUPS = ((5, "K<=5"), (16, "K 6-16"), (40, "K 17-40"), (80, "K 41-80"), (10**9, "K>80"))
 
 
 class Job:
@@ -118,7 +121,10 @@ def score(values: dict | None, pool) -> float:
 
 
 def coverage_table(jobs: list[Job], regime) -> dict:
-    """Coverage of the predicted quantiles and PIT deciles, overall and per group."""
+    """Coverage of the predicted quantiles, PIT deciles and the PIT's mean probit (0 when the
+    centre is right, above 0 when the runs end worse than predicted), overall and per group."""
+    from scipy.stats import norm
+
     groups: dict[str, list] = {}
     for job in jobs:
         for run, k, samples in predictions(job, regime):
@@ -126,15 +132,17 @@ def coverage_table(jobs: list[Job], regime) -> dict:
             row = [float(y <= np.quantile(samples, t)) for t in (0.8, 0.9, 0.95)]
             row.append(float(np.mean(samples <= y)))
             kind = "subset" if "+" in run["set"] else run["set"]
-            horizon = "K<=5" if k <= 5 else ("K<=16" if k <= 16 else "K>16")
+            horizon = next(label for bound, label in HORIZON_GROUPS if k <= bound)
             keys = ("all", f"setting {job.setting}", f"policy {run['model']}:{kind}", f"horizon {horizon}")
             for key in keys:
                 groups.setdefault(key, []).append(row)
     table = {}
     for key, rows in groups.items():
         arr = np.array(rows)
+        edge = 0.5 / TRAJECTORIES
+        probit = norm.ppf(np.clip(arr[:, 3], edge, 1.0 - edge))
         table[key] = {"n": len(rows), "q80": arr[:, 0].mean(), "q90": arr[:, 1].mean(),
-                      "q95": arr[:, 2].mean(),
+                      "q95": arr[:, 2].mean(), "probit_mean": float(probit.mean()),
                       "pit_deciles": np.histogram(arr[:, 3], bins=10, range=(0, 1))[0].tolist()}
     return table
 
@@ -160,11 +168,11 @@ def markdown(checks: list[tuple[str, dict, float]], settings: list[str], jobs: i
              "(uniform when calibrated).", ""]
     for label, table, value in checks:
         lines += [f"## {label}", "", f"mean pinball loss {value:.5f}", "",
-                  "| group | n | P[L <= q80] | P[L <= q90] | P[L <= q95] | PIT deciles |",
-                  "|---|---|---|---|---|---|"]
+                  "| group | n | P[L <= q80] | P[L <= q90] | P[L <= q95] | probit mean | PIT deciles |",
+                  "|---|---|---|---|---|---|---|"]
         for key, row in table.items():
             lines.append(f"| {key} | {row['n']} | {row['q80']:.3f} | {row['q90']:.3f} | {row['q95']:.3f} | "
-                         f"{' '.join(str(v) for v in row['pit_deciles'])} |")
+                         f"{row['probit_mean']:+.2f} | {' '.join(str(v) for v in row['pit_deciles'])} |")
         lines.append("")
     return "\n".join(lines)
 
