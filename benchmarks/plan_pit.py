@@ -201,7 +201,8 @@ def shape_row(sweep: Path, rows: list[Outcome]) -> str:
     the ratio of the runs' spread to the predicted one (below 1: the predictions are too wide).
     """
     probit = probits(rows)
-    ratio = np.median([r.actual / float(np.median(r.samples)) for r in rows])
+    ratios = [r.actual / m for r in rows if (m := float(np.median(r.samples))) > 0.0]
+    ratio = float(np.median(ratios)) if ratios else float("nan")  # a prediction of exactly 0 has no ratio
     return (f"| `{sweep}` | {len(rows)} | {probit.mean():+.2f} | {probit.std():.2f} | {ratio:.2f} |")
 
 
