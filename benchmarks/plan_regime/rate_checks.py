@@ -101,8 +101,8 @@ def persistence(jobs: list[fit.Job], regime, horizon: int) -> list[dict]:
                 continue
             rate = fitted_rate(job, regime, run["model"])
             floor = effective_floor(regime.floor, run["start_loss"])
-            reached = float(np.mean(run["val"][horizon - 2:horizon + 2]))
-            actual = realised_rate(run["start_loss"], reached, horizon - 0.5, regime.power, floor)
+            reached = float(np.mean(run["val"][horizon - 2:horizon + 2]))  # rounds horizon-1 .. horizon+2
+            actual = realised_rate(run["start_loss"], reached, horizon + 0.5, regime.power, floor)
             if actual is not None:
                 pairs.setdefault((job.setting, run["model"]), []).append((rate, actual))
     rows = [association(setting, f"{model}:all", np.log(np.array(values)))
