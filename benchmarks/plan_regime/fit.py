@@ -60,11 +60,19 @@ class Job:
         self.measured = self.profiler.measured_fit(obs, fresh, self.properties)
         self.runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*_*.json"))]
 
-    def scenario(self, regime):
-        """The job's scenario with the profile refitted under ``regime`` (None: exploration only)."""
+    def scenario(self, regime, rate_factor: float | dict[str, float] = 1.0):
+        """The job's scenario with the profile refitted under ``regime`` (None: exploration only).
+
+        ``rate_factor`` scales the run means (the decrease per round at every level: the learning
+        curve's rate) of every model, or of each model of a dict by its own value (others keep theirs).
+        """
         from depl_fl.contract.scenario import scenario_from_dict
 
         loss = self.profiler.finish_fit(self.measured, self.properties, regime)
+        factors = rate_factor if isinstance(rate_factor, dict) else dict.fromkeys(loss["run"], rate_factor)
+        if any(v != 1.0 for v in factors.values()):
+            loss = {**loss, "run": {m: {**r, "mean": [v * factors.get(m, 1.0) for v in r["mean"]]}
+                                    for m, r in loss["run"].items()}}
         doc = dict(self.scenario_doc)
         doc["loss"] = {**loss, "initial": self.scenario_doc["loss"]["initial"]}
         return scenario_from_dict(doc)

@@ -138,18 +138,11 @@ def factor_predictions(job: fit.Job, regime, spread: float) -> list[tuple[dict, 
     from scipy.stats import norm
 
     from depl_fl.contract.plan import RoundDecision
-    from depl_fl.contract.scenario import scenario_from_dict
     from depl_fl.contract.semantics import iter_round_losses, judged_losses, set_coverage
 
-    loss = job.profiler.finish_fit(job.measured, job.properties, regime)
     per_group = fit.TRAJECTORIES // FACTOR_GROUPS
-    scenarios = []
-    for z in norm.ppf((np.arange(FACTOR_GROUPS) + 0.5) / FACTOR_GROUPS):
-        factor = math.exp(spread * z - 0.5 * spread * spread)
-        run = {m: {**r, "mean": [v * factor for v in r["mean"]]} for m, r in loss["run"].items()}
-        doc = {**job.scenario_doc,
-               "loss": {**loss, "run": run, "initial": job.scenario_doc["loss"]["initial"]}}
-        scenarios.append(scenario_from_dict(doc))
+    scenarios = [job.scenario(regime, math.exp(spread * z - 0.5 * spread * spread))
+                 for z in norm.ppf((np.arange(FACTOR_GROUPS) + 0.5) / FACTOR_GROUPS)]
     out = []
     for index, run in enumerate(job.runs):
         cov = set_coverage(scenarios[0], tuple(run["clients"]))

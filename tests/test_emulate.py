@@ -1,0 +1,69 @@
+"""benchmarks/plan_regime/emulate.py: the emulated static plan (first round whose predicted quantile meets
+L*), the setting-mean oracle's rate factors and the per-cell coverage / calibration it reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "plan_regime" / "emulate.py"
+_SPEC = importlib.util.spec_from_file_location("emulate", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+emulate = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(emulate)
+
+
+def test_the_plan_is_the_first_round_whose_quantile_meets_the_target_or_none() -> None:
+    assert emulate.planned_round([0.9, 0.6, 0.4, 0.35, 0.3], 0.4) == 3
+    assert emulate.planned_round([0.9, 0.4], 0.4) == 2  # at the target counts
+    assert emulate.planned_round([0.9, 0.6, 0.45], 0.4) is None  # longer than the recorded run
+    assert emulate.planned_round([0.3, 0.5], 0.4) == 1  # the first, even if a later round is worse
+
+
+def test_the_oracle_moves_each_job_to_the_mean_of_the_other_jobs_of_its_setting(monkeypatch) -> None:
+    rates = {("a", 0): 0.1, ("a", 1): 0.2, ("a", 2): 0.4, ("b", 3): 0.05}
+    jobs = [SimpleNamespace(setting=s, index=i, profiler=SimpleNamespace(trajectories={"full": None}))
+            for s, i in rates]
+    monkeypatch.setattr(emulate.rate_checks, "fitted_rate",
+                        lambda job, regime, model: rates[(job.setting, job.index)])
+    factors = emulate.setting_mean_factors(jobs, regime=None)
+    # job 0: geometric mean of 0.2 and 0.4 over its own 0.1
+    assert factors[0]["full"] == pytest.approx(math.sqrt(0.2 * 0.4) / 0.1)
+    assert factors[2]["full"] == pytest.approx(math.sqrt(0.1 * 0.2) / 0.4)
+    assert factors[3]["full"] == 1.0  # alone in its setting: keeps its rate
+
+
+def _rows(outcomes: list[float | None], pi: float = 0.9) -> list[dict]:
+    return [{"setting": "a", "policy": "full:all", "pi": pi, "rounds": None if v is None else 5, "outcome": v}
+            for v in outcomes]
+
+
+def test_a_cell_reports_coverage_calibration_and_the_plans_beyond_the_bank() -> None:
+    outcomes = [0.5 + 0.05 * i for i in range(10)]  # 0.50 .. 0.95: all at or below L*
+    cell = emulate.summarise(_rows(outcomes + [1.2, None, None]), 0.9)
+    assert (cell["runs"], cell["planned"], cell["beyond"]) == (13, 11, 2)
+    assert cell["coverage"] == pytest.approx(10 / 11)
+    assert cell["wilson"][0] < 10 / 11 < cell["wilson"][1]
+    # inverted-CDF 0.9-quantile of 11 outcomes: the 10th smallest
+    assert cell["calibration"] == pytest.approx(0.95)
+    assert emulate.summarise(_rows([None, None]), 0.9) == {"runs": 2, "beyond": 2, "planned": 0}
+
+
+def test_a_cell_above_the_target_is_not_calibrated() -> None:
+    cell = emulate.summarise(_rows([1.1] * 8 + [0.5] * 2), 0.8)
+    assert cell["coverage"] == pytest.approx(0.2)
+    assert cell["calibration"] == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize("args", [["/nonexistent-bank"], ["/nonexistent-bank", "--rate", "oracle"],
+                                  ["/nonexistent-bank", "--oscillation", "-1"]])
+def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
+    done = subprocess.run([sys.executable, str(_PATH), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
