@@ -186,8 +186,7 @@ def main() -> int:
     from depl_fl.runs.runconfig import compose_config
 
     settings = args.settings.split(",")
-    fit.JOBS.extend(fit.Job(f) for s in settings for f in sorted((Path(args.bank) / s).glob("seed*"))
-                    if (f / "job.json").exists())
+    fit.JOBS.extend(fit.load_jobs(args.bank, settings))
     if not fit.JOBS:
         print(f"error: no bank job under {args.bank} for the settings {args.settings}", file=sys.stderr)
         return 2

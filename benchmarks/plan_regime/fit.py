@@ -78,6 +78,12 @@ class Job:
         return scenario_from_dict(doc)
 
 
+def load_jobs(bank: str | Path, settings: list[str]) -> list[Job]:
+    """Every job of ``bank`` (``BANK/<setting>/seed<S>/`` with a ``job.json``) of the given settings."""
+    return [Job(folder) for setting in settings for folder in sorted((Path(bank) / setting).glob("seed*"))
+            if (folder / "job.json").exists()]
+
+
 def predictions(job: Job, regime) -> list[tuple[dict, int, np.ndarray]]:
     """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job``."""
     from depl_fl.contract.plan import RoundDecision
@@ -196,8 +202,7 @@ def main() -> None:
     from depl_fl.runs.runconfig import compose_config
 
     settings = args.settings.split(",")
-    JOBS.extend(Job(f) for s in settings for f in sorted((Path(args.bank) / s).glob("seed*"))
-                if (f / "job.json").exists())
+    JOBS.extend(load_jobs(args.bank, settings))
     configured = dict(compose_config([])["profile"]["plan_regime"])
     with get_context("fork").Pool(args.processes) as pool:
         values = optimise(configured, pool) if args.fit else configured

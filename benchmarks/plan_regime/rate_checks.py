@@ -237,8 +237,7 @@ def main() -> None:
     from depl_fl.runs.runconfig import compose_config
 
     settings = args.settings.split(",")
-    fit.JOBS.extend(fit.Job(f) for s in settings for f in sorted((Path(args.bank) / s).glob("seed*"))
-                    if (f / "job.json").exists())
+    fit.JOBS.extend(fit.load_jobs(args.bank, settings))
     configured = dict(compose_config([])["profile"]["plan_regime"])
     persist = persistence(fit.JOBS, fit.regime_of(configured), args.horizon)
     checks = []
