@@ -44,7 +44,7 @@ def bank_offsets(fit_json: Path) -> dict[str, float]:
     """Mean PIT probit per bank setting under the configured constants (the last check of ``fit.json``)."""
     table = json.loads(fit_json.read_text())["checks"][-1]["table"]
     return {f"bank {k.split()[1]}": float(v["probit_mean"]) for k, v in table.items()
-            if k.startswith("setting ")}
+            if k.startswith("setting ") and len(k.split()) == 2}  # not "setting d1, horizon K<=5"
 
 
 def sweep_offsets(pooled_md: Path) -> dict[str, float]:

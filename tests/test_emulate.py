@@ -1,5 +1,6 @@
 """benchmarks/plan_regime/emulate.py: the emulated static plan (first round whose predicted quantile meets
-L*), the setting-mean oracle's rate factors and the per-cell coverage / calibration it reports."""
+L*), the setting-mean oracle's rate factors, the setting-centred oracle's bisection and the per-cell
+coverage / calibration it reports."""
 
 from __future__ import annotations
 
@@ -67,3 +68,33 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
     done = subprocess.run([sys.executable, str(_PATH), *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_centring_factor_is_where_the_mean_probit_crosses_zero() -> None:
+    calls: list[float] = []
+
+    def mean_probit(log_factor: float) -> float:  # rising, zero at log 0.3
+        calls.append(log_factor)
+        return math.tanh(2.0 * (log_factor - 0.3))
+
+    found = emulate.centring_log_factor(mean_probit, bounds=(-1.0, 1.0), steps=12)
+    assert found == pytest.approx(0.3, abs=2.0 / 2**12)
+    assert len(calls) == 2 + 12  # both ends, then one probe per halving
+    assert emulate.centring_log_factor(lambda x: x + 1.0, bounds=(-1.0, 1.0)) == pytest.approx(-1.0, abs=1e-3)
+
+
+def test_a_centre_outside_the_range_is_an_error_not_an_endpoint() -> None:
+    with pytest.raises(ValueError, match="does not cross 0"):
+        emulate.centring_log_factor(lambda x: x + 2.0, bounds=(-1.0, 1.0))
+    with pytest.raises(ValueError, match="does not cross 0"):
+        emulate.centring_log_factor(lambda x: -x, bounds=(-1.0, 1.0))  # falling: not a probit of a rate
+
+
+def test_the_goal_needs_coverage_at_pi_an_interval_covering_it_and_calibration_at_least_0_9() -> None:
+    exact = emulate.summarise(_rows([0.5 + 0.05 * i for i in range(9)] + [1.2]), 0.9)  # 9 of 10, q90 0.9
+    assert emulate.goal_met(exact, 0.9)
+    cautious = emulate.summarise(_rows([0.5] * 10), 0.9)  # 10 of 10 but calibration 0.5
+    assert not emulate.goal_met(cautious, 0.9)
+    broken = emulate.summarise(_rows([0.5] * 7 + [1.2] * 3), 0.9)  # 7 of 10
+    assert not emulate.goal_met(broken, 0.9)
+    assert not emulate.goal_met(emulate.summarise(_rows([None]), 0.9), 0.9)  # nothing planned

@@ -20,10 +20,17 @@ policies that switch model or set.
 ``--rate setting-mean`` replaces each job's fitted rate (per model) by the
 geometric mean of the rates the *other* jobs of its setting fitted: an oracle
 no job has (it needs the explorations of the whole setting), so it bounds
-what any setting-level rate prior could do. ``--oscillation`` scales the
-plan regime's oscillation (narrower predictions).
+what any setting-level rate prior could do. ``--rate setting-centred`` scales
+the rates of every job of a setting by one factor, the one at which the
+setting's runs fall, on average, at the centre of their predictions (mean PIT
+probit 0 over every run and horizon, as ``fit.py`` scores it): an oracle of
+the setting's centre, fitted on the outcomes it is then scored on, so it bounds
+what any model of a setting's centre could do; the report gives the factor and
+the probit's spread after centring (1 when the predicted spread is right).
+``--oscillation`` scales the plan regime's oscillation (narrower predictions).
 
-    python benchmarks/plan_regime/emulate.py BANK [--settings d1,d2,d3,d4] [--rate fitted,setting-mean] \\
+    python benchmarks/plan_regime/emulate.py BANK [--settings d1,d2,d3,d4] \\
+        [--rate fitted,setting-mean,setting-centred] \\
         [--oscillation 1] [--out DIR]
 
 Writes ``emulate.md`` and ``emulate.json`` to ``--out`` (default
@@ -36,7 +43,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -50,7 +57,9 @@ import fit  # noqa: E402 - the bank's job loader lives next door
 import rate_checks  # noqa: E402
 
 PIS = (0.8, 0.9, 0.95)
-RATES = ("fitted", "setting-mean")
+RATES = ("fitted", "setting-mean", "setting-centred")
+#: Bisection of the centring factor: its log lies in this range, halved this many times.
+CENTRING_RANGE, CENTRING_STEPS = (-1.0, 1.0), 10
 
 
 def planned_round(quantiles: Sequence[float], target: float) -> int | None:
@@ -74,6 +83,55 @@ def setting_mean_factors(jobs: list[fit.Job], regime) -> list[dict[str, float]]:
             own[model] = math.exp(float(np.mean(others)) - value) if others else 1.0
         factors.append(own)
     return factors
+
+
+def centring_log_factor(mean_probit: Callable[[float], float],
+                        bounds: tuple[float, float] = CENTRING_RANGE, steps: int = CENTRING_STEPS) -> float:
+    """The log rate factor in ``bounds`` at which ``mean_probit`` (rising with it: a faster curve predicts
+    lower losses, so the outcomes fall higher in their predictions) crosses 0, by bisection.
+
+    Raises ``ValueError`` when it does not change sign over ``bounds``.
+    """
+    low, high = bounds
+    at_low, at_high = mean_probit(low), mean_probit(high)
+    if not at_low <= 0.0 <= at_high:
+        raise ValueError(f"the mean probit does not cross 0 for log factors in {bounds}: "
+                         f"{at_low:+.3f} .. {at_high:+.3f}")
+    for _ in range(steps):
+        middle = 0.5 * (low + high)
+        if mean_probit(middle) <= 0.0:
+            low = middle
+        else:
+            high = middle
+    return 0.5 * (low + high)
+
+
+def _job_probits(task: tuple[int, dict, float]) -> list[float]:
+    index, values, factor = task
+    job = fit.JOBS[index]
+    return [float(fit.pit_probit(np.mean(samples <= run["test"][k - 1])))
+            for run, k, samples in fit.predictions(job, fit.regime_of(values), factor)]
+
+
+def setting_centred_factors(values: dict, pool) -> tuple[list[dict[str, float]], dict[str, dict]]:
+    """Per job of :data:`fit.JOBS`: its setting's centring factor for every model; per setting: the
+    factor, the mean probit before and the probit's standard deviation after centring."""
+
+    def probits(indices: list[int], log_factor: float) -> np.ndarray:
+        parts = pool.map(_job_probits, [(i, values, math.exp(log_factor)) for i in indices])
+        return np.array([v for part in parts for v in part])
+
+    by_setting: dict[str, dict] = {}
+    for setting in dict.fromkeys(job.setting for job in fit.JOBS):
+        indices = [i for i, job in enumerate(fit.JOBS) if job.setting == setting]
+        log_factor = centring_log_factor(lambda x, ix=indices: float(probits(ix, x).mean()))
+        before, after = probits(indices, 0.0), probits(indices, log_factor)
+        by_setting[setting] = {"factor": math.exp(log_factor), "probit_mean_before": float(before.mean()),
+                               "probit_mean_after": float(after.mean()),
+                               "probit_sd_after": float(after.std())}
+    factors = [dict.fromkeys(job.profiler.trajectories, by_setting[job.setting]["factor"])
+               for job in fit.JOBS]
+    return factors, by_setting
 
 
 def emulated_plans(job: fit.Job, regime, rate_factor: dict[str, float]) -> list[dict]:
@@ -127,6 +185,14 @@ def summarise(rows: list[dict], pi: float) -> dict:
             "median_rounds": float(np.median([r["rounds"] for r in planned]))}
 
 
+def goal_met(cell: dict, pi: float) -> bool:
+    """The issue's goal for one cell: coverage >= pi, its Wilson interval covering pi, calibration >= 0.9."""
+    if not cell.get("planned"):
+        return False
+    low, high = cell["wilson"]
+    return cell["coverage"] >= pi and low <= pi <= high and cell["calibration"] >= 0.9
+
+
 def table(rows: list[dict], settings: list[str]) -> dict[str, dict[str, dict]]:
     """:func:`summarise` per group (each setting, then all) and pi."""
     groups = {f"setting {s}": [r for r in rows if r["setting"] == s] for s in settings}
@@ -135,7 +201,7 @@ def table(rows: list[dict], settings: list[str]) -> dict[str, dict[str, dict]]:
             for key, part in groups.items()}
 
 
-def markdown(settings: list[str], jobs: int, checks: list[tuple[str, float, dict]]) -> str:
+def markdown(settings: list[str], jobs: int, checks: list[tuple[str, float, dict, dict | None]]) -> str:
     lines = ["# Static plans emulated on the trajectory bank", "",
              f"{jobs} jobs of the settings {', '.join(settings)}. Each recorded run (one model on one "
              "set) is a static plan of the first round whose predicted pi-quantile of the judged loss is at "
@@ -144,9 +210,18 @@ def markdown(settings: list[str], jobs: int, checks: list[tuple[str, float, dict
              "calibration in [0.9, 1]); beyond: runs whose plan would be longer than the bank recorded. The "
              "runs of one job share its exploration: the intervals, which treat them as independent, are "
              "too narrow.", ""]
-    for rate, scale, result in checks:
-        lines += [f"## rate {rate}, oscillation x{scale:g}", "",
-                  "| group | pi | planned | beyond | coverage [95%] | calibration [95%] | median rounds |",
+    for rate, scale, result, centring in checks:
+        lines += [f"## rate {rate}, oscillation x{scale:g}", ""]
+        if centring:
+            lines += ["Centring factor per setting (mean PIT probit before -> after; its standard deviation "
+                      "after, 1 when the predicted spread is right): " + "; ".join(
+                          f"{s} x{c['factor']:.3f} ({c['probit_mean_before']:+.2f} -> "
+                          f"{c['probit_mean_after']:+.2f}, sd {c['probit_sd_after']:.2f})"
+                          for s, c in centring.items()), ""]
+        cells = [(r, float(pi)) for key, per_pi in result.items() if key != "all" for pi, r in per_pi.items()]
+        lines += [f"Cells meeting the goal (coverage >= pi, Wilson covering pi, calibration >= 0.9): "
+                  f"{sum(goal_met(r, pi) for r, pi in cells)} of {len(cells)}.", ""]
+        lines += ["| group | pi | planned | beyond | coverage [95%] | calibration [95%] | median rounds |",
                   "|---|---|---|---|---|---|---|"]
         for key, per_pi in result.items():
             for pi, r in per_pi.items():
@@ -196,11 +271,20 @@ def main() -> int:
         for scale in scales:
             values = {**configured, "oscillation": configured["oscillation"] * scale}
             for rate in rates:
-                factors = (setting_mean_factors(fit.JOBS, fit.regime_of(values)) if rate == "setting-mean"
-                           else [{} for _ in fit.JOBS])
+                centring = None
+                if rate == "setting-mean":
+                    factors = setting_mean_factors(fit.JOBS, fit.regime_of(values))
+                elif rate == "setting-centred":
+                    try:
+                        factors, centring = setting_centred_factors(values, pool)
+                    except ValueError as exc:
+                        print(f"error: --rate setting-centred: {exc}", file=sys.stderr)
+                        return 2
+                else:
+                    factors = [{} for _ in fit.JOBS]
                 rows = [r for part in pool.map(_job_rows, [(i, values, f) for i, f in enumerate(factors)])
                         for r in part]
-                checks.append((rate, scale, table(rows, settings)))
+                checks.append((rate, scale, table(rows, settings), centring))
                 print(f"rate {rate}, oscillation x{scale:g}: done", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -208,7 +292,8 @@ def main() -> int:
     (out / "emulate.md").write_text(text)
     (out / "emulate.json").write_text(json.dumps(
         {"settings": settings, "jobs": len(fit.JOBS),
-         "checks": [{"rate": r, "oscillation_scale": s, "table": t} for r, s, t in checks]}, indent=1))
+         "checks": [{"rate": r, "oscillation_scale": s, "table": t, "centring": c} for r, s, t, c in checks]},
+        indent=1))
     print(text)
     return 0
 

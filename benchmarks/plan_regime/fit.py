@@ -84,12 +84,13 @@ def load_jobs(bank: str | Path, settings: list[str]) -> list[Job]:
             if (folder / "job.json").exists()]
 
 
-def predictions(job: Job, regime) -> list[tuple[dict, int, np.ndarray]]:
-    """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job``."""
+def predictions(job: Job, regime, rate_factor: float = 1.0) -> list[tuple[dict, int, np.ndarray]]:
+    """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job`` (its learning
+    curve's rate scaled by ``rate_factor``, as :meth:`Job.scenario`)."""
     from depl_fl.contract.plan import RoundDecision
     from depl_fl.contract.semantics import iter_round_losses, judged_losses, set_coverage
 
-    scen = job.scenario(regime)
+    scen = job.scenario(regime, rate_factor)
     out = []
     for index, run in enumerate(job.runs):
         cov = set_coverage(scen, tuple(run["clients"]))
@@ -103,6 +104,15 @@ def predictions(job: Job, regime) -> list[tuple[dict, int, np.ndarray]]:
             if k in horizons:
                 out.append((run, k, judged_losses(scen, rounds[k - 1], walk.copy(), rng)))
     return out
+
+
+def pit_probit(pit: np.ndarray | float) -> np.ndarray:
+    """Probit of PIT values, clipped half a trajectory inside (0, 1) so that an outcome beyond every
+    sample stays finite."""
+    from scipy.stats import norm
+
+    edge = 0.5 / TRAJECTORIES
+    return norm.ppf(np.clip(pit, edge, 1.0 - edge))
 
 
 def pinball(samples: np.ndarray, y: float) -> float:
@@ -137,8 +147,6 @@ def score(values: dict | None, pool) -> float:
 def coverage_table(jobs: list[Job], regime) -> dict:
     """Coverage of the predicted quantiles, PIT deciles and the PIT's mean probit (0 when the
     centre is right, above 0 when the runs end worse than predicted), overall and per group."""
-    from scipy.stats import norm
-
     groups: dict[str, list] = {}
     for job in jobs:
         for run, k, samples in predictions(job, regime):
@@ -147,14 +155,14 @@ def coverage_table(jobs: list[Job], regime) -> dict:
             row.append(float(np.mean(samples <= y)))
             kind = "subset" if "+" in run["set"] else run["set"]
             horizon = next(label for bound, label in HORIZON_GROUPS if k <= bound)
-            keys = ("all", f"setting {job.setting}", f"policy {run['model']}:{kind}", f"horizon {horizon}")
+            keys = ("all", f"setting {job.setting}", f"policy {run['model']}:{kind}", f"horizon {horizon}",
+                    f"setting {job.setting}, horizon {horizon}")
             for key in keys:
                 groups.setdefault(key, []).append(row)
     table = {}
     for key, rows in groups.items():
         arr = np.array(rows)
-        edge = 0.5 / TRAJECTORIES
-        probit = norm.ppf(np.clip(arr[:, 3], edge, 1.0 - edge))
+        probit = pit_probit(arr[:, 3])
         table[key] = {"n": len(rows), "q80": arr[:, 0].mean(), "q90": arr[:, 1].mean(),
                       "q95": arr[:, 2].mean(), "probit_mean": float(probit.mean()),
                       "pit_deciles": np.histogram(arr[:, 3], bins=10, range=(0, 1))[0].tolist()}
