@@ -40,9 +40,9 @@ def test_the_oracle_moves_each_job_to_the_mean_of_the_other_jobs_of_its_setting(
     assert factors[3]["full"] == 1.0  # alone in its setting: keeps its rate
 
 
-def _rows(outcomes: list[float | None], pi: float = 0.9) -> list[dict]:
-    return [{"setting": "a", "policy": "full:all", "pi": pi, "rounds": None if v is None else 5, "outcome": v}
-            for v in outcomes]
+def _rows(outcomes: list[float | None], pi: float = 0.9, jobs: int = 1) -> list[dict]:
+    return [{"setting": "a", "job": f"a/seed{i % jobs}", "policy": "full:all", "pi": pi,
+             "rounds": None if v is None else 5, "outcome": v} for i, v in enumerate(outcomes)]
 
 
 def test_a_cell_reports_coverage_calibration_and_the_plans_beyond_the_bank() -> None:
@@ -98,3 +98,34 @@ def test_the_goal_needs_coverage_at_pi_an_interval_covering_it_and_calibration_a
     broken = emulate.summarise(_rows([0.5] * 7 + [1.2] * 3), 0.9)  # 7 of 10
     assert not emulate.goal_met(broken, 0.9)
     assert not emulate.goal_met(emulate.summarise(_rows([None]), 0.9), 0.9)  # nothing planned
+
+
+def test_the_job_bootstrap_resamples_whole_jobs() -> None:
+    # two jobs, one all at 0.5, one all at 1.2: a resample holds 0, 1 or 2 copies of each
+    rows = _rows([0.5, 1.2] * 20, 0.8, jobs=2)
+    by_job = emulate.job_bootstrap(rows, 0.8, draws=400, seed=1)
+    assert by_job is not None
+    assert by_job["coverage"] == pytest.approx((0.0, 1.0))  # all-miss and all-meet resamples both occur
+    assert by_job["calibration"] == pytest.approx((0.5, 1.2))
+    # the per-run intervals of the same rows are far narrower: they take 40 independent runs
+    wilson = emulate.summarise(rows, 0.8)["wilson"]
+    assert wilson[1] - wilson[0] < 0.4
+    assert emulate.job_bootstrap(_rows([0.5, 1.2] * 5, 0.8, jobs=1), 0.8) is None  # one job: no interval
+
+
+def test_identical_jobs_give_the_point_value_as_the_whole_interval() -> None:
+    rows = _rows([0.5 + 0.1 * (i % 5) for i in range(30)], 0.8, jobs=3)  # every job holds 0.5 .. 0.9 twice
+    by_job = emulate.job_bootstrap(rows, 0.8, draws=200)
+    assert by_job["coverage"] == pytest.approx((1.0, 1.0))
+    assert by_job["calibration"] == pytest.approx((0.8, 0.8))
+
+
+def test_a_cell_is_within_reach_of_the_goal_unless_its_job_intervals_exclude_it() -> None:
+    def cell(coverage: tuple[float, float], calibration: tuple[float, float]) -> dict:
+        return {"planned": 10, "by_job": {"coverage": coverage, "calibration": calibration}}
+
+    assert emulate.goal_within_reach(cell((0.7, 0.95), (0.85, 1.1)), 0.9)
+    assert not emulate.goal_within_reach(cell((0.6, 0.85), (0.85, 1.1)), 0.9)  # coverage surely below pi
+    assert not emulate.goal_within_reach(cell((0.9, 1.0), (0.7, 0.88)), 0.9)  # surely over-cautious
+    assert not emulate.goal_within_reach(cell((0.7, 0.95), (1.02, 1.3)), 0.9)  # surely optimistic
+    assert not emulate.goal_within_reach({"planned": 10, "by_job": None}, 0.9)  # one job: no interval

@@ -55,6 +55,7 @@ class Job:
 
         job = json.loads((folder / "job.json").read_text())
         self.setting, self.cfg, self.scenario_doc = folder.parent.name, job["config"], job["scenario"]
+        self.name = f"{self.setting}/{folder.name}"
         cached = json.loads((folder / "profile.json").read_text())
         self.profiler, obs, fresh, self.properties = FederatedProfiler.restored(self.cfg, cached)
         self.measured = self.profiler.measured_fit(obs, fresh, self.properties)
