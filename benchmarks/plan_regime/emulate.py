@@ -11,7 +11,10 @@ Per setting and pi the script reports what ``depl-fl report`` reports for a
 sweep: the coverage (share at or below L*, Wilson interval) and the
 calibration (empirical pi-quantile of the outcomes over L*, bootstrap
 interval), with the median planned length and the runs whose plan would be
-longer than the bank's runs (counted, not scored).
+longer than the bank's runs (counted, not scored). The runs of one job share
+its exploration, so those intervals are too narrow; the "by job" intervals
+resample whole jobs, and each check counts the cells that meet the goal and
+those not significantly off it by these intervals.
 
 What it leaves out: the planner's choice between policies (each run is its
 own plan, so no plan is picked for being the most optimistic one) and
