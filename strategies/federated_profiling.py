@@ -386,13 +386,20 @@ class FederatedProfiler:
         """Explore ``rounds`` rounds, then on while the loss is above ``stop_loss_factor * target.loss``.
 
         The profile then covers the losses down to near the target, so the plan
-        extrapolates little (``max_rounds`` caps the exploration).
+        extrapolates little: an exploration stopped far above it (on the early
+        plateau of the learning curve) predicts the plan's rounds too slow
+        (README, "An exploration stopped on the plateau"). ``max_rounds`` caps
+        the exploration, and so does ``max_deadline_share`` of the deadline
+        (its rounds count against the deadline: the plan needs the rest).
         """
         explore = self.cfg["profile"]["explore"]
         if done < int(explore["rounds"]):
             return True
         cap = int(explore.get("max_rounds") or explore["rounds"])
         factor = explore.get("stop_loss_factor")
+        share = explore.get("max_deadline_share")
+        if share is not None and self.time_s >= float(share) * float(self.cfg["target"]["deadline_s"]):
+            return False
         return (done < cap and factor is not None
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
 

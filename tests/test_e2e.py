@@ -61,10 +61,13 @@ def test_impossible_target_is_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_bad_config_value_is_one_line(tmp_path):
-    proc = _run(tmp_path, ["simulation=inprocess", "target.prob=2"])
+@pytest.mark.parametrize("override, key", [("target.prob=2", "target.prob"),
+                                           ("profile.explore.max_deadline_share=1.5",
+                                            "profile.explore.max_deadline_share")])
+def test_bad_config_value_is_one_line(tmp_path, override, key):
+    proc = _run(tmp_path, ["simulation=inprocess", override])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("depl-fl: config target.prob")
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"depl-fl: config {key}")
 
 
 @pytest.mark.slow

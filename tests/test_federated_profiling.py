@@ -367,6 +367,34 @@ def test_exploration_goes_on_until_the_loss_is_near_the_target():
     assert not off._explore_more(3, 2.0)
 
 
+def test_exploration_stops_at_its_share_of_the_deadline_even_far_above_the_target():
+    from strategies.federated_profiling import FederatedProfiler
+
+    cfg = compose_config(["profile.explore.rounds=3", "profile.explore.stop_loss_factor=2.0",
+                          "profile.explore.max_rounds=40", "profile.explore.max_deadline_share=0.5",
+                          "target.loss=0.3", "target.deadline_s=100"])
+    prof = FederatedProfiler(cfg, None)
+    prof.records = [{"round_time_s": 12.0}] * 4  # 48 s of the 100 s deadline used
+    assert prof._explore_more(4, 1.5)
+    prof.records = [{"round_time_s": 12.0}] * 5  # 60 s: past half the deadline
+    assert not prof._explore_more(5, 1.5)
+    assert prof._explore_more(2, 1.5)  # the minimum number of rounds still runs
+    unlimited = FederatedProfiler(compose_config(["profile.explore.rounds=3", "profile.explore.max_rounds=40",
+                                                  "profile.explore.max_deadline_share=null",
+                                                  "target.loss=0.3", "target.deadline_s=100"]), None)
+    unlimited.records = [{"round_time_s": 12.0}] * 5
+    assert unlimited._explore_more(5, 1.5)
+
+
+def test_the_default_exploration_may_go_past_20_rounds_on_the_plateau():
+    from strategies.federated_profiling import FederatedProfiler
+
+    prof = FederatedProfiler(compose_config(["target.loss=0.3"]), None)
+    prof.records = [{"round_time_s": 4.0}] * 20  # 80 s of the default 300 s deadline
+    assert prof._explore_more(20, 1.45)  # far above 2 x L*: a capped profile would extrapolate the plateau
+    assert not prof._explore_more(20, 0.55)
+
+
 def test_set_change_rounds_are_the_non_switch_groups_of_the_last_rounds():
     from strategies.federated_profiling import FederatedProfiler
     from strategies.label_coverage import LabelCoverage
