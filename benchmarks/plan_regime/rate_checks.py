@@ -174,10 +174,7 @@ def _factor_rows(task: tuple[int, dict, float]) -> list[tuple[str, int, float, f
 
 def summarise(rows: list[tuple[str, int, float, float, list[float]]]) -> dict:
     """Pinball, PIT probit mean / sd and coverage of the 0.8/0.9/0.95 quantiles of ``rows``."""
-    from scipy.stats import norm
-
-    edge = 0.5 / fit.TRAJECTORIES
-    probit = norm.ppf(np.clip([r[3] for r in rows], edge, 1.0 - edge))
+    probit = fit.pit_probit(np.array([r[3] for r in rows]))
     cover = np.mean([r[4] for r in rows], axis=0)
     return {"n": len(rows), "pinball": float(np.mean([r[2] for r in rows])),
             "probit_mean": float(probit.mean()), "probit_sd": float(probit.std()),
