@@ -63,8 +63,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from stop_margin import trained_losses  # noqa: E402 - the same central training, on a finer grid
 
 from depl_fl.runs.report import empirical_quantile, wilson_interval  # noqa: E402
 from depl_fl.task.data import load_dataset, split_held_out  # noqa: E402
@@ -114,34 +117,6 @@ def goal_met_many(losses: np.ndarray, prob: float, target: float) -> np.ndarray:
     return (window[0] <= met) & (met <= window[1]) & calibrated
 
 
-def trained_pool_losses(levels: list[float], seed: int) -> list[np.ndarray]:
-    """Per-sample held-out losses of the digits CNN each time its pool mean first falls to a level."""
-    import torch
-
-    from depl_fl.task.models import build_model
-    from depl_fl.task.training import per_sample_losses, train_local
-
-    torch.set_num_threads(1)
-    data = load_dataset("digits")
-    x, y = np.asarray(data.x_train), np.asarray(data.y_train)
-    xh, yh = np.asarray(data.x_test), np.asarray(data.y_test)
-    model = build_model("digits_cnn", 10, x.shape[1], x.shape[2], seed=seed)
-    rng = np.random.default_rng(seed)
-    kept: list[np.ndarray] = []
-    pending = sorted(levels, reverse=True)
-    for step in range(20000):
-        batch = rng.choice(len(y), size=32, replace=False)  # small steps: the grid is fine
-        train_local(model, x[batch], y[batch], epochs=1, lr=0.01, batch_size=32, seed=seed + step)
-        losses = per_sample_losses(model, xh, yh)
-        if pending and losses.mean() <= pending[0]:
-            kept.append(losses)
-            while pending and losses.mean() <= pending[0]:
-                pending.pop(0)
-        if not pending:
-            break
-    return kept
-
-
 @dataclass(frozen=True)
 class Floor:
     """Kept models: their held-out pool loss and their test-half loss under each split seed."""
@@ -153,7 +128,8 @@ class Floor:
     def measure(cls, targets: list[float], splits: int, seed: int) -> Floor:
         labels = np.asarray(load_dataset("digits").y_test)
         levels = sorted({round(float(t * o), 4) for t in targets for o in OFFSETS}, reverse=True)
-        kept = trained_pool_losses(levels, seed)
+        by_level = trained_losses(levels, seed, batch=32, lr=0.01, max_steps=20000)
+        kept = list({id(losses): losses for losses in by_level.values()}.values())  # one per model
         masks = np.zeros((splits, labels.size))
         for s in range(splits):
             masks[s, split_held_out(labels, 0.5, s)[1]] = 1.0

@@ -35,8 +35,15 @@ from depl_fl.tracking.split_margin import gaussian_margin, stop_margin  # noqa: 
 PROBS = (0.8, 0.9, 0.95)
 
 
-def trained_losses(levels: list[float], seed: int) -> dict[float, np.ndarray]:
-    """Per-sample held-out losses of the digits CNN when its mean first falls below each level."""
+def trained_losses(levels: list[float], seed: int, *, batch: int = 64, lr: float = 0.02,
+                   max_steps: int = 2000) -> dict[float, np.ndarray]:
+    """Per-sample held-out losses of the digits CNN when its mean first falls below each level.
+
+    The CNN trains centrally on the digits training data, one small step
+    (``batch`` samples, learning rate ``lr``) at a time, at most ``max_steps``
+    steps, so that levels are passed closely; levels passed in one step share
+    that step's losses.
+    """
     import torch
 
     from depl_fl.task.models import build_model
@@ -50,9 +57,9 @@ def trained_losses(levels: list[float], seed: int) -> dict[float, np.ndarray]:
     rng = np.random.default_rng(seed)
     out: dict[float, np.ndarray] = {}
     pending = sorted(levels, reverse=True)
-    for step in range(2000):
-        batch = rng.choice(len(y), size=64, replace=False)  # small steps: levels are passed closely
-        train_local(model, x[batch], y[batch], epochs=1, lr=0.02, batch_size=32, seed=seed + step)
+    for step in range(max_steps):
+        picked = rng.choice(len(y), size=batch, replace=False)
+        train_local(model, x[picked], y[picked], epochs=1, lr=lr, batch_size=32, seed=seed + step)
         losses = per_sample_losses(model, xh, yh)
         while pending and losses.mean() <= pending[0]:
             out[pending.pop(0)] = losses
