@@ -281,6 +281,11 @@ def chance_table(floor: Floor, targets: list[float], runs_list: list[int], sprea
     return lines
 
 
+def report_label(path: Path) -> str:
+    """A report's name in the tables: its file name, or its folder's for ``depl-fl report``'s report.json."""
+    return path.parent.name if path.name == "report.json" else path.name
+
+
 def measured_table(cells: list[dict], floor: Floor, spreads: list[float], redraws: int,
                    rng: np.random.Generator) -> list[str]:
     """Each measured cell beside its ceiling at each spread, and the count met against the expected."""
@@ -295,7 +300,7 @@ def measured_table(cells: list[dict], floor: Floor, spreads: list[float], redraw
             res = setting_chance(models, cell["target"], cell["runs"], spread, redraws, rng)
             chances[i, j] = res["cells"][cell["prob"]][0]
         cal = "-" if cell["calibration"] is None else f"{cell['calibration']:.2f}"
-        lines.append(f"| {Path(cell['report']).name} | {cell['runs']} | {cell['prob']:g} "
+        lines.append(f"| {report_label(Path(cell['report']))} | {cell['runs']} | {cell['prob']:g} "
                      f"| {cell['target']:g} | {cell['successes']}/{cell['runs']} | {cal} "
                      f"| {'yes' if cell['met'] else 'no'} | {'yes' if cell['off'] else 'no'} | "
                      + " | ".join(f"{c:.2f}" for c in chances[i]) + " |")
