@@ -36,9 +36,9 @@ were *identical in every run* sees its test loss move with the split. It
 The chance per cell, for the three cells of one setting, and for three
 settings (the cube: independent seeds and models) is the ceiling for any
 planner whose runs spread at least that much. The bank's trajectories give
-the spread a plan made before training cannot foresee (README, "How often
-the goal can be shown"): the model's own round-to-round oscillation around
-its trend, 0.07-0.15 x L* near the target.
+the spread a plan made before training cannot foresee (``--bank``; README,
+"How often any planner can show the per-cell goal"): the model's own
+round-to-round oscillation around its trend, 0.07-0.15 x L* near the target.
 
 ``--reports`` reads sweep reports (``depl-fl report`` JSON) and sets every
 static cell that was measured beside the chance this ceiling gives it (at
@@ -84,8 +84,11 @@ def coverage_window(runs: int, prob: float) -> tuple[int, int] | None:
     ``k / runs >= prob`` and the Wilson interval of ``k`` covering ``prob``;
     ``None`` when no count does.
     """
-    counts = [k for k in range(math.ceil(prob * runs - 1e-9), runs + 1)
-              if (lambda iv: iv[0] <= prob <= iv[1])(wilson_interval(k, runs))]
+    counts = []
+    for k in range(math.ceil(prob * runs - 1e-9), runs + 1):
+        low, high = wilson_interval(k, runs)
+        if low <= prob <= high:
+            counts.append(k)
     return (counts[0], counts[-1]) if counts else None
 
 
