@@ -1,7 +1,7 @@
 """The set shift: how a round on a new client set departs from the profile's prediction (issue 15).
 
 Reads the ``results.json`` of a sweep (e.g. the static arms of
-``benchmarks/issue15_sweep.sh``) and, for every job, compares the observed
+``benchmarks/settings_sweep.sh``) and, for every job, compares the observed
 decrease ``d = L_before - L_after`` of a round with the mean the job's own
 fitted profile predicts for it, ``mu_m(L_before) * r_eff**a`` (the contract's
 run step, ``r_eff = c_S * n_S / reference_samples``):

@@ -9,12 +9,12 @@ fitted spread has to absorb. The job's own fitted rate does not explain it
 setting's features (number of clients, Dirichlet alpha, target L*) do, on
 every setting measured so far: the four bank settings (fixed policies, every
 horizon; ``results/plan_regime/fit.json``) and the six static sweeps (planned
-runs; ``results/issue15/pit-pooled-all.md``). It fits the offset by least
+runs; ``results/settings/pit-pooled-all.md``). It fits the offset by least
 squares on each feature set and scores it by leave-one-setting-out error.
 Ten settings of two kinds: a lead for a model to test on fresh settings, not
 a correction to apply.
 
-    python benchmarks/setting_offsets.py [--out benchmarks/results/issue15/setting_offsets.md]
+    python benchmarks/setting_offsets.py [--out benchmarks/results/settings/setting_offsets.md]
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ FEATURES = {
     "bank d1": (8, 0.5, 0.4), "bank d2": (14, 0.4, 0.35), "bank d3": (10, 1.0, 0.3),
     "bank d4": (12, 0.25, 0.5),  # plan_regime/bank.py commands (README of the bank)
     "g10": (10, 0.5, 0.35), "g12": (12, 0.5, 0.45), "g6": (6, 0.5, 0.4),
-    "g16": (16, 0.3, 0.3),  # issue15_sweep.sh
-    "g8": (8, 1.0, 0.3), "g20": (20, 0.4, 0.4),  # issue15_extra.sh
+    "g16": (16, 0.3, 0.3),  # settings_sweep.sh
+    "g8": (8, 1.0, 0.3), "g20": (20, 0.4, 0.4),  # settings_extra.sh
 }
 NAMES = ("clients", "alpha", "L*")
 
@@ -90,10 +90,10 @@ def report(offsets: dict[str, float]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS / "issue15" / "setting_offsets.md")
+    parser.add_argument("--out", type=Path, default=RESULTS / "settings" / "setting_offsets.md")
     args = parser.parse_args()
     offsets = {**bank_offsets(RESULTS / "plan_regime" / "fit.json"),
-               **sweep_offsets(RESULTS / "issue15" / "pit-pooled-all.md")}
+               **sweep_offsets(RESULTS / "settings" / "pit-pooled-all.md")}
     missing = [n for n in FEATURES if n not in offsets]
     if missing:
         print(f"error: no offset found for {', '.join(missing)}", file=sys.stderr)

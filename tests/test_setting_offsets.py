@@ -29,7 +29,7 @@ def test_every_setting_has_its_committed_offset() -> None:
     results = setting_offsets.RESULTS
     bank = setting_offsets.bank_offsets(results / "plan_regime" / "fit.json")
     assert set(bank) == {"bank d1", "bank d2", "bank d3", "bank d4"}  # not the setting-by-horizon rows
-    offsets = {**bank, **setting_offsets.sweep_offsets(results / "issue15" / "pit-pooled-all.md")}
+    offsets = {**bank, **setting_offsets.sweep_offsets(results / "settings" / "pit-pooled-all.md")}
     assert set(setting_offsets.FEATURES) <= set(offsets)
     assert all(-3.0 < v < 3.0 for v in offsets.values())
 
