@@ -88,7 +88,7 @@ def _cluster_tables(scenario: Scenario, cset: ClientSet, model_id: str
     for i, cl in enumerate(clusters):
         flops_per_s = np.array([lv.flops_per_s for lv in cl.levels], dtype=float)
         joules_per_flop = np.array([lv.joules_per_flop for lv in cl.levels], dtype=float)
-        comm_t = 2.0 * model.size_bytes / cl.bytes_per_s
+        comm_t = 2.0 * model.size_bytes / cl.bytes_per_s + cl.overhead_s
         comm_e = cset.counts[i] * 2.0 * model.size_bytes * cl.joules_per_byte
         times[i, :flops_per_s.size] = le * cset.max_samples[i] * model.flops_per_sample / flops_per_s + comm_t
         costs[i, :flops_per_s.size] = le * cset.samples[i] * model.flops_per_sample * joules_per_flop + comm_e
