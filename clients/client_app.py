@@ -177,15 +177,15 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
             seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
         )
         metered = meter.joules_between(before, meter.read_uj()) if meter is not None else None
-    energy, source = reply_energy(metered, setting.watts, result.train_time_s)
-    measured: dict[str, Any] = {**level_metrics, "energy-source-code": SOURCES.index(source),
-                                "bytes-down": _nbytes(global_state)}
-    if energy is not None:
-        measured["energy-j"] = energy
     state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
         "num-examples": result.num_examples, "train-loss": result.train_loss,
-        "train-time-s": result.train_time_s})
-    sent = {**sent, **measured, "bytes-up": _nbytes(state), "reply-time-s": time.perf_counter() - t0}
+        "train-time-s": result.train_time_s}, phase=str(conf.get("phase", "train")))
+    energy, source = reply_energy(metered, setting.watts, float(sent["train-time-s"]))
+    sent = {**sent, **level_metrics, "energy-source-code": SOURCES.index(source),
+            "bytes-down": _nbytes(global_state), "bytes-up": _nbytes(state),
+            "reply-time-s": time.perf_counter() - t0}
+    if energy is not None:
+        sent["energy-j"] = energy
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
     return RecordDict({"arrays": arrays, "metrics": MetricRecord(sent)})
 

@@ -150,3 +150,17 @@ def test_recalibration_makes_a_slowed_cluster_slower_and_leaves_the_others():
                                                                    rel=0.05)
     assert math.isclose(new.cluster("B").levels[1].flops_per_s / new.cluster("B").levels[0].flops_per_s,
                         scen.cluster("B").levels[1].flops_per_s / scen.cluster("B").levels[0].flops_per_s)
+
+
+def test_links_faster_than_declared_are_scaled_to_what_the_rounds_show():
+    scen = _scenario()
+    # Rounds with no overhead whose transfers took a quarter of the declared time.
+    rounds = []
+    for _ in range(3):
+        replies = (ReplyCost("A", 0, "full", 100, 3.0), ReplyCost("B", 0, "full", 150, 1.0))
+        slowest = max(r.train_time_s + 0.25 * 2 * 4e4 / scen.cluster(r.cluster).bytes_per_s for r in replies)
+        rounds.append(RoundCost(slowest, replies))
+    fit = fit_costs(rounds, scen)
+    assert fit.overhead_s == 0.0 and fit.link_scale == pytest.approx(0.25 * 0.08 / 0.32, rel=1e-6)
+    new, _ = fitted_scenario(scen, fit)
+    assert new.cluster("B").bytes_per_s == pytest.approx(scen.cluster("B").bytes_per_s / fit.link_scale)

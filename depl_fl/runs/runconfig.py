@@ -19,7 +19,7 @@ from typing import Any
 from depl_fl.errors import ScenarioError
 
 AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
-FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
+FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow", "slowdown")
 
 
 def to_plain(cfg: Any) -> dict[str, Any]:

@@ -11,7 +11,10 @@ nodes, this module fits:
   declared (median of energy / training time);
 * ``overhead_s``: what a round costs beyond its slowest client's training and
   transfer (message handling, polling, the server's evaluation): median over
-  rounds of the measured round time minus that client's part.
+  rounds of the measured round time minus that client's part. Transfers use the
+  declared link rates; when the rounds were shorter than those rates allow
+  (the links are faster than declared), every link's rate is scaled up by
+  ``1 / link_scale`` to what the rounds show and the overhead is 0.
 
 The contract's cost model is ``time = W / flops_per_s + 2 size / bytes_per_s``
 with ``W = epochs * samples * flops_per_sample``; the fit is written into it
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any, Iterable, Mapping, Sequence
 
+from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Cluster, Level, Scenario
 
 #: Energy sources, strongest first (as :data:`depl_fl.task.energy_meter.SOURCES`).
@@ -78,14 +82,16 @@ class CostFit:
     replies: int
     rounds: int
     energy_source: str = "model"
+    #: Measured transfer time / declared transfer time (1: the declared links).
+    link_scale: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (results.json ``cost``)."""
         return {"seconds_per_sample": [{"cluster": c, "level": lv, "model": m, "s": s}
                                        for (c, lv, m), s in sorted(self.seconds_per_sample.items())],
                 "watts": [{"cluster": c, "level": lv, "w": w} for (c, lv), w in sorted(self.watts.items())],
-                "overhead_s": self.overhead_s, "replies": self.replies, "rounds": self.rounds,
-                "energy_source": self.energy_source}
+                "overhead_s": self.overhead_s, "link_scale": self.link_scale, "replies": self.replies,
+                "rounds": self.rounds, "energy_source": self.energy_source}
 
 
 def weakest_source(sources: Iterable[str]) -> str:
@@ -107,10 +113,10 @@ def fit_costs(rounds: Sequence[RoundCost], scenario: Scenario) -> CostFit:
     """
     per_cell: dict[tuple[str, int, str], list[float]] = {}
     per_power: dict[tuple[str, int], list[float]] = {}
-    sources, overheads, count = [], [], 0
+    sources, residuals, count = [], [], 0
     epochs = scenario.local_epochs
     for rnd in rounds:
-        busy = []
+        busy, transfers = [], []
         for r in rnd.replies:
             if r.num_samples <= 0 or not r.train_time_s > 0 or not math.isfinite(r.train_time_s):
                 continue
@@ -121,13 +127,29 @@ def fit_costs(rounds: Sequence[RoundCost], scenario: Scenario) -> CostFit:
             measured = r.energy_source in ("meter", "declared")
             if r.energy_j is not None and measured and math.isfinite(r.energy_j):
                 per_power.setdefault((r.cluster, r.level), []).append(r.energy_j / r.train_time_s)
-            busy.append(r.train_time_s + transfer_s(scenario, r.cluster, r.model))
+            busy.append(r.train_time_s)
+            transfers.append(transfer_s(scenario, r.cluster, r.model))
         if busy and math.isfinite(rnd.wall_s):
-            overheads.append(max(rnd.wall_s - max(busy), 0.0))
+            residuals.append((rnd.wall_s - max(b + t for b, t in zip(busy, transfers, strict=True)),
+                              rnd.wall_s - max(busy), max(transfers)))
+    overhead, scale = _overhead(residuals)
     return CostFit({k: float(median(v)) for k, v in per_cell.items()},
                    {k: float(median(v)) for k, v in per_power.items()},
-                   float(median(overheads)) if overheads else None, count, len(rounds),
-                   weakest_source(sources))
+                   overhead, count, len(rounds), weakest_source(sources), scale)
+
+
+def _overhead(residuals: Sequence[tuple[float, float, float]]) -> tuple[float | None, float]:
+    """``(overhead_s, link_scale)`` from the rounds' residuals.
+
+    Each residual is ``(wall - max(train + transfer), wall - max(train), max transfer)``.
+    """
+    if not residuals:
+        return None, 1.0
+    overhead = float(median(r[0] for r in residuals))
+    if overhead >= 0:
+        return overhead, 1.0
+    ratios = [max(r[1], 0.0) / r[2] for r in residuals if r[2] > 0]
+    return 0.0, float(min(max(median(ratios), 1e-3), 1.0)) if ratios else 1.0
 
 
 def _alternate(cells: Mapping[tuple[str, int, str], float], pinned: Mapping[str, float],
@@ -199,7 +221,8 @@ def fitted_scenario(scenario: Scenario, fit: CostFit, *, fit_models: bool = True
                                       "energy": "measured" if watts is not None else "declared",
                                       "flops_per_s": f, "declared_flops_per_s": lv.flops_per_s}
         overhead = cl.overhead_s if fit.overhead_s is None else fit.overhead_s
-        clusters.append(dataclasses.replace(cl, levels=tuple(levels), overhead_s=float(overhead)))
+        clusters.append(dataclasses.replace(cl, levels=tuple(levels), overhead_s=float(overhead),
+                                            bytes_per_s=cl.bytes_per_s / fit.link_scale))
     errors = [abs(math.exp(x[m] - y[(c, lv)]) / s - 1.0) for (c, lv, m), s in cells.items()]
     return (dataclasses.replace(scenario, clusters=tuple(clusters), models=models),
             {"levels": report, "median_relative_error": float(median(errors)) if errors else None,
@@ -243,3 +266,59 @@ class DriftTest:
 def recalibrated(scenario: Scenario, rounds: Sequence[RoundCost]) -> tuple[Scenario, dict]:
     """The clusters' speeds and the overhead refitted from the training rounds ``rounds`` (variants kept)."""
     return fitted_scenario(scenario, fit_costs(rounds, scenario), fit_models=False)
+
+
+#: Reply metric -> round record key of what a train reply measured.
+_REPLY_KEYS = {"train-time-s": "train_time_s", "reply-time-s": "reply_time_s", "bytes-down": "bytes_down",
+               "bytes-up": "bytes_up", "energy-j": "energy_j", "level": "level",
+               "level-threads": "level_threads", "level-cpus": "level_cpus"}
+
+
+def reply_measurement(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """What one train reply measured, as round record keys (``energy_source`` from its code)."""
+    out: dict[str, Any] = {}
+    for key, name in _REPLY_KEYS.items():
+        value = metrics.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[name] = int(value) if name in ("level", "level_threads", "level_cpus",
+                                               "bytes_down", "bytes_up") else float(value)
+    code = metrics.get("energy-source-code")
+    known = isinstance(code, (int, float)) and 0 <= int(code) < len(ENERGY_SOURCES)
+    out["energy_source"] = ENERGY_SOURCES[int(code)] if known and "energy_j" in out else "model"
+    return out
+
+
+def round_measurement(replies: Mapping[str, Mapping[str, Any]],
+                      modelled_energy: Mapping[str, float]) -> dict[str, Any]:
+    """A round's measured totals from its replies (client id -> :func:`reply_measurement`).
+
+    ``measured_energy_j`` sums the replies' training energy, a reply without
+    one counting its modelled client energy (``modelled_energy``); the round's
+    ``energy_source`` is the weakest of its replies'. Transfer and activation
+    energy are in the modelled ``energy_j`` only.
+    """
+    energy = sum(float(r["energy_j"]) if "energy_j" in r else float(modelled_energy.get(cid, 0.0))
+                 for cid, r in replies.items())
+    times = [float(r["train_time_s"]) for r in replies.values() if "train_time_s" in r]
+    return {"energy_source": weakest_source(r.get("energy_source", "model") for r in replies.values()),
+            "measured_energy_j": float(energy),
+            "train_time_s": max(times) if times else None,
+            "bytes_down": int(sum(int(r.get("bytes_down", 0)) for r in replies.values())),
+            "bytes_up": int(sum(int(r.get("bytes_up", 0)) for r in replies.values()))}
+
+
+def round_cost_of(scenario: Scenario, decisions: Sequence[RoundDecision],
+                  replies: Mapping[str, Mapping[str, Any]], wall_s: float) -> RoundCost:
+    """A round's :class:`RoundCost`: the replies of the ``decisions``' clients (one per group)."""
+    out = []
+    for decision in decisions:
+        for cid in decision.clients:
+            r = replies.get(cid)
+            if r is None or "train_time_s" not in r:
+                continue
+            client = scenario.client(cid)
+            level = int(r.get("level", decision.levels.get(client.cluster, 0)))
+            out.append(ReplyCost(client.cluster, level, decision.model, client.num_samples,
+                                 float(r["train_time_s"]), r.get("energy_j"),
+                                 str(r.get("energy_source", "model"))))
+    return RoundCost(float(wall_s), tuple(out))
