@@ -1,0 +1,85 @@
+"""A job that plans on measured costs, counts its deadline in wall-clock seconds and re-plans
+when a node turns slower than the exploration measured (in process, no subprocess)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("torch")
+
+from clients.client_app import make_client_app  # noqa: E402
+from depl_fl.runs.runconfig import compose_config  # noqa: E402
+from strategies.inprocess_grid import InProcessGrid  # noqa: E402
+from strategies.server_app import run_server  # noqa: E402
+
+N = 3
+NODES = [{"cluster": "A", "level-watts": "3,6"}, {"cluster": "B", "level-watts": "1,2"},
+         {"cluster": "B", "level-watts": "1,2"}]
+JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=4",
+       "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[3]",
+       "profile.explore.min_points_per_level=2", "target.loss=0.3", "target.prob=0.6",
+       "target.deadline_s=120", "target.max_rounds=30", "train.lr=0.02", "tracking.enabled=true",
+       "output.plot=false", "cost.source=measured", "cost.clock=wall", "cost.drift_rounds=1"]
+# Both B nodes train 8x slower from the first training round on (not in the exploration).
+SLOW = ["faults.clients=[c1,c2]", "faults.kind=slowdown", "faults.slowdown=8", "faults.train_only=true"]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("device-replan")
+    cfg = compose_config([f"profile.cache_dir={tmp / 'cache'}", *JOB, *SLOW])
+    grid = InProcessGrid(make_client_app(cfg), N, node_configs=NODES)
+    return json.loads(Path(run_server(grid, cfg, tmp / "out")).read_text())
+
+
+def test_exploration_measures_every_level_and_the_plan_uses_the_fit(job):
+    profile = [r for r in job["rounds"] if r["phase"] == "profile"]
+    assert [r["levels"] for r in profile] == [{"A": 0, "B": 0}, {"A": 1, "B": 1}] * 2
+    cost = job["cost"]
+    assert (cost["source"], cost["clock"], cost["used"]) == ("measured", "wall", "measured")
+    assert {v["speed"] for v in cost["levels"].values()} == {"measured"}
+    assert {v["energy"] for v in cost["levels"].values()} == {"measured"}
+    # The scenario the job planned with is the fitted one, not the table.
+    planned = {c["id"]: c for c in job["scenario"]["clusters"]}
+    for key, level in cost["levels"].items():
+        cluster, index = key.split("/")
+        assert planned[cluster]["levels"][int(index)]["flops_per_s"] == pytest.approx(level["flops_per_s"])
+    assert cost["levels"]["A/0"]["flops_per_s"] != cost["levels"]["A/0"]["declared_flops_per_s"]
+
+
+def test_replies_report_measurements_and_the_summary_puts_them_beside_the_model(job):
+    for r in job["rounds"]:
+        assert r["energy_source"] == "declared"
+        assert r["replies"] and all(m["energy_source"] == "declared" for m in r["replies"].values())
+        assert r["bytes_down"] > 0 and r["bytes_up"] > 0 and r["train_time_s"] > 0
+        assert r["measured_energy_j"] == pytest.approx(sum(m["energy_j"] for m in r["replies"].values()))
+    measured = job["summary"]["measured"]
+    assert measured["energy_source"] == "declared"
+    assert measured["measured_time_s"] == pytest.approx(sum(r["wall_s"] for r in job["rounds"]))
+    assert measured["modelled_time_s"] == pytest.approx(sum(r["round_time_s"] for r in job["rounds"]))
+    assert measured["measured_energy_j"] > 0 and measured["modelled_energy_j"] > 0
+
+
+def test_a_node_slower_than_measured_triggers_a_replan_on_recalibrated_speeds(job):
+    train = [r for r in job["rounds"] if r["phase"] == "train"]
+    first = train[0]
+    slowed = [c for c in first["clients"] if c in ("c1", "c2")]
+    assert slowed, "the plan's first round uses a slowed node"
+    assert first["wall_s"] > 3 * first["round_time_s"]
+    drift = [p for p in job["replans"] if p["reason"].startswith("round time drift")]
+    assert drift and drift[0]["round"] == first["round"]
+    assert first["replanned"] and "recalibrated" in first
+    level = f"B/{first['levels']['B']}"
+    b_fit = job["cost"]["levels"][level]["flops_per_s"]
+    b_now = first["recalibrated"]["levels"][level]["flops_per_s"]
+    assert b_now < b_fit / 3  # the slowed cluster's speed was refitted from the slow replies
+
+
+def test_the_deadline_counts_wall_clock_time(job):
+    train = [r for r in job["rounds"] if r["phase"] == "train"]
+    assert train[-1]["elapsed_s"] >= sum(r["wall_s"] for r in train)
+    assert job["summary"]["elapsed_s"] == train[-1]["elapsed_s"]
