@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict  # noqa: E402
 
 import depl_fl.task.local_update as local_update_module  # noqa: E402
-from clients.client_app import train_content  # noqa: E402
+from clients.handlers import train_content  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
