@@ -83,3 +83,23 @@ def test_the_deadline_counts_wall_clock_time(job):
     train = [r for r in job["rounds"] if r["phase"] == "train"]
     assert train[-1]["elapsed_s"] >= sum(r["wall_s"] for r in train)
     assert job["summary"]["elapsed_s"] == train[-1]["elapsed_s"]
+
+
+@pytest.mark.parametrize("override, field", [("cost.source=bogus", "cost.source"),
+                                             ("cost.clock=sundial", "cost.clock"),
+                                             ("cost.drift_tolerance=0", "cost.drift_tolerance")])
+def test_bad_cost_settings_are_one_line_errors(override, field):
+    from depl_fl.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match=field.replace(".", r"\.")) as err:
+        compose_config(["simulation=inprocess", override])
+    assert "\n" not in str(err.value)
+
+
+def test_simulation_keeps_the_table_and_the_model_clock():
+    from strategies.server_app import cost_settings
+
+    cfg = compose_config(["simulation=inprocess", "cost.source=measured"])
+    assert cost_settings(cfg, deployment=False) == ("table", "model")
+    assert cost_settings(cfg, deployment=True) == ("measured", "wall")
+    assert cost_settings(compose_config(["simulation=inprocess"]), deployment=True) == ("table", "wall")
