@@ -36,8 +36,8 @@ SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
 CLUSTERS = "A,B,B"
 QUOTA = "A=100,B=50"
 NODE_EXTRA = 'level-threads="1,2" level-watts="3,6"'
-JOB = ["profile.explore.rounds=4", "profile.explore.max_rounds=4", "target.loss=0.2", "target.prob=0.8",
-       "target.deadline_s=500", "output.plot=false", "server.round_timeout_slack_s=300"]
+JOB = ["profile.explore.rounds=4", "profile.explore.max_rounds=4", "target.loss=0.25", "target.prob=0.8",
+       "target.deadline_s=600", "output.plot=false", "server.round_timeout_slack_s=300"]
 
 
 def run(args: argparse.Namespace) -> int:
