@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError
 from depl_fl.processes import descendants, hand_to_reaper
+from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
@@ -158,7 +159,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         plain = to_plain(cfg)
-        validate(plain)
+        validate(plain, entry=HYDRA_JOB)
         path = run_job(plain, out_dir)
     except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
         _interrupted(out_dir, 128 + signal.SIGINT)
