@@ -10,7 +10,9 @@ same ServerApp strategy and ClientApp code on the small in-process Grid
 Every job writes ``results.json`` and ``loss.png`` into its Hydra output
 folder (one per job with ``-m``); the last line printed is the path of
 ``results.json``. User mistakes print one line (``depl-fl: ...``) and exit
-with status 2 (3 when no dependable plan exists). A sweep runs every job even
+with status 2 (3 when no dependable plan exists), among them a setting the
+chosen mode does not read (:mod:`depl_fl.runs.mode_keys`), refused before
+the job starts. A sweep runs every job even
 when some fail, then exits non-zero with one line listing the failed jobs.
 """
 
