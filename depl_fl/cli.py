@@ -16,7 +16,7 @@ Sub-commands
     target probability exits 0 with ``"dependable": false``, or 3 with
     ``--require-dependable``.
 ``profile``, ``report``, ``split``
-    Handed over to :mod:`strategies.profiling`, :mod:`depl_fl.runs.report` and
+    Handed over to :mod:`depl_fl.orchestration.profiling`, :mod:`depl_fl.runs.report` and
     :mod:`depl_fl.task.split` (per-node image folders for ``dataset=folder``).
 
 User mistakes (bad files, bad options) print exactly one line
@@ -45,7 +45,7 @@ MIN_TRAJECTORIES = 20000
 MIN_ETA = 1e-3
 #: Most Monte Carlo trajectories of ``evaluate``: about 1 GB of float64 working arrays.
 MAX_TRAJECTORIES = 10_000_000
-DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report",
+DELEGATED = {"profile": "depl_fl.orchestration.profiling", "report": "depl_fl.runs.report",
              "split": "depl_fl.task.split"}
 
 

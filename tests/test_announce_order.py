@@ -19,9 +19,9 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 from clients.client_app import make_client_app  # noqa: E402
+from depl_fl.orchestration.checkpointing import rounds_completed  # noqa: E402
 from depl_fl.runs.checkpoint import CHECKPOINT_FILE, load_checkpoint  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
-from strategies.checkpointing import rounds_completed  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.server_app import run_server  # noqa: E402
 

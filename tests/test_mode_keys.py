@@ -192,8 +192,8 @@ def test_profile_command_refuses_federated_keys(tmp_path, capsys):
 
 
 def test_profile_file_is_used_by_an_inprocess_job_config():
-    """profile.file with in-process profiling is read as the job's profile (strategies/profiling.py)."""
-    from strategies.profiling import ensure_profile
+    """profile.file with in-process profiling is read as the job's profile (orchestration/profiling.py)."""
+    from depl_fl.orchestration.profiling import ensure_profile
 
     pytest.importorskip("torch")
     cfg = compose_config([INPROCESS, f"profile.file={EXAMPLE}"])

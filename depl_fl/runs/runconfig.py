@@ -18,9 +18,6 @@ from typing import Any
 
 from depl_fl.errors import ScenarioError
 
-AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
-FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
-
 
 def to_plain(cfg: Any) -> dict[str, Any]:
     """Return ``cfg`` (an OmegaConf node or a mapping) as a resolved plain dict."""
@@ -42,13 +39,6 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
             raise ScenarioError(f"config: missing key {dotted!r}")
         node = node[part]
     return node
-
-
-def fault_kind(value: Any) -> str | None:
-    """A fault kind as a string: YAML and Hydra read ``nan`` as a float NaN."""
-    if isinstance(value, float) and math.isnan(value):
-        return "nan"
-    return None if value is None else str(value)
 
 
 def validate(cfg: Mapping[str, Any], entry: str | None = None) -> None:
@@ -87,13 +77,6 @@ def default_config() -> dict[str, Any]:
             with initialize_config_dir(config_dir=root, version_base=None):
                 _DEFAULTS[root] = to_plain(compose(config_name="config"))
     return _DEFAULTS[root]
-
-
-def validate_robustness(cfg: Mapping[str, Any]) -> None:
-    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
-    from depl_fl.runs.config_schema import validate_robustness as check
-
-    check(cfg)
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
