@@ -1,7 +1,7 @@
 """User-facing error types: each carries a one-line message and an exit status.
 
 Exit statuses of every entry point (``depl-fl`` and its sub-commands,
-``python -m depl_fl.main`` jobs and sweeps):
+Hydra jobs and sweeps of ``depl_fl/main.py``):
 
 ===  ==========================================================================
 0    success: a dependable plan written (``plan``), a valid plan checked

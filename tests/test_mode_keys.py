@@ -45,8 +45,8 @@ REFUSED = [
     (["method=expectation", "planner=cantelli"], None, "planner.guarantee", "method=expectation"),
     (["simulation=inprocess", "simulation.ray_num_cpus=2"], None, "simulation.ray_num_cpus",
      "simulation.backend=inprocess"),
-    (["simulation=inprocess"], FLWR_RUN, "simulation.backend", f"the job runs under {FLWR_RUN}"),
-    (["++output.dir=/tmp/out"], HYDRA_JOB, "output.dir", f"the job runs under {HYDRA_JOB}"),
+    (["simulation=inprocess"], FLWR_RUN, "simulation.backend", f"the entry point is {FLWR_RUN}"),
+    (["++output.dir=/tmp/out"], HYDRA_JOB, "output.dir", f"the entry point is {HYDRA_JOB}"),
     (["dataset.data_dir=/data/digits"], None, "dataset.data_dir", "dataset.name=digits"),
     (["dataset=folder", "dataset.test_dir=/t", "partition.alpha=0.5"], None, "partition.alpha",
      "dataset.name=folder"),
@@ -124,8 +124,8 @@ def test_check_reads_the_defaults_it_is_given():
 
 
 def test_flwr_run_config_goes_through_the_rule(tmp_path):
-    with pytest.raises(ScenarioError, match=f"config simulation.backend=inprocess: not read when the job "
-                                            f"runs under {FLWR_RUN}"):
+    with pytest.raises(ScenarioError, match=f"config simulation.backend=inprocess: not read when the entry "
+                                            f"point is {FLWR_RUN}"):
         config_from_run_config({"overrides": "simulation=inprocess num_clients=7"})
     with pytest.raises(ScenarioError, match="config profile.file="):
         config_from_run_config({"overrides": f"profile.file={EXAMPLE} num_clients=7"}, cache_dir=tmp_path)

@@ -1,7 +1,7 @@
 """Which configuration keys each mode of a job reads, and the refusal of a setting its mode ignores.
 
-A job's mode is picked by a few switches: the entry point (``python -m
-depl_fl.main`` or ``flwr run .``), ``simulation.backend``,
+A job's mode is picked by a few switches: the entry point (a Hydra job of
+``depl_fl/main.py``, or ``flwr run .``), ``simulation.backend``,
 ``profile.source``, ``profile.file``, ``profile.plan_regime.enabled``,
 ``tracking.enabled``, ``method``, ``dataset.name``, ``faults.kind`` and
 ``aggregation.rule``. Some keys are read in one mode only. A key that is
@@ -63,7 +63,7 @@ from typing import Any
 from depl_fl.errors import ScenarioError
 
 #: Entry points that check a configuration (``None``: a library call, e.g. a test or benchmark).
-HYDRA_JOB = "python -m depl_fl.main"
+HYDRA_JOB = "a Hydra job (depl_fl/main.py)"
 FLWR_RUN = "flwr run ."
 
 _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "profile.switch_at",
@@ -285,7 +285,7 @@ def check_mode_keys(cfg: Mapping[str, Any], defaults: Mapping[str, Any], entry: 
         return
     key, rule, mode = found[0]
     if rule.switch == "entry point":
-        picked = f"the job runs under {mode}"
+        picked = f"the entry point is {mode}"
     elif rule.switch == "profile.file":
         picked = "profile.file is given"
     else:

@@ -63,7 +63,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {}
 def default_config() -> dict[str, Any]:
     """The configuration ``conf/`` composes without overrides (composed once per process).
 
-    Inside a running Hydra application (``python -m depl_fl.main``) it is
+    Inside a running Hydra application (a job of ``depl_fl/main.py``) it is
     composed by that application's own Hydra; elsewhere in a short-lived one.
     """
     from hydra import compose, initialize_config_dir
