@@ -100,9 +100,11 @@ def _build_parser() -> argparse.ArgumentParser:
                       default="depl", help="planning method (default depl)")
     plan.add_argument("--eta", type=_number, default=None, metavar="E",
                       help=f"discretisation step of the expanded graph, in [{MIN_ETA:g}, 1] (default: "
-                           "chosen from the scenario and recorded in the plan as 'eta')")
-    plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
-                      help="quantile bound used while planning (default gaussian)")
+                           "chosen from the scenario and recorded in the plan as 'eta'); read by "
+                           "--method depl and expectation")
+    plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default=None,
+                      help="quantile bound of --method depl's search (default gaussian; other methods "
+                           "do not read it)")
     plan.add_argument("--out", required=True, metavar="PLAN", help="plan JSON file to write")
 
     evaluate = subs.add_parser(
@@ -151,9 +153,11 @@ def _write_plan(plan: Any, path: str) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan, shortfall_text
     from depl_fl.contract.scenario import load_scenario
+    from depl_fl.runs.mode_keys import check_plan_options
 
     if args.eta is not None and not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
         raise ScenarioError(f"--eta: must be in [{MIN_ETA:g}, 1], got {args.eta!r}")
+    check_plan_options(args.method, {"--guarantee": args.guarantee, "--eta": args.eta})
     _refuse_overwriting_input(args.out, args.scenario)
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
@@ -161,7 +165,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
-                         guarantee=args.guarantee, seed=args.seed)
+                         guarantee=args.guarantee or "gaussian", seed=args.seed)
     except MemoryError:
         raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
                             f"large at --eta {args.eta if args.eta is not None else 'auto'} (extreme "

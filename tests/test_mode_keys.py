@@ -199,3 +199,38 @@ def test_profile_file_is_used_by_an_inprocess_job_config():
     cfg = compose_config([INPROCESS, f"profile.file={EXAMPLE}"])
     doc, path = ensure_profile(cfg)
     assert path == EXAMPLE and doc["loss"] == json.loads(EXAMPLE.read_text(encoding="utf-8"))["loss"]
+
+
+PLAN_TARGETS = ["--target-loss", "1.5", "--target-prob", "0.9", "--deadline-s", "200"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--method", "full", "--guarantee", "cantelli"], "--guarantee: not read by --method full"),
+    (["--method", "expectation", "--guarantee", "gaussian"], "--guarantee: not read by --method expectation"),
+    (["--method", "full", "--eta", "0.1"], "--eta: not read by --method full"),
+    (["--method", "optimum", "--eta", "0.1"], "--eta: not read by --method optimum"),
+])
+def test_plan_option_the_method_ignores_is_refused(tmp_path, capsys, argv, needle):
+    from depl_fl.cli import main
+
+    out = tmp_path / "plan.json"
+    status = main(["plan", str(EXAMPLE), *PLAN_TARGETS, "--out", str(out), *argv])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.splitlines()) == 1 and needle in err, err
+    assert not out.exists()
+
+
+def test_plan_option_the_method_reads_is_accepted(tmp_path, capsys):
+    from depl_fl.cli import main
+
+    out = tmp_path / "plan.json"
+    status = main(["plan", str(EXAMPLE), *PLAN_TARGETS, "--out", str(out), "--method", "expectation",
+                   "--eta", "0.1"])
+    assert status == 0, capsys.readouterr().err
+    assert json.loads(out.read_text(encoding="utf-8"))["eta"] == 0.1
+
+
+def test_job_with_method_full_refuses_a_planner_step():
+    with pytest.raises(ScenarioError, match="config planner.eta=0.02: not read when method=full"):
+        compose_config(["method=full", "planner=fine"])
+    compose_config(["method=expectation", "planner=fine"])

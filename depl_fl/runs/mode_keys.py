@@ -32,7 +32,10 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   policy, refused with ``tracking.enabled=false``. ``tracking.spike_tail_prob``
   is read in every mode (spikes are flagged and recorded without tracking too).
 * ``planner.guarantee``: refused with ``method=expectation``, which plans,
-  tracks and stops on the predicted mean only.
+  tracks and stops on the predicted mean only; ``planner.eta``: refused with
+  ``method=full`` (no expanded graph). ``depl-fl plan`` follows the same
+  table for its options (:data:`PLAN_OPTIONS`): ``--guarantee`` with a
+  method other than ``depl``, ``--eta`` with ``full`` or ``optimum``.
 * ``simulation.client_num_cpus``, ``ray_num_cpus``: Ray only, refused with
   ``simulation.backend=inprocess``. Under ``flwr run .`` the federation
   (``pyproject.toml``, ``$FLWR_HOME/config.toml``) decides how the apps run:
@@ -71,6 +74,12 @@ _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "prof
 _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
                      "reference_steps", "judged_error_factor", "oscillation_dof")
 _MISSING = object()
+
+#: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.
+PLAN_OPTIONS: dict[str, frozenset[str]] = {
+    "--guarantee": frozenset({"depl"}),          # the quantile bound of DepL's search
+    "--eta": frozenset({"depl", "expectation"}),  # the step of the expanded graph both search
+}
 
 
 class AllBut:
@@ -203,6 +212,8 @@ RULES: tuple[ModeRule, ...] = (
              "they steer online re-planning"),
     ModeRule("method", _switch("method", "depl"), {"planner.guarantee": AllBut("expectation")},
              "the expectation baseline plans, tracks and stops on the predicted mean"),
+    ModeRule("method", _switch("method", "depl"), {"planner.eta": _of(*PLAN_OPTIONS["--eta"])},
+             "FedAvg plans no expanded graph"),
     ModeRule("simulation.backend", _backend_mode,
              {"simulation.client_num_cpus": _of("ray"), "simulation.ray_num_cpus": _of("ray")},
              "the in-process grid runs every client in this process"),
@@ -218,6 +229,28 @@ RULES: tuple[ModeRule, ...] = (
     ModeRule("aggregation.rule", _switch("aggregation.rule", "fedavg"),
              {"aggregation.trim_fraction": _of("trimmed_mean")}),
 )
+
+
+def check_plan_options(method: str, given: Mapping[str, Any]) -> None:
+    """Refuse a ``depl-fl plan`` option that ``--method`` does not read.
+
+    Parameters
+    ----------
+    method : str
+        The planning method.
+    given : mapping
+        Option (``"--eta"``) -> its value, ``None`` where the command line does not give it.
+
+    Raises
+    ------
+    ScenarioError
+        One line naming the option and the method, e.g.
+        ``--guarantee: not read by --method full (read only by --method depl); drop it``.
+    """
+    for option, readers in PLAN_OPTIONS.items():
+        if given.get(option) is not None and method not in readers:
+            raise ScenarioError(f"{option}: not read by --method {method} (read only by --method "
+                                f"{'|'.join(sorted(readers))}); drop it")
 
 
 def first_difference(value: Any, default: Any, prefix: str) -> str | None:
