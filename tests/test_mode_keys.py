@@ -234,3 +234,15 @@ def test_job_with_method_full_refuses_a_planner_step():
     with pytest.raises(ScenarioError, match="config planner.eta=0.02: not read when method=full"):
         compose_config(["method=full", "planner=fine"])
     compose_config(["method=expectation", "planner=fine"])
+
+
+def test_split_refuses_a_data_dir_the_dataset_ignores(tmp_path, capsys):
+    from depl_fl.task.split import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--dataset", "digits", "--num-clients", "2", "--data-dir", str(tmp_path), "--out",
+              str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.splitlines()) == 1
+    assert "--data-dir: not read with --dataset digits" in err
+    assert not (tmp_path / "out").exists()
