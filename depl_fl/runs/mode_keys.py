@@ -9,7 +9,13 @@ A job's mode is picked by a few switches: the entry point (a Hydra job of
 override names it -- while the chosen mode does not read it is refused before
 anything starts: one line naming the key and the mode that ignores it
 (:class:`~depl_fl.errors.ScenarioError`, exit status 2). Nothing is taken
-silently; a key at its ``conf/`` value is never refused.
+silently; a key at its ``conf/`` value is never refused. Every key of the
+table is refused where it is not read, none is given a new meaning there;
+keys outside the table (``target.*``, ``train.*``, ``server.*``,
+``clusters.*``, ``planner.mc_trajectories``, ...) are read in every mode.
+The Hydra job, each job of a sweep, ``flwr run .`` (the ServerApp and the
+ClientApps compose the run config) and ``depl-fl profile`` all check through
+:func:`depl_fl.runs.runconfig.validate`.
 
 Decisions, key by key (:data:`RULES` is the table the check reads):
 
@@ -24,8 +30,8 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   ``subset_fractions``, ``spread_horizon``: in-process pilots only (refused
   with ``profile.source=federated``); ``profile.explore.*`` and
   ``profile.plan_regime.*``: federated profiling only (refused with
-  ``profile.source=inprocess``); ``profile.plan_regime.*`` but ``enabled``:
-  refused with ``profile.plan_regime.enabled=false``. ``data_exponent_mean/std``
+  ``profile.source=inprocess``); every ``profile.plan_regime`` constant (all
+  but ``enabled``): refused with ``profile.plan_regime.enabled=false``. ``data_exponent_mean/std``
   and ``cache_dir`` are read by both sources (the fallback exponents and the
   cache).
 * ``tracking.margin``, ``ahead_margin``, ``every_rounds``: the re-planning
