@@ -69,7 +69,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from stop_margin import trained_losses  # noqa: E402 - the same central training, on a finer grid
 
-from depl_fl.runs.report import empirical_quantile, wilson_interval  # noqa: E402
+from depl_fl.contract.semantics import empirical_quantile  # noqa: E402
+from depl_fl.runs.report import wilson_interval  # noqa: E402
 from depl_fl.task.data import load_dataset, split_held_out  # noqa: E402
 
 PROBS = (0.8, 0.9, 0.95)

@@ -124,7 +124,8 @@ def cell_rows(sweep: Path) -> dict[float, list[Outcome]]:
 
 def meets_goal(losses: np.ndarray, prob: float, target: float) -> tuple[bool, bool, bool]:
     """Issue 15's goal on one cell: ``(coverage >= pi, calibration >= 0.9, both and Wilson covers pi)``."""
-    from depl_fl.runs.report import empirical_quantile, wilson_interval
+    from depl_fl.contract.semantics import empirical_quantile
+    from depl_fl.runs.report import wilson_interval
 
     met = int(np.sum(losses <= target))
     covered = met / losses.size >= prob
@@ -156,7 +157,7 @@ def pit_counts(prob: float, rows: list[Outcome]) -> tuple[list[int], int]:
 def describe(prob: float, rows: list[Outcome],
              rng: np.random.Generator, runs: int | None = None) -> tuple[str, float, float]:
     """One markdown row for the cell ``prob``; the shares of redraws meeting the goal (exact, best model)."""
-    from depl_fl.runs.report import empirical_quantile
+    from depl_fl.contract.semantics import empirical_quantile
 
     actual = np.array([r.actual for r in rows])
     target = rows[0].target

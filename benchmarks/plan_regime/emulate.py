@@ -182,7 +182,7 @@ def job_bootstrap(rows: list[dict], pi: float, draws: int = JOB_BOOTSTRAP_DRAWS,
     The runs of one job share its exploration, so they are not independent: the Wilson and the per-run
     bootstrap intervals are too narrow. None with fewer than two jobs.
     """
-    from depl_fl.runs.report import empirical_quantile
+    from depl_fl.contract.semantics import empirical_quantile
 
     by_job: dict[str, list[float]] = {}
     for r in rows:
