@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Evidence for issue 15 on the current code (federated profiling and the plan regime, the defaults):
+# Static plans against their promise with the defaults (federated profiling and the plan regime):
 # static DepL (tracking.enabled=false, the planner's own promise) on four settings at
 # pi in {0.8, 0.9, 0.95}, and DepL with tracking on the guarantee setting. None of these settings
 # was used to fit the plan regime's constants (benchmarks/plan_regime/: 8-14 clients, seeds 100-119).

@@ -1,4 +1,4 @@
-"""benchmarks/goal_ceiling.py: the ceiling behind the README's figures on how often issue 15's goal shows."""
+"""benchmarks/goal_ceiling.py: the ceiling on how often any static planner can show the per-cell goal."""
 
 from __future__ import annotations
 

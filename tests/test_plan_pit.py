@@ -1,4 +1,4 @@
-"""benchmarks/plan_pit.py: the predicted-against-actual table that backs the README's calibration claims."""
+"""benchmarks/plan_pit.py: the predicted-against-actual table behind the calibration figures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""benchmarks/plan_regime/rate_checks.py: the checks behind the README's "the fitted rate does not carry
+"""benchmarks/plan_regime/rate_checks.py: the checks behind "the fitted rate does not carry
 over" (the learning curve's inverse and the slope of realised on fitted rates)."""
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ def summarise(rows: list[dict], pi: float) -> dict:
 
 
 def goal_met(cell: dict, pi: float) -> bool:
-    """The issue's goal for one cell: coverage >= pi, its Wilson interval covering pi, calibration >= 0.9."""
+    """The per-cell goal for one cell: coverage >= pi, its Wilson interval covering pi, calibration >= 0.9."""
     if not cell.get("planned"):
         return False
     low, high = cell["wilson"]

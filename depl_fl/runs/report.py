@@ -93,7 +93,7 @@ class RunResult:
     wall_s: float | None = None
     deadline_s: float | None = None
     #: Which split ``final_loss`` was measured on: ``test`` (summary.final_test_loss) or
-    #: ``validation`` (results written before the test split existed).
+    #: ``validation`` (results files without a test loss).
     loss_split: str = "validation"
     profile_energy_j: float = 0.0
     profile_file: str | None = None
