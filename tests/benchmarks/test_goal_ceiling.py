@@ -12,7 +12,7 @@ import pytest
 
 from depl_fl.runs.report import wilson_interval
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location("goal_ceiling", _ROOT / "benchmarks" / "goal_ceiling.py")
 assert _SPEC is not None and _SPEC.loader is not None
 goal_ceiling = importlib.util.module_from_spec(_SPEC)
