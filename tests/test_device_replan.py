@@ -24,8 +24,9 @@ JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=4",
        "profile.explore.min_points_per_level=2", "target.loss=0.3", "target.prob=0.6",
        "target.deadline_s=120", "target.max_rounds=30", "train.lr=0.02", "tracking.enabled=true",
        "output.plot=false", "cost.source=measured", "cost.clock=wall", "cost.drift_rounds=1"]
-# Both B nodes train 8x slower from the first training round on (not in the exploration).
-SLOW = ["faults.clients=[c1,c2]", "faults.kind=slowdown", "faults.slowdown=8", "faults.train_only=true"]
+# Every node trains 8x slower from the first training round on (not in the exploration): whatever
+# clients the plan (made on measured, hence timing-dependent, costs) picks, its first round is slow.
+SLOW = ["faults.clients=[c0,c1,c2]", "faults.kind=slowdown", "faults.slowdown=8", "faults.train_only=true"]
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +65,17 @@ def test_replies_report_measurements_and_the_summary_puts_them_beside_the_model(
     assert measured["measured_energy_j"] > 0 and measured["modelled_energy_j"] > 0
 
 
-def test_a_node_slower_than_measured_triggers_a_replan_on_recalibrated_speeds(job):
+def test_nodes_slower_than_measured_trigger_a_replan_on_recalibrated_speeds(job):
     train = [r for r in job["rounds"] if r["phase"] == "train"]
     first = train[0]
-    slowed = [c for c in first["clients"] if c in ("c1", "c2")]
-    assert slowed, "the plan's first round uses a slowed node"
     assert first["wall_s"] > 3 * first["round_time_s"]
     drift = [p for p in job["replans"] if p["reason"].startswith("round time drift")]
     assert drift and drift[0]["round"] == first["round"]
     assert first["replanned"] and "recalibrated" in first
-    level = f"B/{first['levels']['B']}"
-    b_fit = job["cost"]["levels"][level]["flops_per_s"]
-    b_now = first["recalibrated"]["levels"][level]["flops_per_s"]
-    assert b_now < b_fit / 3  # the slowed cluster's speed was refitted from the slow replies
+    for cluster, level in first["levels"].items():  # every cluster of the round was refitted slower
+        key = f"{cluster}/{level}"
+        fitted = job["cost"]["levels"][key]["flops_per_s"]
+        assert first["recalibrated"]["levels"][key]["flops_per_s"] < fitted / 3
 
 
 def test_the_deadline_counts_wall_clock_time(job):
