@@ -1,4 +1,4 @@
-"""Contract semantics (DESIGN.md section 3): cost model and loss Monte Carlo.
+"""Contract semantics (docs/FORMATS.md): cost model and loss Monte Carlo.
 
 This module is the single executable definition of what a plan *means*:
 

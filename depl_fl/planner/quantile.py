@@ -1,6 +1,6 @@
 """Predicted pi-quantile of the final loss: Gaussian moment propagation.
 
-The contract's loss dynamics (DESIGN.md section 3) are, per round with model
+The contract's loss dynamics (docs/FORMATS.md) are, per round with model
 ``m`` after model ``p``::
 
     L += Y,  Y ~ N(sw_mean, sw_std**2)                       (only if p != m)
