@@ -1,4 +1,4 @@
-"""The ``depl-fl`` command line (docs/FORMATS.md, "The depl-fl command").
+"""The ``depl-fl`` command line (docs/FORMATS.md, "Command").
 
 Sub-commands
 ------------

@@ -1,4 +1,4 @@
-"""Scenario model (docs/FORMATS.md and docs/CONTRACT_V2.md): load, validate, save.
+"""Scenario model (docs/FORMATS.md, contract versions 1 and 2): load, validate, save.
 
 A scenario describes the clusters (with their resource levels), the clients
 (data holders), the model variants (full and compressed) and the loss-evolution
