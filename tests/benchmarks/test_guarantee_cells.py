@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location("guarantee_cells", ROOT / "benchmarks" / "guarantee_cells.py")
 assert _SPEC is not None and _SPEC.loader is not None
 guarantee_cells = importlib.util.module_from_spec(_SPEC)
