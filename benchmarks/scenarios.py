@@ -238,19 +238,26 @@ DEADLINE_TUNING_SEEDS = tuple(range(200, 216))
 DEADLINE_HELDOUT_SEEDS = tuple(range(7000, 7016))
 
 
-def _faster(levels: list, factor: float) -> list:
-    """A node class ``factor`` times faster at the same energy per FLOP."""
-    return [{**lv, "flops_per_s": factor * lv["flops_per_s"]} for lv in levels]
+def _two_levels(rng: np.random.Generator) -> list:
+    """A slow level (2e10-3e11 FLOP/s, 0.6e-10 or 2e-10 J/FLOP) and one twice as fast that
+    costs 1.5-5x the energy per FLOP (the price of speed varies from node class to class)."""
+    speed = float(rng.uniform(2e10, 3e11))
+    joules = float(rng.choice([0.6e-10, 2.0e-10]))
+    return [{"flops_per_s": speed, "joules_per_flop": joules},
+            {"flops_per_s": 2.0 * speed, "joules_per_flop": joules * float(rng.uniform(1.5, 5.0))}]
 
 
 def random_deadline(seed: int) -> tuple[Scenario, Targets]:
     """A small scenario whose deadline binds, with activation costs on every cluster, and targets.
 
-    Three clusters of different speeds, each paying an activation energy
-    (2-25 J, of the order of a round's compute), 4-5 clients spread over
-    them, the full model and p50, p75, p90 (see :func:`_hard_models`), at
-    most 25 rounds. The targets are built around a "compressed, then full"
-    plan on a subset of 2-4 clients (fewer than all): ``k1`` rounds (12-19)
+    Three clusters of different speeds and prices of speed (:func:`_two_levels`),
+    each paying an activation energy (2-25 J, of the order of a round's
+    compute), 4-5 clients spread over them (half the time one holds
+    900-1400 samples, the others 150-700), the full model and p50, p75, p90
+    (see :func:`_hard_models`), at most 25 rounds; the big client's cluster
+    pays 3-5x the energy per FLOP for its fast level. The targets are built
+    around a "compressed, then full" plan on a subset of 2-4 clients (fewer
+    than all; without the big client's cluster when there is one): ``k1`` rounds (12-19)
     of a compressed variant then ``k2`` of the full model, 21-25 rounds in
     all; the target loss is that plan's predicted pi-quantile and the
     deadline (seconds to tens of seconds) 1.0-1.15x its time at the cheapest
@@ -264,11 +271,15 @@ def random_deadline(seed: int) -> tuple[Scenario, Targets]:
 
     rng = np.random.default_rng(seed)
     n_clients = int(rng.integers(4, 6))
-    clusters = [_cluster(f"K{i}", _faster(CLASS_A if rng.random() < 0.5 else CLASS_B,
-                                          float(rng.uniform(3.0, 30.0))),
-                         int(rng.integers(2, 4)), float(rng.uniform(2, 25))) for i in range(3)]
+    clusters = [_cluster(f"K{i}", _two_levels(rng), int(rng.integers(2, 4)), float(rng.uniform(2, 25)))
+                for i in range(3)]
     clients = [{"id": f"c{i}", "cluster": clusters[i % 3]["id"],
                 "num_samples": int(rng.integers(150, 700))} for i in range(n_clients)]
+    big = rng.random() < 0.5
+    if big:  # one client holds much more data, on nodes whose speed is dear
+        clients[0]["num_samples"] = int(rng.integers(900, 1400))
+        clusters[0]["levels"][1]["joules_per_flop"] = clusters[0]["levels"][0]["joules_per_flop"] * \
+            float(rng.uniform(3.0, 5.0))
     models, run, switch = _hard_models(rng, all_variants=True, flops_range=(2e8, 6e8))
     for cl in clusters:
         cl["bytes_per_s"] = 1.0e8
@@ -278,8 +289,13 @@ def random_deadline(seed: int) -> tuple[Scenario, Targets]:
                     "data_exponent_std": float(rng.uniform(0.3, 0.7)), "run": run,
                     "switch": switch}}
     scen = scenario_from_dict(doc)
-    subset = tuple(sorted(rng.choice([c["id"] for c in clients], size=int(rng.integers(2, n_clients)),
-                                     replace=False).tolist()))
+    if big:  # the plan the targets are built on leaves the big client's cluster out
+        pool = [c["id"] for c in clients if c["cluster"] != "K0"]
+        size = int(rng.integers(2, len(pool) + 1))
+    else:
+        pool = [c["id"] for c in clients]
+        size = int(rng.integers(2, n_clients))
+    subset = tuple(sorted(rng.choice(pool, size=size, replace=False).tolist()))
     first = str(rng.choice([m["id"] for m in models if m["id"] != "full"]))  # every -> full switch exists
     k1 = int(rng.integers(12, 20))
     k2 = int(rng.integers(max(21 - k1, 1), 26 - k1))

@@ -3,19 +3,22 @@
 1. **Data** (:mod:`.data_selection`, :func:`whole_plan_scores`): every
    candidate client set (all subsets up to 10 clients, else greedy chains,
    pre-ranked by ``K(S) * c(S)`` of one model) is scored by the predicted
-   cost of the **whole plan it enables**: its cheapest schedule "``m1`` for
-   ``k1`` rounds, then ``m2`` for ``k2``" (one switch at most, every switch
-   point, :mod:`.schedules`), at the set's cheapest levels. The best few sets
-   are planned in full.
-2. **Model** (:mod:`.model_selection`): for each kept set, the cheapest model
-   sequence (any number of switches) whose predicted quantile
+   cost of the **whole plan it enables**: for every model pair, its cheapest
+   schedule "``m1`` for ``k1`` rounds, then ``m2`` for ``k2``" (one switch at
+   most, every switch point, :mod:`.schedules`), the levels of its rounds
+   chosen under the deadline as the plan's would be.
+2. **Model**: the best predicted schedules of every set and model pair,
+   cheapest first, get their switch point searched by Monte Carlo
+   (:func:`schedule_candidate`), since the prediction's error depends on the
+   schedule's shape; then, on the best sets (:mod:`.model_selection`), the
+   cheapest model sequence (any number of switches) whose predicted quantile
    ``mean + kappa * std`` reaches the target, as a lowest-weight path in the
    expanded graph. The per-round cost of a model is that of its level option
    minimising ``cost + lambda * time``; ``lambda`` (and a price per round)
    rise from 0 only when the deadline or ``max_rounds`` would otherwise cut
-   every path. On the best sets the switch point of the best predicted
-   schedules is also searched by Monte Carlo (:func:`schedule_candidate`),
-   since the prediction's error depends on the schedule's shape.
+   every path. A schedule or set is planned only while its predicted cost
+   is within ``BOUND_SLACK`` of the best dependable plan found
+   (:func:`plan_depl` says why).
 3. **Resources** (:mod:`.resources`): levels per round by the greedy
    multiple-choice knapsack under the deadline.
 4. **Check and tighten**: the plan's ``P[L_K <= L*]`` is estimated by Monte
@@ -38,7 +41,8 @@ per extra switch (:func:`_better`); ``planner_info.switches`` reports them.
 **Complexity** (``n`` clients, ``S`` candidate sets (``2^n`` up to 10
 clients, else ``O(n)`` chain prefixes), ``M`` models, ``K`` rounds, ``T``
 Monte Carlo trajectories, ``eta`` the step): set scoring
-``O(S M^2 K log K)`` moment updates; per planned set the graph
+``O(S M^2 K log K)`` moment updates and ``O(S M^2 C L log K)`` level
+allocation steps (``C L`` cluster levels); per planned set the graph
 ``O(K M^2 / eta)`` vertex updates per kappa (a bounded number of kappas), the
 switch-point search ``O(M K T)`` and the checks ``O(K T)`` each (a bounded
 number); polynomial in every quantity except the exact subset enumeration
@@ -106,6 +110,8 @@ K1_WINDOW = 6
 # underestimates what a dependable plan of that shape costs, and a plan with more
 # switches (the graph's) saves a few percent at most.
 BOUND_SLACK = 0.1
+# Small instances: pairs that miss the goal at the guarantee's kappa are also scored this much lower.
+OPTIMISM = 0.25
 SCHEDULE_TRAJECTORIES = 4000
 SCHEDULE_EXTEND = 3
 SCHEDULE_CHECKS = 6
@@ -442,7 +448,8 @@ def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[C
     return [c for _, c in ranked[:limit]]
 
 
-def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
+def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float,
+                      optimistic: float | None = None
                       ) -> list[tuple[float, list[tuple[float, Schedule]], ClientSet]]:
     """Data selection against the plan a set enables: predicted cost of its best <= 1-switch schedule.
 
@@ -450,7 +457,13 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     each schedule's levels chosen under the deadline (:func:`best_schedules`).
     Sorted ascending; sets whose schedules all miss the goal come last (by
     sample total). Each set comes with ``(predicted cost, schedule)`` of each
-    of its model pairs, cheapest first.
+    of its model pairs, cheapest first. With ``optimistic`` (a smaller
+    multiplier), a pair that misses the goal at ``kappa`` within the round
+    and time limits but reaches it at ``optimistic`` is listed too, with that
+    schedule and cost: near the limits the prediction's small pessimism
+    (about 0.1 in kappa) can hide the cheapest dependable plan, which uses
+    every round; the Monte Carlo then judges it. The set's score stays the
+    one at ``kappa``.
     """
     scen = ctx.scenario
     terms, groups = np.unique(np.stack([*set_terms(ctx, sets), *set_shift_terms(ctx, sets)], axis=1),
@@ -458,12 +471,21 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     groups = groups.reshape(-1)
     horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
     k1 = switch_points(horizon)
-    tables = predicted_tables(ctx, allowed_pairs(ctx), terms[:, 0], kappa, horizon, k1,
-                              uncovered=terms[:, 1], shift=(terms[:, 2], terms[:, 3]))
     options = [{m.id: ctx.options(cset, m.id) for m in scen.models} for cset in sets]
-    scored = best_schedules(ctx, options, groups, tables, k1)
-    out = [(per_pair[0][0] if per_pair else math.inf, per_pair, cset)
-           for per_pair, cset in zip(scored, sets, strict=True)]
+    scored = []
+    for k in (kappa,) if optimistic is None else (kappa, optimistic):
+        tables = predicted_tables(ctx, allowed_pairs(ctx), terms[:, 0], k, horizon, k1,
+                                  uncovered=terms[:, 1], shift=(terms[:, 2], terms[:, 3]))
+        scored.append(best_schedules(ctx, options, groups, tables, k1))
+    out = []
+    for i, cset in enumerate(sets):
+        per_pair = scored[0][i]
+        score = per_pair[0][0] if per_pair else math.inf
+        if len(scored) > 1:
+            found = {(sc.first, sc.second) for _, sc in per_pair}
+            per_pair = sorted(per_pair + [(c, sc) for c, sc in scored[1][i]
+                                          if (sc.first, sc.second) not in found], key=lambda t: t[0])
+        out.append((score, per_pair, cset))
     out.sort(key=lambda t: (t[0], -t[2].total_samples))
     return out
 
@@ -608,7 +630,8 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     sets = candidate_sets(ctx.scenario, reference_model(ctx))
     if not sets:  # version 2: no set lies in the profile's measured coverage range
         return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}
-    scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0)
+    scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0,
+                               k0 - OPTIMISM if is_small(ctx) else None)
     best, searched = _search_schedules(ctx, scored, seed, n_final)
     most: Candidate | None = None
     planned = 0
