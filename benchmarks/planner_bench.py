@@ -160,10 +160,13 @@ def hard_rows(seeds, generator=random_hard) -> list[dict]:
     return rows
 
 
-def hard_table(generator=random_hard, seed_sets=None) -> list[str]:
+def hard_table(generator=random_hard, seed_sets=None, record: list | None = None) -> list[str]:
+    """Markdown tables of :func:`hard_rows` per seed set; ``record`` (if given) receives the rows."""
     lines = []
     for name, seeds in seed_sets or (("tuning", HARD_TUNING_SEEDS), ("held-out", HARD_HELDOUT_SEEDS)):
         rows = hard_rows(seeds, generator)
+        if record is not None:
+            record.extend({**r, "set": name} for r in rows)
         lines += [f"### {name} seeds {seeds[0]}-{seeds[-1]}", "",
                   "| seed | pi | feasible (depl/opt) | depl/optimum cost | P[L<=L*] (indep. MC) | "
                   "planner wall (s) | planner CPU (s) | switches (depl/opt) | eta |",
@@ -272,12 +275,18 @@ def main(argv: list[str] | None = None) -> int:
     if "deadline" in only:
         print("(d) binding deadlines, activation costs, four variants", flush=True)
         load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        rows: list[dict] = []
         lines = hard_table(random_deadline, (("tuning", DEADLINE_TUNING_SEEDS),
-                                             ("held-out", DEADLINE_HELDOUT_SEEDS)))
+                                             ("held-out", DEADLINE_HELDOUT_SEEDS)), rows)
         load_end = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        (RESULTS / f"{stem}_deadline.json").write_text(
+            json.dumps({"load_start": load[0], "load_end": load_end[0], "cores": os.cpu_count(),
+                        "rows": rows}, indent=1), encoding="utf-8")
         print("\n".join(lines), flush=True)
         md += ["", "## (d) Binding deadlines (three clusters with activation costs, full/p50/p75/p90, "
                "4-5 clients): DepL vs exhaustive optimum", "",
+               "Regenerate: `python benchmarks/planner_bench.py --only deadline` (rows also in "
+               f"`{stem}_deadline.json`).", "",
                f"Load average (1 min) {load[0]:.1f} at the start, {load_end[0]:.1f} at the end, on "
                f"{os.cpu_count()} cores: wall seconds include waiting for the CPU, CPU seconds do not.",
                ""] + lines

@@ -234,8 +234,8 @@ def random_hard(seed: int) -> tuple[Scenario, Targets]:
 
 
 #: Seeds of :func:`random_deadline` the planner was tuned on, and the held-out ones (run once, after tuning).
-DEADLINE_TUNING_SEEDS = tuple(range(200, 216))
-DEADLINE_HELDOUT_SEEDS = tuple(range(7000, 7016))
+DEADLINE_TUNING_SEEDS = tuple(range(200, 212))
+DEADLINE_HELDOUT_SEEDS = tuple(range(7000, 7012))
 
 
 def _two_levels(rng: np.random.Generator) -> list:

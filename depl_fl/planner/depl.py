@@ -103,7 +103,7 @@ PRE_RANK_LARGE = 16
 # Predicted schedules (any set, any model pair) whose switch point is searched by
 # Monte Carlo, the k1 window around the predicted switch point, and the trajectories of that search.
 SCHEDULES_SMALL = 8
-SCHEDULES_LARGE = 3
+SCHEDULES_LARGE = 2
 K1_WINDOW = 6
 # A set or schedule is planned only while its predicted cost is below the best dependable
 # plan's times (1 + BOUND_SLACK): the prediction at the guarantee's kappa rarely
@@ -159,19 +159,31 @@ def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kap
 
 def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
                    unseen: float = 0.0, shift: tuple[float, float] = (0.0, 0.0)):
-    """When constraints bind: the fastest, fewest-rounds corner first, then the time price
-    relaxed towards the cheapest feasible one."""
+    """When constraints bind: the fastest, fewest-rounds corner first, then the lowest prices
+    (time price ``lam``, then round price ``nu``) under which a goal stays reachable.
+
+    Raising the prices only makes paths faster and shorter, so reachability
+    is (nearly) monotone along the price sequence: a bisection finds the
+    lowest reachable prices in ``O(log P)`` graph searches instead of up to
+    ``P`` (``P`` = 3 x the options' slopes), which matters when the deadline
+    binds and every kappa of the search asks again.
+    """
     mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
-    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost, unseen, shift) is None:
-        return None
     slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
                      for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
-    for lam in slopes + [math.inf]:
-        for nu in (0.0, mean_cost, 10.0 * mean_cost):
-            result = _graph_search(ctx, opts, r, kappa, lam, nu, unseen, shift)
-            if result is not None:
-                return result
-    return None
+    prices = [(lam, nu) for lam in slopes + [math.inf] for nu in (0.0, mean_cost, 10.0 * mean_cost)]
+    found = _graph_search(ctx, opts, r, kappa, *prices[-1], unseen, shift)  # the corner
+    if found is None:
+        return None
+    lo, hi = -1, len(prices) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        result = _graph_search(ctx, opts, r, kappa, *prices[mid], unseen, shift)
+        if result is None:
+            lo = mid
+        else:
+            hi, found = mid, result
+    return found
 
 
 def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
