@@ -110,8 +110,10 @@ K1_WINDOW = 6
 # underestimates what a dependable plan of that shape costs, and a plan with more
 # switches (the graph's) saves a few percent at most.
 BOUND_SLACK = 0.1
-# Small instances: pairs that miss the goal at the guarantee's kappa are also scored this much lower.
+# Small instances: pairs that miss the goal at the guarantee's kappa are also scored this much
+# lower, and the best NEAR_SCHEDULES of those searched by Monte Carlo while cheaper than the best plan.
 OPTIMISM = 0.25
+NEAR_SCHEDULES = 3
 SCHEDULE_TRAJECTORIES = 4000
 SCHEDULE_EXTEND = 3
 SCHEDULE_CHECKS = 6
@@ -460,9 +462,18 @@ def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[C
     return [c for _, c in ranked[:limit]]
 
 
+@dataclass
+class Scored:
+    """A client set with its predicted schedules (see :func:`whole_plan_scores`)."""
+
+    cost: float
+    schedules: list[tuple[float, Schedule]]
+    cset: ClientSet
+    near: list[tuple[float, Schedule]]
+
+
 def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float,
-                      optimistic: float | None = None
-                      ) -> list[tuple[float, list[tuple[float, Schedule]], ClientSet]]:
+                      optimistic: float | None = None) -> list[Scored]:
     """Data selection against the plan a set enables: predicted cost of its best <= 1-switch schedule.
 
     Every set is scored with every allowed model pair and every switch point,
@@ -470,12 +481,11 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float,
     Sorted ascending; sets whose schedules all miss the goal come last (by
     sample total). Each set comes with ``(predicted cost, schedule)`` of each
     of its model pairs, cheapest first. With ``optimistic`` (a smaller
-    multiplier), a pair that misses the goal at ``kappa`` within the round
-    and time limits but reaches it at ``optimistic`` is listed too, with that
-    schedule and cost: near the limits the prediction's small pessimism
-    (about 0.1 in kappa) can hide the cheapest dependable plan, which uses
-    every round; the Monte Carlo then judges it. The set's score stays the
-    one at ``kappa``.
+    multiplier), the pairs that miss the goal at ``kappa`` within the round
+    and time limits but reach it at ``optimistic`` are listed apart
+    (``near``): near the limits the prediction's small pessimism (about 0.1
+    in kappa) can hide the cheapest dependable plan, which uses every round;
+    the Monte Carlo then judges it.
     """
     scen = ctx.scenario
     terms, groups = np.unique(np.stack([*set_terms(ctx, sets), *set_shift_terms(ctx, sets)], axis=1),
@@ -492,13 +502,11 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float,
     out = []
     for i, cset in enumerate(sets):
         per_pair = scored[0][i]
-        score = per_pair[0][0] if per_pair else math.inf
-        if len(scored) > 1:
-            found = {(sc.first, sc.second) for _, sc in per_pair}
-            per_pair = sorted(per_pair + [(c, sc) for c, sc in scored[1][i]
-                                          if (sc.first, sc.second) not in found], key=lambda t: t[0])
-        out.append((score, per_pair, cset))
-    out.sort(key=lambda t: (t[0], -t[2].total_samples))
+        found = {(sc.first, sc.second) for _, sc in per_pair}
+        near = [(c, sc) for c, sc in scored[-1][i] if (sc.first, sc.second) not in found] \
+            if len(scored) > 1 else []
+        out.append(Scored(per_pair[0][0] if per_pair else math.inf, per_pair, cset, near))
+    out.sort(key=lambda t: (t.cost, -t.cset.total_samples))
     return out
 
 
@@ -578,8 +586,7 @@ def _within(bound: float, best: Candidate | None) -> bool:
     return best is None or bound < best.cost * (1.0 + BOUND_SLACK)
 
 
-def _sets_to_plan(ctx: PlanContext, sets: list[ClientSet],
-                  scored: list[tuple[float, list[tuple[float, Schedule]], ClientSet]]
+def _sets_to_plan(ctx: PlanContext, sets: list[ClientSet], scored: list[Scored]
                   ) -> list[tuple[float, ClientSet]]:
     """The sets the graph may plan, best predicted first, with their predicted costs.
 
@@ -588,35 +595,40 @@ def _sets_to_plan(ctx: PlanContext, sets: list[ClientSet],
     no schedule reaches the goal on gets ``-inf``: only the graph can tell.
     """
     limit = SETS_SMALL if is_small(ctx) else SETS_LARGE
-    chosen = [(cost, c) for cost, _, c in scored if math.isfinite(cost)][:limit]
+    chosen = [(t.cost, t.cset) for t in scored if math.isfinite(t.cost)][:limit]
     if not chosen:
         # No schedule with <= 1 switch reaches the goal: let the graph try the largest sets.
         chosen = [(-math.inf, c) for c in sorted(sets, key=lambda c: -c.total_samples)[:limit]]
     largest = largest_set(ctx)
     if predictable(ctx.scenario, largest.ids) and all(set(c.ids) != set(largest.ids) for _, c in chosen):
-        score = next((cost for cost, _, c in scored if set(c.ids) == set(largest.ids)), math.inf)
+        score = next((t.cost for t in scored if set(t.cset.ids) == set(largest.ids)), math.inf)
         chosen.append((score if math.isfinite(score) else -math.inf, largest))
     return chosen
 
 
-def _search_schedules(ctx: PlanContext, scored: list[tuple[float, list[tuple[float, Schedule]], ClientSet]],
-                      seed: int, n_final: int) -> tuple[Candidate | None, int]:
+def _search_schedules(ctx: PlanContext, scored: list[Scored], seed: int, n_final: int
+                      ) -> tuple[Candidate | None, int]:
     """Monte Carlo switch points of the best predicted schedules of every set and model pair.
 
     Cheapest predicted first, while the prediction may still beat the best
-    plan found; returns that plan and how many schedules were searched.
+    plan found; then the few schedules that reach the goal only at the
+    optimistic multiplier, while cheaper than the best plan. Returns that
+    plan and how many schedules were searched.
     """
-    combos = sorted(((cost, i, sched) for i, (_, per_pair, _) in enumerate(scored)
-                     for cost, sched in per_pair), key=lambda t: (t[0], t[1]))
+    small = is_small(ctx)
     best: Candidate | None = None
     searched = 0
-    for cost, i, sched in combos[:SCHEDULES_SMALL if is_small(ctx) else SCHEDULES_LARGE]:
-        if not _within(cost, best):
-            break
-        searched += 1
-        sc = schedule_candidate(ctx, scored[i][2], sched, seed, n_final)
-        if _better(sc, best):
-            best = sc
+    for near, cap, slack in ((False, SCHEDULES_SMALL if small else SCHEDULES_LARGE, BOUND_SLACK),
+                             (True, NEAR_SCHEDULES, 0.0)):
+        combos = sorted(((cost, i, sched) for i, t in enumerate(scored)
+                         for cost, sched in (t.near if near else t.schedules)), key=lambda c: (c[0], c[1]))
+        for cost, i, sched in combos[:cap]:
+            if best is not None and cost >= best.cost * (1.0 + slack):
+                break
+            searched += 1
+            sc = schedule_candidate(ctx, scored[i].cset, sched, seed, n_final)
+            if _better(sc, best):
+                best = sc
     return best, searched
 
 

@@ -13,7 +13,8 @@ module searches the switch point directly, in two stages:
   numpy steps of ``O(R * log K)`` elements for ``P`` pairs, ``K`` rounds and
   ``R`` ratios.
   :func:`best_schedules` turns these tables into the cheapest predicted
-  schedule of each client set (its whole-plan cost, used by data selection).
+  schedule of each client set and pair (its whole-plan cost, used by data
+  selection), every schedule's levels allocated under the deadline.
 * :func:`mc_second_block` -- the same question answered by Monte Carlo of
   the contract's loss semantics for a window of ``k1`` values around the
   predicted best (``O(W * K * n)`` for ``W`` values of ``k1`` and ``n``
