@@ -272,6 +272,13 @@ def best_schedules(ctx: PlanContext, options: Sequence[dict[str, list[Option]]],
         cheapest first (empty when none does).
     """
     out: list[list[tuple[float, Schedule]]] = [[] for _ in groups]
+    models = list(options[0]) if len(options) else []
+    # Cheapest option of every set and model: where a schedule fits the deadline at these, they
+    # are its levels (the greedy allocation moves every round to them); elsewhere the greedy runs.
+    cheap_c = np.array([[opts[m][-1].cost for m in models] for opts in options]).reshape(len(options), -1)
+    cheap_t = np.array([[opts[m][-1].time for m in models] for opts in options]).reshape(len(options), -1)
+    index = {m: i for i, m in enumerate(models)}
+    limit = ctx.deadline * (1.0 + 1e-9)
     for (m1, m2), table in tables.items():
         one_model = m1 == m2
         k1 = np.zeros(1) if one_model else k1_values.astype(float)
@@ -279,13 +286,19 @@ def best_schedules(ctx: PlanContext, options: Sequence[dict[str, list[Option]]],
             continue
         k2_all = table[groups][:, :k1.size].astype(float)
         k2_all[k2_all >= NEVER] = np.inf
+        a, b = index[m1], index[m2]
+        with np.errstate(invalid="ignore"):
+            total = k1[None, :] * cheap_c[:, a, None] + k2_all * cheap_c[:, b, None]
+            fits = k1[None, :] * cheap_t[:, a, None] + k2_all * cheap_t[:, b, None] <= limit
+        total[~np.isfinite(k2_all)] = np.inf
         for s in np.nonzero(np.isfinite(k2_all).any(axis=1))[0]:
-            opts = options[s]
-            blocks = [(opts[m2], k2_all[s])] if one_model else [(opts[m1], k1), (opts[m2], k2_all[s])]
-            total = block_costs(blocks, ctx.deadline)
-            j = int(np.argmin(total))
-            if np.isfinite(total[j]):
-                out[s].append((float(total[j]), Schedule(m1, int(k1[j]), m2, int(k2_all[s, j]))))
+            if not fits[s][np.isfinite(k2_all[s])].all():
+                opts = options[s]
+                blocks = [(opts[m2], k2_all[s])] if one_model else [(opts[m1], k1), (opts[m2], k2_all[s])]
+                total[s] = block_costs(blocks, ctx.deadline)
+            j = int(np.argmin(total[s]))
+            if np.isfinite(total[s, j]):
+                out[s].append((float(total[s, j]), Schedule(m1, int(k1[j]), m2, int(k2_all[s, j]))))
     for lst in out:
         lst.sort(key=lambda t: t[0])
     return out
