@@ -167,23 +167,29 @@ def hard_table(generator=random_hard, seed_sets=None, record: list | None = None
         rows = hard_rows(seeds, generator)
         if record is not None:
             record.extend({**r, "set": name} for r in rows)
-        lines += [f"### {name} seeds {seeds[0]}-{seeds[-1]}", "",
-                  "| seed | pi | feasible (depl/opt) | depl/optimum cost | P[L<=L*] (indep. MC) | "
-                  "planner wall (s) | planner CPU (s) | switches (depl/opt) | eta |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            lines.append(f"| {r['seed']} | {r['pi']} | {r['feasible']}/{r['opt_feasible']} | "
-                         f"{r['ratio']:.3f} | {r['p_indep']:.4f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
-                         f"{r['switches']}/{r['opt_switches']} | {r['eta']:.3f} |")
-        ratios = [r["ratio"] for r in rows if r["feasible"] and r["opt_feasible"]]
-        dep = sum(1 for r in rows if r["feasible"] and r["p_indep"] >= r["pi"] - 0.005)
-        worst = max(ratios, default=float("nan"))
-        lines += ["", f"- {name}: {len(ratios)} feasible of {len(rows)}; depl/optimum mean "
-                      f"{sum(ratios) / max(len(ratios), 1):.4f}, worst {worst:.4f}; "
-                      f"dependable (indep. MC >= pi - 0.005) {dep}/{len(ratios)}; planner wall max "
-                      f"{max(r['wall_s'] for r in rows):.2f} s, CPU max "
-                      f"{max(r['cpu_s'] for r in rows):.2f} s; max switches "
-                      f"{max(r['switches'] for r in rows)}", ""]
+        lines += hard_lines(name, seeds, rows)
+    return lines
+
+
+def hard_lines(name: str, seeds, rows: list[dict]) -> list[str]:
+    """The markdown table and summary line of one seed set's :func:`hard_rows`."""
+    lines = [f"### {name} seeds {seeds[0]}-{seeds[-1]}", "",
+             "| seed | pi | feasible (depl/opt) | depl/optimum cost | P[L<=L*] (indep. MC) | "
+             "planner wall (s) | planner CPU (s) | switches (depl/opt) | eta |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['seed']} | {r['pi']} | {r['feasible']}/{r['opt_feasible']} | "
+                     f"{r['ratio']:.3f} | {r['p_indep']:.4f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+                     f"{r['switches']}/{r['opt_switches']} | {r['eta']:.3f} |")
+    ratios = [r["ratio"] for r in rows if r["feasible"] and r["opt_feasible"]]
+    dep = sum(1 for r in rows if r["feasible"] and r["p_indep"] >= r["pi"] - 0.005)
+    worst = max(ratios, default=float("nan"))
+    lines += ["", f"- {name}: {len(ratios)} feasible of {len(rows)}; depl/optimum mean "
+                  f"{sum(ratios) / max(len(ratios), 1):.4f}, worst {worst:.4f}; "
+                  f"dependable (indep. MC >= pi - 0.005) {dep}/{sum(1 for r in rows if r['feasible'])}; "
+                  f"planner wall max {max(r['wall_s'] for r in rows):.2f} s, CPU max "
+                  f"{max(r['cpu_s'] for r in rows):.2f} s; max switches "
+                  f"{max(r['switches'] for r in rows)}", ""]
     return lines
 
 
