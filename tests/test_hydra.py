@@ -57,7 +57,8 @@ def test_an_undocumented_key_is_found():
 
 
 @pytest.mark.parametrize("override", [
-    "profile.explore.max_rounds=30", "tracking.enabled=false", "method=full", "target.loss=0.3", "partition.alpha=0.5",
+    "profile.explore.max_rounds=30", "tracking.enabled=false", "method=full", "target.loss=0.3",
+    "partition.alpha=0.5",
     "profile.explore.rounds=3", "server.round_timeout_s=30", "output.plot=false", "faults.kind=nan",
     "train.lr=0.1", "resume=true", "profile.plan_regime.enabled=false"])
 def test_a_key_override_sets_the_key(override):
