@@ -125,6 +125,19 @@ class _Clusters(Schema):
     classes: Annotated[dict[str, _ClusterClass], Field(min_length=1)]
 
 
+class _SyntheticData(Schema):
+    """``dataset=synthetic``: the generator's parameters."""
+
+    alpha: NonNegative
+    beta: NonNegative
+    iid: StrictBool
+    seed: NonNegativeCount | None
+    log_mean: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-10, le=10)]
+    log_sigma: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=5)]
+    min_samples: Count
+    held_out_fraction: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)]
+
+
 class _Config(Schema):
     """The user-facing keys of ``conf/`` (other keys are checked where they are used)."""
 
@@ -157,6 +170,13 @@ def validate_config(cfg: Mapping[str, Any]) -> None:
     profile = cfg["profile"]
     if profile.get("source", "federated") == "federated" and not profile.get("explore"):
         raise ScenarioError("config profile.explore: federated profiling needs profile.explore.rounds")
+    dataset = cfg.get("dataset") or {}
+    if dataset.get("name") == "synthetic":
+        parse(_SyntheticData, dataset, root="dataset", label="config ")
+        arch = (cfg.get("model") or {}).get("arch")
+        if arch != "synthetic_mlp":
+            raise ScenarioError(f"config model: dataset=synthetic has feature vectors, not images; "
+                                f"use model=synthetic_mlp (got {arch})")
     if profile.get("source") == "inprocess" and (cfg.get("dataset") or {}).get("name") == "folder":
         raise ScenarioError("config profile.source: inprocess pilots need the training data on the server; "
                             "dataset=folder keeps it on the nodes (use profile.source=federated)")
