@@ -113,8 +113,23 @@ class _Planner(Schema):
     mc_trajectories: Annotated[Count, Field(le=10_000_000)]
 
 
+_RayAddress = Annotated[str, Field(strict=True, pattern=r"^(auto|[^\s:]+:[0-9]{1,5})$")]
+
+
 class _Simulation(Schema):
     backend: Literal["ray", "inprocess"]
+    client_num_cpus: Positive = 1.0
+    ray_num_cpus: Count | None = None
+    ray_address: _RayAddress | None = None
+
+    @model_validator(mode="after")
+    def _address_alone(self) -> _Simulation:
+        if self.ray_address is not None and self.backend != "ray":
+            raise invalid("needs simulation=ray (the in-process backend has no Ray)", "ray_address")
+        if self.ray_address is not None and self.ray_num_cpus is not None:
+            raise invalid("a running cluster brings its own CPUs; leave simulation.ray_num_cpus null",
+                          "ray_address")
+        return self
 
 
 class _ClusterClass(Schema):
