@@ -1,0 +1,250 @@
+"""Server-side time per round and peak memory of DepL against Flower's FedAvg at 100-1,000 clients.
+
+Synthetic(1, 1) clients (``dataset=synthetic model=synthetic_mlp``), one
+in-process grid and ClientApp for both strategies: the grid times every
+ClientApp call, so the server's own time is the wall time minus the time spent
+inside the clients (their training, data loading and replies). DepL runs the
+whole job: node queries, the plan over all clients, tracking with re-plans,
+the checks of every reply, aggregation, central evaluation (validation, the
+stop margin and test) and the per-round checkpoint. FedAvg then trains the same
+number of rounds with as many clients per round as DepL's rounds had on
+average, with the same central evaluation (validation and test). The loss
+profile both use is measured once, by a federated exploration on the smallest
+federation (its cost is not in the figures). Each (strategy, clients) pair runs
+in a fresh process, whose peak RSS is its peak memory; ``rss_start_mb`` is the
+RSS after composing the job and loading the data, before the strategy starts.
+
+Usage: ``python benchmarks/scale_bench.py [--clients 100 300 1000] [--out benchmarks/results/scale]``
+writes ``scale.json``, ``scale.md`` and ``scale.png`` there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing as mp
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=inprocess", "target.loss=1.6",
+       "target.prob=0.9", "output.plot=false", "seed=0", "dataset.seed=0"]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _timed_grid(cfg: dict[str, Any]):
+    from clients.client_app import make_client_app
+    from strategies.inprocess_grid import InProcessGrid
+
+    class TimedGrid(InProcessGrid):
+        """The in-process grid, counting the seconds spent inside the ClientApp."""
+
+        client_s = 0.0
+
+        def deliver(self, msg):  # noqa: D102
+            t0 = time.perf_counter()
+            try:
+                return super().deliver(msg)
+            finally:
+                self.client_s += time.perf_counter() - t0
+
+    return TimedGrid(make_client_app(cfg), int(cfg["num_clients"]))
+
+
+def _config(clients: int, extra: list[str]) -> dict[str, Any]:
+    from depl_fl.runs.runconfig import compose_config
+
+    return compose_config([*JOB, f"num_clients={clients}", *extra])
+
+
+def _warm_data(cfg: dict[str, Any]) -> None:
+    from depl_fl.task.partitions import test_split, validation_split
+
+    validation_split(cfg)
+    test_split(cfg)
+
+
+def measure_profile(out: Path) -> str:
+    """Run a federated exploration on 100 clients and return the path of the loss profile it wrote."""
+    from depl_fl.errors import InfeasibleError
+    from strategies.server_app import run_server
+
+    cache = out / "cache"
+    cfg = _config(100, ["profile.explore.rounds=4", "profile.explore.max_rounds=4",
+                        "profile.explore.switch_rounds=[2,4]", "target.max_rounds=1",
+                        f"profile.cache_dir={cache}"])
+    try:  # the profile is written once the exploration ends; one planned round is enough
+        run_server(_timed_grid(cfg), cfg, out / "explore")
+    except InfeasibleError:
+        pass
+    fed = json.loads(next(cache.glob("profile-fed-*.json")).read_text())
+    return str(_write_profile_file(cfg, fed["loss"], out / "profile.json"))
+
+
+def _write_profile_file(cfg: dict[str, Any], loss: dict[str, Any], path: Path) -> Path:
+    """A scenario file carrying ``loss`` (what ``profile.file`` reads), as ``depl-fl`` writes one."""
+    from depl_fl.orchestration.scenario_builder import model_docs, scenario_doc
+    from depl_fl.task.partitions import geometry
+
+    geo = geometry(cfg)
+    models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
+    cluster = next(iter(cfg["clusters"]["classes"]))
+    doc = scenario_doc(cfg, [{"id": "c0", "cluster": cluster, "num_samples": 1}], models, loss)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
+    """One DepL job; its server-side seconds, rounds and clients per round."""
+    from strategies.server_app import run_server
+
+    cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"])
+    _warm_data(cfg)
+    grid = _timed_grid(cfg)
+    rss0 = _rss_mb()
+    t0 = time.perf_counter()
+    path = run_server(grid, cfg, out / f"depl-{clients}")
+    wall = time.perf_counter() - t0
+    doc = json.loads(Path(path).read_text())
+    rounds = [r for r in doc["rounds"] if r.get("phase", "train") == "train"] or doc["rounds"]
+    per_round = [len(r["clients"]) for r in rounds]
+    return {"strategy": "depl", "clients": clients, "rounds": len(rounds),
+            "clients_per_round": statistics.mean(per_round), "wall_s": wall, "client_s": grid.client_s,
+            "server_s": wall - grid.client_s, "server_s_per_round": (wall - grid.client_s) / len(rounds),
+            "replans": doc["summary"].get("replans"), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb()}
+
+
+def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
+    """Flower's FedAvg on the same grid: ``rounds`` rounds of ``per_round`` clients, central evaluation."""
+    from flwr.app import ConfigRecord, MetricRecord
+    from flwr.serverapp.strategy import FedAvg
+
+    from depl_fl.task.local_update import initial_state, variant_model
+    from depl_fl.task.partitions import geometry, test_split, validation_split
+    from depl_fl.task.training import evaluate_model
+    from strategies.depl_strategy import arrays_to_state, state_to_arrays
+
+    cfg = _config(clients, [])
+    _warm_data(cfg)
+    geo = geometry(cfg)
+
+    def evaluate(server_round, arrays):
+        model = variant_model(arrays_to_state(arrays), geo, 0.0)
+        loss, acc = evaluate_model(model, *validation_split(cfg))
+        test_loss, test_acc = evaluate_model(model, *test_split(cfg))
+        return MetricRecord({"loss": loss, "accuracy": acc, "test-loss": test_loss,
+                             "test-accuracy": test_acc})
+
+    fraction = min(1.0, per_round / clients)
+    strategy = FedAvg(fraction_train=fraction, fraction_evaluate=0.0, min_available_nodes=clients,
+                      min_train_nodes=max(1, round(per_round)))
+    grid = _timed_grid(cfg)
+    conf = ConfigRecord({"compression": 0.0, "local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0,
+                         "model-id": "full", "level": 0})
+    rss0 = _rss_mb()
+    t0 = time.perf_counter()
+    strategy.start(grid, state_to_arrays(initial_state(geo, 0)), num_rounds=rounds, train_config=conf,
+                   evaluate_fn=evaluate)
+    wall = time.perf_counter() - t0
+    return {"strategy": "fedavg", "clients": clients, "rounds": rounds, "clients_per_round": per_round,
+            "wall_s": wall, "client_s": grid.client_s, "server_s": wall - grid.client_s,
+            "server_s_per_round": (wall - grid.client_s) / rounds, "rss_start_mb": rss0,
+            "peak_rss_mb": _peak_mb()}
+
+
+def _child(queue: Any, fn: str, args: tuple) -> None:
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    try:
+        queue.put(globals()[fn](*args))
+    except BaseException as exc:  # the parent reports it
+        queue.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def in_child(fn: str, *args: Any) -> Any:
+    """``fn(*args)`` in a fresh process (its own peak RSS); raises on the child's error."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, fn, args))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    if isinstance(result, dict) and "error" in result:
+        raise RuntimeError(f"{fn}{args}: {result['error']}")
+    return result
+
+
+def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
+    """``scale.json``, ``scale.md`` and ``scale.png`` from the measured rows."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=1))
+    by = {(r["strategy"], r["clients"]): r for r in rows}
+    sizes = sorted({r["clients"] for r in rows})
+    lines = ["# Server-side cost at scale: DepL vs FedAvg (synthetic clients, in-process grid)", "",
+             "Regenerate: `python benchmarks/scale_bench.py` (see its docstring for what is timed).", "",
+             "| clients | rounds | clients/round | DepL server s/round | FedAvg server s/round | ratio "
+             "| DepL peak RSS MB | FedAvg peak RSS MB | DepL re-plans |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for n in sizes:
+        d, f = by[("depl", n)], by[("fedavg", n)]
+        ratio = d["server_s_per_round"] / f["server_s_per_round"]
+        lines.append(f"| {n} | {d['rounds']} | {d['clients_per_round']:.1f} | {d['server_s_per_round']:.3f} "
+                     f"| {f['server_s_per_round']:.3f} | {ratio:.2f} "
+                     f"| {d['peak_rss_mb']:.0f} | {f['peak_rss_mb']:.0f} | {d['replans']} |")
+    (out / "scale.md").write_text("\n".join(lines) + "\n")
+    _plot(by, sizes, out / "scale.png")
+
+
+def _plot(by: dict, sizes: list[int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for name, style in (("depl", "o-"), ("fedavg", "s--")):
+        ax1.plot(sizes, [by[(name, n)]["server_s_per_round"] for n in sizes], style, label=name)
+        ax2.plot(sizes, [by[(name, n)]["peak_rss_mb"] for n in sizes], style, label=name)
+    ax1.set(xlabel="clients", ylabel="server seconds per round", xscale="log")
+    ax2.set(xlabel="clients", ylabel="peak RSS (MB)", xscale="log")
+    ax1.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, nargs="+", default=[100, 300, 1000])
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+        work = Path(tmp)
+        profile = in_child("measure_profile", work)
+        for n in args.clients:
+            depl = in_child("run_depl", n, profile, work)
+            fedavg = in_child("run_fedavg", n, depl["rounds"], depl["clients_per_round"])
+            rows += [depl, fedavg]
+            print(json.dumps(depl), json.dumps(fedavg), sep="\n", flush=True)
+    write_outputs(rows, args.out)
+    print(args.out / "scale.md")
+
+
+if __name__ == "__main__":
+    main()
