@@ -2,8 +2,10 @@
 
 Synthetic(1, 1) clients (``dataset=synthetic model=synthetic_mlp``), one
 in-process grid and ClientApp for both strategies: the grid times every
-ClientApp call, so the server's own time is the wall time minus the time spent
-inside the clients (their training, data loading and replies). DepL runs the
+ClientApp call, so the server's own time is the process's time minus the time
+spent inside the clients (their training, data loading and replies). CPU
+seconds are the figure compared (the machine may be shared); wall seconds are
+reported beside them. DepL's planning and central evaluation are also timed apart. DepL runs the
 whole job: node queries, the plan over all clients, tracking with re-plans,
 the checks of every reply, aggregation, central evaluation (validation, the
 stop margin and test) and the per-round checkpoint. FedAvg then trains the same
@@ -49,23 +51,42 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _timed_grid(cfg: dict[str, Any]):
+class Clock:
+    """Wall and CPU seconds accumulated by named parts of a run."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+
+    def timed(self, part: str, fn):
+        """``fn`` wrapped so that its calls add to ``part``."""
+        def wrapper(*args, **kwargs):
+            w0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.wall[part] = self.wall.get(part, 0.0) + time.perf_counter() - w0
+                self.cpu[part] = self.cpu.get(part, 0.0) + time.process_time() - c0
+        return wrapper
+
+
+def _timed_grid(cfg: dict[str, Any], clock: Clock | None = None):
+    """The in-process grid; with ``clock``, every ClientApp call adds to its part ``client``."""
     from clients.client_app import make_client_app
     from strategies.inprocess_grid import InProcessGrid
 
-    class TimedGrid(InProcessGrid):
-        """The in-process grid, counting the seconds spent inside the ClientApp."""
+    app = make_client_app(cfg)
+    return InProcessGrid(app if clock is None else clock.timed("client", app), int(cfg["num_clients"]))
 
-        client_s = 0.0
 
-        def deliver(self, msg):  # noqa: D102
-            t0 = time.perf_counter()
-            try:
-                return super().deliver(msg)
-            finally:
-                self.client_s += time.perf_counter() - t0
-
-    return TimedGrid(make_client_app(cfg), int(cfg["num_clients"]))
+def _split(clock: Clock, wall: float, cpu: float, rounds: int) -> dict[str, Any]:
+    """Server-side seconds (all minus the clients'), per round, with the timed parts."""
+    server_wall = wall - clock.wall.get("client", 0.0)
+    server_cpu = cpu - clock.cpu.get("client", 0.0)
+    parts = {f"{k}_cpu_s": v for k, v in clock.cpu.items() if k != "client"}
+    return {"wall_s": wall, "cpu_s": cpu, "client_wall_s": clock.wall.get("client", 0.0),
+            "client_cpu_s": clock.cpu.get("client", 0.0), "server_wall_s_per_round": server_wall / rounds,
+            "server_cpu_s_per_round": server_cpu / rounds, **parts}
 
 
 def _config(clients: int, extra: list[str]) -> dict[str, Any]:
@@ -112,23 +133,27 @@ def _write_profile_file(cfg: dict[str, Any], loss: dict[str, Any], path: Path) -
 
 
 def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
-    """One DepL job; its server-side seconds, rounds and clients per round."""
-    from strategies.server_app import run_server
+    """One DepL job: its server-side seconds (planning and evaluation apart), rounds, clients per round."""
+    import depl_fl.planner
+    import strategies.server_app as server_app
 
     cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"])
     _warm_data(cfg)
-    grid = _timed_grid(cfg)
+    clock = Clock()
+    depl_fl.planner.make_plan = clock.timed("planning", depl_fl.planner.make_plan)
+    make_eval = server_app.make_evaluate_fn
+    server_app.make_evaluate_fn = lambda c: clock.timed("evaluation", make_eval(c))
+    grid = _timed_grid(cfg, clock)
     rss0 = _rss_mb()
-    t0 = time.perf_counter()
-    path = run_server(grid, cfg, out / f"depl-{clients}")
-    wall = time.perf_counter() - t0
+    w0, c0 = time.perf_counter(), time.process_time()
+    path = server_app.run_server(grid, cfg, out / f"depl-{clients}")
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     doc = json.loads(Path(path).read_text())
     rounds = [r for r in doc["rounds"] if r.get("phase", "train") == "train"] or doc["rounds"]
     per_round = [len(r["clients"]) for r in rounds]
     return {"strategy": "depl", "clients": clients, "rounds": len(rounds),
-            "clients_per_round": statistics.mean(per_round), "wall_s": wall, "client_s": grid.client_s,
-            "server_s": wall - grid.client_s, "server_s_per_round": (wall - grid.client_s) / len(rounds),
-            "replans": doc["summary"].get("replans"), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb()}
+            "clients_per_round": statistics.mean(per_round), "replans": doc["summary"].get("replans"),
+            **_split(clock, wall, cpu, len(rounds)), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb()}
 
 
 def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
@@ -144,6 +169,7 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
     cfg = _config(clients, [])
     _warm_data(cfg)
     geo = geometry(cfg)
+    clock = Clock()
 
     def evaluate(server_round, arrays):
         model = variant_model(arrays_to_state(arrays), geo, 0.0)
@@ -155,18 +181,16 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
     fraction = min(1.0, per_round / clients)
     strategy = FedAvg(fraction_train=fraction, fraction_evaluate=0.0, min_available_nodes=clients,
                       min_train_nodes=max(1, round(per_round)))
-    grid = _timed_grid(cfg)
+    grid = _timed_grid(cfg, clock)
     conf = ConfigRecord({"compression": 0.0, "local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0,
                          "model-id": "full", "level": 0})
     rss0 = _rss_mb()
-    t0 = time.perf_counter()
+    w0, c0 = time.perf_counter(), time.process_time()
     strategy.start(grid, state_to_arrays(initial_state(geo, 0)), num_rounds=rounds, train_config=conf,
-                   evaluate_fn=evaluate)
-    wall = time.perf_counter() - t0
+                   evaluate_fn=clock.timed("evaluation", evaluate))
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     return {"strategy": "fedavg", "clients": clients, "rounds": rounds, "clients_per_round": per_round,
-            "wall_s": wall, "client_s": grid.client_s, "server_s": wall - grid.client_s,
-            "server_s_per_round": (wall - grid.client_s) / rounds, "rss_start_mb": rss0,
-            "peak_rss_mb": _peak_mb()}
+            **_split(clock, wall, cpu, rounds), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb()}
 
 
 def _child(queue: Any, fn: str, args: tuple) -> None:
@@ -197,16 +221,23 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
     by = {(r["strategy"], r["clients"]): r for r in rows}
     sizes = sorted({r["clients"] for r in rows})
     lines = ["# Server-side cost at scale: DepL vs FedAvg (synthetic clients, in-process grid)", "",
-             "Regenerate: `python benchmarks/scale_bench.py` (see its docstring for what is timed).", "",
-             "| clients | rounds | clients/round | DepL server s/round | FedAvg server s/round | ratio "
-             "| DepL peak RSS MB | FedAvg peak RSS MB | DepL re-plans |",
+             "Regenerate: `python benchmarks/scale_bench.py` (its docstring says what is timed). "
+             "CPU seconds of the server process minus those spent inside the ClientApp; "
+             "wall seconds beside them (the machine was shared).", "",
+             "| clients | rounds | clients/round | DepL server CPU s/round (planning, evaluation) "
+             "| FedAvg server CPU s/round (evaluation) | ratio | DepL / FedAvg server wall s/round "
+             "| DepL / FedAvg peak RSS MB | DepL re-plans |",
              "|---|---|---|---|---|---|---|---|---|"]
     for n in sizes:
         d, f = by[("depl", n)], by[("fedavg", n)]
-        ratio = d["server_s_per_round"] / f["server_s_per_round"]
-        lines.append(f"| {n} | {d['rounds']} | {d['clients_per_round']:.1f} | {d['server_s_per_round']:.3f} "
-                     f"| {f['server_s_per_round']:.3f} | {ratio:.2f} "
-                     f"| {d['peak_rss_mb']:.0f} | {f['peak_rss_mb']:.0f} | {d['replans']} |")
+        ratio = d["server_cpu_s_per_round"] / f["server_cpu_s_per_round"]
+        lines.append(
+            f"| {n} | {d['rounds']} | {d['clients_per_round']:.1f} "
+            f"| {d['server_cpu_s_per_round']:.3f} ({d.get('planning_cpu_s', 0) / d['rounds']:.3f}, "
+            f"{d.get('evaluation_cpu_s', 0) / d['rounds']:.3f}) "
+            f"| {f['server_cpu_s_per_round']:.3f} ({f.get('evaluation_cpu_s', 0) / f['rounds']:.3f}) "
+            f"| {ratio:.1f} | {d['server_wall_s_per_round']:.2f} / {f['server_wall_s_per_round']:.2f} "
+            f"| {d['peak_rss_mb']:.0f} / {f['peak_rss_mb']:.0f} | {d['replans']} |")
     (out / "scale.md").write_text("\n".join(lines) + "\n")
     _plot(by, sizes, out / "scale.png")
 
@@ -219,9 +250,9 @@ def _plot(by: dict, sizes: list[int], path: Path) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
     for name, style in (("depl", "o-"), ("fedavg", "s--")):
-        ax1.plot(sizes, [by[(name, n)]["server_s_per_round"] for n in sizes], style, label=name)
+        ax1.plot(sizes, [by[(name, n)]["server_cpu_s_per_round"] for n in sizes], style, label=name)
         ax2.plot(sizes, [by[(name, n)]["peak_rss_mb"] for n in sizes], style, label=name)
-    ax1.set(xlabel="clients", ylabel="server seconds per round", xscale="log")
+    ax1.set(xlabel="clients", ylabel="server CPU seconds per round", xscale="log")
     ax2.set(xlabel="clients", ylabel="peak RSS (MB)", xscale="log")
     ax1.legend()
     fig.tight_layout()
