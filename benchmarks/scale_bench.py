@@ -16,8 +16,9 @@ federation (its cost is not in the figures). Each (strategy, clients) pair runs
 in a fresh process, whose peak RSS is its peak memory; ``rss_start_mb`` is the
 RSS after composing the job and loading the data, before the strategy starts.
 
-Usage: ``python benchmarks/scale_bench.py [--clients 100 300 1000] [--out benchmarks/results/scale]``
-writes ``scale.json``, ``scale.md`` and ``scale.png`` there.
+Usage: ``python benchmarks/scale_bench.py [--clients 100 300 1000] [--out benchmarks/results/scale]
+[--profile benchmarks/results/scale/profile.json]`` writes ``scale.json``, ``scale.md``, ``scale.png``
+and the measured ``profile.json`` there (``--profile`` reuses one instead of measuring it).
 """
 
 from __future__ import annotations
@@ -263,11 +264,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[100, 300, 1000])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="an earlier run's profile.json instead of measuring one")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         work = Path(tmp)
-        profile = in_child("measure_profile", work)
+        profile = str(args.profile) if args.profile else in_child("measure_profile", work)
+        if not args.profile:
+            args.out.mkdir(parents=True, exist_ok=True)
+            Path(args.out / "profile.json").write_text(Path(profile).read_text())
         for n in args.clients:
             depl = in_child("run_depl", n, profile, work)
             fedavg = in_child("run_fedavg", n, depl["rounds"], depl["clients_per_round"])
