@@ -52,6 +52,7 @@ class _Explore(Schema):
     stop_loss_factor: Positive | None = None
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
+    max_clients: Count | None = None
     switch_rounds: list[Count] | None = None
     min_points_per_level: Count = 4
     min_rounds_for_exponents: Count = 12
