@@ -178,6 +178,8 @@ def main() -> None:
             print((Path(tmp) / "deploy.log").read_text()[-3000:], file=sys.stderr)
             for log_file in sorted((Path(tmp) / "out").rglob("*.log"))[:3]:
                 print(f"--- {log_file.name}", log_file.read_text()[-1500:], sep="\n", file=sys.stderr)
+        if not samples or not any(s.get("supernode") for s in samples):
+            sys.exit("supernode_memory: the deployment never had a SuperNode running; nothing written")
         doc = {"command": cmd[1:], "overrides": args.overrides, "returncode": rc, "status": status,
                "summary": summarise([s for s in samples if s], args.n, args.machine_gib, args.reserve_gib),
                "timeline": samples[:: max(1, len(samples) // 200)]}
