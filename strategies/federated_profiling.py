@@ -270,7 +270,9 @@ class FederatedProfiler:
                                             trajectories,
                                             [list(c) for c in self.pilot_sets], time.perf_counter() - t_start,
                                             {m: list(p) for m, p in self.sem_points.items()})
+            # Announced once written: a stop right after the line never loses this round.
             self._checkpoint(strategy, arrays, max(losses.values()))
+            self._announce(k)
         return arrays, observations, state.fresh_loss, max(losses.values())
 
     def _fresh_progress(self, evaluate_fn: Any, arrays: ArrayRecord) -> ExploreProgress:
@@ -444,9 +446,13 @@ class FederatedProfiler:
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
         })
+
+    def _announce(self, k: int) -> None:
+        """Log exploration round ``k``'s progress line (once the round is written, see :meth:`_explore`)."""
+        rec = self.records[-1]
         LOG.info("exploration round %d: %s, loss %.4f, %.4g J", k,
-                 ", ".join(f"{g.decision.model} x{len(g.decision.clients)}" for g in groups),
-                 max(losses.values()), energy)
+                 ", ".join(f"{g['model']} x{len(g['clients'])}" for g in rec["groups"]),
+                 rec["loss"], rec["energy_j"])
 
     # -------------------------------------------------------------- fitting
     def _fit(self, observations: Sequence[Any], fresh_loss: float,

@@ -113,6 +113,8 @@ class RunController:
         self.loss_sem = _finite_or_none(loss_sem)
         self.loss_margin = _finite_or_none(loss_margin)
         self.tracking = bool(tracking) and planner is not None
+        #: Progress lines about the last recorded round, logged by the strategy once the round is saved.
+        self.notes: list[str] = []
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
@@ -129,6 +131,11 @@ class RunController:
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
 
     # ------------------------------------------------------------------
+    def take_notes(self) -> list[str]:
+        """The progress lines about the last recorded round, emptied (the strategy logs them)."""
+        notes, self.notes = self.notes, []
+        return notes
+
     @property
     def rounds_done(self) -> int:
         """Number of rounds recorded so far."""
@@ -379,7 +386,8 @@ class RunController:
         rec["replanned"] = True
         rec["predicted_quantile_after_replan"] = judged
         rec["at_risk"] = False
-        LOG.info("round %d: the target is met now (loss %.4g); stopping", rec["round"], rec["tracked_loss"])
+        self.notes.append(f"round {rec['round']}: the target is met now (loss {rec['tracked_loss']:.4g}); "
+                          "stopping")
 
     def _follow_trend(self, decision: RoundDecision, previous: str | None, loss_before: float,
                       tracked: float) -> None:
@@ -470,8 +478,8 @@ class RunController:
         if feasible and not new.rounds and not self.met_now(rec["tracked_loss"]):
             last = RoundDecision(rec["model"], tuple(rec["clients"]), dict(rec["levels"]))
             new = dataclasses.replace(new, rounds=list(remaining) or [last])
-            LOG.info("round %d: the trend meets the target, this round's loss %.4g does not: going on",
-                     rec["round"], rec["tracked_loss"])
+            self.notes.append(f"round {rec['round']}: the trend meets the target, this round's loss "
+                              f"{rec['tracked_loss']:.4g} does not: going on")
         q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds, rec["clients"], self.trend)
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
@@ -486,7 +494,7 @@ class RunController:
             rec["replanned"] = True
             rec["predicted_quantile_after_replan"] = q_after
             if not new.rounds:
-                LOG.info("round %d: the target is met now; stopping (%s)", rec["round"], reason)
+                self.notes.append(f"round {rec['round']}: the target is met now; stopping ({reason})")
 
 
 def _rejection(item: str | Mapping[str, Any]) -> dict[str, str]:

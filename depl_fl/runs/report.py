@@ -42,7 +42,10 @@ Input problems: a missing folder, a folder without any ``results.json``, or
 one where no ``results.json`` is usable is a one-line :class:`ReportError`
 (exit status 2).  A malformed ``results.json`` next to good ones is skipped
 with a one-line warning on stderr and listed with its reason under
-``skipped`` in ``report.json`` and ``report.md``, so that one crashed run does not hide a whole sweep.
+``skipped`` in ``report.json`` and ``report.md``, so that one crashed run does not hide a whole sweep;
+so is a run that did not finish (``summary.status`` running or interrupted: its last
+loss is not a final one). A run stopped before its plan (infeasible, failed) counts as a
+failure.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ METHOD_ORDER = ("depl", "expectation", "optimum", "full")
 LEGEND = ("Losses are final test losses (a split no decision read) where the runs recorded them. "
           "Calibration = empirical π-quantile of the final losses / L* (1.0 exact, < 1 over-cautious, "
           "> 1 the promise is broken), with a seeded 95% percentile-bootstrap interval.")
+
+
+#: ``summary.status`` of a run still running or stopped by Ctrl-C/SIGTERM: skipped, with the reason.
+UNFINISHED = ("running", "interrupted")
 
 
 class ReportError(DeplError):
@@ -199,11 +206,20 @@ def _number(summary: dict[str, Any], key: str, *, finite: bool = True,
     return float(value)
 
 
-def parse_result(doc: Any, path: str) -> RunResult:
-    """Validate one decoded ``results.json`` (``ValueError`` with the reason if malformed)."""
+def _finished_summary(doc: Any) -> dict[str, Any]:
+    """The ``summary`` of a finished run (``ValueError`` when missing or the run did not finish)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict):
         raise ValueError("no 'summary' object")
     summary = doc["summary"]
+    if summary.get("status") in UNFINISHED:  # its last loss is not a final loss: neither met nor missed
+        raise ValueError(f"summary.status is {summary['status']}: the run did not finish "
+                         "(resume it with resume=true, or move it out of the sweep)")
+    return summary
+
+
+def parse_result(doc: Any, path: str) -> RunResult:
+    """Validate one decoded ``results.json`` (``ValueError`` with the reason if malformed)."""
+    summary = _finished_summary(doc)
     method = summary.get("method")
     if not isinstance(method, str) or not method:
         raise ValueError(f"summary.method must be a non-empty string, got {method!r}")
