@@ -6,7 +6,8 @@ shared pages split among the processes sharing them) memory of every process
 of that deployment: the SuperLink, the ServerApp, the SuperExec processes, each
 SuperNode, the ClientApp shims it starts per message and each node's warm
 worker (found by the node cache folder this run gives them, as they run
-detached). A node's memory is its SuperNode, its warm worker and its shims;
+detached). A node's memory is its SuperNode, the SuperExec that SuperNode
+starts, its warm worker and its shims;
 the figure per node is the deployment's peak sum of those divided by N. How
 many nodes one machine holds: (machine memory - the server side's peak -
 ``--reserve-gib``) / PSS per node.
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KINDS = (("warm_worker", "clients.warm_worker"), ("clientapp", "flwr-clientapp"),
          ("supernode", "flower-supernode"), ("serverapp", "flwr-serverapp"),
          ("superlink", "flower-superlink"), ("superexec", "flower-superexec"))
-NODE_KINDS = ("supernode", "warm_worker", "clientapp")
+NODE_KINDS = ("supernode", "node_superexec", "warm_worker", "clientapp")
 
 
 def _cmdline(pid: int) -> str:
@@ -80,14 +81,22 @@ def deployment_pids(root_pid: int, marker: str) -> list[int]:
     return sorted(seen)
 
 
+def _parent_pid_arg(cmd: str) -> str | None:
+    parts = cmd.split()
+    return parts[parts.index("--parent-pid") + 1] if "--parent-pid" in parts[:-1] else None
+
+
 def sample(root_pid: int, marker: str) -> dict[str, dict[str, int]]:
     """Per kind: process count and summed RSS and PSS (KiB) right now."""
     out: dict[str, dict[str, int]] = {}
-    for pid in deployment_pids(root_pid, marker):
-        cmd = _cmdline(pid)
+    procs = {pid: _cmdline(pid) for pid in deployment_pids(root_pid, marker)}
+    supernodes = {str(pid) for pid, cmd in procs.items() if "flower-supernode" in cmd}
+    for pid, cmd in procs.items():
         kind = next((k for k, piece in KINDS if piece in cmd), None)
         if kind is None:
             continue
+        if kind == "superexec" and _parent_pid_arg(cmd) in supernodes:
+            kind = "node_superexec"  # each SuperNode starts its own SuperExec
         rss, pss = _memory_kib(pid)
         row = out.setdefault(kind, {"count": 0, "rss_kib": 0, "pss_kib": 0, "max_rss_kib": 0})
         row["count"] += 1
@@ -103,7 +112,7 @@ def summarise(samples: list[dict[str, dict[str, int]]], nodes: int, machine_gib:
     def total(s, kinds, key):
         return sum(s.get(k, {}).get(key, 0) for k in kinds)
 
-    server_kinds = [k for k, _ in KINDS if k not in NODE_KINDS]
+    server_kinds = [k for k, _ in KINDS if k not in NODE_KINDS]  # SuperLink, ServerApp, the link's SuperExec
     node_rss = max(total(s, NODE_KINDS, "rss_kib") for s in samples)
     node_pss = max(total(s, NODE_KINDS, "pss_kib") for s in samples)
     server_pss = max(total(s, server_kinds, "pss_kib") for s in samples)
@@ -111,7 +120,7 @@ def summarise(samples: list[dict[str, dict[str, int]]], nodes: int, machine_gib:
                     "peak_rss_mib": max(s.get(k, {}).get("rss_kib", 0) for s in samples) / 1024,
                     "peak_pss_mib": max(s.get(k, {}).get("pss_kib", 0) for s in samples) / 1024,
                     "max_process_rss_mib": max(s.get(k, {}).get("max_rss_kib", 0) for s in samples) / 1024}
-                for k, _ in KINDS}
+                for k in [*(k for k, _ in KINDS), "node_superexec"]}
     per_node_pss_mib = node_pss / 1024 / nodes
     room_mib = (machine_gib - reserve_gib) * 1024 - server_pss / 1024
     return {"nodes": nodes, "samples": len(samples), "per_kind": per_kind,
@@ -134,7 +143,8 @@ def write_outputs(doc: dict, out: Path) -> Path:
     for kind, row in s["per_kind"].items():
         lines.append(f"| {kind} | {row['peak_count']} | {row['peak_rss_mib']:.0f} "
                      f"| {row['peak_pss_mib']:.0f} | {row['max_process_rss_mib']:.0f} |")
-    lines += ["", f"Per node (SuperNode + warm worker + ClientApp shims, peak sum / {s['nodes']}): "
+    lines += ["", "Per node (SuperNode + its SuperExec + warm worker + ClientApp shims, "
+              f"peak sum / {s['nodes']}): "
               f"**{s['per_node_pss_mib']:.0f} MiB PSS**, {s['per_node_rss_mib']:.0f} MiB RSS. "
               f"Server side (SuperLink, ServerApp, SuperExec) peak PSS {s['server_side_pss_mib']:.0f} MiB. "
               f"A {s['machine_gib']:g} GiB machine, keeping {s['reserve_gib']:g} GiB for the system, holds "
