@@ -6,7 +6,9 @@ profile is measured by federated exploration rounds inside the job, see
 in-process pilots run before the simulation): ``flwr.simulation.run_simulation`` on Ray with
 ``client_resources.num_cpus = simulation.client_num_cpus`` (default), or the
 same ServerApp strategy and ClientApp code on the small in-process Grid
-(``simulation=inprocess``). The configuration reaches both apps by closure.
+(``simulation=inprocess``). With ``simulation.ray_address`` the job joins a
+running Ray cluster (``ray.init(address=...)``) instead of starting its own.
+The configuration reaches both apps by closure.
 Every job writes ``results.json`` and ``loss.png`` into its Hydra output
 folder (one per job with ``-m``); the last line printed is the path of
 ``results.json``. User mistakes print one line (``depl-fl: ...``) and exit
@@ -73,9 +75,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 
     outcome: dict[str, Any] = {}
     sim = cfg["simulation"]
-    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-    if sim.get("ray_num_cpus"):
-        init_args["num_cpus"] = int(sim["ray_num_cpus"])
+    init_args = ray_init_args(sim)
     _start_ray(init_args)
     _stop_on_signals(out_dir)  # again: ray.init replaced the SIGTERM handler with its own
     run_simulation(
@@ -90,6 +90,23 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     if "results" not in outcome:
         raise RuntimeError("the Flower simulation ended without results (see the log above)")
     return Path(outcome["results"])
+
+
+def ray_init_args(sim: Mapping[str, Any]) -> dict[str, Any]:
+    """``ray.init`` arguments of the ``simulation`` config.
+
+    With ``simulation.ray_address`` (``auto`` or ``HOST:PORT``) the job joins
+    that running Ray cluster instead of starting Ray on this machine; the
+    cluster's nodes then bring their own CPUs, so ``ray_num_cpus`` must be
+    unset. The client resources (``client_num_cpus``) apply either way: Flower
+    places as many ClientApp actors on each node as its CPUs allow.
+    """
+    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+    if sim.get("ray_address"):
+        init_args["address"] = str(sim["ray_address"])
+    elif sim.get("ray_num_cpus"):
+        init_args["num_cpus"] = int(sim["ray_num_cpus"])
+    return init_args
 
 
 def _start_ray(init_args: Mapping[str, Any]) -> None:

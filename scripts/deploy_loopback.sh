@@ -42,6 +42,7 @@
 # (trap on EXIT/INT/TERM): SIGTERM, then SIGKILL to whatever has not exited after
 # $DEPL_STOP_GRACE_S seconds (default 10; first the run client and SuperNodes, then the
 # SuperLink), so that the cleanup never stalls on a process that does not exit.
+# $DEPL_START_WAIT_S: seconds to wait for the SuperLink and SuperNodes to listen (default 30; more on a loaded machine).
 # The exit status is 0 only if results.json was written with summary.status "completed".
 # The flwr executables are taken from $FLWR_BIN, else <project>/.venv/bin, else PATH.
 set -euo pipefail
@@ -165,6 +166,8 @@ echo "deploy_loopback: work dir $WORK" >&2
 source "$ROOT/scripts/proc_lib.sh"
 # Seconds a process may take to exit after SIGTERM before it gets SIGKILL (per stage of the cleanup).
 STOP_GRACE_S="${DEPL_STOP_GRACE_S:-10}"
+START_WAIT_S="${DEPL_START_WAIT_S:-30}"
+[[ "$START_WAIT_S" =~ ^[1-9][0-9]*$ ]] || die "DEPL_START_WAIT_S must be a whole number of seconds, got '$START_WAIT_S'"
 [[ "$STOP_GRACE_S" =~ ^[0-9]+$ ]] || die "DEPL_STOP_GRACE_S must be a whole number of seconds, got '$STOP_GRACE_S'"
 
 PIDS=()
@@ -220,12 +223,12 @@ EOF
 }
 wait_port() {  # wait until 127.0.0.1:$1 accepts connections (pid $2 must stay alive)
     local i
-    for i in $(seq 1 300); do
+    for i in $(seq 1 $((START_WAIT_S * 10))); do
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
         kill -0 "$2" 2>/dev/null || die "process $2 exited early (see $LOGS)"
         sleep 0.1
     done
-    die "nothing listens on 127.0.0.1:$1 after 30 s (see $LOGS)"
+    die "nothing listens on 127.0.0.1:$1 after $START_WAIT_S s (see $LOGS; a loaded machine: raise DEPL_START_WAIT_S)"
 }
 
 read -r -a PORTS <<< "$(free_ports $((NUM + 2)))"

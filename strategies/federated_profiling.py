@@ -73,6 +73,7 @@ from depl_fl.orchestration.exploration import (
     ExploreProgress,
     cheapest_levels,
     merge_states,
+    round_clients,
     round_cost,
     split_groups,
     worst,
@@ -367,6 +368,8 @@ class FederatedProfiler:
         source's function, so the observed jump is the one a plan will see.
         """
         models = list(self.models)
+        cap = self.cfg["profile"]["explore"].get("max_clients")
+        clients = round_clients(clients, cap, np.random.default_rng([int(self.cfg["seed"]), k, 11]))
         parts = split_groups(clients, len(models), np.random.default_rng([int(self.cfg["seed"]), k, 7]))
         switch = switch and k > 1 and len(models) > 1
         groups = []

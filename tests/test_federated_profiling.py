@@ -418,3 +418,28 @@ def test_set_change_rounds_are_the_non_switch_groups_of_the_last_rounds():
     assert rounds[0].ratio == pytest.approx(profiler.coverage.effective_ratio(["c0"]))
     assert rounds[0].loss_before == 1.0 and rounds[0].loss_after == 1.1
     assert profiler.set_change_rounds(0) == []
+
+
+def test_exploration_rounds_draw_at_most_max_clients():
+    from depl_fl.orchestration.exploration import round_clients
+
+    clients = [f"c{i}" for i in range(1000)]
+    picked = round_clients(clients, 100, np.random.default_rng(1))
+    assert len(picked) == 100 == len(set(picked)) and set(picked) <= set(clients)
+    assert picked != round_clients(clients, 100, np.random.default_rng(2))
+    assert round_clients(clients, None, np.random.default_rng(1)) == clients
+    assert round_clients(clients[:50], 100, np.random.default_rng(1)) == clients[:50]
+
+
+def test_max_clients_null_keeps_the_profile_cache_key():
+    from depl_fl.orchestration.profiling import federated_key
+    from depl_fl.runs.runconfig import compose_config
+
+    cfg = compose_config(["num_clients=3"])
+    props = {f"c{i}": {"cluster": "A", "num-samples": 10 + i, "partition-id": i} for i in range(3)}
+    without = {**cfg, "profile": {**cfg["profile"], "explore": {
+        k: v for k, v in cfg["profile"]["explore"].items() if k != "max_clients"}}}
+    assert federated_key(cfg, props) == federated_key(without, props)
+    explore = {**cfg["profile"]["explore"], "max_clients": 2}
+    capped = {**cfg, "profile": {**cfg["profile"], "explore": explore}}
+    assert federated_key(capped, props) != federated_key(cfg, props)

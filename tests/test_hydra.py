@@ -16,12 +16,14 @@ from depl_fl.runs.runconfig import cluster_assignment, compose_config, conf_dir,
 GROUPS = tuple(sorted(p.name for p in Path(conf_dir()).iterdir() if p.is_dir()))
 #: The groups a user picks an option of (``model=...``); the others hold one option of documented keys.
 CHOICE_GROUPS = ("dataset", "model", "clusters", "planner", "simulation", "aggregation")
+#: Options that are valid only with another choice (the synthetic features need the MLP).
+NEEDS = {("dataset", "synthetic"): ["model=synthetic_mlp"]}
 
 
 @pytest.mark.parametrize("group,option", [(g, p.stem) for g in GROUPS
                                           for p in sorted((Path(conf_dir()) / g).glob("*.yaml"))])
 def test_every_group_option_composes(group, option):
-    cfg = compose_config([f"{group}={option}"])
+    cfg = compose_config([f"{group}={option}", *NEEDS.get((group, option), [])])
     for key in ("method", "seed", "num_clients"):
         assert key in cfg
     assert set(cfg["target"]) >= {"loss", "prob", "deadline_s"} and "alpha" in cfg["partition"]

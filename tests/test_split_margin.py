@@ -86,3 +86,13 @@ def test_central_evaluation_reports_the_margin_of_the_validation_losses():
     assert metrics["loss-margin"] == pytest.approx(stop_margin(losses, n_test, 0.9, seed=5 * 100_003 + 3))
     assert metrics["loss"] == pytest.approx(losses.mean(), rel=1e-5)
     assert metrics["loss-sem"] == pytest.approx(np.std(losses, ddof=1) / np.sqrt(n_test))
+
+
+def test_large_splits_resample_a_subsample_and_keep_the_margin():
+    losses = np.random.default_rng(3).lognormal(-1.0, 1.0, 30_000)
+    full = stop_margin(losses, 30_000, 0.9, seed=1, draws=1000, max_resample=None)
+    capped = stop_margin(losses, 30_000, 0.9, seed=1, draws=1000)
+    assert capped != full and capped == pytest.approx(full, rel=0.06)
+    small = losses[:5000]  # below the cap nothing changes
+    whole = stop_margin(small, 5000, 0.9, seed=2, draws=300, max_resample=None)
+    assert stop_margin(small, 5000, 0.9, seed=2, draws=300) == whole

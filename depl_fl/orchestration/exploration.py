@@ -48,6 +48,13 @@ def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generat
     return groups if all(groups) else [sorted(order[i::num_groups]) for i in range(num_groups)]
 
 
+def round_clients(clients: Sequence[str], cap: int | None, rng: np.random.Generator) -> list[str]:
+    """The clients of one exploration round: all of them, or a random ``cap`` of them (sorted)."""
+    if cap is None or len(clients) <= int(cap):
+        return list(clients)
+    return sorted(clients[i] for i in rng.choice(len(clients), size=int(cap), replace=False))
+
+
 def cheapest_levels(scenario: Scenario) -> dict[str, int]:
     """Per cluster, the level with the lowest energy per FLOP."""
     return {c.id: int(np.argmin([lv.joules_per_flop for lv in c.levels])) for c in scenario.clusters}

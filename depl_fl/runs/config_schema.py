@@ -52,6 +52,7 @@ class _Explore(Schema):
     stop_loss_factor: Positive | None = None
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
+    max_clients: Count | None = None
     switch_rounds: list[Count] | None = None
     min_points_per_level: Count = 4
     min_rounds_for_exponents: Count = 12
@@ -120,8 +121,23 @@ class _Planner(Schema):
     mc_trajectories: Annotated[Count, Field(le=10_000_000)]
 
 
+_RayAddress = Annotated[str, Field(strict=True, pattern=r"^(auto|[^\s:]+:[0-9]{1,5})$")]
+
+
 class _Simulation(Schema):
     backend: Literal["ray", "inprocess"]
+    client_num_cpus: Positive = 1.0
+    ray_num_cpus: Count | None = None
+    ray_address: _RayAddress | None = None
+
+    @model_validator(mode="after")
+    def _address_alone(self) -> _Simulation:
+        if self.ray_address is not None and self.backend != "ray":
+            raise invalid("needs simulation=ray (the in-process backend has no Ray)", "ray_address")
+        if self.ray_address is not None and self.ray_num_cpus is not None:
+            raise invalid("a running cluster brings its own CPUs; leave simulation.ray_num_cpus null",
+                          "ray_address")
+        return self
 
 
 class _ClusterClass(Schema):
@@ -130,6 +146,19 @@ class _ClusterClass(Schema):
 
 class _Clusters(Schema):
     classes: Annotated[dict[str, _ClusterClass], Field(min_length=1)]
+
+
+class _SyntheticData(Schema):
+    """``dataset=synthetic``: the generator's parameters."""
+
+    alpha: NonNegative
+    beta: NonNegative
+    iid: StrictBool
+    seed: NonNegativeCount | None
+    log_mean: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-10, le=10)]
+    log_sigma: Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=5)]
+    min_samples: Count
+    held_out_fraction: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)]
 
 
 class _Config(Schema):
@@ -165,6 +194,13 @@ def validate_config(cfg: Mapping[str, Any]) -> None:
     profile = cfg["profile"]
     if profile.get("source", "federated") == "federated" and not profile.get("explore"):
         raise ScenarioError("config profile.explore: federated profiling needs profile.explore.rounds")
+    dataset = cfg.get("dataset") or {}
+    if dataset.get("name") == "synthetic":
+        parse(_SyntheticData, dataset, root="dataset", label="config ")
+        arch = (cfg.get("model") or {}).get("arch")
+        if arch != "synthetic_mlp":
+            raise ScenarioError(f"config model: dataset=synthetic has feature vectors, not images; "
+                                f"use model=synthetic_mlp (got {arch})")
     if profile.get("source") == "inprocess" and (cfg.get("dataset") or {}).get("name") == "folder":
         raise ScenarioError("config profile.source: inprocess pilots need the training data on the server; "
                             "dataset=folder keeps it on the nodes (use profile.source=federated)")

@@ -42,7 +42,7 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   ``method=full`` (no expanded graph). ``depl-fl plan`` follows the same
   table for its options (:data:`PLAN_OPTIONS`): ``--guarantee`` with a
   method other than ``depl``, ``--eta`` with ``full`` or ``optimum``.
-* ``simulation.client_num_cpus``, ``ray_num_cpus``: Ray only, refused with
+* ``simulation.client_num_cpus``, ``ray_num_cpus``, ``ray_address``: Ray only, refused with
   ``simulation.backend=inprocess``. Under ``flwr run .`` the federation
   (``pyproject.toml``, ``$FLWR_HOME/config.toml``) decides how the apps run:
   every ``simulation.*`` key is refused there.
@@ -51,7 +51,8 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
 * ``dataset.data_dir``: read by ``cifar10`` and ``gtsrb`` (``digits`` is
   embedded, ``folder`` nodes read their node config ``data-dir``);
   ``dataset.test_dir`` and ``classes``: ``folder`` only; ``partition.alpha``:
-  refused with ``dataset=folder`` (each node brings its own data).
+  refused with ``dataset=folder`` (each node brings its own data) and
+  ``dataset=synthetic`` (each device draws its own).
 * ``faults.clients``, ``from_round``: refused with ``faults.kind=null``;
   ``faults.scale``: ``faults.kind=scale`` only; ``faults.slow_s``:
   ``faults.kind=slow`` only.
@@ -221,14 +222,16 @@ RULES: tuple[ModeRule, ...] = (
     ModeRule("method", _switch("method", "depl"), {"planner.eta": _of(*PLAN_OPTIONS["--eta"])},
              "FedAvg plans no expanded graph"),
     ModeRule("simulation.backend", _backend_mode,
-             {"simulation.client_num_cpus": _of("ray"), "simulation.ray_num_cpus": _of("ray")},
+             {"simulation.client_num_cpus": _of("ray"), "simulation.ray_num_cpus": _of("ray"),
+              "simulation.ray_address": _of("ray")},
              "the in-process grid runs every client in this process"),
     ModeRule("dataset.name", _switch("dataset.name", "digits"),
              {"dataset.data_dir": _of("cifar10", "gtsrb"), "dataset.test_dir": _of("folder"),
               "dataset.classes": _of("folder")},
              "digits is embedded; folder nodes read their node config data-dir"),
-    ModeRule("dataset.name", _switch("dataset.name", "digits"), {"partition.alpha": AllBut("folder")},
-             "folder nodes bring their own data, nothing is partitioned"),
+    ModeRule("dataset.name", _switch("dataset.name", "digits"),
+             {"partition.alpha": AllBut("folder", "synthetic")},
+             "folder nodes bring their own data, synthetic devices draw theirs: nothing is partitioned"),
     ModeRule("faults.kind", _switch("faults.kind"),
              {"faults.clients": AllBut("null"), "faults.from_round": AllBut("null"),
               "faults.scale": _of("scale"), "faults.slow_s": _of("slow")}),

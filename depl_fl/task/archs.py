@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from depl_fl.errors import ScenarioError
 
-ARCHS = ("digits_cnn", "alexnet_like", "mobilenet_like")
+ARCHS = ("digits_cnn", "alexnet_like", "mobilenet_like", "synthetic_mlp")
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,16 @@ _SPECS: dict[str, ArchSpec] = {
         ops=("stem", "dw1", "pw1", "dw2", "pw2", "dw3", "pw3", "dw4", "pw4",
              "dw5", "pw5", "gap", "flatten", "fc"),
         default_widths=(32, 64, 128, 128, 256, 256),
+    ),
+    # Feature vectors enter as (n, features, 1, 1): in_channels = features, image_size = 1.
+    "synthetic_mlp": ArchSpec(
+        layers=(
+            LayerSpec("fc1", "linear", None, 0, flatten_in=True),
+            LayerSpec("fc2", "linear", 0, 1),
+            LayerSpec("fc3", "linear", 1, None),
+        ),
+        ops=("flatten", "fc1", "fc2", "fc3"),
+        default_widths=(64, 32),
     ),
 }
 

@@ -84,7 +84,8 @@ def build_model(
     ----------
     arch : str
         ``digits_cnn`` (8x8 grey digits), ``alexnet_like`` or ``mobilenet_like``
-        (32x32 colour images; the latter uses depthwise-separable blocks).
+        (32x32 colour images; the latter uses depthwise-separable blocks) or
+        ``synthetic_mlp`` (feature vectors as ``(n, features, 1, 1)``, dataset ``synthetic``).
     num_classes, in_channels, image_size : int
         Output classes, input channels and square input side.
     widths : sequence of int, optional

@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from depl_fl.task.data import load_dataset, load_held_out_images, partition_indices, split_held_out
+from depl_fl.task import synthetic
+from depl_fl.task.data import DataError, load_dataset, load_held_out_images, partition_indices, split_held_out
 from depl_fl.task.local_update import TaskGeometry
 
 
@@ -44,6 +45,44 @@ def is_folder(cfg: Mapping[str, Any]) -> bool:
     return str(cfg["dataset"]["name"]) == "folder"
 
 
+def is_synthetic(cfg: Mapping[str, Any]) -> bool:
+    """``dataset=synthetic``: each client generates its own device's samples, nothing is loaded."""
+    return str(cfg["dataset"]["name"]) == "synthetic"
+
+
+def synthetic_spec(cfg: Mapping[str, Any], seed: int | None = None) -> synthetic.SyntheticSpec:
+    """The :class:`~depl_fl.task.synthetic.SyntheticSpec` of ``dataset=synthetic``.
+
+    Its seed is ``dataset.seed``; when that is null, ``seed`` or else the run seed.
+    """
+    ds = cfg["dataset"]
+    if ds.get("seed") is not None:
+        seed = ds["seed"]
+    elif seed is None:
+        seed = cfg["seed"]
+    try:
+        return synthetic.SyntheticSpec(
+            alpha=float(ds.get("alpha", 1.0)), beta=float(ds.get("beta", 1.0)),
+            iid=bool(ds.get("iid", False)), seed=int(seed),
+            log_mean=float(ds.get("log_mean", 4.0)), log_sigma=float(ds.get("log_sigma", 2.0)),
+            min_samples=int(ds.get("min_samples", 50)),
+            held_out_fraction=float(ds.get("held_out_fraction", 0.2)))
+    except ValueError as exc:
+        raise DataError(f"config dataset: {exc}") from None
+
+
+def _as_images(x: np.ndarray) -> np.ndarray:
+    """Feature vectors as ``(n, dimension, 1, 1)``: the models' NCHW input."""
+    return x.reshape(x.shape[0], x.shape[1], 1, 1)
+
+
+@lru_cache(maxsize=2)
+def _synthetic_held_out(spec: synthetic.SyntheticSpec, num_devices: int
+                        ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    (xv, yv), (xt, yt) = synthetic.held_out(spec, num_devices)
+    return (_as_images(xv), yv), (_as_images(xt), yt)
+
+
 def geometry(cfg: Mapping[str, Any]) -> TaskGeometry:
     """Architecture and task geometry of the configured model on the configured dataset.
 
@@ -54,6 +93,9 @@ def geometry(cfg: Mapping[str, Any]) -> TaskGeometry:
         from depl_fl.task.folder_data import geometry_of, test_folder
 
         return geometry_of(str(cfg["model"]["arch"]), test_folder(cfg))
+    if is_synthetic(cfg):
+        spec = synthetic_spec(cfg)
+        return TaskGeometry(str(cfg["model"]["arch"]), spec.num_classes, spec.dimension, 1)
     data = dataset(cfg)
     return TaskGeometry(str(cfg["model"]["arch"]), int(data.num_classes),
                         int(data.in_channels), int(data.image_size))
@@ -61,7 +103,13 @@ def geometry(cfg: Mapping[str, Any]) -> TaskGeometry:
 
 def client_partition(cfg: Mapping[str, Any], partition_id: int, num_partitions: int,
                      seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Training data ``(x, y)`` of one partition (seeded, equal on every process)."""
+    """Training data ``(x, y)`` of one partition (seeded, equal on every process).
+
+    For ``dataset=synthetic`` the partition is device ``partition_id``'s own draws.
+    """
+    if is_synthetic(cfg):
+        x, y = synthetic.device_data(synthetic_spec(cfg, seed), int(partition_id), int(num_partitions))
+        return _as_images(x), y
     alpha = cfg["partition"]["alpha"]
     seed = int(cfg["seed"]) if seed is None else int(seed)
     parts = _partitions(*_key(cfg), int(num_partitions),
@@ -111,6 +159,8 @@ def validation_split(cfg: Mapping[str, Any], seed: int | None = None) -> tuple[n
     """
     if is_folder(cfg):
         return _folder_halves(cfg, _split_seed(cfg, seed))[0]
+    if is_synthetic(cfg):
+        return _synthetic_held_out(synthetic_spec(cfg, seed), int(cfg["num_clients"]))[0]
     own = load_held_out_folder(cfg, "val_dir")
     if own is not None:
         return own
@@ -126,6 +176,8 @@ def test_split(cfg: Mapping[str, Any], seed: int | None = None) -> tuple[np.ndar
     """
     if is_folder(cfg):
         return _folder_halves(cfg, _split_seed(cfg, seed))[1]
+    if is_synthetic(cfg):
+        return _synthetic_held_out(synthetic_spec(cfg, seed), int(cfg["num_clients"]))[1]
     data = dataset(cfg)
     if (cfg["dataset"] or {}).get("val_dir"):
         return np.asarray(data.x_test), np.asarray(data.y_test)

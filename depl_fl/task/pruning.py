@@ -145,7 +145,8 @@ def _infer_dims(spec: ArchSpec, full_state: State) -> tuple[tuple[int, ...], int
         in_features = int(np.shape(full_state[f"{flat.name}.weight"])[1])
     except (KeyError, IndexError) as exc:
         raise PruneError(f"full state does not look like a model of this architecture ({exc})") from None
-    spatial = max(1, in_features // widths[flat.in_group])
+    flat_channels = in_channels if flat.in_group is None else widths[flat.in_group]
+    spatial = max(1, in_features // flat_channels)
     return widths, in_channels, num_classes, spatial
 
 

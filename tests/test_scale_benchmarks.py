@@ -1,0 +1,51 @@
+"""The scale benchmarks' bookkeeping: the server-side split, the tables, memory per SuperNode."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import scale_bench  # noqa: E402
+import supernode_memory  # noqa: E402
+
+
+def test_server_time_is_the_run_minus_the_clients():
+    clock = scale_bench.Clock()
+    clock.wall.update({"client": 6.0, "planning": 1.0})
+    clock.cpu.update({"client": 3.0, "planning": 0.5})
+    row = scale_bench._split(clock, wall=10.0, cpu=5.0, rounds=4)
+    assert row["server_wall_s_per_round"] == pytest.approx(1.0)
+    assert row["server_cpu_s_per_round"] == pytest.approx(0.5)
+    assert row["planning_cpu_s"] == 0.5 and "client_cpu_s" in row
+
+
+def test_the_table_compares_equal_client_counts(tmp_path):
+    def row(strategy, n, cpu):
+        return {"strategy": strategy, "clients": n, "rounds": 2, "clients_per_round": 5.0, "replans": 1,
+                "server_cpu_s_per_round": cpu, "server_wall_s_per_round": 2 * cpu, "peak_rss_mb": 100.0 + n,
+                "planning_cpu_s": 0.2, "evaluation_cpu_s": 0.1}
+    scale_bench.write_outputs([row("depl", 10, 0.3), row("fedavg", 10, 0.1)], tmp_path)
+    text = (tmp_path / "scale.md").read_text()
+    assert "| 10 | 2 | 5.0 | 0.300 (0.100, 0.050) | 0.100" in text and "| 3.0 |" in text
+    assert (tmp_path / "scale.png").stat().st_size > 1000
+
+
+def test_memory_per_node_counts_the_node_processes_only():
+    samples = [{"supernode": {"count": 4, "rss_kib": 4 * 1024 * 100, "pss_kib": 4 * 1024 * 60,
+                              "max_rss_kib": 0},
+                "warm_worker": {"count": 4, "rss_kib": 4 * 1024 * 300, "pss_kib": 4 * 1024 * 200,
+                                "max_rss_kib": 0},
+                "serverapp": {"count": 1, "rss_kib": 1024 * 500, "pss_kib": 1024 * 400, "max_rss_kib": 0}}]
+    s = supernode_memory.summarise(samples, nodes=4, machine_gib=10.0, reserve_gib=1.0)
+    assert s["per_node_rss_mib"] == pytest.approx(400.0) and s["per_node_pss_mib"] == pytest.approx(260.0)
+    assert s["server_side_pss_mib"] == pytest.approx(400.0)
+    assert s["nodes_per_machine"] == int((9 * 1024 - 400) // 260)
+
+
+def test_a_superexec_started_by_a_supernode_belongs_to_it():
+    assert supernode_memory._parent_pid_arg("flower-superexec --insecure --parent-pid 42") == "42"
+    assert supernode_memory._parent_pid_arg("flower-superexec --insecure") is None
