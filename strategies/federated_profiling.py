@@ -71,7 +71,9 @@ from depl_fl.contract.semantics import client_energy, client_time
 from depl_fl.diskcache import atomic_write
 from depl_fl.errors import InfeasibleError
 from depl_fl.runs.runconfig import stable_hash, variant_list
+from depl_fl.runs.step_clock import StepClock
 from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
+from strategies.exchange import send_and_receive
 from strategies.label_coverage import LabelCoverage
 
 LOG = logging.getLogger("depl_fl.server")
@@ -103,6 +105,15 @@ def _worst(values: Any) -> float | None:
     """Largest of ``values``; ``None`` when any is missing (an evaluation without a test split)."""
     values = list(values)
     return None if not values or any(v is None for v in values) else float(max(values))
+
+
+def validation_loss(evaluate_fn: Any, server_round: int, arrays: ArrayRecord, compression: float) -> float:
+    """The validation loss of a variant of ``arrays``: ``evaluate_fn.validation_loss`` when the
+    central evaluation offers it (no test split, no margin), else its full evaluation's ``loss``."""
+    alone = getattr(evaluate_fn, "validation_loss", None)
+    if alone is not None:
+        return float(alone(arrays, compression))
+    return float(evaluate_fn(server_round, arrays, compression)["loss"])
 
 
 def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generator) -> list[list[str]]:
@@ -329,14 +340,18 @@ class FederatedProfiler:
         while self._explore_more(k, max(losses.values())):
             k += 1
             groups = self._groups(k, clients, levels, arrays, k in switch_rounds, strategy.arch)
-            t0 = time.perf_counter()
+            clock = StepClock()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
-            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays)
+            clock.mark("exchange")
+            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, losses)
+            clock.mark("evaluate_groups")
             observations += obs
             new_losses, test_losses = self._losses(evaluate_fn, k, arrays)
+            clock.mark("evaluate")
             observations += self._merged_observations(k, groups, losses, new_losses)
             self._record(scenario, k, groups, max(losses.values()), new_losses, test_losses,
-                         time.perf_counter() - t0)
+                         clock.elapsed)
+            clock.mark("record")
             losses = new_losses
             trajectories = {m: (list(t[0]), list(t[1])) for m, t in self.trajectories.items()}
             self.progress = ExploreProgress(k, state.fresh_loss, dict(losses), list(observations),
@@ -344,6 +359,8 @@ class FederatedProfiler:
                                             [list(c) for c in self.pilot_sets], time.perf_counter() - t_start,
                                             {m: list(p) for m, p in self.sem_points.items()})
             self._checkpoint(strategy, arrays, max(losses.values()))
+            clock.mark("write")
+            self.records[-1]["steps_s"] = clock.steps()
         return arrays, observations, state.fresh_loss, max(losses.values())
 
     def _fresh_progress(self, evaluate_fn: Any, arrays: ArrayRecord) -> ExploreProgress:
@@ -451,7 +468,7 @@ class FederatedProfiler:
             messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
             sent = list(getattr(strategy, "_sent", []))
             prepared.append((strategy._structure, strategy._global_state, sent))
-        replies = list(grid.send_and_receive(messages, timeout=timeout))
+        replies = send_and_receive(grid, messages, timeout)
         for group, (structure, state, sent) in zip(groups, prepared, strict=True):
             nodes = {strategy.node_of[c] for c in group.decision.clients}
             strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state
@@ -468,7 +485,9 @@ class FederatedProfiler:
         strategy._decision = None
 
     def _observe(self, strategy: Any, groups: Sequence[_Group], evaluate_fn: Any, k: int,
-                 arrays: ArrayRecord) -> tuple[ArrayRecord, list[Any]]:
+                 arrays: ArrayRecord, known: Mapping[str, float]) -> tuple[ArrayRecord, list[Any]]:
+        """Every group's observation and the merged model; ``known`` holds the validation loss of
+        ``arrays`` per variant (a group that starts from ``arrays`` itself is not evaluated again)."""
         from depl_fl.tracking.estimation import LossObservation
         from strategies.depl_strategy import arrays_to_state, state_to_arrays
 
@@ -479,8 +498,9 @@ class FederatedProfiler:
             comp = self.models[group.decision.model]
             # A switch observation's loss_before is the source variant's loss (before the jump).
             source = group.previous if group.previous in self.models else group.decision.model
-            before = float(evaluate_fn(k, group.start, self.models[source])["loss"])
-            after = float(evaluate_fn(k, group.result, comp)["loss"])
+            before = known[source] if group.start is arrays and source in known else \
+                validation_loss(evaluate_fn, k, group.start, self.models[source])
+            after = validation_loss(evaluate_fn, k, group.result, comp)
             observations.append(LossObservation(k, group.decision.model, group.previous, before, after,
                                                 self.coverage.effective_ratio(group.replied)))
             self.pilot_sets.append(list(group.replied))
