@@ -2,7 +2,14 @@
 
 A round record carries ``steps_s``: the seconds from the round's start to its
 first mark, then between consecutive marks, under the marks' names (a name
-marked twice adds up). ``docs/DEPLOYMENT.md`` ("Fast rounds") reads them.
+marked twice adds up). A training round's steps are ``configure``,
+``exchange`` (send the messages until the last reply is in), ``aggregate``,
+``evaluate``, ``record``; an exploration round's ``exchange``,
+``evaluate_groups``, ``evaluate``, ``record``. What follows a round outside
+its ``wall_s`` (``write``: its checkpoint and results.json; ``admit``: asking
+late nodes for their properties) is added to its ``steps_s`` once done, so the
+files written for a round hold it from the next write on.
+``benchmarks/deploy_round_bench.py`` reports their medians.
 """
 
 from __future__ import annotations
