@@ -101,10 +101,42 @@ def test_validation_loss_alone_equals_the_full_evaluations_loss():
     evaluate = make_evaluate_fn(cfg)
     arrays = state_to_arrays(initial_state(geometry(cfg), seed=3))
     for compression in (0.0, 0.5):
-        assert evaluate.validation_loss(arrays, compression) == float(evaluate(1, arrays, compression)["loss"])
+        full = float(evaluate(1, arrays, compression)["loss"])
+        assert evaluate.validation_loss(arrays, compression) == full
 
 
-def test_exploration_rounds_evaluate_each_model_once_and_groups_on_the_validation_split(tmp_path, monkeypatch):
+def _counting(make_evaluate_fn, calls: dict[str, int]):
+    """``make_evaluate_fn`` whose evaluations count themselves into ``calls`` (full / validation)."""
+    def make(cfg):
+        inner = make_evaluate_fn(cfg)
+
+        def evaluate(server_round, arrays, compression=0.0):
+            calls["full"] += 1
+            return inner(server_round, arrays, compression)
+
+        def validation_loss(arrays, compression=0.0):
+            calls["validation"] += 1
+            return inner.validation_loss(arrays, compression)
+
+        evaluate.validation_loss = validation_loss
+        return evaluate
+    return make
+
+
+def _counts_after_each_exploration_round(checkpointer, calls: dict[str, int], seen: list[dict[str, int]]):
+    """``_checkpointer`` that also notes ``calls`` after every exploration round."""
+    def make(cfg, out_dir, clock):
+        write = checkpointer(cfg, out_dir, clock)
+
+        def on_round(strategy, arrays, loss):
+            if strategy.controller is None and strategy.profiler.records:
+                seen.append(dict(calls))
+            write(strategy, arrays, loss)
+        return on_round
+    return make
+
+
+def test_exploration_rounds_evaluate_each_variant_once_and_groups_on_validation(tmp_path, monkeypatch):
     """Per exploration round: one full evaluation per variant (the merged model, for the record),
     the groups' aggregates on the validation split only, and no group start evaluated twice."""
     pytest.importorskip("torch")
@@ -121,57 +153,26 @@ def test_exploration_rounds_evaluate_each_model_once_and_groups_on_the_validatio
                           "profile.explore.min_points_per_level=2", "target.loss=0.9", "target.prob=0.6",
                           "target.max_rounds=4", "tracking.enabled=false", "output.plot=false",
                           f"profile.cache_dir={tmp_path / 'cache'}"])
-    calls = {"full": 0, "validation": 0}
-    real = server_app.make_evaluate_fn
-
-    def counting(cfg_):
-        inner = real(cfg_)
-
-        def evaluate(server_round, arrays, compression=0.0):
-            calls["full"] += 1
-            return inner(server_round, arrays, compression)
-
-        def validation_loss(arrays, compression=0.0):
-            calls["validation"] += 1
-            return inner.validation_loss(arrays, compression)
-
-        evaluate.validation_loss = validation_loss
-        return evaluate
-
-    monkeypatch.setattr(server_app, "make_evaluate_fn", counting)
-    done = []
-
-    def hook(strategy, arrays, loss):  # counts at the end of every exploration round
-        if strategy.controller is None and strategy.profiler.records:
-            done.append(dict(calls))
-
-    real_checkpointer = server_app._checkpointer
-
-    def checkpointer(cfg_, out_dir, clock):
-        write = real_checkpointer(cfg_, out_dir, clock)
-
-        def on_round(strategy, arrays, loss):
-            hook(strategy, arrays, loss)
-            write(strategy, arrays, loss)
-        return on_round
-
-    monkeypatch.setattr(server_app, "_checkpointer", checkpointer)
+    calls, seen = {"full": 0, "validation": 0}, []
+    monkeypatch.setattr(server_app, "make_evaluate_fn", _counting(server_app.make_evaluate_fn, calls))
+    monkeypatch.setattr(server_app, "_checkpointer",
+                        _counts_after_each_exploration_round(server_app._checkpointer, calls, seen))
     doc = json.loads(Path(server_app.run_server(InProcessGrid(make_client_app(cfg), 3), cfg,
                                                 tmp_path / "job")).read_text())
     profile = [r for r in doc["rounds"] if r["phase"] == "profile"]
-    assert len(profile) == 3 and len(done) == 3
+    assert len(profile) == 3 and len(seen) == 3
     variants = 2
     # Before round 1: the fresh model, once per variant; then every round the same again.
-    assert [d["full"] for d in done] == [variants * (k + 2) for k in range(3)]
+    assert [d["full"] for d in seen] == [variants * (k + 2) for k in range(3)]
     # The groups: their aggregates (two groups a round) and, only in the switch round, the
     # starts silenced to another variant; a start that is the global model is never re-evaluated.
     silenced = sum(1 for g in profile[2]["groups"] if g["switch_from"] == "p50")
-    assert [d["validation"] for d in done] == [2, 4, 6 + silenced]
-    for prev, rec in zip(profile, profile[1:]):
+    assert [d["validation"] for d in seen] == [2, 4, 6 + silenced]
+    for prev, rec in zip(profile, profile[1:], strict=False):
         for group in rec["groups"]:
             source = group["switch_from"] or group["model"]
             assert group["loss_before"] == pytest.approx(prev["losses"][source], rel=1e-6)
     for rec in profile:
         assert set(rec["steps_s"]) >= {"exchange", "evaluate_groups", "evaluate", "write"}
-        assert rec["wall_s"] == pytest.approx(sum(v for k, v in rec["steps_s"].items() if k != "write"),
-                                              abs=0.01)
+        inside = sum(v for k, v in rec["steps_s"].items() if k != "write")
+        assert rec["wall_s"] == pytest.approx(inside, abs=0.01)
