@@ -220,11 +220,17 @@ def _steps_line(name: str, p: dict[str, Any]) -> str:
     return f"* {name}: {inside}; between rounds: {between or 'n/a'}."
 
 
+def _revision(root: Path) -> str:
+    """The short commit of the checkout at ``root`` (its path when it is no git checkout)."""
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                         text=True, check=False).stdout.strip()
+    return rev or str(root)
+
+
 def report(fig: dict[str, Any], args: argparse.Namespace, overrides: list[str],
            load: tuple[str, str], goal: float) -> str:
     """The Markdown report."""
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                         text=True, check=False).stdout.strip() or "unknown"
+    rev = _revision(ROOT)
     labels = [k for k in fig if k != "minimal"]
     lines = [
         "# Deployment round time: DepL vs a minimal Flower app",
@@ -316,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare is not None and not (args.compare / "pyproject.toml").is_file():
         print(f"deploy_round_bench: --compare {args.compare} holds no pyproject.toml", file=sys.stderr)
         return 2
-    roots = {"DepL": ROOT, **({f"DepL at {args.compare}": args.compare} if args.compare else {})}
+    roots = {"DepL": ROOT}
+    if args.compare is not None:
+        roots[f"DepL at {_revision(args.compare)}"] = args.compare
     overrides = [*DEFAULT_DEPL, f"num_clients={args.nodes}", *args.overrides]
     work = Path(tempfile.mkdtemp(prefix="depl-round-bench."))
     logs = work / "logs"

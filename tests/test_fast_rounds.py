@@ -176,3 +176,39 @@ def test_exploration_rounds_evaluate_each_variant_once_and_groups_on_validation(
         assert set(rec["steps_s"]) >= {"exchange", "evaluate_groups", "evaluate", "write"}
         inside = sum(v for k, v in rec["steps_s"].items() if k != "write")
         assert rec["wall_s"] == pytest.approx(inside, abs=0.01)
+
+
+# ---------------------------------------------------------------------------
+# The benchmark's figures
+# ---------------------------------------------------------------------------
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "deploy_round_bench.py"
+    spec = importlib.util.spec_from_file_location("deploy_round_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_ratios_steps_and_verdicts_per_phase():
+    import argparse
+
+    bench = _bench()
+    minimal = [[6.3, 6.4, 9.3], [6.2, 6.3]]
+    explore = [[{"phase": "profile", "wall_s": w, "steps_s": {"exchange": w - 0.2, "evaluate": 0.2,
+                                                             "write": 0.05}} for w in (6.5, 6.6, 6.7)]]
+    train = [[{"phase": "train", "wall_s": w, "steps_s": {"exchange": w - 0.1, "write": 0.04}}
+              for w in (9.4, 9.5)]]
+    fig = bench.summarize(minimal, {"DepL": {"exploration": explore, "training": train}})
+    assert fig["minimal"]["median_s"] == 6.3 and fig["minimal"]["rounds"] == 5
+    assert fig["DepL"]["exploration"]["ratio"] == pytest.approx(6.6 / 6.3)
+    assert fig["DepL"]["training"]["ratio"] == pytest.approx(9.45 / 6.3)
+    assert fig["DepL"]["exploration"]["steps_median_s"] == pytest.approx(
+        {"exchange": 6.4, "evaluate": 0.2, "write": 0.05})
+    args = argparse.Namespace(argv=["--repeats", "1"], nodes=3, repeats=1, rounds=3)
+    text = bench.report(fig, args, ["method=full"], ("0.5 / 0.4 / 0.3", "0.9 / 0.5 / 0.3"), 1.1)
+    assert "exploration 1.05x (met)" in text and "training 1.50x (NOT met)" in text
+    assert "load averages 0.5 / 0.4 / 0.3 before" in text and "`method=full`" in text
+    assert "between rounds: write 0.050" in text
