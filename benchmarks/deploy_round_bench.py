@@ -290,8 +290,8 @@ def _time(args: argparse.Namespace, roots: dict[str, Path], overrides: list[str]
             for (job, phase), first in zip(JOBS, (True, False), strict=True):
                 minimal.append(run_minimal(cli, work, logs, args.nodes, args.rounds))
                 print(f"minimal: {[round(t, 2) for t in minimal[-1]]}", flush=True)
-                for label, root in roots.items():
-                    cache = work / f"cache-{label}-{rep}"
+                for i, (label, root) in enumerate(roots.items()):
+                    cache = work / f"cache-{i}-{rep}"
                     if first:
                         shutil.rmtree(cache, ignore_errors=True)
                     records = run_depl(root, cli, work, logs, [*overrides, f"profile.cache_dir={cache}"])
