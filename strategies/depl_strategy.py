@@ -480,6 +480,8 @@ class DepLStrategy(FedAvg):
             if self.on_round is not None:
                 self.on_round(self, arrays, loss)
             clock.mark("write")
+            # Announced once written: a stop right after the line never loses this round.
+            self._announce(decision)
             self._admit_late_nodes(grid, timeout)
             clock.mark("admit")
             self.controller.records[-1].setdefault("steps_s", {}).update(clock.steps())
@@ -617,12 +619,19 @@ class DepLStrategy(FedAvg):
         rec["rolled_back"] = self._aggregate_problem
         clock.mark("record")
         rec["steps_s"] = clock.steps()
+        return arrays, new_loss
+
+    def _announce(self, decision: RoundDecision) -> None:
+        """Log the last recorded round's progress line, then the controller's notes on it."""
+        assert self.controller is not None
+        rec = self.controller.records[-1]
         LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",
-                 rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
+                 rec["round"], rec["model"], len(rec["replied"]), len(decision.clients), rec["loss"],
                  "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
                  rec["predicted_quantile"], self.targets.target_loss,
                  " (re-planned)" if rec["replanned"] else "", " AT RISK" if rec.get("at_risk") else "")
-        return arrays, new_loss
+        for line in self.controller.take_notes():
+            LOG.info("%s", line)
 
     def _admit_late_nodes(self, grid: Grid, timeout: float) -> None:
         """Query nodes that connected after the start; their clients may be used from the next re-plan."""

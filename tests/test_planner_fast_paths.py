@@ -1,6 +1,6 @@
 """The planner's fast paths return exactly what the straightforward loops return.
 
-Planning speed (issue 13: <= 1 s on the paper scenario) comes from batching
+Planning speed (at most 1 s on the paper scenario) comes from batching
 and pruning that must not change any plan:
 
 * the moment propagation is elementwise, bit for bit: an element's result

@@ -1,6 +1,6 @@
 """Resource allocation: which level each active cluster runs at, per round.
 
-Mapping onto VNF placement (DESIGN.md section 1): clusters are the *servers*,
+Mapping onto VNF placement (as in the paper): clusters are the *servers*,
 the model trained in a round is the *VNF* to place, and the model's
 complexity (FLOPs per sample, bytes) is the VNF's *requirement*. A placement
 puts the chosen clients' share of the VNF on their cluster's server at one of
