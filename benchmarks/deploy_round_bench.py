@@ -215,6 +215,8 @@ def _row(name: str, p: dict[str, Any], ratio: bool = True) -> str:
 
 def _steps_line(name: str, p: dict[str, Any]) -> str:
     steps = p.get("steps_median_s") or {}
+    if not steps:
+        return f"* {name}: no per-step times (its rounds carry no `steps_s`)."
     inside = ", ".join(f"{k} {v:.3f}" for k, v in steps.items() if k not in BETWEEN)
     between = ", ".join(f"{k} {v:.3f}" for k, v in steps.items() if k in BETWEEN)
     return f"* {name}: {inside}; between rounds: {between or 'n/a'}."
