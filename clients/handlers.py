@@ -17,7 +17,8 @@ always for ``dataset=folder``; otherwise (simulation) the partition
   ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
   deterministically from the global weights, fine-tune locally and reply with
   ``ArrayRecord "arrays"`` (kept weights only, named as in the full model) and
-  ``MetricRecord "metrics"`` (``num-examples``, ``train-loss``, ``train-time-s``).
+  ``MetricRecord "metrics"`` (``num-examples``, ``train-loss``, ``train-time-s``, what the
+  round's ``level`` applied and the reply's measured bytes and energy, :func:`train_content`).
 * ``evaluate``: loss/accuracy of the global (full) model on the local partition.
 
 The run configuration reaches the handlers by closure
@@ -39,6 +40,7 @@ in the ClientApp process.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -134,30 +136,56 @@ def _state_of(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
                   cache_dir: Path | None = None) -> RecordDict:
-    """Prune from the received global weights, fine-tune locally: the kept weights and metrics."""
-    import torch
+    """Prune from the received global weights, fine-tune locally: the kept weights and metrics.
 
+    The round's ``level`` is applied while training (:mod:`depl_fl.task.device_levels`:
+    torch threads, CPU affinity); the metrics say what was applied and what the
+    reply measured: ``train-time-s``, ``reply-time-s`` (the whole handler: data, training,
+    faults), ``bytes-down``/``bytes-up`` (the arrays
+    received and sent), ``energy-j`` with ``energy-source-code`` (an index into
+    :data:`depl_fl.task.energy_meter.SOURCES`; no ``energy-j`` when the node
+    has neither a meter nor a declared power). Only a deployment passes
+    ``cache_dir`` (the node cache), so only there do the default levels act.
+    """
+    from depl_fl.task.device_levels import applied, level_setting
+    from depl_fl.task.energy_meter import SOURCES, meter_for, reply_energy
     from depl_fl.task.local_update import local_update
 
-    torch.set_num_threads(1)
+    t0 = time.perf_counter()
     conf = content["config"]
     global_state = _state_of(content["arrays"])
     pid, _ = node_partition(context)
     data = node_data(cfg, context, cache_dir)
     train = cfg["train"]
     server_round = int(conf.get("server-round", 0))
-    result = local_update(
-        global_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
-        epochs=int(conf.get("local-epochs", train["local_epochs"])),
-        lr=float(conf.get("lr", train["lr"])),
-        batch_size=int(conf.get("batch-size", train["batch_size"])),
-        seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
-    )
+    setting = level_setting(context.node_config, int(conf.get("level", 0)), deployment=cache_dir is not None)
+    meter = meter_for(context.node_config.get("energy-meter"))
+    with applied(setting) as level_metrics:
+        before = meter.read_uj() if meter is not None else None
+        result = local_update(
+            global_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
+            epochs=int(conf.get("local-epochs", train["local_epochs"])),
+            lr=float(conf.get("lr", train["lr"])),
+            batch_size=int(conf.get("batch-size", train["batch_size"])),
+            seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
+        )
+        metered = meter.joules_between(before, meter.read_uj()) if meter is not None else None
     state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
         "num-examples": result.num_examples, "train-loss": result.train_loss,
-        "train-time-s": result.train_time_s})
+        "train-time-s": result.train_time_s}, phase=str(conf.get("phase", "train")))
+    energy, source = reply_energy(metered, setting.watts, float(sent["train-time-s"]))
+    sent = {**sent, **level_metrics, "energy-source-code": SOURCES.index(source),
+            "bytes-down": _nbytes(global_state), "bytes-up": _nbytes(state),
+            "reply-time-s": time.perf_counter() - t0}
+    if energy is not None:
+        sent["energy-j"] = energy
     arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
     return RecordDict({"arrays": arrays, "metrics": MetricRecord(sent)})
+
+
+def _nbytes(state: Mapping[str, Any]) -> int:
+    """Bytes of the arrays of a model state (what travels, without framing)."""
+    return int(sum(np.asarray(v).nbytes for v in state.values()))
 
 
 def evaluate_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],

@@ -31,6 +31,11 @@
 #   --netem       every SuperNode in its own network namespace, its link shaped (tc netem, else tbf)
 #                 to its cluster's bytes_per_s (+ --latency-ms, default 20 ms); needs root
 #   --latency-ms MS  one-way latency of the netem links (default 20)
+#   --cpu-quota A=100,B=50  (with --netem) each cluster's CPU quota in % of one CPU, instead of
+#                 the quota proportional to the table's flops_per_s: devices whose real speed
+#                 differs from the declared table
+#   --node-extra 'K=V ...'  appended to every SuperNode's node config, e.g.
+#                 'level-threads="1,2" level-watts="2,5"'
 #   HYDRA_OVERRIDE  extra overrides for conf/config.yaml, e.g. method=full seed=3
 #
 # Every process this script starts is stopped when it exits, whatever the reason
@@ -57,6 +62,8 @@ CRASH_AFTER=""
 NETEM=0
 LATENCY_MS=20
 ISOLATE=0
+NODE_EXTRA=""
+declare -A CPU_QUOTA=()
 # Long options first (getopts knows only short ones); the rest goes to getopts.
 SHORT=()
 while [[ $# -gt 0 ]]; do
@@ -72,6 +79,15 @@ while [[ $# -gt 0 ]]; do
         --isolate-data) ISOLATE=1 ;;
         --latency-ms) LATENCY_MS="${2:-}"; shift ;;
         --latency-ms=*) LATENCY_MS="${1#*=}" ;;
+        --node-extra) NODE_EXTRA="${2:-}"; shift ;;
+        --cpu-quota)
+            IFS=, read -r -a _quotas <<< "${2:-}"
+            for _q in "${_quotas[@]}"; do
+                [[ "$_q" =~ ^[A-Za-z0-9_]+=[0-9]+$ ]] \
+                    || { echo "deploy_loopback: --cpu-quota wants CLUSTER=PERCENT,..., got '$_q'" >&2; exit 2; }
+                CPU_QUOTA[${_q%%=*}]="${_q#*=}"
+            done
+            shift ;;
         --help) SHORT+=("-h") ;;
         --*) echo "deploy_loopback: unknown option $1 (see -h)" >&2; exit 2 ;;
         *) SHORT+=("$1") ;;
@@ -88,7 +104,7 @@ while getopts "n:r:c:o:t:d:kh" opt; do
         t) TIMEOUT="$OPTARG" ;;
         k) KEEP=1 ;;
         d) SPLIT="$OPTARG" ;;
-        h) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        h) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy_loopback: unknown option (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -337,7 +353,8 @@ for ((i = 0; i < NUM; i++)); do
     ns=""
     [[ "$NETEM" -eq 0 ]] || ns="$i"
     start_supernode "supernode-$i" "${PORTS[$((i + 1))]}" \
-        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"$(node_data "$i")" "$ns" "$key" \
+        "partition-id=$i num-partitions=$NUM cluster=\"${CLUSTER_OF[$i]}\"$(node_data "$i")${NODE_EXTRA:+ $NODE_EXTRA}" \
+        "$ns" "$key" \
         "node-$i"
     echo "deploy_loopback: SuperNode $i (cluster ${CLUSTER_OF[$i]}) on 127.0.0.1:${PORTS[$((i + 1))]}" >&2
 done

@@ -98,6 +98,8 @@ netem_cgroup() {  # $1 index, $2 flops/s, $3 fastest flops/s: a cgroup v1 cpu qu
     mkdir -p "$dir" 2> /dev/null || return 1
     NETEM_CGROUPS+=("$dir")
     quota="$("$BIN/python" -c "print(max(1000, int($period * $2 / $3)))")"
+    local cid="${CLUSTER_OF[$1]}"
+    [[ -z "${CPU_QUOTA[$cid]:-}" ]] || quota="$((period * CPU_QUOTA[$cid] / 100))"
     echo "$period" > "$dir/cpu.cfs_period_us" && echo "$quota" > "$dir/cpu.cfs_quota_us" || return 1
     NETEM_QUOTA[$1]="$((quota * 100 / period))"
 }

@@ -164,6 +164,12 @@ class DepLStrategy(FedAvg):
         runs the profile rounds after the properties query and before the scenario
         is built, and returns the arrays the job continues from
         (:class:`strategies.federated_profiling.FederatedProfiler`).
+    clock : str
+        ``model`` or ``wall``: what the deadline counts (:class:`strategies.controller.RunController`);
+        with ``wall`` the time from the end of the profile rounds to the first
+        training round (planning) counts too.
+    drift : object, optional
+        The round-time drift test (:class:`depl_fl.tracking.device_costs.DriftTest`).
     """
 
     def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
@@ -174,7 +180,7 @@ class DepLStrategy(FedAvg):
                  aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3,
                  timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
                  on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None,
-                 profiler: Any = None) -> None:
+                 profiler: Any = None, clock: str = "model", drift: Any = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -199,7 +205,12 @@ class DepLStrategy(FedAvg):
         self.resume = resume
         #: Runs the profile rounds before planning (strategies.federated_profiling), or None.
         self.profiler = profiler
+        self.clock = clock
+        self.drift = drift
         # Run state, filled by start().
+        #: Client id -> what its accepted reply of the last aggregated round measured.
+        self.reply_measured: dict[str, dict[str, Any]] = {}
+        self._profile_end = time.monotonic()
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
         self.properties: dict[str, dict[str, Any]] = {}
@@ -357,9 +368,12 @@ class DepLStrategy(FedAvg):
         global model is unchanged (``None`` is returned).
         """
         assert self._structure is not None and self._global_state is not None
+        from depl_fl.tracking.device_costs import reply_measurement
+
         self._rejected = []
         self._aggregate_problem = None
         accepted = self._screen(server_round, replies)
+        self.reply_measured = {c.cid: reply_measurement(c.metrics) for c in accepted}
         replied = [c.cid for c in accepted]
         planned = list(self._decision.clients) if self._decision else []
         answered = replied + [r["client"] for r in self._rejected]
@@ -467,6 +481,7 @@ class DepLStrategy(FedAvg):
             if self.profiler is not None:  # profile rounds first; the job continues from their model
                 initial_arrays = self.profiler.run(self, grid, initial_arrays, evaluate_fn, timeout,
                                                    train_config)
+            self._profile_end = time.monotonic()
             arrays, loss = self._plan_and_evaluate(initial_arrays, evaluate_fn, result)
         result.arrays = arrays
         while (decision := self.controller.next_decision()) is not None:
@@ -500,6 +515,8 @@ class DepLStrategy(FedAvg):
                  self.plan.predicted.get("loss_quantile", float("nan")),
                  self.plan.predicted.get("probability", float("nan")))
         self.controller = self._make_controller()
+        if self.clock == "wall":  # planning after the profile rounds is deadline time too
+            self.controller.elapsed_s = time.monotonic() - self._profile_end
         # A feasible empty plan (the target already met, e.g. by the exploration rounds): no round.
         first_model = self.scenario.model(self.plan.rounds[0].model) if self.plan.rounds else None
         first = evaluate_fn(0, initial_arrays, float(first_model.compression) if first_model else 0.0)
@@ -532,7 +549,7 @@ class DepLStrategy(FedAvg):
                              planner=self.plan_fn, tracking=self.tracking,
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
                              spike_tail_prob=self.spike_tail_prob,
-                             loss_sem=self._initial_sem())
+                             loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift)
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
@@ -615,7 +632,8 @@ class DepLStrategy(FedAvg):
                                      rejected=rejected, train_loss=train_loss,
                                      test_loss=_metric(res, "test-loss"), loss_sem=_metric(res, "loss-sem"),
                                      loss_margin=_metric(res, "loss-margin"),
-                                     test_accuracy=_metric(res, "test-accuracy"))
+                                     test_accuracy=_metric(res, "test-accuracy"),
+                                     measured=self.reply_measured)
         rec["rolled_back"] = self._aggregate_problem
         clock.mark("record")
         rec["steps_s"] = clock.steps()

@@ -67,6 +67,7 @@ from flwr.serverapp import Grid
 
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import client_energy
 from depl_fl.errors import InfeasibleError
 from depl_fl.orchestration.exploration import (
     ExploreProgress,
@@ -125,6 +126,8 @@ class _Group:
     train_loss: float | None = None
     loss_before: float | None = None
     loss_after: float | None = None
+    #: Client id -> what its accepted reply measured (depl_fl.tracking.device_costs.reply_measurement).
+    measured: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class FederatedProfiler:
@@ -159,11 +162,18 @@ class FederatedProfiler:
         #: An unfinished exploration (set after every exploration round, ``None`` once fitted).
         self.progress: ExploreProgress | None = None
         self.sem_points: dict[str, list[tuple[float, float]]] = {}
+        #: ``model`` or ``wall``: what the exploration's share of the deadline counts (set by the server).
+        self.clock = "model"
+        #: The exploration rounds' measured costs (depl_fl.tracking.device_costs.RoundCost), for
+        #: ``cost.source=measured``.
+        self.round_costs: list[Any] = []
+        #: Run every level in turn (set by the server for ``cost.source=measured``).
+        self.measure_levels = False
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
-                        "progress", "loss_sem")
+                        "progress", "loss_sem", "round_costs")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -239,10 +249,17 @@ class FederatedProfiler:
                  len(self.records), self.energy_j, self.time_s, fresh_loss, current_loss, self.cache_file)
         return arrays
 
+    @property
+    def deadline_used_s(self) -> float:
+        """What the exploration used of the deadline: modelled time, or wall time with ``clock=wall``."""
+        if self.clock != "wall":
+            return self.time_s
+        return self.wall_s if self.progress is None else self.progress.wall_s
+
     def _remaining(self, targets: Targets) -> Targets:
-        left = targets.deadline_s - self.time_s
+        left = targets.deadline_s - self.deadline_used_s
         if left <= 0:
-            raise InfeasibleError(f"the exploration rounds took {self.time_s:.4g} s of the "
+            raise InfeasibleError(f"the exploration rounds took {self.deadline_used_s:.4g} s of the "
                                   f"{targets.deadline_s:g} s deadline; raise target.deadline_s or lower "
                                   f"profile.explore.rounds")
         return Targets(targets.target_loss, targets.target_prob, left, targets.max_rounds)
@@ -265,18 +282,22 @@ class FederatedProfiler:
         self.pilot_sets = [list(c) for c in state.pilot_sets]
         while self._explore_more(k, max(losses.values())):
             k += 1
-            groups = self._groups(k, clients, levels, arrays, k in switch_rounds, strategy.arch)
+            groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
+                                  strategy.arch)
             clock = StepClock()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
-            clock.mark("exchange")
+            train_wall = clock.mark("exchange")
             arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, losses)
             clock.mark("evaluate_groups")
             observations += obs
             new_losses, test_losses = self._losses(evaluate_fn, k, arrays)
-            clock.mark("evaluate")
+            eval_wall = clock.mark("evaluate")
+            # A training round evaluates one variant: its comparable time is the groups' training
+            # plus one evaluation.
+            comparable = train_wall + eval_wall / max(len(self.models), 1)
             observations += self._merged_observations(k, groups, losses, new_losses)
             self._record(scenario, k, groups, max(losses.values()), new_losses, test_losses,
-                         clock.elapsed)
+                         clock.elapsed, comparable)
             clock.mark("record")
             losses = new_losses
             trajectories = {m: (list(t[0]), list(t[1])) for m, t in self.trajectories.items()}
@@ -343,7 +364,8 @@ class FederatedProfiler:
         cap = int(explore.get("max_rounds") or explore["rounds"])
         factor = explore.get("stop_loss_factor")
         share = explore.get("max_deadline_share")
-        if share is not None and self.time_s >= float(share) * float(self.cfg["target"]["deadline_s"]):
+        deadline = float(self.cfg["target"]["deadline_s"])
+        if share is not None and self.deadline_used_s >= float(share) * deadline:
             return False
         return (done < cap and factor is not None
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
@@ -390,6 +412,7 @@ class FederatedProfiler:
     def _train(strategy: Any, grid: Grid, server_round: int, groups: Sequence[_Group],
                train_config: ConfigRecord, timeout: float) -> None:
         """One round of all groups through the strategy's own configure/aggregate hooks."""
+        train_config = ConfigRecord({**dict(train_config), "phase": "profile"})
         messages, prepared = [], []
         for group in groups:
             strategy._decision = group.decision
@@ -406,6 +429,8 @@ class FederatedProfiler:
             group.result = result
             replied, rejected = strategy._last_round_clients
             group.replied = list(replied)
+            group.measured = {c: dict(strategy.reply_measured[c]) for c in replied
+                              if c in getattr(strategy, "reply_measured", {})}
             group.missing = [dict(r) if isinstance(r, Mapping) else {"client": str(r), "reason": "rejected"}
                              for r in rejected]
             if metrics is not None and np.isfinite(float(metrics["train-loss"])):
@@ -440,9 +465,30 @@ class FederatedProfiler:
             return arrays, observations
         return state_to_arrays(merge_states(states, weights)), observations
 
+    def _levels(self, scenario: Scenario, cheapest: Mapping[str, int], k: int) -> dict[str, int]:
+        """Round ``k``'s level per cluster: the cheapest; with ``cost.source=measured`` every level in turn.
+
+        A measured cost model needs every level's speed on the devices; the
+        exploration measures them in rotation (round ``k`` at level ``(k - 1) mod
+        levels``), paying the faster levels' energy in half of its rounds (two levels).
+        """
+        if not self.measure_levels:
+            return dict(cheapest)
+        return {c.id: (k - 1) % len(c.levels) for c in scenario.clusters}
+
     def _record(self, scenario: Scenario, k: int, groups: Sequence[_Group], loss_before: float,
-                losses: Mapping[str, float], test_losses: Mapping[str, float | None], wall: float) -> None:
+                losses: Mapping[str, float], test_losses: Mapping[str, float | None], wall: float,
+                comparable_wall: float | None = None) -> None:
+        from depl_fl.tracking.device_costs import round_cost_of, round_measurement
+
         energy, duration = round_cost(scenario, [g.decision for g in groups])
+        measured = {c: r for g in groups for c, r in g.measured.items()}
+        modelled = {c: client_energy(scenario, c, g.decision.model,
+                                     g.decision.levels[scenario.client(c).cluster])
+                    for g in groups for c in g.measured}
+        cost = round_cost_of(scenario, [g.decision for g in groups], measured,
+                             wall if comparable_wall is None else comparable_wall)
+        self.round_costs.append(cost)
         elapsed = self.time_s + duration
         self.records.append({
             "round": k, "phase": "profile", "model": "+".join(g.decision.model for g in groups),
@@ -461,7 +507,8 @@ class FederatedProfiler:
             # reported like "loss" (the worst variant), never read by a decision
             "test_loss": worst(test_losses.values()), "test_accuracy": None,
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
-            "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
+            "wall_s": float(wall), "comparable_wall_s": cost.wall_s, "predicted_quantile": None,
+            "replanned": False, "replies": measured, **round_measurement(measured, modelled),
         })
 
     def _announce(self, k: int) -> None:

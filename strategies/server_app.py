@@ -125,14 +125,52 @@ def make_profiler(cfg: Mapping[str, Any], scenario_of: Callable[..., Scenario]) 
     return FederatedProfiler(cfg, lambda props: scenario_of(props, placeholder_loss(cfg)))
 
 
+def cost_settings(cfg: Mapping[str, Any], deployment: bool) -> tuple[str, str]:
+    """``(cost source, clock)`` of ``cfg``: ``cost.clock=auto`` is ``wall`` in a deployment, else ``model``.
+
+    ``cost.source=measured`` applies in a deployment (or with the wall clock); in
+    simulation the replies time an emulation, so the table stays.
+    """
+    cost = cfg.get("cost") or {}
+    clock = str(cost.get("clock", "auto"))
+    if clock == "auto":
+        clock = "wall" if deployment else "model"
+    source = str(cost.get("source", "table"))
+    return (source if (deployment or clock == "wall") else "table"), clock
+
+
+def measured_scenario_fn(base: Callable[[Mapping[str, Mapping[str, Any]]], Scenario], profiler: Any,
+                         report: dict[str, Any]) -> Callable[[Mapping[str, Mapping[str, Any]]], Scenario]:
+    """``base`` with the costs fitted from the exploration rounds' measurements written in.
+
+    Without measured rounds (a reused profile) the declared table stays, and ``report`` says so.
+    """
+    from depl_fl.tracking.device_costs import fit_costs, fitted_scenario
+
+    def scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
+        scenario = base(properties)
+        rounds = list(getattr(profiler, "round_costs", None) or [])
+        if not rounds:
+            report.update(used="table", why="no exploration round of this job measured the devices")
+            return scenario
+        fit = fit_costs(rounds, scenario)
+        fitted, quality = fitted_scenario(scenario, fit)
+        report.update(used="measured", fit=fit.to_dict(), **quality)
+        return fitted
+
+    return scenario_fn
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
-                   resume: Mapping[str, Any] | None = None) -> DepLStrategy:
+                   resume: Mapping[str, Any] | None = None, deployment: bool = False) -> DepLStrategy:
     """DepLStrategy for ``cfg``: the profiler measures the loss profile, the scenario uses it.
 
-    ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`).
+    ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`);
+    ``deployment`` picks the clock and cost source of ``cost.*`` (:func:`cost_settings`).
     """
     from depl_fl.orchestration.scenario_builder import build_scenario, model_docs
     from depl_fl.task.partitions import geometry
+    from depl_fl.tracking.device_costs import DriftTest
 
     geo = geometry(cfg)
     models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
@@ -142,8 +180,16 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
 
     profiler = make_profiler(cfg, scenario_of)
 
-    def scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
+    def table_scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
         return scenario_of(properties, profiler.loss_doc)
+
+    source, clock = cost_settings(cfg, deployment)
+    profiler.clock = clock
+    profiler.measure_levels = source == "measured"
+    cost_report: dict[str, Any] = {"source": source, "clock": clock, "used": "table"}
+    scenario_fn = (measured_scenario_fn(table_scenario_fn, profiler, cost_report) if source == "measured"
+                   else table_scenario_fn)
+    cost_cfg = cfg.get("cost") or {}
 
     train = cfg["train"]
     server = cfg["server"]
@@ -155,7 +201,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
                                      margin=float(tracking_cfg.get("margin", 0.0)),
                                      ahead_margin=tracking_cfg.get("ahead_margin"))
-    return DepLStrategy(
+    strategy = DepLStrategy(
         arch=geo.arch, targets=targets_of(cfg), scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
         num_clients=int(cfg["num_clients"]),
         train_settings={"local-epochs": int(train["local_epochs"]), "lr": float(train["lr"]),
@@ -169,7 +215,11 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         # that online re-planning does not turn it into a quantile method.
         track_mean=cfg["method"] == "expectation",
         aggregation=aggregation_settings(cfg),
-        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler)
+        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler,
+        clock=clock, drift=DriftTest(float(cost_cfg.get("drift_tolerance", 0.25)),
+                                     int(cost_cfg.get("drift_rounds", 2))))
+    strategy.cost_report = cost_report
+    return strategy
 
 
 def aggregation_settings(cfg: Mapping[str, Any]) -> AggregationSettings:
@@ -243,7 +293,7 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
 
 
 def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
-               plan: Plan | None = None) -> Path:
+               plan: Plan | None = None, deployment: bool = False) -> Path:
     """Run the whole DepL job on ``grid`` and write ``results.json`` (+ plot) into ``out_dir``.
 
     After every round the job is checkpointed into ``out_dir`` and
@@ -271,7 +321,8 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     def clock() -> float:
         return wall0 + time.perf_counter() - t0
 
-    strategy = build_strategy(cfg, plan=plan, on_round=_checkpointer(cfg, out_dir, clock), resume=resume)
+    strategy = build_strategy(cfg, plan=plan, on_round=_checkpointer(cfg, out_dir, clock), resume=resume,
+                              deployment=deployment)
     initial = state_to_arrays(initial_state(geometry(cfg), int(cfg["seed"])))
     evaluate = make_evaluate_fn(cfg)
     try:
@@ -328,7 +379,7 @@ def make_server_app(cfg: Mapping[str, Any] | None = None, out_dir: str | Path | 
             (run_cfg.get("output") or {}).get("dir") or \
             Path("outputs") / time.strftime("flwr-%Y-%m-%d_%H-%M-%S")
         try:
-            path = run_server(grid, run_cfg, target)
+            path = run_server(grid, run_cfg, target, deployment=cfg is None)
         except DeplError as exc:
             if outcome is None:
                 raise

@@ -332,3 +332,39 @@ def test_cleanup_kills_a_federation_that_does_not_exit(tmp_path):
     stopped = re.search(r"stopped (\d+) processes in \d+ s \((\d+) needed SIGKILL", stderr)
     assert stopped and int(stopped.group(2)) >= len(frozen), stderr[-2000:]
     assert not Path(work).exists()
+
+
+#: A job with a measured cost model and the wall-clock deadline whose nodes train 30x slower
+#: from the first training round on (not in the exploration); one drift round re-plans.
+SLOW_NODE_JOB = ["cost.source=measured", "cost.drift_rounds=1", "profile.explore.rounds=4",
+                 "profile.explore.max_rounds=4", "profile.explore.switch_rounds=[3]",
+                 "profile.explore.min_points_per_level=2", "target.loss=0.3", "target.prob=0.6",
+                 "target.deadline_s=3000", "train.lr=0.02", "output.plot=false",
+                 "faults.clients=[c0,c1,c2]", "faults.kind=slowdown", "faults.slowdown=30",
+                 "faults.train_only=true", "server.round_timeout_slack_s=300"]
+
+
+@pytest.mark.slow
+@needs_flower
+def test_a_node_slowed_down_in_a_deployment_triggers_a_replan(tmp_path):
+    proc, stdout, stderr, out = _deploy(tmp_path, ["-n", "3", "-c", "A,B,B", "-r", "12",
+                                                   "--node-extra", 'level-watts="3,6"', *SLOW_NODE_JOB],
+                                        timeout=1500)
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    doc = json.loads((out / "results.json").read_text())
+    _check_complete(doc)
+    assert doc["cost"]["used"] == "measured" and doc["cost"]["clock"] == "wall"
+    profile = [r for r in doc["rounds"] if r["phase"] == "profile"]
+    train = [r for r in doc["rounds"] if r["phase"] == "train"]
+    assert {tuple(sorted(r["levels"].values())) for r in profile} == {(0, 0), (1, 1)}
+    for r in doc["rounds"]:
+        assert r["energy_source"] == "declared" and r["bytes_down"] > 0
+    drift = [r for r in train if "recalibrated" in r]
+    assert drift, [(r["round_time_s"], r["wall_s"]) for r in train]
+    first = drift[0]
+    for cluster, level in first["levels"].items():
+        fitted = doc["cost"]["levels"][f"{cluster}/{level}"]["flops_per_s"]
+        assert first["recalibrated"]["levels"][f"{cluster}/{level}"]["flops_per_s"] < fitted / 5
+    assert any(p["reason"].startswith("round time drift") for p in doc["replans"])
+    # The deadline counted wall-clock time: the training rounds' wall time is in elapsed_s.
+    assert doc["summary"]["elapsed_s"] >= sum(r["wall_s"] for r in train)

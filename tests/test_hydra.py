@@ -56,13 +56,14 @@ def test_an_undocumented_key_is_found():
     assert undocumented_keys("a: 1\n# b\nb: 2\nc: 3  # c\nd:\n  e: 4\n") == ["a", "e"]
 
 
-@pytest.mark.parametrize("override", [
-    "profile.explore.max_rounds=30", "tracking.enabled=false", "method=full", "target.loss=0.3", "partition.alpha=0.5",
-    "profile.explore.rounds=3", "server.round_timeout_s=30", "output.plot=false", "faults.kind=nan",
-    "train.lr=0.1", "resume=true", "profile.plan_regime.enabled=false"])
-def test_a_key_override_sets_the_key(override):
-    key, value = override.split("=")
-    node = compose_config([override])
+@pytest.mark.parametrize("overrides", [
+    ["profile.source=inprocess", "profile.rounds=9"], ["tracking.enabled=false"], ["method=full"],
+    ["target.loss=0.3"], ["partition.alpha=0.5"], ["profile.explore.rounds=3"], ["server.round_timeout_s=30"],
+    ["output.plot=false"], ["faults.clients=[c1]", "faults.kind=scale"], ["train.lr=0.1"], ["resume=true"],
+    ["profile.plan_regime.enabled=false"]])
+def test_a_key_override_sets_the_key(overrides):
+    key, value = overrides[-1].split("=")
+    node = compose_config(overrides)
     for part in key.split("."):
         node = node[part]
     assert str(node).lower() == value.lower() or node == float(value)

@@ -59,6 +59,9 @@ class Cluster:
     joules_per_byte: float
     activation_joules: float
     max_clients: int
+    #: Seconds every client of the cluster adds to a round besides training and transfer
+    #: (message handling, polling); an optional field, 0 unless a measured cost model sets it.
+    overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,7 @@ class _ClusterDoc(Schema):
     joules_per_byte: NonNegative = 0.0
     activation_joules: NonNegative = 0.0
     max_clients: Count = 10**9
+    overhead_s: NonNegative = 0.0
 
 
 class _ClientDoc(Schema):
@@ -554,7 +558,8 @@ def scenario_from_dict(raw: Any) -> Scenario:
         raise ScenarioError(f"scenario: expected a JSON object, got {type(raw).__name__}")
     doc = parse(_ScenarioDocV2 if raw.get("version") == 2 else _ScenarioDoc, raw)
     clusters = tuple(Cluster(c.id, tuple(Level(lv.flops_per_s, lv.joules_per_flop) for lv in c.levels),
-                             c.bytes_per_s, c.joules_per_byte, c.activation_joules, c.max_clients)
+                             c.bytes_per_s, c.joules_per_byte, c.activation_joules, c.max_clients,
+                             c.overhead_s)
                      for c in doc.clusters)
     clients = tuple(Client(k.id, k.cluster, k.num_samples, _histogram(k)) for k in doc.clients)
     models = tuple(ModelVariant(m.id, m.compression, m.flops_per_sample, m.size_bytes)
@@ -617,6 +622,7 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
                        for lv in c.levels],
             "bytes_per_s": c.bytes_per_s, "joules_per_byte": c.joules_per_byte,
             "activation_joules": c.activation_joules, "max_clients": c.max_clients,
+            **({"overhead_s": c.overhead_s} if c.overhead_s else {}),
         } for c in scenario.clusters],
         "clients": [_client_doc(c) for c in scenario.clients],
         "models": [{"id": m.id, "compression": m.compression,

@@ -48,7 +48,7 @@ def _lookup(scenario: Scenario, kind: str, ident: str) -> Any:
 def client_time(scenario: Scenario, client_id: str, model_id: str, level: int) -> float:
     """Time in seconds of one client's part of a round.
 
-    ``W / flops_per_s + 2 * size_bytes / bytes_per_s`` with
+    ``W / flops_per_s + 2 * size_bytes / bytes_per_s + overhead_s`` with
     ``W = local_epochs * num_samples * flops_per_sample`` (download and upload
     of the model).
 
@@ -78,7 +78,7 @@ def client_time(scenario: Scenario, client_id: str, model_id: str, level: int) -
     cluster = scenario.cluster(client.cluster)
     lv = _level(cluster, level)
     work = scenario.local_epochs * client.num_samples * model.flops_per_sample
-    return work / lv.flops_per_s + 2.0 * model.size_bytes / cluster.bytes_per_s
+    return work / lv.flops_per_s + 2.0 * model.size_bytes / cluster.bytes_per_s + cluster.overhead_s
 
 
 def client_energy(scenario: Scenario, client_id: str, model_id: str, level: int) -> float:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
-from depl_fl.contract.semantics import data_ratio, effective_ratio, round_energy, round_time
+from depl_fl.contract.semantics import client_energy, data_ratio, effective_ratio, round_energy, round_time
 from depl_fl.orchestration.membership import drop_clients
 from depl_fl.tracking import trend as trend_filter
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
@@ -76,6 +76,13 @@ class RunController:
         hand, at probability ``target_prob`` (the bootstrap-t margin of
         :func:`depl_fl.tracking.split_margin.stop_margin`); each :meth:`record`
         updates it and :meth:`met_now` stops on it when measured.
+    clock : str
+        ``model`` (the deadline counts the rounds' modelled times: simulation) or
+        ``wall`` (it counts wall-clock seconds: a deployment; with tracking, a
+        measured round time that drifts from the plan's refits the clusters' speeds
+        from the last rounds' replies and re-plans, :mod:`depl_fl.tracking.device_costs`).
+    drift : DriftTest, optional
+        The drift test of ``clock="wall"`` (default ``DriftTest()``).
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
@@ -83,8 +90,16 @@ class RunController:
                  tracking: bool = False, replan_policy: Any = None,
                  track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2,
                  label_coverage: Any = None, loss_sem: float | None = None,
-                 loss_margin: float | None = None) -> None:
+                 loss_margin: float | None = None, clock: str = "model", drift: Any = None) -> None:
+        if clock not in ("model", "wall"):
+            raise ValueError(f"clock must be 'model' or 'wall', got {clock!r}")
         self.scenario = scenario
+        self.clock = clock
+        #: Monotonic time of the last record (``clock="wall"``); the gaps between rounds count too.
+        self.clock_mark = time.monotonic()
+        self.drift = drift
+        #: The last training rounds' measured costs (drift recalibration).
+        self.recent_costs: list[Any] = []
         self.track_mean = bool(track_mean)
         self.targets = targets
         self.plan = plan
@@ -266,7 +281,8 @@ class RunController:
                accuracy: float | None, wall_s: float, replied: Sequence[str],
                rejected: Sequence[str], train_loss: float | None = None,
                test_loss: float | None = None, test_accuracy: float | None = None,
-               loss_sem: float | None = None, loss_margin: float | None = None) -> dict[str, Any]:
+               loss_sem: float | None = None, loss_margin: float | None = None,
+               measured: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """Record one finished round and, with tracking on, maybe re-plan.
 
         Parameters
@@ -295,6 +311,11 @@ class RunController:
             Standard error of ``loss_after``'s evaluation (see :meth:`start_std`).
         loss_margin : float, optional
             Bootstrap-t stop margin of ``loss_after``'s evaluation (see :meth:`met_now`).
+        measured : mapping, optional
+            Client id -> what its reply measured
+            (:func:`depl_fl.tracking.device_costs.reply_measurement`): the record gets
+            ``replies``, ``energy_source``, ``measured_energy_j``, ``train_time_s``,
+            ``bytes_down``/``bytes_up`` beside the modelled ``energy_j``/``round_time_s``.
 
         Returns
         -------
@@ -313,7 +334,9 @@ class RunController:
         previous = self.records[-1]["model"] if self.records else None
         before_flag = self.records[-1]["loss_flag"] if self.records else None
         t_round = round_time(self.scenario, decision)
-        self.elapsed_s += t_round
+        now = time.monotonic()
+        self.elapsed_s += (now - self.clock_mark) if self.clock == "wall" else t_round
+        self.clock_mark = now
         rejections = [_rejection(r) for r in rejected]
         flag = self._judge(decision, previous, loss_before, loss_after)
         tracked = float(loss_after) if flag is None else self._trusted_loss
@@ -340,6 +363,8 @@ class RunController:
             "elapsed_s": float(self.elapsed_s),
             "wall_s": float(wall_s),
         }
+        if measured is not None:
+            self._measured(rec, decision, measured)
         self.records.append(rec)
         failed = [r["client"] for r in rejections]
         self.failed_clients.update(failed)
@@ -363,12 +388,41 @@ class RunController:
             reason = self.policy.decide(k + 1, rec["predicted_quantile"], self.targets.target_loss,
                                         failed_planned_clients=failed,
                                         remaining_rounds=len(remaining))
+            reason = self._time_drift(rec, remaining) or reason
             if reason is not None:
                 self._replan(rec, reason, self.rounds[k + 1:])
         if not self.tracking and failed and rec["predicted_quantile"] > self.targets.target_loss:
             self.at_risk = True  # a client was lost and nothing can re-plan around it
         rec["at_risk"] = self.at_risk
         return rec
+
+    def _measured(self, rec: dict[str, Any], decision: RoundDecision,
+                  measured: Mapping[str, Mapping[str, Any]]) -> None:
+        """Add what the replies measured to the round record; keep the round's cost for drift."""
+        from depl_fl.tracking.device_costs import round_cost_of, round_measurement
+
+        modelled = {cid: client_energy(self.scenario, cid, decision.model, decision.levels[
+            self.scenario.client(cid).cluster]) for cid in measured if cid in decision.clients}
+        rec["replies"] = {cid: dict(r) for cid, r in sorted(measured.items())}
+        rec.update(round_measurement(measured, modelled))
+        self.recent_costs = (self.recent_costs + [round_cost_of(self.scenario, [decision], measured,
+                                                                rec["wall_s"])])[-10:]
+
+    def _time_drift(self, rec: dict[str, Any], remaining: Sequence[RoundDecision]) -> str | None:
+        """With the wall clock: refit the speeds and say why to re-plan when round times drift."""
+        from depl_fl.tracking.device_costs import DriftTest, recalibrated
+
+        if self.clock != "wall" or not remaining:
+            return None
+        if self.drift is None:
+            self.drift = DriftTest()
+        reason = self.drift.observe(rec["round_time_s"], rec["wall_s"])
+        if reason is None or not self.recent_costs:
+            return None
+        self.scenario, report = recalibrated(self.scenario, self.recent_costs[-int(self.drift.rounds):])
+        rec["recalibrated"] = report
+        LOG.info("round %d: %s; cluster speeds refitted from the last rounds' replies", rec["round"], reason)
+        return reason
 
     def _stop(self, rec: dict[str, Any], remaining: int) -> None:
         """The model of this round meets the target: the cheapest continuation is no round at all."""

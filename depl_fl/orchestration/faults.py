@@ -17,6 +17,13 @@ Kinds, applied to the training reply from round ``from_round`` on:
 ``shape``         the first array loses its last row
 ``crash``         the ClientApp raises (an error reply)
 ``slow``          the reply is delayed by ``slow_s`` seconds
+``slowdown``      the node trains ``slowdown`` times as long (it waits ``slowdown - 1`` times
+                  its training time and reports the stretched ``train-time-s``): a device
+                  slower than its class, as a CPU quota makes it
+
+With ``train_only`` (node config ``faults-train-only=true``) the fault skips the
+exploration rounds (their train config says ``phase: profile``) and
+``from_round`` counts training rounds.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ class FaultSpec:
     from_round: int = 1
     scale: float = 100.0
     slow_s: float = 5.0
+    slowdown: float = 3.0
+    train_only: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -57,12 +66,15 @@ def fault_of(cfg: Mapping[str, Any], node_config: Mapping[str, Any], client_id: 
         return FaultSpec(str(fault_kind(node_config["faults-kind"])),
                          int(node_config.get("faults-from-round", 1)),
                          float(node_config.get("faults-scale", 100.0)),
-                         float(node_config.get("faults-slow-s", 5.0)))
+                         float(node_config.get("faults-slow-s", 5.0)),
+                         float(node_config.get("faults-slowdown", 3.0)),
+                         str(node_config.get("faults-train-only", "false")).lower() in ("true", "1"))
     faults = cfg.get("faults") or {}
     if faults.get("kind") is None or client_id not in (faults.get("clients") or ()):
         return None
     return FaultSpec(str(fault_kind(faults["kind"])), int(faults.get("from_round", 1)),
-                     float(faults.get("scale", 100.0)), float(faults.get("slow_s", 5.0)))
+                     float(faults.get("scale", 100.0)), float(faults.get("slow_s", 5.0)),
+                     float(faults.get("slowdown", 3.0)), bool(faults.get("train_only", False)))
 
 
 def corrupt(spec: FaultSpec, state: dict[str, np.ndarray], metrics: dict[str, Any]
@@ -74,6 +86,10 @@ def corrupt(spec: FaultSpec, state: dict[str, np.ndarray], metrics: dict[str, An
         raise InjectedFault("injected fault: crash")
     if spec.kind == "slow":
         time.sleep(spec.slow_s)
+    elif spec.kind == "slowdown":
+        seconds = float(metrics.get("train-time-s", 0.0))
+        time.sleep(max(spec.slowdown - 1.0, 0.0) * seconds)
+        metrics["train-time-s"] = spec.slowdown * seconds
     elif spec.kind == "nan":
         state[first] = np.full_like(state[first], np.nan)
     elif spec.kind == "huge":
@@ -90,10 +106,11 @@ def corrupt(spec: FaultSpec, state: dict[str, np.ndarray], metrics: dict[str, An
 
 
 def apply_faults(cfg: Mapping[str, Any], context: Any, server_round: int, state: dict[str, np.ndarray],
-                 metrics: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+                 metrics: dict[str, Any],
+                 phase: str = "train") -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Corrupt this node's training reply if it is configured to be faulty in ``server_round``."""
     node_config = context.node_config
     spec = fault_of(cfg, node_config, f"c{int(node_config['partition-id'])}")
-    if spec is None or server_round < spec.from_round:
+    if spec is None or server_round < spec.from_round or (spec.train_only and phase == "profile"):
         return state, metrics
     return corrupt(spec, state, metrics)

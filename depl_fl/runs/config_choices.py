@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
-FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
+FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow", "slowdown")
 
 
 def fault_kind(value: Any) -> str | None:

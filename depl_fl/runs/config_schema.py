@@ -100,6 +100,13 @@ class _Tracking(Schema):
     every_rounds: Count | None
 
 
+class _Cost(Schema):
+    source: Literal["table", "measured"] = "table"
+    clock: Literal["auto", "model", "wall"] = "auto"
+    drift_tolerance: Positive = 0.25
+    drift_rounds: Count = 2
+
+
 class _Server(Schema):
     node_wait_timeout_s: _Timeout
     round_timeout_s: _Timeout
@@ -141,6 +148,7 @@ class _Config(Schema):
     planner: _Planner
     simulation: _Simulation
     clusters: _Clusters
+    cost: _Cost | None = None
 
 
 def validate_config(cfg: Mapping[str, Any]) -> None:
@@ -180,6 +188,8 @@ class _Faults(Schema):
     from_round: Count
     scale: Positive
     slow_s: NonNegative
+    slowdown: Annotated[float, Field(strict=False, allow_inf_nan=False, ge=1)] = 3.0
+    train_only: StrictBool = False
 
 
 class _Robustness(Schema):

@@ -11,14 +11,18 @@ Layout of ``results.json``::
                  "flagged_losses", "predicted": {...plan.predicted},
                  "status", "resumed_from", "at_risk", "dropped_clients",
                  "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
-                 "total_energy_j", "total_time_s"},
+                 "total_energy_j", "total_time_s", "elapsed_s",
+                 "measured": {"measured_time_s", "modelled_time_s", "measured_energy_j",
+                              "modelled_energy_j", "energy_source", "bytes_down", "bytes_up"}},
      "rounds": [{"round", "phase", "model", "clients", "levels", "loss", "loss_before", "accuracy",
                  "test_loss", "test_accuracy",
                  "predicted_quantile", "energy_j", "round_time_s", "wall_s",
                  "replied": [client, ...], "rejected": [{"client", "reason"}, ...],
                  "rolled_back": null | reason, "loss_flag": null | "non-finite" | "spike",
-                 "tracked_loss", ...}],
+                 "tracked_loss", "energy_source", "measured_energy_j", "train_time_s",
+                 "bytes_down", "bytes_up", "replies": {client: {...}}, ...}],
      "profile": {"source", "reused", "rounds", "energy_j", "time_s", "cost_when_made", ...},
+     "cost": {"source", "clock", "used", "fit", ...},
      "replans": [...], "plan": {...}, "scenario": {...}, "config": {...}}
 
 ``loss`` (per round) and ``final_loss`` are measured on the validation split,
@@ -43,7 +47,11 @@ paid for its loss profile (0 when it reused a cached profile: then
 ``profile_reused`` is true and ``profile.cost_when_made`` says what the
 profile cost); ``total_energy_j`` and ``total_time_s`` add both. Energies and
 times are modeled with the contract's cost model (real FLOPs and bytes of the
-variants); ``wall_s`` is measured. A run whose final
+variants; with ``cost.source=measured`` the model fitted from the replies);
+``wall_s`` is measured, and ``summary.measured`` puts the measured time and
+energy beside the modelled ones (``energy_source`` says where the energy came
+from: ``meter``, ``declared`` power x measured busy time, or the ``model``);
+``elapsed_s`` is what the deadline counted (``cost.clock``). A run whose final
 loss is not finite writes ``final_loss: null`` and ``met: false``; the report
 counts it as a failure.
 """
@@ -128,6 +136,31 @@ def profile_summary(profile: Mapping[str, Any] | None, train_energy_j: float,
             "total_energy_j": energy + float(train_energy_j), "total_time_s": seconds + float(train_time_s)}
 
 
+def measured_summary(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Measured totals beside the modelled ones, over every round of the job (profile rounds too).
+
+    ``measured_time_s``: the rounds' wall time; ``measured_energy_j``: the replies'
+    training energy (a reply without a meter or declared power counts its modelled
+    energy) and ``energy_source`` the weakest source of any round (``meter`` <
+    ``declared`` < ``model``); ``modelled_time_s``/``modelled_energy_j`` the
+    same rounds under the plan's cost model; ``bytes_down``/``bytes_up`` the
+    replies' arrays. ``None`` (and source ``model``) when no round carried measurements.
+    """
+    from depl_fl.tracking.device_costs import weakest_source
+
+    measured = [r for r in rounds if "measured_energy_j" in r]
+    return {
+        "measured_time_s": float(sum(float(r.get("wall_s") or 0.0) for r in rounds)),
+        "modelled_time_s": float(sum(float(r.get("round_time_s") or 0.0) for r in rounds)),
+        "measured_energy_j": float(sum(r["measured_energy_j"] for r in measured)) if measured else None,
+        "modelled_energy_j": float(sum(float(r.get("energy_j") or 0.0) for r in rounds)),
+        "energy_source": weakest_source(r.get("energy_source", "model") for r in rounds) if measured
+        else "model",
+        "bytes_down": int(sum(int(r.get("bytes_down") or 0) for r in measured)),
+        "bytes_up": int(sum(int(r.get("bytes_up") or 0) for r in measured)),
+    }
+
+
 def job_rounds(profile_records: list[Mapping[str, Any]], train_records: list[Mapping[str, Any]]
                ) -> list[dict[str, Any]]:
     """All round records of a job: profile rounds first, then the training rounds numbered after them."""
@@ -160,6 +193,9 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
                         replans=len(ctrl.replans) if ctrl is not None else 0, wall_s=wall_s,
                         initial_test_loss=getattr(strategy, "initial_test_loss", None))
     summary.update(profile_summary(profile, summary["cost_j"], summary["time_s"]))
+    all_rounds = job_rounds(profile_records, train)
+    summary["measured"] = measured_summary(all_rounds)
+    summary["elapsed_s"] = float(train[-1]["elapsed_s"]) if train else None
     offset = len(profile_records)
     summary.update(status=status, resumed_from=resumed_from,
                    at_risk=bool(getattr(ctrl, "at_risk", False)),
@@ -168,8 +204,9 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
         "summary": summary,
-        "rounds": job_rounds(profile_records, train),
+        "rounds": all_rounds,
         "profile": profile,
+        "cost": getattr(strategy, "cost_report", None),
         "replans": ([{**r, "round": int(r["round"]) + offset} for r in ctrl.replans]
                     if ctrl is not None else []),
         "plan": plan_to_dict(plan) if plan is not None else None,
