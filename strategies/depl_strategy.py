@@ -34,6 +34,7 @@ from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.orchestration.controller import Planner, RunController
 from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
+from depl_fl.runs.step_clock import StepClock
 from depl_fl.task.pruning import (
     PruneStructure,
     aggregate_pruned,
@@ -42,6 +43,7 @@ from depl_fl.task.pruning import (
     scatter,
     silence_to_variant,
 )
+from strategies.exchange import send_and_receive
 from strategies.robust_aggregation import (
     AggregationSettings,
     aggregate_problem,
@@ -263,7 +265,7 @@ class DepLStrategy(FedAvg):
         messages = [Message(RecordDict({"config": ConfigRecord({"server-round": 0})}),
                             dst_node_id=node, message_type=MessageType.QUERY) for node in nodes]
         props: dict[str, dict[str, Any]] = {}
-        for reply in grid.send_and_receive(messages, timeout=timeout):
+        for reply in send_and_receive(grid, messages, timeout):
             node = reply.metadata.src_node_id
             if reply.has_error():
                 LOG.warning("query: node %s answered with an error, left out: %s", node, reply.error.reason)
@@ -489,11 +491,15 @@ class DepLStrategy(FedAvg):
             arrays, loss = self._run_round(grid, decision, server_round, arrays, loss, train_config,
                                            timeout, evaluate_fn, result)
             result.arrays = arrays
+            clock = StepClock()
             if self.on_round is not None:
                 self.on_round(self, arrays, loss)
+            clock.mark("write")
             # Announced once written: a stop right after the line never loses this round.
             self._announce(decision)
             self._admit_late_nodes(grid, timeout)
+            clock.mark("admit")
+            self.controller.records[-1].setdefault("steps_s", {}).update(clock.steps())
         self._decision = None
         return result
 
@@ -593,12 +599,15 @@ class DepLStrategy(FedAvg):
                    result: Result) -> tuple[ArrayRecord, float]:
         """Train, aggregate, evaluate (rolling back a model whose loss is not finite) and record."""
         assert self.scenario is not None and self.controller is not None
-        t0 = time.perf_counter()
+        clock = StepClock()
         self._decision = decision
         compression = float(self.scenario.model(decision.model).compression)
         messages = self.configure_train(server_round, arrays, train_config, grid)
-        replies = grid.send_and_receive(messages=messages, timeout=self.round_timeout(decision, timeout))
+        clock.mark("configure")
+        replies = send_and_receive(grid, messages, self.round_timeout(decision, timeout))
+        clock.mark("exchange")
         agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
+        clock.mark("aggregate")
         res = evaluate_fn(server_round, agg_arrays if agg_arrays is not None else arrays, compression)
         if agg_arrays is not None and (res is None or not math.isfinite(float(res["loss"]))):
             # The sanity check of last resort: a model whose loss is not finite is never kept.
@@ -607,6 +616,7 @@ class DepLStrategy(FedAvg):
                         self._aggregate_problem)
             agg_arrays, agg_metrics = None, None
             res = evaluate_fn(server_round, arrays, compression)
+        clock.mark("evaluate")
         if agg_arrays is not None:
             arrays = agg_arrays
             result.arrays = arrays
@@ -618,13 +628,15 @@ class DepLStrategy(FedAvg):
         replied, rejected = self._last_round_clients
         train_loss = float(agg_metrics["train-loss"]) if agg_metrics is not None else None
         rec = self.controller.record(decision, loss, new_loss, accuracy=_metric(res, "accuracy"),
-                                     wall_s=time.perf_counter() - t0, replied=replied,
+                                     wall_s=clock.elapsed, replied=replied,
                                      rejected=rejected, train_loss=train_loss,
                                      test_loss=_metric(res, "test-loss"), loss_sem=_metric(res, "loss-sem"),
                                      loss_margin=_metric(res, "loss-margin"),
                                      test_accuracy=_metric(res, "test-accuracy"),
                                      measured=self.reply_measured)
         rec["rolled_back"] = self._aggregate_problem
+        clock.mark("record")
+        rec["steps_s"] = clock.steps()
         return arrays, new_loss
 
     def _announce(self, decision: RoundDecision) -> None:

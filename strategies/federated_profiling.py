@@ -91,10 +91,21 @@ from depl_fl.orchestration.profile_fit import (
 )
 from depl_fl.orchestration.profiling import data_fingerprint, federated_key
 from depl_fl.runs.runconfig import variant_list
+from depl_fl.runs.step_clock import StepClock
+from strategies.exchange import send_and_receive
 
 LOG = logging.getLogger("depl_fl.server")
 #: Exploration rounds use server-round numbers from here on (their own client seeds).
 PROFILE_ROUND_OFFSET = 100_000
+
+
+def validation_loss(evaluate_fn: Any, server_round: int, arrays: ArrayRecord, compression: float) -> float:
+    """The validation loss of a variant of ``arrays``: ``evaluate_fn.validation_loss`` when the
+    central evaluation offers it (no test split, no margin), else its full evaluation's ``loss``."""
+    alone = getattr(evaluate_fn, "validation_loss", None)
+    if alone is not None:
+        return float(alone(arrays, compression))
+    return float(evaluate_fn(server_round, arrays, compression)["loss"])
 
 
 def silenced_start(arch: str, arrays: ArrayRecord, compression: float) -> ArrayRecord:
@@ -274,19 +285,21 @@ class FederatedProfiler:
             k += 1
             groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
                                   strategy.arch)
-            t0 = time.perf_counter()
+            clock = StepClock()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
-            train_wall = time.perf_counter() - t0
-            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays)
+            train_wall = clock.mark("exchange")
+            arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays, losses)
+            clock.mark("evaluate_groups")
             observations += obs
-            t_eval = time.perf_counter()
             new_losses, test_losses = self._losses(evaluate_fn, k, arrays)
+            eval_wall = clock.mark("evaluate")
             # A training round evaluates one variant: its comparable time is the groups' training
             # plus one evaluation.
-            comparable = train_wall + (time.perf_counter() - t_eval) / max(len(self.models), 1)
+            comparable = train_wall + eval_wall / max(len(self.models), 1)
             observations += self._merged_observations(k, groups, losses, new_losses)
             self._record(scenario, k, groups, max(losses.values()), new_losses, test_losses,
-                         time.perf_counter() - t0, comparable)
+                         clock.elapsed, comparable)
+            clock.mark("record")
             losses = new_losses
             trajectories = {m: (list(t[0]), list(t[1])) for m, t in self.trajectories.items()}
             self.progress = ExploreProgress(k, state.fresh_loss, dict(losses), list(observations),
@@ -295,6 +308,8 @@ class FederatedProfiler:
                                             {m: list(p) for m, p in self.sem_points.items()})
             # Announced once written: a stop right after the line never loses this round.
             self._checkpoint(strategy, arrays, max(losses.values()))
+            clock.mark("write")
+            self.records[-1]["steps_s"] = clock.steps()
             self._announce(k)
         return arrays, observations, state.fresh_loss, max(losses.values())
 
@@ -407,7 +422,7 @@ class FederatedProfiler:
             messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
             sent = list(getattr(strategy, "_sent", []))
             prepared.append((strategy._structure, strategy._global_state, sent))
-        replies = list(grid.send_and_receive(messages, timeout=timeout))
+        replies = send_and_receive(grid, messages, timeout)
         for group, (structure, state, sent) in zip(groups, prepared, strict=True):
             nodes = {strategy.node_of[c] for c in group.decision.clients}
             strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state
@@ -426,7 +441,9 @@ class FederatedProfiler:
         strategy._decision = None
 
     def _observe(self, strategy: Any, groups: Sequence[_Group], evaluate_fn: Any, k: int,
-                 arrays: ArrayRecord) -> tuple[ArrayRecord, list[Any]]:
+                 arrays: ArrayRecord, known: Mapping[str, float]) -> tuple[ArrayRecord, list[Any]]:
+        """Every group's observation and the merged model; ``known`` holds the validation loss of
+        ``arrays`` per variant (a group that starts from ``arrays`` itself is not evaluated again)."""
         from depl_fl.tracking.estimation import LossObservation
         from strategies.depl_strategy import arrays_to_state, state_to_arrays
 
@@ -437,8 +454,9 @@ class FederatedProfiler:
             comp = self.models[group.decision.model]
             # A switch observation's loss_before is the source variant's loss (before the jump).
             source = group.previous if group.previous in self.models else group.decision.model
-            before = float(evaluate_fn(k, group.start, self.models[source])["loss"])
-            after = float(evaluate_fn(k, group.result, comp)["loss"])
+            before = known[source] if group.start is arrays and source in known else \
+                validation_loss(evaluate_fn, k, group.start, self.models[source])
+            after = validation_loss(evaluate_fn, k, group.result, comp)
             observations.append(LossObservation(k, group.decision.model, group.previous, before, after,
                                                 self.coverage.effective_ratio(group.replied)))
             self.pilot_sets.append(list(group.replied))

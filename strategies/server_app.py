@@ -65,6 +65,9 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     ``loss-margin``, the ``target.prob``-quantile of ``test - validation``
     (bootstrap-t, :func:`depl_fl.tracking.split_margin.stop_margin`; seeded by
     the run seed and the round), on which tracking stops.
+    ``evaluate_fn.validation_loss(arrays, compression)`` computes the
+    validation loss alone (the same figure as ``loss``), for the exploration's
+    group observations, which read nothing else.
     """
     from depl_fl.task.local_update import variant_model
     from depl_fl.task.partitions import geometry, test_split, validation_split
@@ -72,6 +75,14 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     from depl_fl.tracking.split_margin import stop_margin
 
     prob, seed = float(cfg["target"]["prob"]), int(cfg["seed"])
+
+    def validation_loss(arrays: ArrayRecord, compression: float = 0.0) -> float:
+        """The validation loss alone (what a decision reads), without the figures for the record."""
+        import torch
+
+        torch.set_num_threads(1)
+        model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
+        return float(evaluate_model(model, *validation_split(cfg))[0])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         import numpy as np
@@ -91,6 +102,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
                              "loss-margin": margin, "test-loss": float(test_loss),
                              "test-accuracy": float(test_acc)})
 
+    evaluate_fn.validation_loss = validation_loss  # type: ignore[attr-defined]
     return evaluate_fn
 
 
