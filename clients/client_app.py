@@ -12,12 +12,14 @@ of this node's own samples, :mod:`depl_fl.task.folder_data`) when set, and
 always for ``dataset=folder``; otherwise (simulation) the partition
 ``partition-id`` of the configured dataset. A client never opens
 ``dataset.test_dir``.
-* ``train``: receive ``ArrayRecord "arrays"`` (full global weights) and
-  ``ConfigRecord "config"`` (``model-id``, ``compression``, ``level``,
-  ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
-  deterministically from the global weights, fine-tune locally and reply with
-  ``ArrayRecord "arrays"`` (kept weights only, named as in the full model) and
-  ``MetricRecord "metrics"`` (``num-examples``, ``train-loss``, ``train-time-s``).
+* ``train``: receive ``ArrayRecord "arrays"`` (the planned variant's entries,
+  sliced from the global state by the server and named as in the full
+  network) and ``ConfigRecord "config"`` (``model-id``, ``compression``,
+  ``level``, ``local-epochs``, ``lr``, ``batch-size``, ``server-round``,
+  ``seed``); rebuild the sub-network from the network and ``compression``,
+  load the entries, fine-tune locally and reply with ``ArrayRecord "arrays"``
+  (the same entries, trained) and ``MetricRecord "metrics"``
+  (``num-examples``, ``train-loss``, ``train-time-s``).
 * ``evaluate``: loss/accuracy of the global (full) model on the local partition.
 
 The run configuration reaches the app by closure (:func:`make_client_app`,
@@ -141,20 +143,20 @@ def _state_of(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
                   cache_dir: Path | None = None) -> RecordDict:
-    """Prune from the received global weights, fine-tune locally: the kept weights and metrics."""
+    """Load the received sub-network, fine-tune it locally: its trained entries and metrics."""
     import torch
 
     from depl_fl.task.local_update import local_update
 
     torch.set_num_threads(1)
     conf = content["config"]
-    global_state = _state_of(content["arrays"])
+    sub_state = _state_of(content["arrays"])
     pid, _ = node_partition(context)
     data = node_data(cfg, context, cache_dir)
     train = cfg["train"]
     server_round = int(conf.get("server-round", 0))
     result = local_update(
-        global_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
+        sub_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
         epochs=int(conf.get("local-epochs", train["local_epochs"])),
         lr=float(conf.get("lr", train["lr"])),
         batch_size=int(conf.get("batch-size", train["batch_size"])),
@@ -169,7 +171,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
 
 def handle_train(msg: Message, context: Context, cfg: Mapping[str, Any],
                  cache_dir: Path | None = None) -> Message:
-    """Prune from the received global weights, fine-tune locally, reply with the kept weights."""
+    """Load the received sub-network, fine-tune it locally, reply with its trained entries."""
     return Message(train_content(msg.content, context, cfg, cache_dir), reply_to=msg)
 
 

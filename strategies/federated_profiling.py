@@ -139,12 +139,12 @@ def round_cost(scenario: Scenario, decisions: Sequence[RoundDecision]) -> tuple[
     return energy + sum(scenario.cluster(c).activation_joules for c in active), duration
 
 
-def silenced_start(arch: str, arrays: ArrayRecord, compression: float) -> ArrayRecord:
+def silenced_start(network: Any, arrays: ArrayRecord, compression: float) -> ArrayRecord:
     """``arrays`` made to compute the ``compression`` variant's function (a plan's switch start)."""
     from depl_fl.task.pruning import silence_to_variant
     from strategies.depl_strategy import arrays_to_state, state_to_arrays
 
-    return state_to_arrays(silence_to_variant(arch, arrays_to_state(arrays), compression))
+    return state_to_arrays(silence_to_variant(network, arrays_to_state(arrays), compression))
 
 
 def merge_states(states: Sequence[Mapping[str, np.ndarray]],
@@ -167,6 +167,8 @@ class _Group:
     train_loss: float | None = None
     loss_before: float | None = None
     loss_after: float | None = None
+    #: Array bytes of the group's messages, measured and modelled (DepLStrategy.round_bytes).
+    bytes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -328,7 +330,7 @@ class FederatedProfiler:
         self.pilot_sets = [list(c) for c in state.pilot_sets]
         while self._explore_more(k, max(losses.values())):
             k += 1
-            groups = self._groups(k, clients, levels, arrays, k in switch_rounds, strategy.arch)
+            groups = self._groups(k, clients, levels, arrays, k in switch_rounds, strategy.network)
             t0 = time.perf_counter()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
             arrays, obs = self._observe(strategy, groups, evaluate_fn, k, arrays)
@@ -404,7 +406,7 @@ class FederatedProfiler:
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
 
     def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
-                switch: bool, arch: str) -> list[_Group]:
+                switch: bool, network: Any) -> list[_Group]:
         """Round ``k``'s disjoint groups, one per variant, all from the global model ``arrays``.
 
         In a switch round each group's observation starts from the loss of
@@ -424,7 +426,7 @@ class FederatedProfiler:
             source = models[(g + 1) % len(models)] if switch else model
             start = arrays
             if self.models[source] > self.models[model]:
-                start = silenced_start(arch, arrays, self.models[source])
+                start = silenced_start(network, arrays, self.models[source])
             groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start,
                                  source if k > 1 else None))
         return groups
@@ -450,14 +452,16 @@ class FederatedProfiler:
             strategy._decision = group.decision
             messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
             sent = list(getattr(strategy, "_sent", []))
-            prepared.append((strategy._structure, strategy._global_state, sent))
+            prepared.append((strategy._structure, strategy._global_state, sent, dict(strategy._bytes)))
         replies = list(grid.send_and_receive(messages, timeout=timeout))
-        for group, (structure, state, sent) in zip(groups, prepared, strict=True):
+        for group, (structure, state, sent, sizes) in zip(groups, prepared, strict=True):
             nodes = {strategy.node_of[c] for c in group.decision.clients}
             strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state
             strategy._sent = sent  # which message each reply answers (error replies of dead nodes)
+            strategy._bytes = sizes
             result, metrics = strategy.aggregate_train(
                 server_round, [r for r in replies if r.metadata.src_node_id in nodes])
+            group.bytes = strategy.round_bytes(group.decision)
             group.result = result
             replied, rejected = strategy._last_round_clients
             group.replied = list(replied)
@@ -514,6 +518,8 @@ class FederatedProfiler:
             "test_loss": _worst(test_losses.values()), "test_accuracy": None,
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
+            **{key: sum(int(g.bytes.get(key, 0)) for g in groups)
+               for key in ("bytes_down", "bytes_up", "modelled_bytes_down", "modelled_bytes_up")},
         })
         LOG.info("exploration round %d: %s, loss %.4f, %.4g J", k,
                  ", ".join(f"{g.decision.model} x{len(g.decision.clients)}" for g in groups),

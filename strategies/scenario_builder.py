@@ -38,13 +38,20 @@ def cluster_docs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def model_docs(cfg: Mapping[str, Any], num_classes: int, in_channels: int,
                image_size: int) -> list[dict[str, Any]]:
-    """The configured variants with FLOPs/sample and bytes measured on the real networks."""
-    from depl_fl.task.variants import measure_variant
+    """The configured variants with FLOPs/sample and bytes measured on the sub-networks.
 
-    arch = str(cfg["model"]["arch"])
+    A network that cannot be sliced into its variants is refused here, before
+    any round (one-line ScenarioError, exit status 2).
+    """
+    from depl_fl.task.geometry import TaskGeometry
+    from depl_fl.task.variants import checked_variant_costs
+
+    geo = TaskGeometry(str(cfg["model"]["arch"]), int(num_classes), int(in_channels), int(image_size))
+    variants = variant_list(cfg)
+    costs = checked_variant_costs(geo, tuple(c for _, c in variants))
     out = []
-    for model_id, compression in variant_list(cfg):
-        cost = measure_variant(arch, compression, num_classes, in_channels, image_size)
+    for model_id, compression in variants:
+        cost = costs[float(compression)]
         out.append({"id": model_id, "compression": compression,
                     "flops_per_sample": cost.train_flops_per_sample, "size_bytes": cost.size_bytes})
     return out

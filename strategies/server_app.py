@@ -143,8 +143,10 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
                                      margin=float(tracking_cfg.get("margin", 0.0)),
                                      ahead_margin=tracking_cfg.get("ahead_margin"))
+    from depl_fl.task.subnets import network_layout
+
     return DepLStrategy(
-        arch=geo.arch, targets=targets_of(cfg), scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
+        network=network_layout(geo), arch=geo.arch, targets=targets_of(cfg), scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
         num_clients=int(cfg["num_clients"]),
         train_settings={"local-epochs": int(train["local_epochs"]), "lr": float(train["lr"]),
                         "batch-size": int(train["batch_size"]), "seed": int(cfg["seed"])},

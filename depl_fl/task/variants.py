@@ -1,24 +1,27 @@
 """Cost of a model variant (full or compressed) for the scenario's ``models``.
 
-FLOPs are counted, not timed: forward hooks on every ``Conv2d``/``Linear``
-count multiply-accumulates (MACs) on one dummy sample; ``FLOPs = 2 * MACs``
-(bias adds, ReLU and pooling are ignored, < 1 % here). One training step costs
-about 3x the forward pass (forward + gradient w.r.t. activations + gradient
-w.r.t. weights, each about one forward), so ``train_flops_per_sample = 3 * 2 *
-MACs``. The size is the float32 byte count of the pruned state, i.e. what one
+Measured on the sub-network itself (:func:`depl_fl.task.subnets.build_skeleton`),
+whatever the network. FLOPs are counted, not timed: forward hooks on every
+convolution and linear layer count multiply-accumulates (MACs) on one dummy
+sample; ``FLOPs = 2 * MACs`` (bias adds, BatchNorm, activations, residual adds
+and pooling are ignored: a few percent at most). One training step costs about
+3x the forward pass (forward + gradient w.r.t. activations + gradient w.r.t.
+weights, each about one forward), so ``train_flops_per_sample = 3 * 2 * MACs``.
+The size is the byte count of the sub-network's state entries at their own
+dtypes (parameters and buffers: exactly the arrays a train message and its
+reply carry, without the few hundred bytes of array headers), i.e. what one
 transfer (download or upload) of the model moves.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from depl_fl.task.archs import arch_spec
-from depl_fl.task.models import build_model
-from depl_fl.task.pruning import kept_width
+from depl_fl.task.geometry import TaskGeometry
 
 TRAIN_TO_FORWARD = 3.0
 """Training FLOPs per sample relative to one forward pass."""
@@ -33,25 +36,20 @@ class VariantCost:
     params: int
 
 
-def variant_widths(arch: str, compression: float) -> tuple[int, ...]:
-    """Group widths of ``arch`` after removing ``compression`` of every group."""
-    return tuple(kept_width(w, compression) for w in arch_spec(arch).default_widths)
-
-
 def forward_macs(model: nn.Module, in_channels: int, image_size: int) -> int:
     """Multiply-accumulates of one forward pass of one sample through ``model``."""
     total = 0
 
     def hook(module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
         nonlocal total
-        if isinstance(module, nn.Conv2d):
-            per_output = (module.in_channels // module.groups) * module.kernel_size[0] * module.kernel_size[1]
+        if isinstance(module, nn.modules.conv._ConvNd):
+            per_output = (module.in_channels // module.groups) * int(torch.tensor(module.kernel_size).prod())
             total += output[0].numel() * per_output
         else:
             total += module.in_features * module.out_features
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, (nn.Conv2d, nn.Linear))]
+               if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear))]
     try:
         with torch.no_grad():
             model(torch.zeros(1, in_channels, image_size, image_size))
@@ -73,7 +71,7 @@ def measure_variant(
     Parameters
     ----------
     arch : str
-        Architecture name.
+        Built-in architecture or factory ``PKG.MODULE:NAME``.
     compression : float
         Fraction of channels removed per prunable group (0 = full model).
     num_classes, in_channels, image_size : int
@@ -82,19 +80,37 @@ def measure_variant(
     Returns
     -------
     VariantCost
-        ``train_flops_per_sample = 3 * 2 * forward MACs``, ``size_bytes = 4 *
-        params`` (float32). Channel choice does not change the counts, so an
-        untrained model with the pruned widths is measured.
+        ``train_flops_per_sample = 3 * 2 * forward MACs`` and ``size_bytes``
+        (all state entries at their dtypes) of the sub-network. Channel choice
+        does not change the counts, so the skeleton is measured.
     """
-    model = build_model(arch, num_classes, in_channels, image_size,
-                        widths=variant_widths(arch, compression), seed=0)
-    macs = forward_macs(model, in_channels, image_size)
+    from depl_fl.task.subnets import build_skeleton, network_layout, one_thread
+
+    geo = TaskGeometry(arch, int(num_classes), int(in_channels), int(image_size))
+    model = build_skeleton(geo, float(compression))
+    with one_thread():
+        macs = forward_macs(model.eval(), in_channels, image_size)
     params = sum(p.numel() for p in model.parameters())
     return VariantCost(
         train_flops_per_sample=float(TRAIN_TO_FORWARD * 2 * macs),
-        size_bytes=float(4 * params),
+        size_bytes=float(network_layout(geo).size_bytes(float(compression))),
         params=int(params),
     )
+
+
+@functools.lru_cache(maxsize=16)
+def checked_variant_costs(geo: TaskGeometry, compressions: tuple[float, ...]) -> dict[float, VariantCost]:
+    """Costs of every variant, after refusing a network whose variants are not its sub-networks.
+
+    The job's one-time derivation (torch-pruning's graph, the layout, one
+    skeleton per variant and the forward check of
+    :func:`depl_fl.task.subnets.check_variants`); cached per process.
+    """
+    from depl_fl.task.subnets import check_variants, network_layout
+
+    check_variants(geo, network_layout(geo), tuple(float(c) for c in compressions))
+    return {float(c): measure_variant(geo.arch, c, geo.num_classes, geo.in_channels, geo.image_size)
+            for c in compressions}
 
 
 def model_id(compression: float) -> str:
