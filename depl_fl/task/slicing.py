@@ -340,7 +340,7 @@ def _put(full: np.ndarray, sub: np.ndarray, idx: tuple[np.ndarray | None, ...]) 
 def scatter(full_state: State, sub_state: State, structure: SubnetIndex) -> dict[str, np.ndarray]:
     """Write one sub-network state back into a copy of the full state."""
     check_state(full_state, structure.full_shapes, "full state")
-    check_state(sub_state, structure.sub_shapes(), "sub-network state")
+    check_sub_state(sub_state, structure)
     return {name: _put(np.asarray(full_state[name]), np.asarray(sub_state[name]), idx)
             for name, idx in structure.index.items()}
 
