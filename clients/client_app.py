@@ -165,7 +165,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
         "num-examples": result.num_examples, "train-loss": result.train_loss,
         "train-time-s": result.train_time_s})
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    arrays = ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in state.items()})
     return RecordDict({"arrays": arrays, "metrics": MetricRecord(sent)})
 
 

@@ -91,8 +91,8 @@ def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
-    """A dict of numpy arrays as an ArrayRecord (insertion order kept)."""
-    return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    """A dict of numpy arrays as an ArrayRecord (insertion order and 0-d shapes kept)."""
+    return ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in state.items()})
 
 
 def payload_bytes(record: ArrayRecord) -> int:

@@ -266,7 +266,7 @@ def extract(full_state: State, structure: SubnetIndex) -> dict[str, np.ndarray]:
     for name, idx in structure.index.items():
         arr = np.asarray(full_state[name])
         sub = _take(arr, idx)
-        out[name] = np.array(sub, copy=True) if sub is arr else np.ascontiguousarray(sub)
+        out[name] = np.array(sub, copy=True, order="C")
     return out
 
 
