@@ -82,7 +82,8 @@ class MobileNetV2Tiny(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 3) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU6())
         self.blocks = nn.Sequential(InvertedResidual(8, 12, 2, 2), InvertedResidual(12, 12, 1, 2),
                                     InvertedResidual(12, 16, 2, 2))
         self.head = nn.Sequential(nn.Conv2d(16, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6())
@@ -149,3 +150,25 @@ class QuickstartNet(nn.Module):
 def quickstart_net(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
     """Factory of :class:`QuickstartNet` (32x32 inputs)."""
     return QuickstartNet(num_classes, in_channels)
+
+
+class QuickstartNet8(nn.Module):
+    """The quickstart ``Net``'s hard-coded flatten, on 8x8 digits."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 16, 3, padding=1)
+        self.fc1 = nn.Linear(16 * 2 * 2, 32)
+        self.fc2 = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.view(-1, 16 * 2 * 2)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def quickstart_net_8(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`QuickstartNet8` (8x8 inputs)."""
+    return QuickstartNet8(num_classes, in_channels)

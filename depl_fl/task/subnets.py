@@ -28,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ import torch
 from torch import nn
 
 from depl_fl.errors import ScenarioError
-from depl_fl.task.geometry import TaskGeometry as Geometry
+from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
 
 #: Layer types whose output channels root a pruning group.
@@ -62,8 +63,13 @@ def one_thread() -> Iterator[None]:
 
 def example_input(in_channels: int, image_size: int, batch: int = 2) -> torch.Tensor:
     """A deterministic example batch ``(batch, C, S, S)`` for tracing and checks."""
+    return example_batch((in_channels, image_size, image_size), batch)
+
+
+def example_batch(sample_shape: tuple[int, ...], batch: int = 2) -> torch.Tensor:
+    """A deterministic example batch of ``batch`` samples of ``sample_shape``."""
     gen = torch.Generator().manual_seed(0)
-    return torch.randn(batch, in_channels, image_size, image_size, generator=gen)
+    return torch.randn(batch, *sample_shape, generator=gen)
 
 
 def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
@@ -93,7 +99,7 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
         return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
     except Exception as exc:  # a network torch-pruning cannot trace
         raise ScenarioError(f"model {type(model).__name__}: torch-pruning cannot trace it "
-                            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+                            f"({_first_line(exc)})") from None
 
 
 def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
@@ -254,36 +260,78 @@ def prune_to(model: nn.Module, x: torch.Tensor, compression: float) -> nn.Module
     return model
 
 
-def full_network(geo: Geometry, seed: int | None = None) -> nn.Module:
-    """The full network of ``geo``."""
+@dataclass(frozen=True)
+class UserNetwork:
+    """A user's network for DepL: a callable building the full network and one input sample's shape.
+
+    Attributes
+    ----------
+    build : callable
+        ``build()`` returns the full ``nn.Module`` (e.g. the class ``Net`` of
+        Flower's quickstart ``task.py``); its initial weights do not matter.
+    input_shape : tuple of int
+        Shape of one input sample, e.g. ``(3, 32, 32)``.
+    name : str
+        The network's name in messages.
+    """
+
+    build: Callable[[], nn.Module]
+    input_shape: tuple[int, ...]
+    name: str = "network"
+
+
+#: What a network is built from: a job's task geometry or a user's network.
+Network = TaskGeometry | UserNetwork
+
+
+def input_shape_of(net: Network) -> tuple[int, ...]:
+    if isinstance(net, UserNetwork):
+        return tuple(int(d) for d in net.input_shape)
+    return (net.in_channels, net.image_size, net.image_size)
+
+
+def _name(net: Network) -> str:
+    return net.name if isinstance(net, UserNetwork) else net.arch
+
+
+def full_network(net: Network, seed: int | None = None) -> nn.Module:
+    """The full network of a task geometry or a user's network (seeded when ``seed`` is given)."""
+    if isinstance(net, UserNetwork):
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            model = net.build()
+        if not isinstance(model, nn.Module):
+            raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
+        return model
     from depl_fl.task.factory import build_network
 
-    return build_network(geo.arch, geo.num_classes, geo.in_channels, geo.image_size, seed=seed)
+    return build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
 
 
 @functools.lru_cache(maxsize=32)
-def _skeleton(geo: Geometry, compression: float) -> nn.Module:
-    net = full_network(geo, seed=0)
+def _skeleton(net: Network, compression: float) -> nn.Module:
+    model = full_network(net, seed=0)
     if compression > 0:
         with one_thread():
-            prune_to(net, example_input(geo.in_channels, geo.image_size), compression)
-    return net
+            prune_to(model, example_batch(input_shape_of(net)), compression)
+    return model
 
 
-def build_skeleton(geo: Geometry, compression: float) -> nn.Module:
+def build_skeleton(net: Network, compression: float) -> nn.Module:
     """A fresh copy of the sub-network of variant ``compression`` (cached per process; weights arbitrary)."""
-    return copy.deepcopy(_skeleton(geo, float(compression)))
+    return copy.deepcopy(_skeleton(net, float(compression)))
 
 
 @functools.lru_cache(maxsize=16)
-def network_layout(geo: Geometry) -> SubnetLayout:
-    """The layout of ``geo``'s network (cached per process)."""
-    net = full_network(geo, seed=0)
+def network_layout(net: Network) -> SubnetLayout:
+    """The layout of the network's state (cached per process: derived once per job)."""
+    model = full_network(net, seed=0)
     with one_thread():
-        return derive_layout(net, example_input(geo.in_channels, geo.image_size))
+        return derive_layout(model, example_batch(input_shape_of(net)))
 
 
-def check_variants(geo: Geometry, layout: SubnetLayout, compressions: tuple[float, ...],
+def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
                    seed: int = 0) -> None:
     """Refuse, in one line, a network whose variants are not its silenced sub-networks.
 
@@ -301,11 +349,11 @@ def check_variants(geo: Geometry, layout: SubnetLayout, compressions: tuple[floa
         _check_variants(geo, layout, compressions, seed)
 
 
-def _check_variants(geo: Geometry, layout: SubnetLayout, compressions: tuple[float, ...],
+def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
                     seed: int) -> None:
     full = full_network(geo, seed=seed).eval()
     state = {k: v.detach().cpu().numpy() for k, v in full.state_dict().items()}
-    x = example_input(geo.in_channels, geo.image_size)
+    x = example_batch(input_shape_of(geo))
     for compression in compressions:
         if compression <= 0:
             continue
@@ -322,18 +370,18 @@ def _check_variants(geo: Geometry, layout: SubnetLayout, compressions: tuple[flo
             ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
             problem = None if ok else "its sub-network computes another function than the silenced network"
         except Exception as exc:  # the pruned forward itself fails
-            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            problem = _first_line(exc)
         if problem is not None:
             layer = _breaking_layer(geo, layout) or "?"
             raise ScenarioError(
-                f"model {geo.arch}: cannot be pruned structurally: the forward breaks once layer "
+                f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
                 f"{layer!r} loses output channels ({problem}); compute sizes from the tensor "
                 "(e.g. torch.flatten(x, 1)) instead of hard-coding them")
 
 
-def _breaking_layer(geo: Geometry, layout: SubnetLayout) -> str | None:
+def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     """The root of the first group whose pruning alone breaks the forward."""
-    x = example_input(geo.in_channels, geo.image_size)
+    x = example_batch(input_shape_of(geo))
     for group in layout.groups:
         net = full_network(geo, seed=0).eval()
         dg, groups = _groups(net, x)
@@ -352,6 +400,11 @@ def _breaking_layer(geo: Geometry, layout: SubnetLayout) -> str | None:
         except Exception:  # this group's pruning breaks the forward
             return group.root
     return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _load(model: nn.Module, state: dict[str, np.ndarray]) -> None:

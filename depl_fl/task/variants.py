@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,7 +38,12 @@ class VariantCost:
 
 
 def forward_macs(model: nn.Module, in_channels: int, image_size: int) -> int:
-    """Multiply-accumulates of one forward pass of one sample through ``model``."""
+    """Multiply-accumulates of one forward pass of one ``C x S x S`` sample through ``model``."""
+    return sample_macs(model, (in_channels, image_size, image_size))
+
+
+def sample_macs(model: nn.Module, sample_shape: tuple[int, ...]) -> int:
+    """Multiply-accumulates of one forward pass of one sample of ``sample_shape`` through ``model``."""
     total = 0
 
     def hook(module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
@@ -52,7 +58,7 @@ def forward_macs(model: nn.Module, in_channels: int, image_size: int) -> int:
                if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear))]
     try:
         with torch.no_grad():
-            model(torch.zeros(1, in_channels, image_size, image_size))
+            model(torch.zeros(1, *sample_shape))
     finally:
         for h in handles:
             h.remove()
@@ -84,33 +90,38 @@ def measure_variant(
         (all state entries at their dtypes) of the sub-network. Channel choice
         does not change the counts, so the skeleton is measured.
     """
-    from depl_fl.task.subnets import build_skeleton, network_layout, one_thread
-
     geo = TaskGeometry(arch, int(num_classes), int(in_channels), int(image_size))
-    model = build_skeleton(geo, float(compression))
+    return network_variant_cost(geo, float(compression))
+
+
+def network_variant_cost(net: Any, compression: float) -> VariantCost:
+    """:func:`measure_variant` for a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`."""
+    from depl_fl.task.subnets import input_shape_of, build_skeleton, network_layout, one_thread
+
+    model = build_skeleton(net, float(compression))
     with one_thread():
-        macs = forward_macs(model.eval(), in_channels, image_size)
+        macs = sample_macs(model.eval(), input_shape_of(net))
     params = sum(p.numel() for p in model.parameters())
     return VariantCost(
         train_flops_per_sample=float(TRAIN_TO_FORWARD * 2 * macs),
-        size_bytes=float(network_layout(geo).size_bytes(float(compression))),
+        size_bytes=float(network_layout(net).size_bytes(float(compression))),
         params=int(params),
     )
 
 
 @functools.lru_cache(maxsize=16)
-def checked_variant_costs(geo: TaskGeometry, compressions: tuple[float, ...]) -> dict[float, VariantCost]:
+def checked_variant_costs(net: Any, compressions: tuple[float, ...]) -> dict[float, VariantCost]:
     """Costs of every variant, after refusing a network whose variants are not its sub-networks.
 
+    ``net`` is a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`.
     The job's one-time derivation (torch-pruning's graph, the layout, one
     skeleton per variant and the forward check of
     :func:`depl_fl.task.subnets.check_variants`); cached per process.
     """
     from depl_fl.task.subnets import check_variants, network_layout
 
-    check_variants(geo, network_layout(geo), tuple(float(c) for c in compressions))
-    return {float(c): measure_variant(geo.arch, c, geo.num_classes, geo.in_channels, geo.image_size)
-            for c in compressions}
+    check_variants(net, network_layout(net), tuple(float(c) for c in compressions))
+    return {float(c): network_variant_cost(net, float(c)) for c in compressions}
 
 
 def model_id(compression: float) -> str:
