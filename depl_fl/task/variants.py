@@ -96,7 +96,7 @@ def measure_variant(
 
 def network_variant_cost(net: Any, compression: float) -> VariantCost:
     """:func:`measure_variant` for a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`."""
-    from depl_fl.task.subnets import input_shape_of, build_skeleton, network_layout, one_thread
+    from depl_fl.task.subnets import build_skeleton, input_shape_of, network_layout, one_thread
 
     model = build_skeleton(net, float(compression))
     with one_thread():
