@@ -18,10 +18,10 @@ from depl_fl.contract.plan import Plan, RoundDecision, Targets  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
+from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.reply_checks import check_update  # noqa: E402
-from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.robust_aggregation import (  # noqa: E402
     AggregationSettings,
     aggregate_problem,
