@@ -96,8 +96,9 @@ def test_a_train_message_carries_exactly_the_variants_entries(name):
         counters = [k for k in up if k.endswith("num_batches_tracked")]
         assert all(up[k].dtype == np.int64 and int(up[k]) > int(down[k]) for k in counters)
         assert (len(counters) > 0) == (name in ("resnet", "mobilenet_v2"))
-    full_bytes = sum(v.nbytes for v in init.values())
-    assert strategy.controller.records[0]["bytes_down"] < 0.6 * full_bytes * N
+        assert sum(v.size for v in down.values()) < 0.6 * sum(v.size for v in init.values())
+    # Less than the full network on the wire (array headers weigh on networks this small).
+    assert strategy.controller.records[0]["bytes_down"] < layout.size_bytes(0.0) * N
 
 
 def test_evaluation_metric_record_of_user_network_is_finite():
