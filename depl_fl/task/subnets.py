@@ -290,6 +290,11 @@ def input_shape_of(net: Network) -> tuple[int, ...]:
     return (net.in_channels, net.image_size, net.image_size)
 
 
+def network_name(net: Network) -> str:
+    """The network's name in messages and logs."""
+    return _name(net)
+
+
 def _name(net: Network) -> str:
     return net.name if isinstance(net, UserNetwork) else net.arch
 
