@@ -66,7 +66,8 @@ class DepLClient:
         sub_state = {name: arr.numpy() for name, arr in msg.content["arrays"].items()}
         result = user_local_update(self.network, sub_state, float(conf.get("compression", 0.0)),
                                    self.train_fn, trainloader, int(conf.get("local-epochs", 1)), self.device)
-        arrays = ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in result.kept_state.items()})
+        arrays = ArrayRecord({k: Array(np.require(v, requirements="C"))
+                              for k, v in result.kept_state.items()})
         metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.train_loss,
                                 "train-time-s": result.train_time_s})
         return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)

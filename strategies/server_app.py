@@ -150,8 +150,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     from depl_fl.task.subnets import network_layout, network_name
 
     return DepLStrategy(
-        network=network_layout(network), arch=network_name(network), targets=targets_of(cfg), scenario_fn=scenario_fn,
-        plan_fn=make_plan_fn(cfg),
+        network=network_layout(network), arch=network_name(network), targets=targets_of(cfg),
+        scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
         num_clients=int(cfg["num_clients"]),
         train_settings={"local-epochs": int(train["local_epochs"]), "lr": float(train["lr"]),
                         "batch-size": int(train["batch_size"]), "seed": int(cfg["seed"])},

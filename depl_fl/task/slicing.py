@@ -204,6 +204,9 @@ class SubnetLayout:
 
     def structure(self, full_state: State, compression: float) -> SubnetIndex:
         """The variant ``compression`` sliced from ``full_state`` (kept channels chosen from it)."""
+        if compression == 0:  # the full network: every channel, no norms to rank
+            check_state(full_state, self.shapes, "full state")
+            return self.nested_structure(0.0)
         return self.index_of(self.keep_sets(full_state, compression), compression)
 
     def nested_structure(self, compression: float) -> SubnetIndex:

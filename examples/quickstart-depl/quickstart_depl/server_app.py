@@ -20,9 +20,11 @@ def main(grid: Grid, context: Context) -> None:
     cfg = context.run_config
     network = UserNetwork(Net, (1, 8, 8), "Net")
     _, testloader = load_data(0, 1)
+    overrides = [f"train.local_epochs={int(cfg['local-epochs'])}", *str(cfg["depl-overrides"]).split()]
+    if cfg["cache-dir"]:
+        overrides.append(f"profile.cache_dir={cfg['cache-dir']}")
     strategy = depl_strategy(network, num_clients=int(cfg["num-clients"]), compressions=(0.0, 0.5),
-                             overrides=[f"train.local_epochs={int(cfg['local-epochs'])}",
-                                        *str(cfg["depl-overrides"]).split()])
+                             overrides=overrides)
     result = strategy.start(grid, initial_arrays(network), evaluate_fn=evaluate_fn(network, test, testloader))
     records = strategy.controller.records
     for rec in records:
