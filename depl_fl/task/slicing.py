@@ -162,8 +162,9 @@ class SubnetLayout:
         for axis in self.axes:
             if axis.reads != reads or len(self.shapes[axis.entry]) < min_ndim:
                 continue
-            arr = np.abs(np.asarray(state[axis.entry], dtype=np.float64))
-            per_coord = np.moveaxis(arr, axis.dim, 0).reshape(arr.shape[axis.dim], -1).sum(axis=1)
+            arr = np.abs(np.asarray(state[axis.entry]))
+            others = tuple(d for d in range(arr.ndim) if d != axis.dim)
+            per_coord = arr.sum(axis=others, dtype=np.float64)
             owned = axis.owner >= 0
             np.add.at(total, axis.owner[owned], per_coord[owned])
             touched[axis.owner[owned]] = True

@@ -61,12 +61,12 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def example_input(in_channels: int, image_size: int, batch: int = 2) -> torch.Tensor:
+def example_input(in_channels: int, image_size: int, batch: int = 1) -> torch.Tensor:
     """A deterministic example batch ``(batch, C, S, S)`` for tracing and checks."""
     return example_batch((in_channels, image_size, image_size), batch)
 
 
-def example_batch(sample_shape: tuple[int, ...], batch: int = 2) -> torch.Tensor:
+def example_batch(sample_shape: tuple[int, ...], batch: int = 1) -> torch.Tensor:
     """A deterministic example batch of ``batch`` samples of ``sample_shape``."""
     gen = torch.Generator().manual_seed(0)
     return torch.randn(batch, *sample_shape, generator=gen)
@@ -242,24 +242,6 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     return SubnetLayout(shapes, dtypes, tuple(out_groups), axes)
 
 
-def prune_to(model: nn.Module, x: torch.Tensor, compression: float) -> nn.Module:
-    """``model`` (modified in place) pruned to the variant's channel counts, keeping the first channels."""
-    was_training = model.training
-    model.eval()
-    try:
-        dg, groups = _groups(model, x)
-        names = {module: name for name, module in model.named_modules()}
-        roots = [(names[g[0].dep.target.module], g[0].dep.handler, len(g[0].idxs)) for g in groups]
-        modules = dict(model.named_modules())
-        for root, handler, width in roots:
-            k = kept_width(width, compression)
-            if k < width:
-                dg.get_pruning_group(modules[root], handler, list(range(k, width))).prune()
-    finally:
-        model.train(was_training)
-    return model
-
-
 @dataclass(frozen=True)
 class UserNetwork:
     """A user's network for DepL: a callable building the full network and one input sample's shape.
@@ -314,13 +296,53 @@ def full_network(net: Network, seed: int | None = None) -> nn.Module:
     return build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=16)
+def _base(net: Network) -> nn.Module:
+    """The full network built once per process (seed 0); copies serve every later use."""
+    return full_network(net, seed=0)
+
+
+#: Sub-networks per (network, compression), built once per process.
+_SKELETONS: dict[tuple[Network, float], nn.Module] = {}
+
+
+def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
+    """Build the sub-networks of ``compressions`` with one dependency graph (nested channel counts).
+
+    Pruning from the least to the most compressed variant on one traced copy
+    costs one trace for all of them.
+    """
+    todo = sorted({float(c) for c in compressions if c > 0 and (net, float(c)) not in _SKELETONS})
+    if not todo:
+        return
+    model = copy.deepcopy(_base(net))
+    with one_thread():
+        model.eval()
+        dg, groups = _groups(model, example_batch(input_shape_of(net)))
+        names = {module: name for name, module in model.named_modules()}
+        modules = dict(model.named_modules())
+        roots = [(names[g[0].dep.target.module], g[0].dep.handler, len(g[0].idxs)) for g in groups]
+        current = {root: width for root, _, width in roots}
+        for compression in todo:
+            for root, handler, width in roots:
+                k = kept_width(width, compression)
+                if k < current[root]:
+                    dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
+                    current[root] = k
+            _SKELETONS[(net, compression)] = copy.deepcopy(model).train()
+
+
 def _skeleton(net: Network, compression: float) -> nn.Module:
-    model = full_network(net, seed=0)
-    if compression > 0:
-        with one_thread():
-            prune_to(model, example_batch(input_shape_of(net)), compression)
-    return model
+    if compression <= 0:
+        return _base(net)
+    if (net, compression) not in _SKELETONS:
+        prepare_skeletons(net, (compression,))
+    return _SKELETONS[(net, compression)]
+
+
+def cached_skeleton(net: Network, compression: float) -> nn.Module:
+    """The cached sub-network itself (weights arbitrary); callers must not keep what they load into it."""
+    return _skeleton(net, float(compression))
 
 
 def build_skeleton(net: Network, compression: float) -> nn.Module:
@@ -331,9 +353,8 @@ def build_skeleton(net: Network, compression: float) -> nn.Module:
 @functools.lru_cache(maxsize=16)
 def network_layout(net: Network) -> SubnetLayout:
     """The layout of the network's state (cached per process: derived once per job)."""
-    model = full_network(net, seed=0)
     with one_thread():
-        return derive_layout(model, example_batch(input_shape_of(net)))
+        return derive_layout(_base(net), example_batch(input_shape_of(net)))
 
 
 def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
@@ -350,32 +371,34 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
     ScenarioError
         Naming the layer whose output channels the network cannot lose.
     """
+    prepare_skeletons(geo, tuple(compressions))
     with one_thread():
         _check_variants(geo, layout, compressions, seed)
 
 
 def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
                     seed: int) -> None:
-    full = full_network(geo, seed=seed).eval()
-    state = {k: v.detach().cpu().numpy() for k, v in full.state_dict().items()}
+    probe = (copy.deepcopy(_base(geo)) if seed == 0 else full_network(geo, seed=seed)).eval()
+    state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
     x = example_batch(input_shape_of(geo))
     for compression in compressions:
         if compression <= 0:
             continue
         structure = layout.structure(state, compression)
-        sub = _skeleton(geo, float(compression))
+        sub = _skeleton(geo, float(compression))  # the cached skeleton: its weights are arbitrary
         try:
             _load(sub, extract(state, structure))
             with torch.no_grad():
                 got = sub.eval()(x)
-            silenced = copy.deepcopy(full)
-            _load(silenced, silence(state, layout, structure))
+            _load(probe, silence(state, layout, structure))
             with torch.no_grad():
-                want = silenced(x)
+                want = probe(x)
             ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
             problem = None if ok else "its sub-network computes another function than the silenced network"
         except Exception as exc:  # the pruned forward itself fails
             problem = _first_line(exc)
+        finally:
+            sub.train()
         if problem is not None:
             layer = _breaking_layer(geo, layout) or "?"
             raise ScenarioError(
@@ -388,7 +411,7 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     """The root of the first group whose pruning alone breaks the forward."""
     x = example_batch(input_shape_of(geo))
     for group in layout.groups:
-        net = full_network(geo, seed=0).eval()
+        net = copy.deepcopy(_base(geo)).eval()
         dg, groups = _groups(net, x)
         names = {module: name for name, module in net.named_modules()}
         order = {name: i for i, name in enumerate(names.values())}

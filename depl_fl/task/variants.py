@@ -96,11 +96,14 @@ def measure_variant(
 
 def network_variant_cost(net: Any, compression: float) -> VariantCost:
     """:func:`measure_variant` for a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`."""
-    from depl_fl.task.subnets import build_skeleton, input_shape_of, network_layout, one_thread
+    from depl_fl.task.subnets import cached_skeleton, input_shape_of, network_layout, one_thread
 
-    model = build_skeleton(net, float(compression))
-    with one_thread():
-        macs = sample_macs(model.eval(), input_shape_of(net))
+    model = cached_skeleton(net, float(compression))  # read only: its forward is all that is counted
+    try:
+        with one_thread():
+            macs = sample_macs(model.eval(), input_shape_of(net))
+    finally:
+        model.train()
     params = sum(p.numel() for p in model.parameters())
     return VariantCost(
         train_flops_per_sample=float(TRAIN_TO_FORWARD * 2 * macs),
