@@ -66,11 +66,11 @@ def main() -> None:
                              "modelled_bytes_up": rec["modelled_bytes_up"], "full_network_bytes": full,
                              "deviation": dev, "rejected": len(rec.get("rejected") or [])})
     lines = ["# Bytes on the wire per round: measured vs modelled", "",
-             "Short DepL jobs (4 clients, in-process simulation, 3 exploration rounds then the plan) on the "
-             "bundled digits. Measured: the arrays of the round's train messages and replies as Flower "
-             "carries them (`np.save` bytes). Modelled: the variant's `size_bytes` (the scenario's, used by the "
-             "cost model) per planned client. Full: the full network per planned client (what sending the whole "
-             "global model moved).", "",
+             "Short DepL jobs (4 clients, in-process simulation, 3 exploration rounds then the plan) "
+             "on the bundled digits. Measured: the arrays of the round's train messages and replies "
+             "as Flower carries them (`np.save` bytes). Modelled: the variant's `size_bytes` (the "
+             "scenario's, used by the cost model) per planned client. Full: the full network per "
+             "planned client (what sending the whole global model moved).", "",
              "| network | round | phase | model | clients | down measured | down modelled | up measured "
              "| up modelled | full network | deviation |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
