@@ -193,6 +193,8 @@ def test_a_bad_factory_is_a_one_line_error():
         build_network("tests.user_nets:Nope", 10, 1, 8)
     with pytest.raises(ScenarioError, match="expected PKG.MODULE:NAME"):
         build_network("tests.user_nets:", 10, 1, 8)
+    with pytest.raises(ScenarioError, match="model=custom needs model.factory"):
+        build_network("None", 10, 1, 8)  # model=custom without a factory
 
 
 def test_a_user_network_without_geometry_arguments_goes_through_the_same_path():

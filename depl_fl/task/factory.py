@@ -64,6 +64,9 @@ def build_network(arch: str, num_classes: int, in_channels: int, image_size: int
     """
     import torch
 
+    if arch in (None, "", "None"):
+        raise ScenarioError("model.factory: model=custom needs model.factory=PKG.MODULE:NAME, a callable "
+                            "NAME(num_classes=K, in_channels=C) returning an nn.Module")
     if not is_factory(arch):
         if arch not in ARCHS:
             raise ScenarioError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)} "
