@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"deploy_round_bench: {exe} not found next to {sys.executable}", file=sys.stderr)
             return 2
     sys.path.insert(0, str(ROOT))
+    from depl_fl.orchestration.profiling import ensure_profile
     from depl_fl.runs.runconfig import compose_config
-    from strategies.profiling import ensure_profile
 
     cache = os.environ.get("DEPL_CACHE_DIR", ROOT / ".depl_cache")
     overrides = [*DEFAULT_DEPL, f"num_clients={args.nodes}", f"profile.cache_dir={cache}", *args.overrides]

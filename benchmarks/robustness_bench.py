@@ -1,12 +1,12 @@
 """Robustness benchmark: faulty clients of every kind against FedAvg and DepL with each aggregation.
 
 10 clients (digits, in-process backend), 1 to 3 of them faulty from round 1
-with every fault kind of :mod:`clients.faults` (by default the number cycles
+with every fault kind of :mod:`depl_fl.orchestration.faults` (by default the number cycles
 1, 2, 3 over the kinds, to stay within ~20 minutes on 2 cores), plus a run
 without faults.
 Arms: FedAvg (``method=full aggregation=fedavg``) and DepL (``method=depl``,
 tracking on) with ``aggregation=fedavg``, ``trimmed_mean`` and ``median``.
-These arms have the server-side reply checks of ``strategies/reply_checks.py``
+These arms have the server-side reply checks of ``depl_fl/orchestration/reply_checks.py``
 and ``strategies/robust_aggregation.py``. For reference, Flower's own
 ``FedAvg`` (no checks: what an unguarded server does) runs the same clients
 for as many rounds as the FedAvg arm took.
@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from depl_fl.errors import DeplError
-from depl_fl.runs.runconfig import FAULT_KINDS, compose_config
+from depl_fl.runs.config_choices import FAULT_KINDS
+from depl_fl.runs.runconfig import compose_config
 
 RESULTS = Path(__file__).parent / "results"
 ARMS = (("FedAvg", "full", "fedavg"), ("DepL fedavg", "depl", "fedavg"),

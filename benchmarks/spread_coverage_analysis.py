@@ -43,6 +43,7 @@ from depl_fl.contract.coverage import (  # noqa: E402
     uncovered_share,
 )
 from depl_fl.contract.scenario import RunProfile  # noqa: E402
+from depl_fl.orchestration.profiling import _Pilot, run_pilots  # noqa: E402
 from depl_fl.runs.runconfig import compose_config, variant_list  # noqa: E402
 from depl_fl.task.partitions import client_partition, geometry  # noqa: E402
 from depl_fl.tracking.estimation import (  # noqa: E402
@@ -51,7 +52,6 @@ from depl_fl.tracking.estimation import (  # noqa: E402
     run_segments,
 )
 from depl_fl.tracking.noise import split_spread, spread_ratio  # noqa: E402
-from strategies.profiling import _Pilot, run_pilots  # noqa: E402
 
 
 def spread_lines(cfg) -> list[str]:

@@ -27,13 +27,13 @@ from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
 from clients.client_app import make_client_app  # noqa: E402
 from depl_fl.contract.plan import Plan, RoundDecision, Targets  # noqa: E402
+from depl_fl.orchestration.scenario_builder import build_scenario, model_docs  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
 from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
-from strategies.scenario_builder import build_scenario, model_docs  # noqa: E402
 from strategies.server_app import make_evaluate_fn  # noqa: E402
 
 LOSS = {"initial": 2.3, "run": {m: {"levels": [0.1, 2.3], "mean": [0.01, 0.3], "std": [0.01, 0.05]}

@@ -6,7 +6,7 @@ the ClientApp is therefore a thin shim (flwr + numpy): it sends the message
 content to a long-lived worker of its node (:mod:`clients.warm_worker`) over a
 Unix socket in a private folder (mode 0700) and returns the worker's reply.
 The worker keeps torch imported and the node's data and configuration loaded,
-and runs exactly the handlers of :mod:`clients.client_app`.
+and runs exactly the handlers of :mod:`clients.handlers`.
 
 The socket's name is a hash of the app's code and configuration files, the
 node config, the node cache folder, the Python interpreter and the SuperNode

@@ -9,7 +9,7 @@ the training code once, then serves one connection at a time (so one message
 at a time per node: the accept loop is the lock). Each connection carries one
 request (the message type, its content, the node and run config; see
 :mod:`clients.warm_protocol`) and gets one reply, computed by the very
-handlers the ClientApp runs in process (:data:`clients.client_app.HANDLERS`),
+handlers the ClientApp runs in process (:data:`clients.handlers.HANDLERS`),
 with the composed configuration and the node's data kept in memory between
 messages. A handler that raises produces an error reply, never a dead worker.
 
@@ -77,7 +77,7 @@ def handle_request(header: dict[str, Any], arrays: list) -> tuple[dict[str, Any]
     """Run the ClientApp handler of one request; the reply header and arrays."""
     from flwr.app import Context, RecordDict
 
-    from clients.client_app import HANDLERS, run_config_of
+    from clients.handlers import HANDLERS, run_config_of
 
     context = Context(run_id=int(header["run_id"]), node_id=int(header["node_id"]),
                       node_config=dict(header["node_config"]), state=RecordDict(),
@@ -153,7 +153,7 @@ def _preload() -> None:
     import torch
 
     torch.set_num_threads(1)
-    import clients.client_app  # noqa: F401
+    import clients.handlers  # noqa: F401
     import depl_fl.task.local_update  # noqa: F401
     import depl_fl.task.models  # noqa: F401
     import depl_fl.task.training  # noqa: F401

@@ -13,7 +13,7 @@ Sub-commands
     Exit 0 whenever the figures were computed, **even when the plan is
     invalid or not dependable** (the JSON's ``valid`` / ``dependable`` say so).
 ``profile``, ``report``, ``split``
-    Handed over to :mod:`strategies.profiling`, :mod:`depl_fl.runs.report` and
+    Handed over to :mod:`depl_fl.orchestration.profiling`, :mod:`depl_fl.runs.report` and
     :mod:`depl_fl.task.split` (per-node image folders for ``dataset=folder``).
 
 User mistakes (bad files, bad options) print exactly one line
@@ -41,7 +41,7 @@ MIN_TRAJECTORIES = 20000
 MIN_ETA = 1e-3
 #: Most Monte Carlo trajectories of ``evaluate``: about 1 GB of float64 working arrays.
 MAX_TRAJECTORIES = 10_000_000
-DELEGATED = {"profile": "strategies.profiling", "report": "depl_fl.runs.report",
+DELEGATED = {"profile": "depl_fl.orchestration.profiling", "report": "depl_fl.runs.report",
              "split": "depl_fl.task.split"}
 
 

@@ -51,7 +51,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 
         load_checkpoint(out_dir, cfg)
     if str(cfg["profile"].get("source", "federated")) == "inprocess":
-        from strategies.profiling import ensure_profile
+        from depl_fl.orchestration.profiling import ensure_profile
 
         ensure_profile(cfg)  # before the simulation starts, so pilots never run inside Ray
     backend = cfg["simulation"]["backend"]

@@ -1,8 +1,8 @@
 """DepLStrategy: a Flower (Message API) strategy that executes a DepL plan.
 
 Flower glue only; the algorithmic parts live elsewhere:
-:mod:`strategies.controller` (plan execution, cost records, tracking and
-re-planning), :mod:`strategies.reply_checks` (reply validation),
+:mod:`depl_fl.orchestration.controller` (plan execution, cost records, tracking and
+re-planning), :mod:`depl_fl.orchestration.reply_checks` (reply validation),
 :func:`depl_fl.task.pruning.aggregate_pruned` (scatter-back aggregation) and the
 planner behind the ``plan_fn`` callable.
 
@@ -40,6 +40,8 @@ from flwr.serverapp.strategy import FedAvg, Result
 from depl_fl.contract.plan import Plan, RoundDecision, Targets, shortfall_text
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
+from depl_fl.orchestration.controller import Planner, RunController
+from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
 from depl_fl.task.pruning import (
     SubnetIndex,
     SubnetLayout,
@@ -49,8 +51,6 @@ from depl_fl.task.pruning import (
     scatter,
     silence_to_variant,
 )
-from strategies.controller import Planner, RunController
-from strategies.reply_checks import WEIGHT_KEY, check_reply
 from strategies.robust_aggregation import (
     AggregationSettings,
     aggregate_problem,
@@ -181,7 +181,7 @@ class DepLStrategy(FedAvg):
     on_round : callable, optional
         ``on_round(strategy, arrays, loss)`` after every completed round (checkpointing).
     resume : mapping, optional
-        A checkpoint (:mod:`strategies.checkpointing`) to continue from instead of planning.
+        A checkpoint (:mod:`depl_fl.orchestration.checkpointing`) to continue from instead of planning.
     profiler : object, optional
         ``profiler.run(strategy, grid, arrays, evaluate_fn, timeout, train_config)``
         runs the profile rounds after the properties query and before the scenario
@@ -566,7 +566,7 @@ class DepLStrategy(FedAvg):
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
-        from strategies.checkpointing import rounds_completed
+        from depl_fl.orchestration.checkpointing import rounds_completed
 
         for key, value in (doc.get("strategy") or {}).items():
             setattr(self, key, value)
@@ -580,7 +580,7 @@ class DepLStrategy(FedAvg):
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
-        from strategies.checkpointing import restore_controller, rounds_completed
+        from depl_fl.orchestration.checkpointing import restore_controller, rounds_completed
 
         self.scenario, self.plan = doc["scenario"], doc["plan"]
         self.initial_loss = doc["initial_loss"]
@@ -600,8 +600,8 @@ class DepLStrategy(FedAvg):
         return state_to_arrays(doc["global_state"]), float(doc["loss"])
 
     def round_timeout(self, decision: RoundDecision, cap_s: float) -> float:
-        """Reply timeout of a round from its modelled round time (see :mod:`strategies.membership`)."""
-        from strategies.membership import round_timeout_s
+        """Reply timeout of a round from its modelled round time (:mod:`depl_fl.orchestration.membership`)."""
+        from depl_fl.orchestration.membership import round_timeout_s
 
         assert self.controller is not None
         return round_timeout_s(self.controller.scenario, decision, factor=self.timeout_factor,
@@ -662,7 +662,7 @@ class DepLStrategy(FedAvg):
 
     def _admit_late_nodes(self, grid: Grid, timeout: float) -> None:
         """Query nodes that connected after the start; their clients may be used from the next re-plan."""
-        from strategies.membership import admit_clients
+        from depl_fl.orchestration.membership import admit_clients
 
         assert self.controller is not None and self.scenario is not None
         new_nodes = sorted(set(grid.get_node_ids()) - set(self.client_of))

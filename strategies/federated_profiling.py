@@ -21,7 +21,7 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   does: starting from another group's aggregate (a small non-IID group's
   model that evaluates badly) measured a recovery, not a switch, and gave
   jumps of -0.3 to -0.8 with no spread that plans exploited (issue 10);
-* every group's set records its label coverage (:mod:`strategies.label_coverage`);
+* every group's set records its label coverage (:mod:`depl_fl.orchestration.label_coverage`);
   the sample fraction of an observation is its set's ``r_eff = c_S * r``,
   and the sets' range of coverage becomes ``loss.min_coverage`` /
   ``loss.max_uncovered`` (docs/CONTRACT_V2.md);
@@ -44,7 +44,7 @@ profile rounds are part of the job: their modelled time counts against
 caps the planned training rounds only) and their energy is in ``total_energy_j``.
 
 Cache: the fitted profile is stored under ``profile.cache_dir`` keyed by the
-configuration (:func:`strategies.profiling.profile_key`) **and** what the
+configuration (:func:`depl_fl.orchestration.profiling.profile_key`) **and** what the
 nodes report about their data (per-client cluster, ``num-samples`` and label
 histogram), so another federation's profile is never reused. A later job of
 the same federation takes the cached profile as its prior (no exploration
@@ -67,76 +67,32 @@ from flwr.serverapp import Grid
 
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
-from depl_fl.contract.semantics import client_energy, client_time
-from depl_fl.diskcache import atomic_write
 from depl_fl.errors import InfeasibleError
-from depl_fl.runs.runconfig import stable_hash, variant_list
-from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
-from strategies.label_coverage import LabelCoverage
+from depl_fl.orchestration.exploration import (
+    ExploreProgress,
+    cheapest_levels,
+    merge_states,
+    round_cost,
+    split_groups,
+    worst,
+    write_json_atomic,
+)
+from depl_fl.orchestration.label_coverage import LabelCoverage
+from depl_fl.orchestration.profile_fit import (
+    anchor_at_zero,
+    local_steps,
+    plan_regime_of,
+    with_eval_std,
+    with_measured_sem,
+    with_plan_regime,
+    with_set_shift,
+)
+from depl_fl.orchestration.profiling import data_fingerprint, federated_key
+from depl_fl.runs.runconfig import variant_list
 
 LOG = logging.getLogger("depl_fl.server")
 #: Exploration rounds use server-round numbers from here on (their own client seeds).
 PROFILE_ROUND_OFFSET = 100_000
-
-
-def data_fingerprint(properties: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
-    """What the nodes report about their data: ``[client, cluster, num-samples, label histogram]``."""
-    return [[cid, str(p.get("cluster")), int(p["num-samples"]),
-             [int(v) for v in p.get("label-histogram") or []]] for cid, p in sorted(properties.items())]
-
-
-def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> str:
-    """Cache key of a federated profile: configuration plus the nodes' data reports."""
-    from strategies.profiling import profile_key
-
-    return stable_hash({"config": profile_key(cfg), "explore": cfg["profile"].get("explore"),
-                        "data": data_fingerprint(properties)})
-
-
-def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` to ``path`` through a unique temporary file and ``os.replace`` (concurrent-safe)."""
-    text = json.dumps(doc, indent=2) + "\n"
-    atomic_write(path, lambda fh: fh.write(text), binary=False)
-
-
-def _worst(values: Any) -> float | None:
-    """Largest of ``values``; ``None`` when any is missing (an evaluation without a test split)."""
-    values = list(values)
-    return None if not values or any(v is None for v in values) else float(max(values))
-
-
-def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generator) -> list[list[str]]:
-    """Disjoint random groups of ``clients`` with random sizes (each at least one client)."""
-    order = [clients[i] for i in rng.permutation(len(clients))]
-    n = len(order)
-    if num_groups <= 1 or n < num_groups:
-        return [sorted(order)] + [[] for _ in range(num_groups - 1)]
-    low = max(1, n // (2 * num_groups))
-    cuts = sorted(rng.choice(np.arange(low, n - low + 1), size=num_groups - 1, replace=num_groups > 2))
-    bounds = [0, *[int(c) for c in cuts], n]
-    groups = [sorted(order[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    return groups if all(groups) else [sorted(order[i::num_groups]) for i in range(num_groups)]
-
-
-def cheapest_levels(scenario: Scenario) -> dict[str, int]:
-    """Per cluster, the level with the lowest energy per FLOP."""
-    return {c.id: int(np.argmin([lv.joules_per_flop for lv in c.levels])) for c in scenario.clusters}
-
-
-def round_cost(scenario: Scenario, decisions: Sequence[RoundDecision]) -> tuple[float, float]:
-    """Modelled ``(energy_j, time_s)`` of one round running several disjoint groups at once.
-
-    Client energies add up, every active cluster pays its activation once and
-    the round lasts as long as its slowest client.
-    """
-    energy, duration, active = 0.0, 0.0, set()
-    for d in decisions:
-        for cid in d.clients:
-            level = d.levels[scenario.client(cid).cluster]
-            energy += client_energy(scenario, cid, d.model, level)
-            duration = max(duration, client_time(scenario, cid, d.model, level))
-            active.add(scenario.client(cid).cluster)
-    return energy + sum(scenario.cluster(c).activation_joules for c in active), duration
 
 
 def silenced_start(network: Any, arrays: ArrayRecord, compression: float) -> ArrayRecord:
@@ -145,15 +101,6 @@ def silenced_start(network: Any, arrays: ArrayRecord, compression: float) -> Arr
     from strategies.depl_strategy import arrays_to_state, state_to_arrays
 
     return state_to_arrays(silence_to_variant(network, arrays_to_state(arrays), compression))
-
-
-def merge_states(states: Sequence[Mapping[str, np.ndarray]],
-                 weights: Sequence[float]) -> dict[str, np.ndarray]:
-    """Weighted average of full-size model states (the groups' aggregates)."""
-    total = float(sum(weights))
-    return {k: sum(np.asarray(s[k], dtype=np.float64) * (w / total)
-                   for s, w in zip(states, weights, strict=True)).astype(states[0][k].dtype)
-            for k in states[0]}
 
 
 @dataclass
@@ -169,27 +116,6 @@ class _Group:
     loss_after: float | None = None
     #: Array bytes of the group's messages, measured and modelled (DepLStrategy.round_bytes).
     bytes: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class ExploreProgress:
-    """Where an unfinished exploration stands after round ``done``: what a checkpoint keeps of it.
-
-    Every exploration round starts from the global model (switch rounds too),
-    so no group aggregate needs keeping: the losses so far, the observations,
-    the per-variant trajectories (evaluation noise) and the trained client
-    sets (coverage bounds).
-    """
-
-    done: int
-    fresh_loss: float
-    losses: dict[str, float]
-    observations: list[Any]
-    trajectories: dict[str, tuple[list[float], list[float]]]
-    pilot_sets: list[list[str]]
-    wall_s: float = 0.0
-    #: Per variant, ``(validation loss, its standard error)`` of every evaluation so far.
-    sem_points: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 class FederatedProfiler:
@@ -515,7 +441,7 @@ class FederatedProfiler:
             "loss_before": float(loss_before), "loss": float(max(losses.values())),
             "losses": dict(losses), "accuracy": None, "train_loss": None,
             # reported like "loss" (the worst variant), never read by a decision
-            "test_loss": _worst(test_losses.values()), "test_accuracy": None,
+            "test_loss": worst(test_losses.values()), "test_accuracy": None,
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
             **{key: sum(int(g.bytes.get(key, 0)) for g in groups)
@@ -616,138 +542,3 @@ class FederatedProfiler:
                                           self.coverage.effective_ratio(replied),
                                           1.0 - float(group["coverage"])))
         return out
-
-
-def plan_regime_of(cfg: Mapping[str, Any]) -> Any:
-    """The ``profile.plan_regime`` constants of ``cfg`` (None when the section is absent or disabled)."""
-    from depl_fl.tracking.learning_curve import PlanRegime
-
-    raw = (cfg.get("profile") or {}).get("plan_regime")
-    if not raw or not raw.get("enabled", True):
-        return None
-    return PlanRegime.from_config(raw)
-
-
-def local_steps(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> float:
-    """Local SGD steps of a client of average size in one round: ``epochs * mean samples / batch``."""
-    train = cfg.get("train") or {}
-    samples = [int(p["num-samples"]) for p in properties.values()] or [0]
-    return float(train.get("local_epochs", 1)) * float(np.mean(samples)) / float(train.get("batch_size", 32))
-
-
-def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],
-                     rounds: int, regime: Any, steps: float,
-                     sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
-    """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
-
-    Below ``1.25 L_e`` each variant's run profile is its learning curve through
-    its own exploration trajectory, the data exponents are the regime's, the
-    judged loss carries ``judged_error`` (the measured ``sem**2 / L`` times the
-    regime's factor), and a set that leaves a class unseen is outside the
-    measured range (``max_uncovered`` 0: on the trajectory bank such sets
-    ended above their predicted 0.95-quantile three times as often).
-    """
-    from depl_fl.tracking.learning_curve import plan_regime_run
-    from depl_fl.tracking.noise import sem_coefficient
-
-    oscillation = regime.oscillation_at(steps)
-    run = {}
-    for model, profile in fitted["run"].items():
-        losses = list(trajectories.get(model, ([], []))[0])
-        if len(losses) < 2 or rounds < 1:
-            run[model] = dict(profile)
-            continue
-        run[model] = plan_regime_run(profile, losses[0], losses[-1], rounds, regime, oscillation)
-    out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
-           "data_exponent_std": regime.noise_exponent}
-    if regime.oscillation_dof is not None:
-        out["eval_dof"] = regime.oscillation_dof
-    coefficient = sem_coefficient([tuple(p) for pts in sem_points.values() for p in pts])
-    if coefficient is not None:
-        out["judged_error"] = regime.judged_error_factor * coefficient
-    if "max_uncovered" in out:
-        out["max_uncovered"] = 0.0
-    LOG.info("loss profile: plan regime from the exploration's last losses (floor %.3g, %.3g local steps, "
-             "oscillation %.3g, judged error %.3g)", regime.floor, steps, oscillation,
-             out.get("judged_error", 0.0))
-    return out
-
-
-def with_eval_std(fitted: Mapping[str, Any],
-                  trajectories: Sequence[tuple[str, Sequence[float], Sequence[float]]],
-                  a: float, b: float) -> dict[str, Any]:
-    """``fitted`` with ``run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`).
-
-    ``trajectories``: ``(model, losses, ratios)`` of the profile's global-model
-    trajectories on the validation split. Unchanged when they are too short.
-    """
-    from depl_fl.contract.scenario import RunProfile
-    from depl_fl.errors import ScenarioError
-    from depl_fl.tracking.noise import fit_eval_std
-
-    profiles = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
-                for m, r in fitted["run"].items()}
-    try:
-        split, eval_std = fit_eval_std(trajectories, profiles, a, b)
-    except ScenarioError:
-        return dict(fitted)
-    LOG.info("loss profile: lag-1 correlation of the decreases %.2f over %d pairs: evaluation noise "
-             "%.0f%% of the per-round variance", split.rho, split.pairs,
-             100 * 2 * split.eval_var / max(split.per_round_var, 1e-300))
-    return {**fitted, "run": {m: {**r, "eval_std": eval_std[m]} for m, r in fitted["run"].items()}}
-
-
-def with_measured_sem(loss: dict[str, Any],
-                      sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
-    """Every variant's evaluation noise at least its measured standard error (see
-    :func:`depl_fl.tracking.noise.with_evaluation_error`); unchanged for a variant without any."""
-    from depl_fl.tracking.noise import sem_coefficient, with_evaluation_error
-
-    out = {**loss, "run": dict(loss["run"])}
-    for model, run in loss["run"].items():
-        coefficient = sem_coefficient(sem_points.get(model, ()))
-        if coefficient is not None:
-            out["run"][model] = with_evaluation_error(run, coefficient)
-    return out
-
-
-def with_set_shift(loss: dict[str, Any], rounds: Sequence[Any]) -> dict[str, Any]:
-    """``loss`` with ``set_shift`` fitted from the exploration's set-change rounds (unchanged: too few)."""
-    from depl_fl.contract.scenario import RunProfile
-    from depl_fl.tracking.set_shift import fit_set_shift
-
-    run = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
-           for m, r in loss["run"].items()}
-    shift = fit_set_shift(rounds, run, float(loss["data_exponent_mean"]), float(loss["data_exponent_std"]))
-    if shift is None:
-        return loss
-    LOG.info("loss profile: set shift %.3f +- %.3f per unit of coverage gap, from %d group rounds",
-             shift["mean"], shift["std"], len(rounds))
-    return {**loss, "set_shift": shift}
-
-
-def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
-    """Add a level at loss 0 with zero mean decrease to every run profile (if it has none).
-
-    The exploration rounds only see the early, high losses; the contract clamps a
-    profile outside its levels, which would carry their large decrease down to
-    the target (plans far too short). Anchoring at loss 0 (zero mean decrease,
-    the std floor) makes the decrease and its spread shrink in proportion to
-    the loss below the observed range (multiplicative dynamics; the loss cannot
-    go below 0). The online tracker then refines both levels from the training
-    rounds. ``eval_std`` keeps its share of the std at the new level (the
-    contract needs ``2 eval_std**2 <= std**2``); the validation/test offset of
-    a finite split is the controller's ``loss_sem``, not this.
-    """
-    out = {**loss, "run": {}}
-    for model, run in loss["run"].items():
-        levels, mean, std = list(run["levels"]), list(run["mean"]), list(run["std"])
-        if levels[0] > 0.0:
-            levels, mean, std = [0.0, *levels], [0.0, *mean], [DEFAULT_STD_FLOOR, *std]
-            run = {**{k: v for k, v in run.items() if k != "spread_factor"},
-                   "levels": levels, "mean": mean, "std": std}
-            if "eval_std" in run:  # the same share of the (floor) spread at the anchor
-                share = run["eval_std"][0] / max(std[1], 1e-300)
-                run["eval_std"] = [min(share, 0.5**0.5) * DEFAULT_STD_FLOOR, *run["eval_std"]]
-        out["run"][model] = run
-    return out

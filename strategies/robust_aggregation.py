@@ -1,6 +1,6 @@
 """Aggregation that one client cannot break (pure numpy; Flower's trimmed mean reused).
 
-The server screens every training reply that passed :mod:`strategies.reply_checks`
+The server screens every training reply that passed :mod:`depl_fl.orchestration.reply_checks`
 (names, shapes, real floating dtype, finite values) in three more steps, then
 combines the survivors and checks the result:
 
@@ -41,7 +41,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from flwr.serverapp.strategy.fedtrimmedavg import trim_mean
 
-from depl_fl.runs.runconfig import AGGREGATION_RULES as RULES
+from depl_fl.runs.config_choices import AGGREGATION_RULES as RULES
 
 State = Mapping[str, np.ndarray]
 

@@ -105,7 +105,7 @@ def placeholder_loss(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def make_profiler(cfg: Mapping[str, Any], scenario_of: Callable[..., Scenario]) -> Any:
     """The profile source of ``cfg``: federated exploration rounds (default) or in-process pilots."""
     if str(cfg["profile"].get("source", "federated")) == "inprocess":
-        from strategies.profiling import InProcessProfile
+        from depl_fl.orchestration.profiling import InProcessProfile
 
         return InProcessProfile(cfg)
     from strategies.federated_profiling import FederatedProfiler
@@ -121,7 +121,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     ``network`` (a :class:`depl_fl.task.subnets.UserNetwork`) replaces the
     configured model and dataset geometry (a user's own Flower app).
     """
-    from strategies.scenario_builder import build_scenario, fill_clusters, model_docs_for
+    from depl_fl.orchestration.scenario_builder import build_scenario, fill_clusters, model_docs_for
 
     if network is None:
         from depl_fl.task.partitions import geometry
@@ -220,16 +220,17 @@ def interrupt_job(out_dir: str | Path, wait_s: float = 30.0) -> Path:
 
 def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], float]) -> Callable[..., None]:
     """``on_round(strategy, arrays, loss)``: checkpoint, then results.json with status running."""
+    from depl_fl.orchestration.checkpointing import strategy_payload
     from depl_fl.runs.checkpoint import save_checkpoint
     from depl_fl.runs.results import build_results, write_results
-    from strategies.checkpointing import strategy_payload
 
     def on_round(strategy: DepLStrategy, arrays: ArrayRecord, loss: float) -> None:
         with RESULTS_LOCK:
             if STOPPING.is_set():
                 return
             wall = clock()
-            save_checkpoint(out_dir, cfg, strategy_payload(strategy, arrays, loss, wall_s=wall))
+            payload = strategy_payload(strategy, arrays_to_state(arrays), loss, wall_s=wall)
+            save_checkpoint(out_dir, cfg, payload)
             write_results(build_results(strategy, cfg, wall_s=wall, status="running",
                                         resumed_from=strategy.resumed_from), out_dir, plot=False)
 

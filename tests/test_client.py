@@ -1,4 +1,4 @@
-"""ClientApp train/query handlers: prune -> train -> scatter-back, deterministic sub-networks."""
+"""ClientApp train/query reply content: prune -> train -> scatter-back, deterministic sub-networks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ pytest.importorskip("torch")
 
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict  # noqa: E402
 
-from clients.client_app import handle_query, handle_train  # noqa: E402
+from clients.handlers import query_content, train_content  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import client_partition, geometry  # noqa: E402
@@ -42,10 +42,9 @@ def test_train_handler_prunes_trains_and_scatters_back(cfg):
     geo = geometry(cfg)
     full = initial_state(geo, seed=0)
     structure = compute_structure(network_layout(geo), full, 0.5)
-    reply = handle_train(_train_msg(extract(full, structure), 0.5), _context(1, 4), cfg)
-    assert not reply.has_error()
-    kept = arrays_to_state(reply.content["arrays"])
-    metrics = reply.content["metrics"]
+    reply = train_content(_train_msg(extract(full, structure), 0.5).content, _context(1, 4), cfg)
+    kept = arrays_to_state(reply["arrays"])
+    metrics = reply["metrics"]
     # Only the kept weights come back, with the pruned (smaller) shapes.
     assert {k: v.shape for k, v in kept.items()} == structure.sub_shapes()
     assert sum(v.size for v in kept.values()) < 0.5 * sum(v.size for v in full.values())
@@ -64,9 +63,9 @@ def test_every_client_derives_the_same_subnetwork(cfg):
     geo = geometry(cfg)
     full = initial_state(geo, seed=3)
     sub = extract(full, compute_structure(network_layout(geo), full, 0.5))
-    replies = [handle_train(_train_msg(sub, 0.5), _context(pid, 4), cfg) for pid in range(4)]
-    names = [sorted(arrays_to_state(r.content["arrays"])) for r in replies]
-    shapes = [{k: v.shape for k, v in arrays_to_state(r.content["arrays"]).items()} for r in replies]
+    replies = [train_content(_train_msg(sub, 0.5).content, _context(pid, 4), cfg) for pid in range(4)]
+    names = [sorted(arrays_to_state(r["arrays"])) for r in replies]
+    shapes = [{k: v.shape for k, v in arrays_to_state(r["arrays"]).items()} for r in replies]
     assert all(n == names[0] for n in names) and all(s == shapes[0] for s in shapes)
     # The structure is a function of the global weights only.
     a, b = (compute_structure(network_layout(geo), f, 0.5) for f in (full, dict(full)))
@@ -75,8 +74,8 @@ def test_every_client_derives_the_same_subnetwork(cfg):
 
 def test_train_is_deterministic_for_a_seed(cfg):
     full = initial_state(geometry(cfg), seed=1)
-    a = arrays_to_state(handle_train(_train_msg(full, 0.0), _context(2, 4), cfg).content["arrays"])
-    b = arrays_to_state(handle_train(_train_msg(full, 0.0), _context(2, 4), cfg).content["arrays"])
+    a = arrays_to_state(train_content(_train_msg(full, 0.0).content, _context(2, 4), cfg)["arrays"])
+    b = arrays_to_state(train_content(_train_msg(full, 0.0).content, _context(2, 4), cfg)["arrays"])
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
 
@@ -84,18 +83,18 @@ def test_train_is_deterministic_for_a_seed(cfg):
 def test_query_reports_cluster_samples_and_partition(cfg):
     InProcessGrid(lambda m, c: m, 1)
     msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)
-    props = handle_query(msg, _context(3, 4), cfg).content["properties"]
+    props = query_content(msg.content, _context(3, 4), cfg)["properties"]
     # 4 clients split 0.4/0.6 across A/B -> partitions 0,1 in A and 2,3 in B.
     assert props["cluster"] == "B" and props["partition-id"] == 3
     assert props["num-samples"] == len(client_partition(cfg, 3, 4)[1])
     # A node config cluster (real deployment) takes precedence.
-    assert handle_query(msg, _context(3, 4, cluster="A"), cfg).content["properties"]["cluster"] == "A"
+    assert query_content(msg.content, _context(3, 4, cluster="A"), cfg)["properties"]["cluster"] == "A"
 
 
 def test_query_reports_the_label_histogram_of_the_partition_only(cfg):
     InProcessGrid(lambda m, c: m, 1)
     msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)
-    props = handle_query(msg, _context(2, 4), cfg).content["properties"]
+    props = query_content(msg.content, _context(2, 4), cfg)["properties"]
     _, y = client_partition(cfg, 2, 4)
     hist = list(props["label-histogram"])
     assert len(hist) == geometry(cfg).num_classes and sum(hist) == props["num-samples"]

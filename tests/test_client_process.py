@@ -23,7 +23,7 @@ pytest.importorskip("torch")
 
 from flwr.app import Context, RecordDict  # noqa: E402
 
-from clients.client_app import node_data  # noqa: E402
+from clients.handlers import node_data  # noqa: E402
 from depl_fl import diskcache  # noqa: E402
 from depl_fl.runs import runconfig  # noqa: E402
 from depl_fl.runs.runconfig import compose_config, config_from_run_config  # noqa: E402

@@ -197,9 +197,9 @@ def test_cli_delegates_profile_and_report(monkeypatch: pytest.MonkeyPatch,
     import types
 
     seen: list[list[str]] = []
-    fake = types.ModuleType("strategies.profiling")
+    fake = types.ModuleType("depl_fl.orchestration.profiling")
     fake.main = lambda argv: seen.append(list(argv)) or 7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "strategies.profiling", fake)
+    monkeypatch.setitem(sys.modules, "depl_fl.orchestration.profiling", fake)
     status, _, _ = _cli(capsys, ["profile", "--arch", "digits_cnn", "x.json"])
     assert status == 7 and seen == [["--arch", "digits_cnn", "x.json"]]
 

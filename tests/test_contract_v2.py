@@ -194,8 +194,8 @@ def test_sets_outside_the_measured_coverage_make_a_plan_invalid(tmp_path: Path,
 
 
 def test_scenario_builder_writes_version_2_when_nodes_report_histograms() -> None:
+    from depl_fl.orchestration.scenario_builder import build_scenario
     from depl_fl.runs.runconfig import compose_config
-    from strategies.scenario_builder import build_scenario
 
     cfg = compose_config([])
     models = [{"id": "full", "compression": 0.0, "flops_per_sample": 1e6, "size_bytes": 1e4}]

@@ -10,9 +10,9 @@ import pytest
 
 from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import scenario_from_dict
+from depl_fl.orchestration.controller import RunController
 from depl_fl.planner import make_plan
 from depl_fl.tracking.online import ReplanPolicy
-from strategies.controller import RunController
 
 DATA = Path(__file__).parent / "data" / "example_scenario.json"
 
@@ -135,7 +135,7 @@ def test_failed_replan_keeps_the_plan_and_is_logged(setting, caplog):
     ctl = RunController(scenario, targets, plan, planner=broken_planner, tracking=True,
                         replan_policy=ReplanPolicy())
     first = ctl.next_decision()
-    with caplog.at_level("WARNING", logger="strategies.controller"):
+    with caplog.at_level("WARNING", logger="depl_fl.orchestration.controller"):
         rec = ctl.record(first, 2.30, 2.30, accuracy=None, wall_s=0.0,
                          replied=list(first.clients), rejected=[])
     assert rec["replanned"] is False and ctl.rounds == list(plan.rounds)
@@ -246,7 +246,7 @@ def test_the_stop_rule_reads_the_measured_bootstrap_margin_not_the_gaussian_one(
 
 def test_rounds_are_observed_at_their_effective_data_ratio(setting):
     from depl_fl.contract.semantics import data_ratio
-    from strategies.label_coverage import LabelCoverage
+    from depl_fl.orchestration.label_coverage import LabelCoverage
 
     scenario, targets, plan, planner = setting
     # c0-c2 hold only class 0, c3-c5 only class 1.

@@ -78,8 +78,8 @@ def test_malformed_histograms_are_named():
 
 
 def test_scenario_builder_carries_histograms_and_coverage_fields():
+    from depl_fl.orchestration.scenario_builder import client_doc, coverage_fields
     from depl_fl.runs.runconfig import compose_config
-    from strategies.scenario_builder import client_doc, coverage_fields
 
     cfg = compose_config([])
     props = {"c0": {"cluster": "A", "num-samples": 4, "label-histogram": [3, 1, 0]},

@@ -1,4 +1,4 @@
-"""Fault injection (clients/faults.py): every kind, node config over run config, from_round."""
+"""Fault injection (depl_fl/orchestration/faults.py): every kind, node config over run config, from_round."""
 
 from __future__ import annotations
 
@@ -8,9 +8,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from clients.faults import CLAIMED_SAMPLES, HUGE, FaultSpec, InjectedFault, apply_faults, fault_of
 from depl_fl.errors import ScenarioError
-from depl_fl.runs.runconfig import FAULT_KINDS, validate_robustness
+from depl_fl.orchestration.faults import (
+    CLAIMED_SAMPLES,
+    HUGE,
+    FaultSpec,
+    InjectedFault,
+    apply_faults,
+    fault_of,
+)
+from depl_fl.runs.config_choices import FAULT_KINDS
+from depl_fl.runs.config_schema import validate_robustness
 
 STATE = {"a": np.ones((3, 2), dtype=np.float32), "b": np.zeros(4, dtype=np.float32)}
 METRICS = {"num-examples": 100, "train-loss": 0.5, "train-time-s": 0.1}

@@ -19,15 +19,12 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict  # noqa: E40
 import depl_fl.task.data as data_mod  # noqa: E402
 import depl_fl.task.folder_data as folder_mod  # noqa: E402
 from clients.client_app import make_client_app  # noqa: E402
+from depl_fl.orchestration.exploration import split_groups, write_json_atomic  # noqa: E402
+from depl_fl.orchestration.profiling import federated_key  # noqa: E402
 from depl_fl.runs.report import build_report  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.folder_data import read_folder, write_folder  # noqa: E402
 from depl_fl.task.split import split_dataset  # noqa: E402
-from strategies.federated_profiling import (  # noqa: E402
-    federated_key,
-    split_groups,
-    write_json_atomic,
-)
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.server_app import run_server  # noqa: E402
 
@@ -396,8 +393,8 @@ def test_the_default_exploration_may_go_past_20_rounds_on_the_plateau():
 
 
 def test_set_change_rounds_are_the_non_switch_groups_of_the_last_rounds():
+    from depl_fl.orchestration.label_coverage import LabelCoverage
     from strategies.federated_profiling import FederatedProfiler
-    from strategies.label_coverage import LabelCoverage
 
     props = {"c0": {"num-samples": 100, "label-histogram": [100, 0]},
              "c1": {"num-samples": 100, "label-histogram": [0, 100]},

@@ -12,11 +12,11 @@ import pytest
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import scenario_from_dict
 from depl_fl.contract.semantics import round_time
+from depl_fl.orchestration.checkpointing import controller_state, restore_controller
+from depl_fl.orchestration.controller import RunController
+from depl_fl.orchestration.membership import admit_clients, drop_clients, round_timeout_s
 from depl_fl.planner import make_plan
 from depl_fl.tracking.online import ReplanPolicy
-from strategies.checkpointing import controller_state, restore_controller
-from strategies.controller import RunController
-from strategies.membership import admit_clients, drop_clients, round_timeout_s
 
 DATA = Path(__file__).parent / "data" / "example_scenario.json"
 

@@ -220,7 +220,7 @@ def test_trend_prediction_follows_the_profile_and_adds_process_noise() -> None:
 
 
 def _regime_controller(tracking: bool = True):
-    from strategies.controller import RunController
+    from depl_fl.orchestration.controller import RunController
 
     scen = _scenario(judged_error=0.002, initial=0.8)
     targets = Targets(0.35, 0.9, 1e6, 40)

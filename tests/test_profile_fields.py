@@ -22,7 +22,7 @@ PILOTS = ["num_clients=4", "partition.alpha=0.3", "profile.source=inprocess", "p
 def pilot_doc(tmp_path_factory):
     import depl_fl.task.data as data
     import depl_fl.task.partitions as partitions
-    from strategies.profiling import build_profile
+    from depl_fl.orchestration.profiling import build_profile
 
     # tests/test_federated_profiling.py can leave partitions bound to its "no bundled data" stub
     # (the module is imported again while the stub is in place); these pilots need the real loader.
@@ -36,7 +36,7 @@ def pilot_doc(tmp_path_factory):
 
 
 def test_inprocess_pilots_measure_their_coverage_bounds(pilot_doc):
-    from strategies.profiling import _Pilot
+    from depl_fl.orchestration.profiling import _Pilot
 
     cfg, doc = pilot_doc
     pilot = _Pilot(cfg, 1_000)

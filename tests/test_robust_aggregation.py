@@ -15,13 +15,14 @@ from flwr.app import MetricRecord  # noqa: E402
 
 from clients.client_app import make_client_app  # noqa: E402
 from depl_fl.contract.plan import Plan, RoundDecision, Targets  # noqa: E402
+from depl_fl.orchestration.reply_checks import check_update  # noqa: E402
+from depl_fl.orchestration.scenario_builder import build_scenario, model_docs  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
 from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
-from strategies.reply_checks import check_update  # noqa: E402
 from strategies.robust_aggregation import (  # noqa: E402
     AggregationSettings,
     aggregate_problem,
@@ -29,7 +30,6 @@ from strategies.robust_aggregation import (  # noqa: E402
     combine,
     norm_threshold,
 )
-from strategies.scenario_builder import build_scenario, model_docs  # noqa: E402
 from strategies.server_app import aggregation_settings  # noqa: E402
 
 N = 4

@@ -15,6 +15,8 @@ from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
 from clients.client_app import make_client_app  # noqa: E402
 from depl_fl.contract.plan import Plan, RoundDecision, Targets  # noqa: E402
+from depl_fl.orchestration.reply_checks import check_update  # noqa: E402
+from depl_fl.orchestration.scenario_builder import build_scenario, model_docs  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
@@ -22,8 +24,6 @@ from depl_fl.task.pruning import compute_structure  # noqa: E402
 from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, NodesUnavailableError, arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
-from strategies.reply_checks import check_update  # noqa: E402
-from strategies.scenario_builder import build_scenario, model_docs  # noqa: E402
 from strategies.server_app import make_evaluate_fn  # noqa: E402
 
 N = 4

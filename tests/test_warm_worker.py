@@ -39,7 +39,8 @@ from flwr.app import (  # noqa: E402
 )
 
 from clients import warm_client, warm_protocol, warm_worker  # noqa: E402
-from clients.client_app import HANDLERS, make_client_app, run_config_of  # noqa: E402
+from clients.client_app import make_client_app  # noqa: E402
+from clients.handlers import HANDLERS, run_config_of  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402

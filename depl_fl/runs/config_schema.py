@@ -22,7 +22,7 @@ from depl_fl.contract.schema import (
     parse,
 )
 from depl_fl.errors import ScenarioError
-from depl_fl.runs.runconfig import AGGREGATION_RULES, FAULT_KINDS, fault_kind
+from depl_fl.runs.config_choices import AGGREGATION_RULES, FAULT_KINDS, fault_kind
 
 _Fraction = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=1)]
 #: Longest accepted wait (seconds): beyond it Python's own thread waits overflow.

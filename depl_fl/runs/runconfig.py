@@ -18,9 +18,6 @@ from typing import Any
 
 from depl_fl.errors import ScenarioError
 
-AGGREGATION_RULES = ("fedavg", "trimmed_mean", "median")
-FAULT_KINDS = ("nan", "huge", "scale", "num_examples", "dtype", "shape", "crash", "slow")
-
 
 def to_plain(cfg: Any) -> dict[str, Any]:
     """Return ``cfg`` (an OmegaConf node or a mapping) as a resolved plain dict."""
@@ -44,25 +41,11 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def fault_kind(value: Any) -> str | None:
-    """A fault kind as a string: YAML and Hydra read ``nan`` as a float NaN."""
-    if isinstance(value, float) and math.isnan(value):
-        return "nan"
-    return None if value is None else str(value)
-
-
 def validate(cfg: Mapping[str, Any]) -> None:
     """:func:`depl_fl.runs.config_schema.validate_config`, imported only when called (pydantic)."""
     from depl_fl.runs.config_schema import validate_config
 
     validate_config(cfg)
-
-
-def validate_robustness(cfg: Mapping[str, Any]) -> None:
-    """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
-    from depl_fl.runs.config_schema import validate_robustness as check
-
-    check(cfg)
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -1,7 +1,7 @@
 """One client's local update: rebuild the sub-network, load what the server sent, fine-tune it.
 
 Pure torch + numpy (no flwr): the ClientApp's train handler and the in-process
-pilot federations of :mod:`strategies.profiling` both call :func:`local_update`,
+pilot federations of :mod:`depl_fl.orchestration.profiling` both call :func:`local_update`,
 so the loss profile is measured with exactly the client training code.
 torch is imported on first use, so that :class:`TaskGeometry` is cheap to import
 (a ClientApp process answering a query never loads torch).

@@ -71,6 +71,19 @@ def cache_path(cfg: Mapping[str, Any]) -> Path:
     return Path(str(cfg["profile"]["cache_dir"])) / f"profile-{profile_key(cfg)}.json"
 
 
+def data_fingerprint(properties: Mapping[str, Mapping[str, Any]]) -> list[list[Any]]:
+    """What the nodes report about their data: ``[client, cluster, num-samples, label histogram]``."""
+    return [[cid, str(p.get("cluster")), int(p["num-samples"]),
+             [int(v) for v in p.get("label-histogram") or []]] for cid, p in sorted(properties.items())]
+
+
+def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> str:
+    """Cache key of a federated profile: configuration plus the nodes' data reports."""
+    return stable_hash({"config": profile_key(cfg), "explore": cfg["profile"].get("explore"),
+                        "data": data_fingerprint(properties)})
+
+
+
 class _Pilot:
     """In-process FedAvg rounds with pruned variants (the ClientApp's code, no messaging)."""
 
@@ -78,8 +91,8 @@ class _Pilot:
         import numpy as np
         import torch
 
+        from depl_fl.orchestration.label_coverage import LabelCoverage
         from depl_fl.task.partitions import client_partition, geometry, validation_split
-        from strategies.label_coverage import LabelCoverage
 
         torch.set_num_threads(1)
         self.cfg = cfg
@@ -237,10 +250,10 @@ def _combined_bounds(bounds: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Run the pilots and return a complete scenario document for ``cfg``."""
+    from depl_fl.orchestration.profile_fit import with_eval_std
+    from depl_fl.orchestration.scenario_builder import model_docs, scenario_doc
     from depl_fl.task.partitions import client_partition, geometry
     from depl_fl.tracking.estimation import fit_data_exponents, fit_loss_profile
-    from strategies.federated_profiling import with_eval_std
-    from strategies.scenario_builder import model_docs, scenario_doc
 
     observations, stats = run_pilots(cfg)
     geo = geometry(cfg)
@@ -275,7 +288,7 @@ def build_profile(cfg: Mapping[str, Any]) -> dict[str, Any]:
                        loss)
     round_log = stats.pop("round_log")
     doc["profile"] = {"key": profile_key(cfg), "observations": len(observations), **stats,
-                      "method": "in-process pilot federations (see strategies/profiling.py)"}
+                      "method": "in-process pilot federations (see depl_fl/orchestration/profiling.py)"}
     doc["profile"]["cost"] = pilot_cost(doc, round_log, stats["seconds"])
     return doc
 
@@ -286,7 +299,7 @@ def pilot_cost(doc: Mapping[str, Any], round_log: Sequence[tuple[str, Sequence[i
     from depl_fl.contract.plan import RoundDecision
     from depl_fl.contract.scenario import scenario_from_dict
     from depl_fl.contract.semantics import round_energy, round_time
-    from strategies.federated_profiling import cheapest_levels
+    from depl_fl.orchestration.exploration import cheapest_levels
 
     scenario = scenario_from_dict(doc)
     levels = cheapest_levels(scenario)
@@ -383,7 +396,7 @@ def ensure_profile(cfg: Mapping[str, Any], force: bool = False) -> tuple[dict[st
     LOG.info("no cached loss profile for this configuration: running pilot federations "
              "(%s seeds x %s rounds per variant + switch pilots)", cfg["profile"]["seeds"],
              cfg["profile"]["rounds"])
-    from strategies.federated_profiling import write_json_atomic
+    from depl_fl.orchestration.exploration import write_json_atomic
 
     doc = build_profile(cfg)
     write_json_atomic(path, doc)

@@ -22,9 +22,9 @@ from typing import Any, Callable, Mapping, Sequence
 from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import data_ratio, effective_ratio, round_energy, round_time
+from depl_fl.orchestration.membership import drop_clients
 from depl_fl.tracking import trend as trend_filter
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
-from strategies.membership import drop_clients
 
 LOG = logging.getLogger("depl_fl.controller")
 
@@ -62,7 +62,7 @@ class RunController:
         Consecutive spikes after which a high loss is taken as real (a spike is
         one bad evaluation; a loss that stays high is the model's state).
     label_coverage : LabelCoverage, optional
-        Coverage of the client sets (:class:`strategies.label_coverage.LabelCoverage`).
+        Coverage of the client sets (:class:`depl_fl.orchestration.label_coverage.LabelCoverage`).
         A round's sample fraction is its set's ``r_eff = c_S * r``, as in the
         profile fit: by default the scenario's own (contract version 2,
         :func:`depl_fl.contract.semantics.effective_ratio`; ``r`` under version 1).

@@ -3,7 +3,7 @@
 The file format and the atomic write live in :mod:`depl_fl.runs.checkpoint`;
 this module only knows the strategy: the global model, the current loss, the
 scenario and plan, and the whole state of the
-:class:`~strategies.controller.RunController` (round records, remaining
+:class:`~depl_fl.orchestration.controller.RunController` (round records, remaining
 rounds, re-plans, failed and dropped clients, elapsed modelled time, the
 online estimator and the re-planning policy). The planner callable is not
 saved: the resumed job builds its own from the same configuration.
@@ -31,20 +31,21 @@ def restore_controller(controller: Any, state: Mapping[str, Any]) -> None:
             setattr(controller, key, value)
 
 
-def strategy_payload(strategy: Any, arrays: Any, loss: float, *, wall_s: float) -> dict[str, Any]:
+def strategy_payload(strategy: Any, global_state: Mapping[str, Any], loss: float, *,
+                     wall_s: float) -> dict[str, Any]:
     """Checkpoint payload of ``strategy`` after its last completed round.
+
+    ``global_state`` is the global model as a name -> numpy array mapping.
 
     ``phase`` is ``profile`` during the federated exploration (no plan and no
     controller yet; the profiler's state says where the exploration stands),
     ``train`` once the job has its plan.
     """
-    from strategies.depl_strategy import arrays_to_state
-
     ctrl = strategy.controller
     payload = {
         "phase": "profile" if ctrl is None else "train",
         "rounds_done": 0 if ctrl is None else ctrl.rounds_done,
-        "global_state": arrays_to_state(arrays),
+        "global_state": dict(global_state),
         "loss": float(loss),
         "properties": dict(strategy.properties),
         "wall_s": float(wall_s),

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from depl_fl.runs.runconfig import FAULT_KINDS, fault_kind
+from depl_fl.runs.config_choices import FAULT_KINDS, fault_kind
 
 HUGE = 1e30
 CLAIMED_SAMPLES = 1_000_000_000

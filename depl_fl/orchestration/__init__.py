@@ -1,0 +1,1 @@
+"""Run orchestration without Flower: the run controller, membership, profiles, checkpoints, faults."""

@@ -1,0 +1,99 @@
+"""The Flower-free parts of the federated exploration: client groups, round cost, merged models.
+
+:class:`strategies.federated_profiling.FederatedProfiler` drives the exploration
+rounds through the Flower grid; what it computes between two message
+exchanges lives here: the disjoint random client groups of a round, the
+cheapest resource levels, the modelled cost of a round of several groups, the
+weighted merge of the groups' aggregates, and :class:`ExploreProgress`, what a
+checkpoint keeps of an unfinished exploration.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.scenario import Scenario
+from depl_fl.contract.semantics import client_energy, client_time
+from depl_fl.diskcache import atomic_write
+
+
+def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` to ``path`` through a unique temporary file and ``os.replace`` (concurrent-safe)."""
+    text = json.dumps(doc, indent=2) + "\n"
+    atomic_write(path, lambda fh: fh.write(text), binary=False)
+
+
+def worst(values: Any) -> float | None:
+    """Largest of ``values``; ``None`` when any is missing (an evaluation without a test split)."""
+    values = list(values)
+    return None if not values or any(v is None for v in values) else float(max(values))
+
+
+def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generator) -> list[list[str]]:
+    """Disjoint random groups of ``clients`` with random sizes (each at least one client)."""
+    order = [clients[i] for i in rng.permutation(len(clients))]
+    n = len(order)
+    if num_groups <= 1 or n < num_groups:
+        return [sorted(order)] + [[] for _ in range(num_groups - 1)]
+    low = max(1, n // (2 * num_groups))
+    cuts = sorted(rng.choice(np.arange(low, n - low + 1), size=num_groups - 1, replace=num_groups > 2))
+    bounds = [0, *[int(c) for c in cuts], n]
+    groups = [sorted(order[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return groups if all(groups) else [sorted(order[i::num_groups]) for i in range(num_groups)]
+
+
+def cheapest_levels(scenario: Scenario) -> dict[str, int]:
+    """Per cluster, the level with the lowest energy per FLOP."""
+    return {c.id: int(np.argmin([lv.joules_per_flop for lv in c.levels])) for c in scenario.clusters}
+
+
+def round_cost(scenario: Scenario, decisions: Sequence[RoundDecision]) -> tuple[float, float]:
+    """Modelled ``(energy_j, time_s)`` of one round running several disjoint groups at once.
+
+    Client energies add up, every active cluster pays its activation once and
+    the round lasts as long as its slowest client.
+    """
+    energy, duration, active = 0.0, 0.0, set()
+    for d in decisions:
+        for cid in d.clients:
+            level = d.levels[scenario.client(cid).cluster]
+            energy += client_energy(scenario, cid, d.model, level)
+            duration = max(duration, client_time(scenario, cid, d.model, level))
+            active.add(scenario.client(cid).cluster)
+    return energy + sum(scenario.cluster(c).activation_joules for c in active), duration
+
+
+def merge_states(states: Sequence[Mapping[str, np.ndarray]],
+                 weights: Sequence[float]) -> dict[str, np.ndarray]:
+    """Weighted average of full-size model states (the groups' aggregates)."""
+    total = float(sum(weights))
+    return {k: sum(np.asarray(s[k], dtype=np.float64) * (w / total)
+                   for s, w in zip(states, weights, strict=True)).astype(states[0][k].dtype)
+            for k in states[0]}
+
+
+@dataclass
+class ExploreProgress:
+    """Where an unfinished exploration stands after round ``done``: what a checkpoint keeps of it.
+
+    Every exploration round starts from the global model (switch rounds too),
+    so no group aggregate needs keeping: the losses so far, the observations,
+    the per-variant trajectories (evaluation noise) and the trained client
+    sets (coverage bounds).
+    """
+
+    done: int
+    fresh_loss: float
+    losses: dict[str, float]
+    observations: list[Any]
+    trajectories: dict[str, tuple[list[float], list[float]]]
+    pilot_sets: list[list[str]]
+    wall_s: float = 0.0
+    #: Per variant, ``(validation loss, its standard error)`` of every evaluation so far.
+    sem_points: dict[str, list[tuple[float, float]]] = field(default_factory=dict)

@@ -1,0 +1,153 @@
+"""The loss profile assembled from the exploration's fit: plan regime, evaluation noise, set shift.
+
+Pure functions on the loss document of the contract (``scenario["loss"]``),
+shared by the federated exploration
+(:class:`strategies.federated_profiling.FederatedProfiler`) and the in-process
+pilots (:mod:`depl_fl.orchestration.profiling`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from depl_fl.tracking.estimation import DEFAULT_STD_FLOOR
+
+LOG = logging.getLogger("depl_fl.server")
+
+
+def plan_regime_of(cfg: Mapping[str, Any]) -> Any:
+    """The ``profile.plan_regime`` constants of ``cfg`` (None when the section is absent or disabled)."""
+    from depl_fl.tracking.learning_curve import PlanRegime
+
+    raw = (cfg.get("profile") or {}).get("plan_regime")
+    if not raw or not raw.get("enabled", True):
+        return None
+    return PlanRegime.from_config(raw)
+
+
+def local_steps(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> float:
+    """Local SGD steps of a client of average size in one round: ``epochs * mean samples / batch``."""
+    train = cfg.get("train") or {}
+    samples = [int(p["num-samples"]) for p in properties.values()] or [0]
+    return float(train.get("local_epochs", 1)) * float(np.mean(samples)) / float(train.get("batch_size", 32))
+
+
+def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],
+                     rounds: int, regime: Any, steps: float,
+                     sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
+    """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
+
+    Below ``1.25 L_e`` each variant's run profile is its learning curve through
+    its own exploration trajectory, the data exponents are the regime's, the
+    judged loss carries ``judged_error`` (the measured ``sem**2 / L`` times the
+    regime's factor), and a set that leaves a class unseen is outside the
+    measured range (``max_uncovered`` 0: on the trajectory bank such sets
+    ended above their predicted 0.95-quantile three times as often).
+    """
+    from depl_fl.tracking.learning_curve import plan_regime_run
+    from depl_fl.tracking.noise import sem_coefficient
+
+    oscillation = regime.oscillation_at(steps)
+    run = {}
+    for model, profile in fitted["run"].items():
+        losses = list(trajectories.get(model, ([], []))[0])
+        if len(losses) < 2 or rounds < 1:
+            run[model] = dict(profile)
+            continue
+        run[model] = plan_regime_run(profile, losses[0], losses[-1], rounds, regime, oscillation)
+    out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
+           "data_exponent_std": regime.noise_exponent}
+    if regime.oscillation_dof is not None:
+        out["eval_dof"] = regime.oscillation_dof
+    coefficient = sem_coefficient([tuple(p) for pts in sem_points.values() for p in pts])
+    if coefficient is not None:
+        out["judged_error"] = regime.judged_error_factor * coefficient
+    if "max_uncovered" in out:
+        out["max_uncovered"] = 0.0
+    LOG.info("loss profile: plan regime from the exploration's last losses (floor %.3g, %.3g local steps, "
+             "oscillation %.3g, judged error %.3g)", regime.floor, steps, oscillation,
+             out.get("judged_error", 0.0))
+    return out
+
+
+def with_eval_std(fitted: Mapping[str, Any],
+                  trajectories: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+                  a: float, b: float) -> dict[str, Any]:
+    """``fitted`` with ``run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`).
+
+    ``trajectories``: ``(model, losses, ratios)`` of the profile's global-model
+    trajectories on the validation split. Unchanged when they are too short.
+    """
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.errors import ScenarioError
+    from depl_fl.tracking.noise import fit_eval_std
+
+    profiles = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
+                for m, r in fitted["run"].items()}
+    try:
+        split, eval_std = fit_eval_std(trajectories, profiles, a, b)
+    except ScenarioError:
+        return dict(fitted)
+    LOG.info("loss profile: lag-1 correlation of the decreases %.2f over %d pairs: evaluation noise "
+             "%.0f%% of the per-round variance", split.rho, split.pairs,
+             100 * 2 * split.eval_var / max(split.per_round_var, 1e-300))
+    return {**fitted, "run": {m: {**r, "eval_std": eval_std[m]} for m, r in fitted["run"].items()}}
+
+
+def with_measured_sem(loss: dict[str, Any],
+                      sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
+    """Every variant's evaluation noise at least its measured standard error (see
+    :func:`depl_fl.tracking.noise.with_evaluation_error`); unchanged for a variant without any."""
+    from depl_fl.tracking.noise import sem_coefficient, with_evaluation_error
+
+    out = {**loss, "run": dict(loss["run"])}
+    for model, run in loss["run"].items():
+        coefficient = sem_coefficient(sem_points.get(model, ()))
+        if coefficient is not None:
+            out["run"][model] = with_evaluation_error(run, coefficient)
+    return out
+
+
+def with_set_shift(loss: dict[str, Any], rounds: Sequence[Any]) -> dict[str, Any]:
+    """``loss`` with ``set_shift`` fitted from the exploration's set-change rounds (unchanged: too few)."""
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.tracking.set_shift import fit_set_shift
+
+    run = {m: RunProfile(tuple(r["levels"]), tuple(r["mean"]), tuple(r["std"]))
+           for m, r in loss["run"].items()}
+    shift = fit_set_shift(rounds, run, float(loss["data_exponent_mean"]), float(loss["data_exponent_std"]))
+    if shift is None:
+        return loss
+    LOG.info("loss profile: set shift %.3f +- %.3f per unit of coverage gap, from %d group rounds",
+             shift["mean"], shift["std"], len(rounds))
+    return {**loss, "set_shift": shift}
+
+
+def anchor_at_zero(loss: dict[str, Any]) -> dict[str, Any]:
+    """Add a level at loss 0 with zero mean decrease to every run profile (if it has none).
+
+    The exploration rounds only see the early, high losses; the contract clamps a
+    profile outside its levels, which would carry their large decrease down to
+    the target (plans far too short). Anchoring at loss 0 (zero mean decrease,
+    the std floor) makes the decrease and its spread shrink in proportion to
+    the loss below the observed range (multiplicative dynamics; the loss cannot
+    go below 0). The online tracker then refines both levels from the training
+    rounds. ``eval_std`` keeps its share of the std at the new level (the
+    contract needs ``2 eval_std**2 <= std**2``); the validation/test offset of
+    a finite split is the controller's ``loss_sem``, not this.
+    """
+    out = {**loss, "run": {}}
+    for model, run in loss["run"].items():
+        levels, mean, std = list(run["levels"]), list(run["mean"]), list(run["std"])
+        if levels[0] > 0.0:
+            levels, mean, std = [0.0, *levels], [0.0, *mean], [DEFAULT_STD_FLOOR, *std]
+            run = {**{k: v for k, v in run.items() if k != "spread_factor"},
+                   "levels": levels, "mean": mean, "std": std}
+            if "eval_std" in run:  # the same share of the (floor) spread at the anchor
+                share = run["eval_std"][0] / max(std[1], 1e-300)
+                run["eval_std"] = [min(share, 0.5**0.5) * DEFAULT_STD_FLOOR, *run["eval_std"]]
+        out["run"][model] = run
+    return out
