@@ -32,7 +32,7 @@ JOBS = [  # (label, overrides)
     ("MLP", ["model=custom", "model.factory=tests.user_nets:mlp", "model.compressions=[0.0,0.5,0.75]"]),
 ]
 COMMON = ["num_clients=4", "simulation=inprocess", "profile.explore.rounds=3", "profile.explore.max_rounds=3",
-          "profile.explore.switch_rounds=[2]", "target.loss=0.6", "target.prob=0.8", "target.max_rounds=6",
+          "profile.explore.switch_rounds=[2]", "target.loss=0.35", "target.prob=0.8", "target.max_rounds=10",
           "tracking.enabled=false", "output.plot=false"]
 
 
