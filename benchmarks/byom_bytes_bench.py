@@ -46,13 +46,51 @@ def run_job(overrides: list[str], work: Path) -> dict:
     return json.loads((work / "results.json").read_text())
 
 
+PLAN = ("p75", "p50", "full")
+LOSS = {"initial": 2.3, "switch": [],
+        "run": {m: {"levels": [0.1, 2.3], "mean": [0.01, 0.3], "std": [0.01, 0.05]} for m in PLAN}}
+
+
+def planned_rounds(overrides: list[str]) -> list[dict]:
+    """Training rounds of a given plan (p75, p50, full) through DepLStrategy and the real ClientApp."""
+    sys.path.insert(0, str(ROOT))
+    from clients.client_app import make_client_app
+    from depl_fl.contract.plan import Plan, RoundDecision, Targets
+    from depl_fl.orchestration.scenario_builder import build_scenario, model_docs
+    from depl_fl.runs.runconfig import compose_config
+    from depl_fl.task.local_update import initial_state
+    from depl_fl.task.partitions import geometry
+    from depl_fl.task.subnets import network_layout
+    from strategies.depl_strategy import DepLStrategy, state_to_arrays
+    from strategies.inprocess_grid import InProcessGrid
+    from strategies.server_app import make_evaluate_fn
+
+    comps = [o for o in overrides if o.startswith("model")]
+    if "model=digits_cnn_all" not in comps:
+        comps = [*comps[:2], "model.compressions=[0.0,0.5,0.75]"]
+    cfg = compose_config(["num_clients=4", "simulation=inprocess", *comps])
+    geo = geometry(cfg)
+    docs = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
+    clients = tuple(f"c{i}" for i in range(4))
+    levels = {c: 0 for c in cfg["clusters"]["classes"]}
+    plan = Plan("given", True, [RoundDecision(m, clients, levels) for m in PLAN])
+    strategy = DepLStrategy(network=network_layout(geo), arch=geo.arch, targets=Targets(0.3, 0.9, 1e9),
+                            plan=plan, plan_fn=None, num_clients=4,
+                            scenario_fn=lambda p: build_scenario(cfg, p, docs, LOSS),
+                            train_settings={"local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0})
+    strategy.start(InProcessGrid(make_client_app(cfg), 4), state_to_arrays(initial_state(geo, 0)),
+                   evaluate_fn=make_evaluate_fn(cfg))
+    return [{**r, "phase": "train (given plan)"} for r in strategy.controller.records]
+
+
 def main() -> None:
     rows, worst = [], 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, overrides) in enumerate(JOBS):
             doc = run_job(overrides, Path(tmp) / f"job{i}")
             sizes = {m["id"]: m["size_bytes"] for m in doc["scenario"]["models"]}
-            for rec in doc["rounds"]:  # exploration (phase profile) and training rounds
+            # exploration (phase profile) and planned rounds of the job, then a given plan's rounds
+            for rec in doc["rounds"] + planned_rounds(overrides):
                 if "bytes_down" not in rec:
                     continue
                 planned = rec.get("num_clients") or len(rec["clients"])
@@ -67,7 +105,9 @@ def main() -> None:
                              "deviation": dev, "rejected": len(rec.get("rejected") or [])})
     lines = ["# Bytes on the wire per round: measured vs modelled", "",
              "Short DepL jobs (4 clients, in-process simulation, 3 exploration rounds then the plan) "
-             "on the bundled digits. Measured: the arrays of the round's train messages and replies "
+             "on the bundled digits, then three training rounds of a given plan (p75, p50, full) "
+             "through DepLStrategy and the real ClientApp for the same network. Measured: the "
+             "arrays of the round's train messages and replies "
              "as Flower carries them (`np.save` bytes). Modelled: the variant's `size_bytes` (the "
              "scenario's, used by the cost model) per planned client. Full: the full network per "
              "planned client (what sending the whole global model moved).", "",
