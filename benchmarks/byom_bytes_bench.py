@@ -47,8 +47,7 @@ def run_job(overrides: list[str], work: Path) -> dict:
 
 
 PLAN = ("p75", "p50", "full")
-LOSS = {"initial": 2.3, "switch": [],
-        "run": {m: {"levels": [0.1, 2.3], "mean": [0.01, 0.3], "std": [0.01, 0.05]} for m in PLAN}}
+RUN = {"levels": [0.1, 2.3], "mean": [0.01, 0.3], "std": [0.01, 0.05]}
 
 
 def planned_rounds(overrides: list[str]) -> list[dict]:
@@ -71,12 +70,13 @@ def planned_rounds(overrides: list[str]) -> list[dict]:
     cfg = compose_config(["num_clients=4", "simulation=inprocess", *comps])
     geo = geometry(cfg)
     docs = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
+    loss = {"initial": 2.3, "switch": [], "run": {d["id"]: dict(RUN) for d in docs}}
     clients = tuple(f"c{i}" for i in range(4))
     levels = {c: 0 for c in cfg["clusters"]["classes"]}
     plan = Plan("given", True, [RoundDecision(m, clients, levels) for m in PLAN])
     strategy = DepLStrategy(network=network_layout(geo), arch=geo.arch, targets=Targets(0.3, 0.9, 1e9),
                             plan=plan, plan_fn=None, num_clients=4,
-                            scenario_fn=lambda p: build_scenario(cfg, p, docs, LOSS),
+                            scenario_fn=lambda p: build_scenario(cfg, p, docs, loss),
                             train_settings={"local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0})
     strategy.start(InProcessGrid(make_client_app(cfg), 4), state_to_arrays(initial_state(geo, 0)),
                    evaluate_fn=make_evaluate_fn(cfg))
