@@ -70,7 +70,9 @@ def planned_rounds(overrides: list[str]) -> list[dict]:
     cfg = compose_config(["num_clients=4", "simulation=inprocess", *comps])
     geo = geometry(cfg)
     docs = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
-    loss = {"initial": 2.3, "switch": [], "run": {d["id"]: dict(RUN) for d in docs}}
+    ids = [d["id"] for d in docs]
+    loss = {"initial": 2.3, "run": {m: dict(RUN) for m in ids},
+            "switch": [{"from": a, "to": b, "mean": 0.0, "std": 0.05} for a in ids for b in ids if a != b]}
     clients = tuple(f"c{i}" for i in range(4))
     levels = {c: 0 for c in cfg["clusters"]["classes"]}
     plan = Plan("given", True, [RoundDecision(m, clients, levels) for m in PLAN])
