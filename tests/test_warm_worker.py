@@ -347,7 +347,7 @@ def test_concurrent_messages_of_one_node_start_one_worker(node, global_state, mo
     real_spawn = warm_client.spawn
     monkeypatch.setattr(warm_client, "spawn", lambda *a, **k: spawned.append(1) or real_spawn(*a, **k))
     context = _context(node)
-    contents = [_content(global_state, 0.5, server_round=r) for r in (1, 2, 3)]
+    contents = [_content(_sub(global_state), 0.5, server_round=r) for r in (1, 2, 3)]
     replies: dict[int, RecordDict | None] = {}
 
     def send(i):
