@@ -28,8 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "deploy_loopback.sh"
-DEFAULT_JOB = ["profile.seeds=1", "profile.rounds=3", "profile.switch_at=[2]", "target.loss=1.5",
-               "target.prob=0.6", "tracking.enabled=false", "output.plot=false",
+DEFAULT_JOB = ["target.loss=1.5", "target.prob=0.6", "tracking.enabled=false", "output.plot=false",
                "server.round_timeout_slack_s=300"]
 
 

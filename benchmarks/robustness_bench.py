@@ -71,9 +71,11 @@ def run_one(method: str, aggregation: str, kind: str | None, faulty: list[str], 
 
 def _fault_overrides(kind: str | None, faulty: list[str], seed: int, cache: Path) -> list[str]:
     overrides = ["simulation=inprocess", "num_clients=10", f"seed={seed}", f"profile.cache_dir={cache}",
-                 "output.plot=false", "faults.slow_s=0.2"]
+                 "output.plot=false"]
     if kind is not None:
         overrides += [f"faults.kind={kind}", f"faults.clients=[{','.join(faulty)}]"]
+    if kind == "slow":
+        overrides.append("faults.slow_s=0.2")
     return overrides
 
 

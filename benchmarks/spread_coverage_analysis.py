@@ -154,7 +154,7 @@ def set_loss_lines(cfg, n_sets: int, rounds: int, model: str = "p50") -> list[st
 def main(argv: list[str]) -> None:
     sets = [a for a in argv if a.startswith("--sets=")]
     overrides = [a for a in argv if not a.startswith("--")]
-    cfg = compose_config(overrides)
+    cfg = compose_config([*overrides, "profile.source=inprocess"])  # the in-process pilots
     if sets:
         for line in set_loss_lines(cfg, int(sets[0].split("=", 1)[1]), int(cfg["profile"]["rounds"])):
             print(line, flush=True)

@@ -1,4 +1,4 @@
-"""The ``depl-fl`` command line (DESIGN.md section 3, "Command").
+"""The ``depl-fl`` command line (docs/FORMATS.md, "Command").
 
 Sub-commands
 ------------
@@ -10,8 +10,11 @@ Sub-commands
 ``evaluate``
     Check a plan against a scenario and targets and print the Monte Carlo
     figures of :func:`depl_fl.contract.semantics.evaluate_plan` as JSON on stdout.
-    Exit 0 whenever the figures were computed, **even when the plan is
-    invalid or not dependable** (the JSON's ``valid`` / ``dependable`` say so).
+    Exit 0 when the plan is valid, 4 when it is not (e.g. made for another
+    scenario: the JSON is still printed, with ``"valid": false`` and its
+    errors, and one line on stderr says so). A valid plan that misses the
+    target probability exits 0 with ``"dependable": false``, or 3 with
+    ``--require-dependable``.
 ``profile``, ``report``, ``split``
     Handed over to :mod:`depl_fl.orchestration.profiling`, :mod:`depl_fl.runs.report` and
     :mod:`depl_fl.task.split` (per-node image folders for ``dataset=folder``).
@@ -19,6 +22,7 @@ Sub-commands
 User mistakes (bad files, bad options) print exactly one line
 ``depl-fl: <message>`` on stderr and exit with the error's status (2 for bad
 input); unexpected exceptions are bugs and propagate with their traceback.
+The exit statuses are listed in :mod:`depl_fl.errors`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from depl_fl.console import PROG, OneLineParser, parse_or_status
-from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
+from depl_fl.errors import INVALID_PLAN_STATUS, DeplError, InfeasibleError, ScenarioError
 
 MIN_TRAJECTORIES = 20000
 #: Finest discretisation step: the expanded graph grows like 1/eta**2 (0.001 plans the example in ~3 s,
@@ -96,15 +100,19 @@ def _build_parser() -> argparse.ArgumentParser:
                       default="depl", help="planning method (default depl)")
     plan.add_argument("--eta", type=_number, default=None, metavar="E",
                       help=f"discretisation step of the expanded graph, in [{MIN_ETA:g}, 1] (default: "
-                           "chosen from the scenario and recorded in the plan as 'eta')")
-    plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default="gaussian",
-                      help="quantile bound used while planning (default gaussian)")
+                           "chosen from the scenario and recorded in the plan as 'eta'); read by "
+                           "--method depl and expectation")
+    plan.add_argument("--guarantee", choices=["gaussian", "cantelli"], default=None,
+                      help="quantile bound of --method depl's search (default gaussian; other methods "
+                           "do not read it)")
     plan.add_argument("--out", required=True, metavar="PLAN", help="plan JSON file to write")
 
     evaluate = subs.add_parser(
         "evaluate", help="check a plan by Monte Carlo",
-        description="Check a plan and print its Monte Carlo figures as JSON. Exit 0 even "
-                    "when the plan is invalid or not dependable (see 'valid'/'dependable').")
+        description="Check a plan and print its Monte Carlo figures as JSON. Exit status: 0 the "
+                    f"plan is valid, {INVALID_PLAN_STATUS} it is invalid for the scenario and targets "
+                    "(JSON still printed, 'valid' false with its 'errors'), 2 bad input, 3 with "
+                    "--require-dependable when a valid plan is not dependable.")
     evaluate.add_argument("scenario", metavar="SCENARIO", help="scenario JSON file")
     evaluate.add_argument("plan", metavar="PLAN", help="plan JSON file")
     _add_targets(evaluate)
@@ -113,6 +121,8 @@ def _build_parser() -> argparse.ArgumentParser:
                                             f"{MIN_TRAJECTORIES}, at most {MAX_TRAJECTORIES})")
     evaluate.add_argument("--allow-few", action="store_true",
                           help=f"allow fewer than {MIN_TRAJECTORIES} trajectories (quick checks)")
+    evaluate.add_argument("--require-dependable", action="store_true",
+                          help="exit 3 when the plan is valid but its probability misses --target-prob")
 
     for name, module in DELEGATED.items():
         subs.add_parser(name, add_help=False, help=f"see '{PROG} {name} --help' ({module})")
@@ -143,9 +153,11 @@ def _write_plan(plan: Any, path: str) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.contract.plan import Plan, shortfall_text
     from depl_fl.contract.scenario import load_scenario
+    from depl_fl.runs.mode_keys import check_plan_options
 
     if args.eta is not None and not (math.isfinite(args.eta) and MIN_ETA <= args.eta <= 1.0):
         raise ScenarioError(f"--eta: must be in [{MIN_ETA:g}, 1], got {args.eta!r}")
+    check_plan_options(args.method, {"--guarantee": args.guarantee, "--eta": args.eta})
     _refuse_overwriting_input(args.out, args.scenario)
     targets = _targets(args)
     scenario = load_scenario(args.scenario)
@@ -153,7 +165,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
-                         guarantee=args.guarantee, seed=args.seed)
+                         guarantee=args.guarantee or "gaussian", seed=args.seed)
     except MemoryError:
         raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
                             f"large at --eta {args.eta if args.eta is not None else 'auto'} (extreme "
@@ -211,6 +223,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     result = evaluate_plan(scenario, plan.rounds, targets, n=args.trajectories, seed=args.seed)
     print(json.dumps(result, indent=2))
+    return _evaluation_status(result, args)
+
+
+def _evaluation_status(result: dict[str, Any], args: argparse.Namespace) -> int:
+    """Exit status of ``evaluate``, with one line on stderr when the check failed."""
+    if not result["valid"]:
+        errors = result["errors"]
+        print(f"{PROG}: invalid plan {args.plan} for {args.scenario}: {len(errors)} error(s), first: "
+              f"{_one_line(str(errors[0]))}", file=sys.stderr)
+        return INVALID_PLAN_STATUS
+    if args.require_dependable and not result["dependable"]:
+        print(f"{PROG}: plan {args.plan} is not dependable: P[loss <= {args.target_loss:g}] = "
+              f"{_fmt(result['probability'])} < target {args.target_prob:g}", file=sys.stderr)
+        return InfeasibleError.exit_status
     return 0
 
 
@@ -252,7 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status: 0 success, 2 bad input, 3 no dependable plan.
+        Exit status: 0 success, 2 bad input, 3 no dependable plan, 4 invalid plan
+        (``evaluate``); see :mod:`depl_fl.errors`.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -10,7 +10,9 @@ same ServerApp strategy and ClientApp code on the small in-process Grid
 Every job writes ``results.json`` and ``loss.png`` into its Hydra output
 folder (one per job with ``-m``); the last line printed is the path of
 ``results.json``. User mistakes print one line (``depl-fl: ...``) and exit
-with status 2 (3 when no dependable plan exists). A sweep runs every job even
+with status 2 (3 when no dependable plan exists), among them a setting the
+chosen mode does not read (:mod:`depl_fl.runs.mode_keys`), refused before
+the job starts. A sweep runs every job even
 when some fail, then exits non-zero with one line listing the failed jobs.
 """
 
@@ -29,6 +31,7 @@ from omegaconf import DictConfig
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError
 from depl_fl.processes import descendants, hand_to_reaper
+from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, to_plain, validate
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
@@ -158,7 +161,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
         plain = to_plain(cfg)
-        validate(plain)
+        validate(plain, entry=HYDRA_JOB)
         path = run_job(plain, out_dir)
     except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
         _interrupted(out_dir, 128 + signal.SIGINT)

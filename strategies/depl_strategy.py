@@ -514,6 +514,8 @@ class DepLStrategy(FedAvg):
             result.arrays = arrays
             if self.on_round is not None:
                 self.on_round(self, arrays, loss)
+            # Announced once written: a stop right after the line never loses this round.
+            self._announce(decision)
             self._admit_late_nodes(grid, timeout)
         self._decision = None
         return result
@@ -644,12 +646,19 @@ class DepLStrategy(FedAvg):
                                      test_accuracy=_metric(res, "test-accuracy"))
         rec["rolled_back"] = self._aggregate_problem
         rec.update(self.round_bytes(decision))
+        return arrays, new_loss
+
+    def _announce(self, decision: RoundDecision) -> None:
+        """Log the last recorded round's progress line, then the controller's notes on it."""
+        assert self.controller is not None
+        rec = self.controller.records[-1]
         LOG.info("round %d: model %s, %d/%d clients, loss %.4f, predicted %s %.4f vs target %.4g%s%s",
-                 rec["round"], rec["model"], len(replied), len(decision.clients), rec["loss"],
+                 rec["round"], rec["model"], len(rec["replied"]), len(decision.clients), rec["loss"],
                  "mean" if self.track_mean else f"q{100 * self.targets.target_prob:.0f}",
                  rec["predicted_quantile"], self.targets.target_loss,
                  " (re-planned)" if rec["replanned"] else "", " AT RISK" if rec.get("at_risk") else "")
-        return arrays, new_loss
+        for line in self.controller.take_notes():
+            LOG.info("%s", line)
 
     def round_bytes(self, decision: RoundDecision) -> dict[str, int]:
         """Array bytes of the last round's messages, measured and as the cost model charges them."""

@@ -19,8 +19,8 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   evaluated before the round) as another group's variant, the group trains
   its own. Every group starts from the global model, as a plan's switch
   does: starting from another group's aggregate (a small non-IID group's
-  model that evaluates badly) measured a recovery, not a switch, and gave
-  jumps of -0.3 to -0.8 with no spread that plans exploited (issue 10);
+  model that evaluates badly) would measure a recovery, not a switch (large
+  negative jumps with no spread, which plans would exploit);
 * every group's set records its label coverage (:mod:`depl_fl.orchestration.label_coverage`);
   the sample fraction of an observation is its set's ``r_eff = c_S * r``,
   and the sets' range of coverage becomes ``loss.min_coverage`` /
@@ -271,7 +271,9 @@ class FederatedProfiler:
                                             trajectories,
                                             [list(c) for c in self.pilot_sets], time.perf_counter() - t_start,
                                             {m: list(p) for m, p in self.sem_points.items()})
+            # Announced once written: a stop right after the line never loses this round.
             self._checkpoint(strategy, arrays, max(losses.values()))
+            self._announce(k)
         return arrays, observations, state.fresh_loss, max(losses.values())
 
     def _fresh_progress(self, evaluate_fn: Any, arrays: ArrayRecord) -> ExploreProgress:
@@ -316,7 +318,7 @@ class FederatedProfiler:
         The profile then covers the losses down to near the target, so the plan
         extrapolates little: an exploration stopped far above it (on the early
         plateau of the learning curve) predicts the plan's rounds too slow
-        (README, "An exploration stopped on the plateau"). ``max_rounds`` caps
+        (``benchmarks/exploration_plateau.py``). ``max_rounds`` caps
         the exploration, and so does ``max_deadline_share`` of the deadline
         (its rounds count against the deadline: the plan needs the rest).
         """
@@ -447,9 +449,13 @@ class FederatedProfiler:
             **{key: sum(int(g.bytes.get(key, 0)) for g in groups)
                for key in ("bytes_down", "bytes_up", "modelled_bytes_down", "modelled_bytes_up")},
         })
+
+    def _announce(self, k: int) -> None:
+        """Log exploration round ``k``'s progress line (once the round is written, see :meth:`_explore`)."""
+        rec = self.records[-1]
         LOG.info("exploration round %d: %s, loss %.4f, %.4g J", k,
-                 ", ".join(f"{g.decision.model} x{len(g.decision.clients)}" for g in groups),
-                 max(losses.values()), energy)
+                 ", ".join(f"{g['model']} x{len(g['clients'])}" for g in rec["groups"]),
+                 rec["loss"], rec["energy_j"])
 
     # -------------------------------------------------------------- fitting
     def _fit(self, observations: Sequence[Any], fresh_loss: float,

@@ -1,4 +1,4 @@
-"""Contract (DESIGN.md section 3): scenario and plan files round-trip and keep their meaning."""
+"""Contract (docs/FORMATS.md): scenario and plan files round-trip and keep their meaning."""
 
 from __future__ import annotations
 
@@ -163,15 +163,16 @@ def test_cli_plan_without_dependable_plan_exits_3(tmp_path: Path,
     assert 0.0 <= plan.predicted["probability"] < 0.99
 
 
-def test_cli_evaluate_invalid_plan_exits_0_with_valid_false(
+def test_cli_evaluate_invalid_plan_exits_4_with_valid_false(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"rounds": [
         {"model": "p75", "clients": ["c0"], "levels": {"A": 0}},
         {"model": "full", "clients": ["c0", "ghost"], "levels": {"A": 9}}]}), encoding="utf-8")
-    status, stdout, _ = _cli(capsys, ["evaluate", str(EXAMPLE), str(plan), "--target-loss", "1",
-                                      "--target-prob", "0.9", "--deadline-s", "100"])
-    assert status == 0
+    status, stdout, stderr = _cli(capsys, ["evaluate", str(EXAMPLE), str(plan), "--target-loss", "1",
+                                           "--target-prob", "0.9", "--deadline-s", "100"])
+    assert status == 4
+    assert len(stderr.splitlines()) == 1 and "invalid plan" in stderr
     result = json.loads(stdout)
     assert result["valid"] is False and result["probability"] is None
     assert any("ghost" in e for e in result["errors"])

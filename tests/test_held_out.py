@@ -1,4 +1,4 @@
-"""Decisions read the validation split; the test split is only reported (issue 15, part 1)."""
+"""Decisions read the validation split; the test split is only reported."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from depl_fl.task.data import split_held_out
 pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
-SMALL = ["simulation=inprocess", "num_clients=3", "profile.seeds=1", "profile.rounds=4",
-         "profile.switch_at=[2]", "target.loss=1.2", "target.prob=0.6", "target.max_rounds=6",
+SMALL = ["simulation=inprocess", "num_clients=3", "target.loss=1.2", "target.prob=0.6", "target.max_rounds=6",
          "tracking.enabled=true", "planner.mc_trajectories=5000", "output.plot=false"]
 
 

@@ -145,6 +145,18 @@ def test_tracking_runs_are_labelled_and_depl_with_tracking_is_the_energy_referen
     assert len(build_report(root)["skipped"]) == 1
 
 
+@pytest.mark.parametrize("status", ["running", "interrupted"])
+def test_unfinished_run_is_skipped_not_judged(sweep: Path, tmp_path: Path, capsys, status: str):
+    # An interrupted run's last loss already meets the target: it must not count as a success.
+    write_result(sweep / "stopped", method="depl", final_loss=0.1, cost_j=1.0, status=status)
+    assert report.main([str(sweep), "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "stopped" in err[0] and f"summary.status is {status}" in err[0]
+    doc = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert doc["runs"] == 14 and len(doc["skipped"]) == 1
+    assert doc["groups"][0]["successes"] == 8
+
+
 def test_run_without_final_loss_counts_as_failure(tmp_path: Path):
     root = tmp_path / "sweep"
     for i in range(4):

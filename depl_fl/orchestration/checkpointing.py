@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-#: Controller attributes that are rebuilt, not restored.
-_NOT_SAVED = ("planner",)
+#: Controller attributes that are rebuilt, not restored (notes are logged once the round is saved).
+_NOT_SAVED = ("planner", "notes")
 #: Strategy attributes carried across a restart (the robust aggregation's norm reference).
 STRATEGY_STATE = ("_threshold", "_norm_history")
 

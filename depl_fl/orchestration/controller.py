@@ -113,22 +113,28 @@ class RunController:
         self.loss_sem = _finite_or_none(loss_sem)
         self.loss_margin = _finite_or_none(loss_margin)
         self.tracking = bool(tracking) and planner is not None
+        #: Progress lines about the last recorded round, logged by the strategy once the round is saved.
+        self.notes: list[str] = []
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
             from depl_fl.tracking.online import OnlineLossEstimator, ReplanPolicy
 
             # A plan-regime profile (judged_error; tracking/learning_curve.py) is not refined online:
-            # its rates and oscillation were fitted on a trajectory bank, a run's few one-round
+            # its rates and oscillation come from a trajectory bank, a run's few one-round
             # decreases are mostly oscillation, and the estimator's prior uncertainty of its levels
-            # (prior strength 5 of the per-round spread) became a random walk of 0.6x the
-            # oscillation per round that sent runs to every client. The trend filter follows the
-            # run instead (tracking/trend.py).
+            # would turn into a random walk of the prediction that sends runs to every client.
+            # The trend filter follows the run instead (tracking/trend.py).
             if not scenario.loss.judged_error:
                 self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
 
     # ------------------------------------------------------------------
+    def take_notes(self) -> list[str]:
+        """The progress lines about the last recorded round, emptied (the strategy logs them)."""
+        notes, self.notes = self.notes, []
+        return notes
+
     @property
     def rounds_done(self) -> int:
         """Number of rounds recorded so far."""
@@ -169,7 +175,7 @@ class RunController:
                trend: trend_filter.Trend | None) -> Any:
         """Where a prediction or re-plan starts: the trend's mean (when given) or the measured loss.
 
-        Without the trend estimate's own variance: the loss model's spread was
+        Without the trend estimate's own variance: the loss model's spread is
         fitted from plans that start at a measured loss with none (the plan
         regime's oscillation holds the run-to-run differences of the trend), so a
         prediction from the trend is as calibrated as the static plan's.
@@ -219,10 +225,9 @@ class RunController:
         each lies a standard error ``loss_sem`` from the model's true loss, so
         they differ by ``sqrt(2) loss_sem`` even when no round is left. This
         offset persists from round to round (the same splits), so no
-        trajectory of validation losses shows it: on the non-IID digits runs
-        of issue 10 the test loss lay 0.07-0.09 above the validation loss in
-        every round of a run that stopped at a validation loss just under the
-        target.
+        trajectory of validation losses shows it: a run that stops at a
+        validation loss just under the target can end with its test loss
+        above it in every round.
 
         0 when the scenario has ``loss.judged_error`` (the plan regime): the
         judged loss then carries that offset, for the loss after the last
@@ -379,7 +384,8 @@ class RunController:
         rec["replanned"] = True
         rec["predicted_quantile_after_replan"] = judged
         rec["at_risk"] = False
-        LOG.info("round %d: the target is met now (loss %.4g); stopping", rec["round"], rec["tracked_loss"])
+        self.notes.append(f"round {rec['round']}: the target is met now (loss {rec['tracked_loss']:.4g}); "
+                          "stopping")
 
     def _follow_trend(self, decision: RoundDecision, previous: str | None, loss_before: float,
                       tracked: float) -> None:
@@ -470,8 +476,8 @@ class RunController:
         if feasible and not new.rounds and not self.met_now(rec["tracked_loss"]):
             last = RoundDecision(rec["model"], tuple(rec["clients"]), dict(rec["levels"]))
             new = dataclasses.replace(new, rounds=list(remaining) or [last])
-            LOG.info("round %d: the trend meets the target, this round's loss %.4g does not: going on",
-                     rec["round"], rec["tracked_loss"])
+            self.notes.append(f"round {rec['round']}: the trend meets the target, this round's loss "
+                              f"{rec['tracked_loss']:.4g} does not: going on")
         q_after = self.predict(rec["tracked_loss"], rec["model"], new.rounds, rec["clients"], self.trend)
         self.replans.append(ReplanRecord(
             round=rec["round"], reason=reason, old_remaining_rounds=len(remaining),
@@ -486,7 +492,7 @@ class RunController:
             rec["replanned"] = True
             rec["predicted_quantile_after_replan"] = q_after
             if not new.rounds:
-                LOG.info("round %d: the target is met now; stopping (%s)", rec["round"], reason)
+                self.notes.append(f"round {rec['round']}: the target is met now; stopping ({reason})")
 
 
 def _rejection(item: str | Mapping[str, Any]) -> dict[str, str]:

@@ -419,7 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     log_to(sys.stderr, prefix="")
-    cfg = compose_config(args.overrides)
+    # This command is the in-process pilots: the keys only federated profiling reads are refused.
+    cfg = compose_config([*args.overrides, "profile.source=inprocess"])
     doc, path = ensure_profile(cfg, force=args.force)
     if args.out:
         out = Path(args.out)

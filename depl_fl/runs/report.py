@@ -42,7 +42,10 @@ Input problems: a missing folder, a folder without any ``results.json``, or
 one where no ``results.json`` is usable is a one-line :class:`ReportError`
 (exit status 2).  A malformed ``results.json`` next to good ones is skipped
 with a one-line warning on stderr and listed with its reason under
-``skipped`` in ``report.json`` and ``report.md``, so that one crashed run does not hide a whole sweep.
+``skipped`` in ``report.json`` and ``report.md``, so that one crashed run does not hide a whole sweep;
+so is a run that did not finish (``summary.status`` running or interrupted: its last
+loss is not a final one). A run stopped before its plan (infeasible, failed) counts as a
+failure.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from depl_fl.console import OneLineParser, parse_or_status
+from depl_fl.contract.semantics import empirical_quantile
 from depl_fl.errors import DeplError
 
 PROG = "depl-fl report"
@@ -71,6 +75,10 @@ METHOD_ORDER = ("depl", "expectation", "optimum", "full")
 LEGEND = ("Losses are final test losses (a split no decision read) where the runs recorded them. "
           "Calibration = empirical π-quantile of the final losses / L* (1.0 exact, < 1 over-cautious, "
           "> 1 the promise is broken), with a seeded 95% percentile-bootstrap interval.")
+
+
+#: ``summary.status`` of a run still running or stopped by Ctrl-C/SIGTERM: skipped, with the reason.
+UNFINISHED = ("running", "interrupted")
 
 
 class ReportError(DeplError):
@@ -92,7 +100,7 @@ class RunResult:
     wall_s: float | None = None
     deadline_s: float | None = None
     #: Which split ``final_loss`` was measured on: ``test`` (summary.final_test_loss) or
-    #: ``validation`` (results written before the test split existed).
+    #: ``validation`` (results files without a test loss).
     loss_split: str = "validation"
     profile_energy_j: float = 0.0
     profile_file: str | None = None
@@ -131,17 +139,6 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
     interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(interval.low), float(interval.high)
-
-
-def empirical_quantile(losses: np.ndarray, prob: float, axis: int = -1) -> np.ndarray:
-    """The empirical ``prob``-quantile: the smallest loss ``x`` with ``F_n(x) >= prob``.
-
-    The inverted-CDF definition (no interpolation) makes calibration and
-    coverage agree exactly: ``quantile <= L*`` if and only if the share of runs
-    with ``loss <= L*`` is at least ``prob``. NaN losses count as +inf (failures).
-    """
-    values = np.where(np.isnan(losses), np.inf, np.asarray(losses, dtype=float))
-    return np.quantile(values, prob, axis=axis, method="inverted_cdf")
 
 
 def calibration(losses: Sequence[float], prob: float, target_loss: float, confidence: float = 0.95,
@@ -199,11 +196,20 @@ def _number(summary: dict[str, Any], key: str, *, finite: bool = True,
     return float(value)
 
 
-def parse_result(doc: Any, path: str) -> RunResult:
-    """Validate one decoded ``results.json`` (``ValueError`` with the reason if malformed)."""
+def _finished_summary(doc: Any) -> dict[str, Any]:
+    """The ``summary`` of a finished run (``ValueError`` when missing or the run did not finish)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("summary"), dict):
         raise ValueError("no 'summary' object")
     summary = doc["summary"]
+    if summary.get("status") in UNFINISHED:  # its last loss is not a final loss: neither met nor missed
+        raise ValueError(f"summary.status is {summary['status']}: the run did not finish "
+                         "(resume it with resume=true, or move it out of the sweep)")
+    return summary
+
+
+def parse_result(doc: Any, path: str) -> RunResult:
+    """Validate one decoded ``results.json`` (``ValueError`` with the reason if malformed)."""
+    summary = _finished_summary(doc)
     method = summary.get("method")
     if not isinstance(method, str) or not method:
         raise ValueError(f"summary.method must be a non-empty string, got {method!r}")

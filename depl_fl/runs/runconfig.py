@@ -41,11 +41,42 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
     return node
 
 
-def validate(cfg: Mapping[str, Any]) -> None:
-    """:func:`depl_fl.runs.config_schema.validate_config`, imported only when called (pydantic)."""
+def validate(cfg: Mapping[str, Any], entry: str | None = None) -> None:
+    """Check a composed configuration before anything starts.
+
+    :func:`depl_fl.runs.config_schema.validate_config` (imported only when
+    called: pydantic), then :func:`depl_fl.runs.mode_keys.check_mode_keys`:
+    a key set away from its ``conf/`` value that the chosen mode does not read
+    is refused. ``entry`` is the entry point (``mode_keys.HYDRA_JOB`` or
+    ``mode_keys.FLWR_RUN``; ``None`` skips the rules that depend on it).
+    """
     from depl_fl.runs.config_schema import validate_config
+    from depl_fl.runs.mode_keys import check_mode_keys
 
     validate_config(cfg)
+    check_mode_keys(cfg, default_config(), entry)
+
+
+_DEFAULTS: dict[str, dict[str, Any]] = {}
+
+
+def default_config() -> dict[str, Any]:
+    """The configuration ``conf/`` composes without overrides (composed once per process).
+
+    Inside a running Hydra application (a job of ``depl_fl/main.py``) it is
+    composed by that application's own Hydra; elsewhere in a short-lived one.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    root = conf_dir()
+    if root not in _DEFAULTS:
+        if GlobalHydra.instance().is_initialized():
+            _DEFAULTS[root] = to_plain(compose(config_name="config"))
+        else:
+            with initialize_config_dir(config_dir=root, version_base=None):
+                _DEFAULTS[root] = to_plain(compose(config_name="config"))
+    return _DEFAULTS[root]
 
 
 def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -156,11 +187,12 @@ def conf_dir() -> str:
                         "(a broken install: the wheel ships conf/ as depl_fl/conf)")
 
 
-def compose_config(overrides: Sequence[str] = ()) -> dict[str, Any]:
+def compose_config(overrides: Sequence[str] = (), entry: str | None = None) -> dict[str, Any]:
     """Compose ``conf/config.yaml`` with Hydra overrides and return a validated plain dict.
 
     Used where Hydra's command line is not in charge (``flwr run .``, tests,
-    benchmarks). Raises :class:`ScenarioError` for bad overrides or values.
+    benchmarks). Raises :class:`ScenarioError` for bad overrides or values,
+    and for a setting the chosen mode does not read (see :func:`validate`).
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -174,12 +206,12 @@ def compose_config(overrides: Sequence[str] = ()) -> dict[str, Any]:
             cfg = to_plain(compose(config_name="config", overrides=list(overrides)))
     except (HydraException, OmegaConfBaseException) as exc:
         raise ScenarioError(f"config: {' '.join(str(exc).split())}") from None
-    validate(cfg)
+    validate(cfg, entry)
     return cfg
 
 
 _RUN_CONFIG_CACHE: dict[str, dict[str, Any]] = {}
-CONFIG_CACHE_FORMAT = 1
+CONFIG_CACHE_FORMAT = 2
 
 
 def conf_digest(directory: str | None = None) -> str:
@@ -221,7 +253,9 @@ def config_from_run_config(run_config: Mapping[str, Any], cache_dir: Any = None)
         if isinstance(cached, dict):
             _RUN_CONFIG_CACHE[text] = cached
             return cached
-    cfg = compose_config(text.split())
+    from depl_fl.runs.mode_keys import FLWR_RUN
+
+    cfg = compose_config(text.split(), entry=FLWR_RUN)
     if path is not None:
         from depl_fl.diskcache import write_json
 

@@ -107,7 +107,7 @@ def _alpha(text: str) -> float | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``depl-fl split --dataset NAME --num-clients N [--alpha A] [--seed S] --out DIR``."""
-    from depl_fl.task.data import DATASETS
+    from depl_fl.task.data import DATASETS, IMAGE_DATASETS
 
     parser = _OneLineParser(
         prog="depl-fl split",
@@ -121,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="local folder of cifar10/gtsrb")
     parser.add_argument("--out", required=True, help="empty or new output folder")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.data_dir is not None and args.dataset not in IMAGE_DATASETS:  # as dataset.data_dir in a job
+        parser.error(f"--data-dir: not read with --dataset {args.dataset} (embedded; read only with "
+                     f"--dataset {'|'.join(IMAGE_DATASETS)}); drop it")
     doc = split_dataset(args.dataset, args.num_clients, args.out, alpha=args.alpha, seed=args.seed,
                         data_dir=args.data_dir)
     for node in doc["nodes"]:
