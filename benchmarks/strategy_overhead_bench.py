@@ -31,6 +31,7 @@ from depl_fl.orchestration.scenario_builder import build_scenario, model_docs  #
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
+from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.server_app import make_evaluate_fn  # noqa: E402
@@ -45,7 +46,8 @@ def run_depl(cfg, n: int, rounds: int, evaluate) -> float:
     clusters = list(cfg["clusters"]["classes"])
     plan = Plan("given", True, [RoundDecision("full", tuple(f"c{i}" for i in range(n)),
                                               {c: 0 for c in clusters})] * rounds)
-    strategy = DepLStrategy(arch=geo.arch, targets=Targets(0.3, 0.9, 1e9), plan=plan, plan_fn=None,
+    strategy = DepLStrategy(network=network_layout(geo), arch=geo.arch, targets=Targets(0.3, 0.9, 1e9),
+                            plan=plan, plan_fn=None,
                             scenario_fn=lambda p: build_scenario(cfg, p, models, LOSS), num_clients=n,
                             train_settings={"local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0})
     grid = InProcessGrid(make_client_app(cfg), n)

@@ -12,13 +12,15 @@ of this node's own samples, :mod:`depl_fl.task.folder_data`) when set, and
 always for ``dataset=folder``; otherwise (simulation) the partition
 ``partition-id`` of the configured dataset. A client never opens
 ``dataset.test_dir``.
-* ``train``: receive ``ArrayRecord "arrays"`` (full global weights) and
-  ``ConfigRecord "config"`` (``model-id``, ``compression``, ``level``,
-  ``local-epochs``, ``lr``, ``batch-size``, ``server-round``, ``seed``); prune
-  deterministically from the global weights, fine-tune locally and reply with
-  ``ArrayRecord "arrays"`` (kept weights only, named as in the full model) and
-  ``MetricRecord "metrics"`` (``num-examples``, ``train-loss``, ``train-time-s``, what the
-  round's ``level`` applied and the reply's measured bytes and energy, :func:`train_content`).
+* ``train``: receive ``ArrayRecord "arrays"`` (the planned variant's entries,
+  sliced from the global state by the server and named as in the full
+  network) and ``ConfigRecord "config"`` (``model-id``, ``compression``,
+  ``level``, ``local-epochs``, ``lr``, ``batch-size``, ``server-round``,
+  ``seed``); rebuild the sub-network from the network and ``compression``,
+  load the entries, fine-tune locally and reply with ``ArrayRecord "arrays"``
+  (the same entries, trained) and ``MetricRecord "metrics"``
+  (``num-examples``, ``train-loss``, ``train-time-s``, what the round's
+  ``level`` applied and the reply's measured bytes and energy, :func:`train_content`).
 * ``evaluate``: loss/accuracy of the global (full) model on the local partition.
 
 The run configuration reaches the handlers by closure
@@ -136,7 +138,7 @@ def _state_of(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
                   cache_dir: Path | None = None) -> RecordDict:
-    """Prune from the received global weights, fine-tune locally: the kept weights and metrics.
+    """Load the received sub-network, fine-tune it locally: its trained entries and metrics.
 
     The round's ``level`` is applied while training (:mod:`depl_fl.task.device_levels`:
     torch threads, CPU affinity); the metrics say what was applied and what the
@@ -153,7 +155,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
 
     t0 = time.perf_counter()
     conf = content["config"]
-    global_state = _state_of(content["arrays"])
+    sub_state = _state_of(content["arrays"])
     pid, _ = node_partition(context)
     data = node_data(cfg, context, cache_dir)
     train = cfg["train"]
@@ -163,7 +165,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     with applied(setting) as level_metrics:
         before = meter.read_uj() if meter is not None else None
         result = local_update(
-            global_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
+            sub_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
             epochs=int(conf.get("local-epochs", train["local_epochs"])),
             lr=float(conf.get("lr", train["lr"])),
             batch_size=int(conf.get("batch-size", train["batch_size"])),
@@ -175,11 +177,11 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
         "train-time-s": result.train_time_s}, phase=str(conf.get("phase", "train")))
     energy, source = reply_energy(metered, setting.watts, float(sent["train-time-s"]))
     sent = {**sent, **level_metrics, "energy-source-code": SOURCES.index(source),
-            "bytes-down": _nbytes(global_state), "bytes-up": _nbytes(state),
+            "bytes-down": _nbytes(sub_state), "bytes-up": _nbytes(state),
             "reply-time-s": time.perf_counter() - t0}
     if energy is not None:
         sent["energy-j"] = energy
-    arrays = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    arrays = ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in state.items()})
     return RecordDict({"arrays": arrays, "metrics": MetricRecord(sent)})
 
 

@@ -6,6 +6,14 @@ re-planning), :mod:`depl_fl.orchestration.reply_checks` (reply validation),
 :func:`depl_fl.task.pruning.aggregate_pruned` (scatter-back aggregation) and the
 planner behind the ``plan_fn`` callable.
 
+Only the sub-network travels: a train message carries the planned variant's
+entries sliced from the global state (:func:`depl_fl.task.pruning.extract`),
+the client rebuilds the sub-network from the network and the compression,
+and its reply carries the same entries back. Every round record says how many
+array bytes went down and up (``bytes_down``, ``bytes_up``) beside what the
+cost model charges for them (``modelled_bytes_down``, ``modelled_bytes_up``:
+the variant's ``size_bytes`` per planned client).
+
 Flow of :meth:`DepLStrategy.start`: wait for the nodes (with a timeout), query
 their properties (cluster, num-samples, partition-id), build the scenario and
 the plan through the injected callables, then for every planned round send the
@@ -36,7 +44,8 @@ from depl_fl.orchestration.controller import Planner, RunController
 from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
 from depl_fl.runs.step_clock import StepClock
 from depl_fl.task.pruning import (
-    PruneStructure,
+    SubnetIndex,
+    SubnetLayout,
     aggregate_pruned,
     compute_structure,
     extract,
@@ -84,13 +93,28 @@ def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
 
 
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
-    """A dict of numpy arrays as an ArrayRecord (insertion order kept)."""
-    return ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in state.items()})
+    """A dict of numpy arrays as an ArrayRecord (insertion order and 0-d shapes kept)."""
+    return ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in state.items()})
+
+
+def payload_bytes(record: ArrayRecord) -> int:
+    """Bytes of an ArrayRecord's arrays as they travel (``np.save`` header + data per array)."""
+    return int(sum(len(arr.data) for arr in record.values()))
 
 
 def _metric(record: MetricRecord | None, key: str) -> float | None:
     """``record[key]`` as a float, or None when there is no such metric."""
     return float(record[key]) if record is not None and key in record else None
+
+
+def _reply_bytes(reply: Message) -> int:
+    """Array bytes a reply carried (0 for an error reply or one without arrays)."""
+    try:
+        if reply.has_error() or not reply.has_content() or "arrays" not in reply.content.array_records:
+            return 0
+        return payload_bytes(reply.content.array_records["arrays"])
+    except Exception:  # a malformed reply carries nothing usable; it is rejected later
+        return 0
 
 
 @dataclass(frozen=True)
@@ -123,8 +147,9 @@ class DepLStrategy(FedAvg):
 
     Parameters
     ----------
-    arch : str
-        Architecture of the global model (to recompute the pruning structure).
+    network : SubnetLayout
+        Layout of the global network's state (:func:`depl_fl.task.subnets.network_layout`):
+        how the server slices a variant out of it and scatters replies back.
     targets : Targets
         Target loss, probability, deadline and max rounds.
     scenario_fn : callable
@@ -170,9 +195,11 @@ class DepLStrategy(FedAvg):
         training round (planning) counts too.
     drift : object, optional
         The round-time drift test (:class:`depl_fl.tracking.device_costs.DriftTest`).
+    arch : str
+        The network's name in logs.
     """
 
-    def __init__(self, *, arch: str, targets: Targets, scenario_fn: ScenarioFn,
+    def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
                  plan_fn: PlanFn | None, num_clients: int, train_settings: Mapping[str, Any],
                  guarantee: str = "gaussian", tracking: bool = False,
                  node_wait_timeout_s: float = 120.0, plan: Plan | None = None,
@@ -180,12 +207,14 @@ class DepLStrategy(FedAvg):
                  aggregation: AggregationSettings | None = None, spike_tail_prob: float = 1e-3,
                  timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
                  on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None,
-                 profiler: Any = None, clock: str = "model", drift: Any = None) -> None:
+                 profiler: Any = None, clock: str = "model", drift: Any = None,
+                 arch: str = "network") -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
         self.fraction_evaluate, self.min_evaluate_nodes = 0.0, 0
         self.arch = arch
+        self.network = network
         self.targets = targets
         self.scenario_fn = scenario_fn
         self.plan_fn = plan_fn
@@ -220,7 +249,8 @@ class DepLStrategy(FedAvg):
         self.initial_loss: float | None = None
         self.initial_test_loss: float | None = None
         self._decision: RoundDecision | None = None
-        self._structure: PruneStructure | None = None
+        self._structure: SubnetIndex | None = None
+        self._bytes = {"down": 0, "up": 0}
         self._global_state: dict[str, np.ndarray] | None = None
         self._last_round_clients: tuple[list[str], list[dict[str, str]]] = ([], [])
         self._sent: list[tuple[Message, str]] = []
@@ -317,14 +347,18 @@ class DepLStrategy(FedAvg):
         decision = self._decision
         if decision is None or self.scenario is None:
             return []
+        if self.network is None:
+            raise ScenarioError("DepLStrategy needs the network's layout (network=...) to train")
         model = self.scenario.model(decision.model)
         self._global_state = arrays_to_state(arrays)
         if model.compression > 0:
             # Function-preserving: the global model becomes the variant it trains, so a later
-            # switch to more channels starts from this variant's loss (pruning.silence_dropped).
-            self._global_state = silence_to_variant(self.arch, self._global_state, model.compression)
-            arrays = state_to_arrays(self._global_state)
-        self._structure = compute_structure(self.arch, self._global_state, model.compression)
+            # switch to more channels starts from this variant's loss (slicing.silence).
+            self._global_state = silence_to_variant(self.network, self._global_state, model.compression)
+        self._structure = compute_structure(self.network, self._global_state, model.compression)
+        # Only the sub-network travels: the same sliced record goes to every planned client.
+        arrays = state_to_arrays(extract(self._global_state, self._structure))
+        self._bytes = {"down": payload_bytes(arrays) * len(decision.clients), "up": 0}
         messages = []
         self._sent = []
         for cid in decision.clients:
@@ -372,6 +406,8 @@ class DepLStrategy(FedAvg):
 
         self._rejected = []
         self._aggregate_problem = None
+        replies = list(replies)
+        self._bytes["up"] = sum(_reply_bytes(r) for r in replies)
         accepted = self._screen(server_round, replies)
         self.reply_measured = {c.cid: reply_measurement(c.metrics) for c in accepted}
         replied = [c.cid for c in accepted]
@@ -396,13 +432,16 @@ class DepLStrategy(FedAvg):
     def _screen(self, server_round: int, replies: Iterable[Message]) -> list[Accepted]:
         """Replies passing the reply checks, the weight bound and the norm check."""
         assert self._structure is not None and self._global_state is not None
-        expected = self._structure.pruned_shapes()
+        expected = self._structure.sub_shapes()
+        assert self.network is not None
+        integers = {name for name, dtype in self.network.dtypes.items()
+                    if not np.issubdtype(np.dtype(dtype), np.floating)}
         reference = extract(self._global_state, self._structure)
         queried = [int(p["num-samples"]) for p in self.properties.values()]
         candidates: list[Accepted] = []
         for reply in replies:
             cid = self.sender_of(reply)
-            state, metrics, problems = check_reply(reply, expected)
+            state, metrics, problems = check_reply(reply, expected, integers)
             if not problems:
                 assert metrics is not None and state is not None
                 known = self.properties.get(cid, {}).get("num-samples")
@@ -635,6 +674,7 @@ class DepLStrategy(FedAvg):
                                      test_accuracy=_metric(res, "test-accuracy"),
                                      measured=self.reply_measured)
         rec["rolled_back"] = self._aggregate_problem
+        rec.update(self.round_bytes(decision))
         clock.mark("record")
         rec["steps_s"] = clock.steps()
         return arrays, new_loss
@@ -650,6 +690,15 @@ class DepLStrategy(FedAvg):
                  " (re-planned)" if rec["replanned"] else "", " AT RISK" if rec.get("at_risk") else "")
         for line in self.controller.take_notes():
             LOG.info("%s", line)
+
+    def round_bytes(self, decision: RoundDecision) -> dict[str, int]:
+        """Array bytes of the last round's messages, measured and as the cost model charges them."""
+        assert self.scenario is not None
+        size = float(self.scenario.model(decision.model).size_bytes)
+        planned = len(decision.clients)
+        return {"bytes_down": int(self._bytes["down"]), "bytes_up": int(self._bytes["up"]),
+                "modelled_bytes_down": int(round(size * planned)),
+                "modelled_bytes_up": int(round(size * planned))}
 
     def _admit_late_nodes(self, grid: Grid, timeout: float) -> None:
         """Query nodes that connected after the start; their clients may be used from the next re-plan."""

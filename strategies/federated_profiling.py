@@ -108,12 +108,12 @@ def validation_loss(evaluate_fn: Any, server_round: int, arrays: ArrayRecord, co
     return float(evaluate_fn(server_round, arrays, compression)["loss"])
 
 
-def silenced_start(arch: str, arrays: ArrayRecord, compression: float) -> ArrayRecord:
+def silenced_start(network: Any, arrays: ArrayRecord, compression: float) -> ArrayRecord:
     """``arrays`` made to compute the ``compression`` variant's function (a plan's switch start)."""
     from depl_fl.task.pruning import silence_to_variant
     from strategies.depl_strategy import arrays_to_state, state_to_arrays
 
-    return state_to_arrays(silence_to_variant(arch, arrays_to_state(arrays), compression))
+    return state_to_arrays(silence_to_variant(network, arrays_to_state(arrays), compression))
 
 
 @dataclass
@@ -129,6 +129,8 @@ class _Group:
     loss_after: float | None = None
     #: Client id -> what its accepted reply measured (depl_fl.tracking.device_costs.reply_measurement).
     measured: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Array bytes of the group's messages, measured and modelled (DepLStrategy.round_bytes).
+    bytes: dict[str, int] = field(default_factory=dict)
 
 
 class FederatedProfiler:
@@ -284,7 +286,7 @@ class FederatedProfiler:
         while self._explore_more(k, max(losses.values())):
             k += 1
             groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
-                                  strategy.arch)
+                                  strategy.network)
             clock = StepClock()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
             train_wall = clock.mark("exchange")
@@ -372,7 +374,7 @@ class FederatedProfiler:
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
 
     def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
-                switch: bool, arch: str) -> list[_Group]:
+                switch: bool, network: Any) -> list[_Group]:
         """Round ``k``'s disjoint groups, one per variant, all from the global model ``arrays``.
 
         In a switch round each group's observation starts from the loss of
@@ -394,7 +396,7 @@ class FederatedProfiler:
             source = models[(g + 1) % len(models)] if switch else model
             start = arrays
             if self.models[source] > self.models[model]:
-                start = silenced_start(arch, arrays, self.models[source])
+                start = silenced_start(network, arrays, self.models[source])
             groups.append(_Group(RoundDecision(model, tuple(members), dict(levels)), start,
                                  source if k > 1 else None))
         return groups
@@ -421,14 +423,16 @@ class FederatedProfiler:
             strategy._decision = group.decision
             messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
             sent = list(getattr(strategy, "_sent", []))
-            prepared.append((strategy._structure, strategy._global_state, sent))
+            prepared.append((strategy._structure, strategy._global_state, sent, dict(strategy._bytes)))
         replies = send_and_receive(grid, messages, timeout)
-        for group, (structure, state, sent) in zip(groups, prepared, strict=True):
+        for group, (structure, state, sent, sizes) in zip(groups, prepared, strict=True):
             nodes = {strategy.node_of[c] for c in group.decision.clients}
             strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state
             strategy._sent = sent  # which message each reply answers (error replies of dead nodes)
+            strategy._bytes = sizes
             result, metrics = strategy.aggregate_train(
                 server_round, [r for r in replies if r.metadata.src_node_id in nodes])
+            group.bytes = strategy.round_bytes(group.decision)
             group.result = result
             replied, rejected = strategy._last_round_clients
             group.replied = list(replied)
@@ -512,6 +516,8 @@ class FederatedProfiler:
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "comparable_wall_s": cost.wall_s, "predicted_quantile": None,
             "replanned": False, "replies": measured, **round_measurement(measured, modelled),
+            **{key: sum(int(g.bytes.get(key, 0)) for g in groups)
+               for key in ("bytes_down", "bytes_up", "modelled_bytes_down", "modelled_bytes_up")},
         })
 
     def _announce(self, k: int) -> None:

@@ -109,10 +109,15 @@ def bounded_weight(claimed: float, queried: int, all_queried: Sequence[int], cap
 
 
 def update_norm(state: State, reference: State) -> float:
-    """L2 norm of ``state - reference`` over all arrays (float64; inf if it overflows)."""
+    """L2 norm of ``state - reference`` over the floating arrays (float64; inf if it overflows).
+
+    Integer entries (BatchNorm's ``num_batches_tracked``) are counters, not weights: left out.
+    """
     total = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
         for name, value in state.items():
+            if not np.issubdtype(np.asarray(value).dtype, np.floating):
+                continue
             diff = np.asarray(value, dtype=np.float64) - np.asarray(reference[name], dtype=np.float64)
             total += float(np.sum(diff * diff))
     return math.sqrt(total) if math.isfinite(total) else math.inf
@@ -137,10 +142,11 @@ def norm_threshold(norms: Sequence[float], history: Sequence[float], factor: flo
 
 def combine(states: Sequence[State], weights: Sequence[float], settings: AggregationSettings
             ) -> dict[str, np.ndarray]:
-    """Combine pruned states entry-wise by ``settings.rule`` (float64 result).
+    """Combine pruned states entry-wise by ``settings.rule`` (float64 result for floating entries).
 
     ``fedavg`` is the ``weights``-weighted mean; ``median`` and ``trimmed_mean``
-    ignore the weights (as Flower's FedMedian and FedTrimmedAvg do).
+    ignore the weights (as Flower's FedMedian and FedTrimmedAvg do). Integer
+    entries are never averaged: they take the lower median, an exact integer.
     """
     if not states:
         raise ValueError("combine: no states")
@@ -149,6 +155,10 @@ def combine(states: Sequence[State], weights: Sequence[float], settings: Aggrega
         raise ValueError(f"combine: weights must be finite, >= 0 and not all 0, got {w.tolist()}")
     out: dict[str, np.ndarray] = {}
     for name in states[0]:
+        if not np.issubdtype(np.asarray(states[0][name]).dtype, np.floating):
+            ints = np.sort(np.stack([np.asarray(s[name]) for s in states]), axis=0)
+            out[name] = ints[(len(states) - 1) // 2]
+            continue
         stack = np.stack([np.asarray(s[name], dtype=np.float64) for s in states])
         if settings.rule == "median":
             out[name] = np.median(stack, axis=0)

@@ -162,21 +162,26 @@ def measured_scenario_fn(base: Callable[[Mapping[str, Mapping[str, Any]]], Scena
 
 
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
-                   resume: Mapping[str, Any] | None = None, deployment: bool = False) -> DepLStrategy:
+                   resume: Mapping[str, Any] | None = None, deployment: bool = False,
+                   network: Any = None) -> DepLStrategy:
     """DepLStrategy for ``cfg``: the profiler measures the loss profile, the scenario uses it.
 
     ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`);
     ``deployment`` picks the clock and cost source of ``cost.*`` (:func:`cost_settings`).
+    ``network`` (a :class:`depl_fl.task.subnets.UserNetwork`) replaces the
+    configured model and dataset geometry (a user's own Flower app).
     """
-    from depl_fl.orchestration.scenario_builder import build_scenario, model_docs
-    from depl_fl.task.partitions import geometry
+    from depl_fl.orchestration.scenario_builder import build_scenario, fill_clusters, model_docs_for
     from depl_fl.tracking.device_costs import DriftTest
 
-    geo = geometry(cfg)
-    models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
+    if network is None:
+        from depl_fl.task.partitions import geometry
+
+        network = geometry(cfg)
+    models = model_docs_for(cfg, network)
 
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
-        return build_scenario(cfg, properties, models, loss)
+        return build_scenario(cfg, fill_clusters(cfg, properties), models, loss)
 
     profiler = make_profiler(cfg, scenario_of)
 
@@ -201,8 +206,11 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
                                      margin=float(tracking_cfg.get("margin", 0.0)),
                                      ahead_margin=tracking_cfg.get("ahead_margin"))
+    from depl_fl.task.subnets import network_layout, network_name
+
     strategy = DepLStrategy(
-        arch=geo.arch, targets=targets_of(cfg), scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
+        network=network_layout(network), arch=network_name(network), targets=targets_of(cfg),
+        scenario_fn=scenario_fn, plan_fn=make_plan_fn(cfg),
         num_clients=int(cfg["num_clients"]),
         train_settings={"local-epochs": int(train["local_epochs"]), "lr": float(train["lr"]),
                         "batch-size": int(train["batch_size"]), "seed": int(cfg["seed"])},

@@ -14,7 +14,8 @@ from clients.handlers import query_content, train_content  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import client_partition, geometry  # noqa: E402
-from depl_fl.task.pruning import aggregate_pruned, compute_structure  # noqa: E402
+from depl_fl.task.pruning import aggregate_pruned, compute_structure, extract  # noqa: E402
+from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 
@@ -40,12 +41,12 @@ def _train_msg(state, compression: float, server_round: int = 1) -> Message:
 def test_train_handler_prunes_trains_and_scatters_back(cfg):
     geo = geometry(cfg)
     full = initial_state(geo, seed=0)
-    structure = compute_structure(geo.arch, full, 0.5)
-    reply = train_content(_train_msg(full, 0.5).content, _context(1, 4), cfg)
+    structure = compute_structure(network_layout(geo), full, 0.5)
+    reply = train_content(_train_msg(extract(full, structure), 0.5).content, _context(1, 4), cfg)
     kept = arrays_to_state(reply["arrays"])
     metrics = reply["metrics"]
     # Only the kept weights come back, with the pruned (smaller) shapes.
-    assert {k: v.shape for k, v in kept.items()} == structure.pruned_shapes()
+    assert {k: v.shape for k, v in kept.items()} == structure.sub_shapes()
     assert sum(v.size for v in kept.values()) < 0.5 * sum(v.size for v in full.values())
     assert metrics["num-examples"] == len(client_partition(cfg, 1, 4)[1])
     assert np.isfinite(metrics["train-loss"]) and metrics["train-time-s"] > 0
@@ -61,12 +62,14 @@ def test_train_handler_prunes_trains_and_scatters_back(cfg):
 def test_every_client_derives_the_same_subnetwork(cfg):
     geo = geometry(cfg)
     full = initial_state(geo, seed=3)
-    replies = [train_content(_train_msg(full, 0.5).content, _context(pid, 4), cfg) for pid in range(4)]
+    sub = extract(full, compute_structure(network_layout(geo), full, 0.5))
+    replies = [train_content(_train_msg(sub, 0.5).content, _context(pid, 4), cfg) for pid in range(4)]
     names = [sorted(arrays_to_state(r["arrays"])) for r in replies]
     shapes = [{k: v.shape for k, v in arrays_to_state(r["arrays"]).items()} for r in replies]
     assert all(n == names[0] for n in names) and all(s == shapes[0] for s in shapes)
     # The structure is a function of the global weights only.
-    assert compute_structure(geo.arch, full, 0.5) == compute_structure(geo.arch, dict(full), 0.5)
+    a, b = (compute_structure(network_layout(geo), f, 0.5) for f in (full, dict(full)))
+    assert all(np.array_equal(x, y) for x, y in zip(a.keep, b.keep, strict=True))
 
 
 def test_train_is_deterministic_for_a_seed(cfg):

@@ -51,7 +51,15 @@ TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLIN
 content = RecordDict({"config": ConfigRecord({"server-round": 2, "compression": 0.5, "seed": 1})})
 if kind != "query":
     with np.load(state_file) as npz:
-        content["arrays"] = ArrayRecord({k: Array(np.ascontiguousarray(npz[k])) for k in npz.files})
+        state = {k: npz[k] for k in npz.files}
+    if kind == "train":  # a train message carries the variant's entries, sliced by the server
+        from depl_fl.runs.runconfig import compose_config
+        from depl_fl.task.partitions import geometry
+        from depl_fl.task.pruning import compute_structure, extract
+        from depl_fl.task.subnets import network_layout
+        layout = network_layout(geometry(compose_config(overrides.split())))
+        state = extract(state, compute_structure(layout, state, 0.5))
+    content["arrays"] = ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in state.items()})
 mtype = {"query": MessageType.QUERY, "train": MessageType.TRAIN, "evaluate": MessageType.EVALUATE}[kind]
 msg = Message(content, dst_node_id=100, message_type=mtype, group_id="2")
 msg.metadata.__dict__["_message_id"] = "test"

@@ -73,7 +73,7 @@ def test_strategy_construction_logs_no_flower_warning() -> None:
     flwr_logger = logging.getLogger("flwr")
     flwr_logger.addHandler(handler)
     try:
-        strategy = DepLStrategy(arch="digits_cnn", targets=Targets(0.3, 0.9, 100.0),
+        strategy = DepLStrategy(network=None, arch="digits_cnn", targets=Targets(0.3, 0.9, 100.0),
                                 scenario_fn=lambda props: None, plan_fn=None, num_clients=3,
                                 train_settings={})
     finally:

@@ -10,18 +10,19 @@ import pytest
 import torch
 
 from depl_fl.errors import ScenarioError
+from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.models import build_model, get_state, set_state
 from depl_fl.task.pruning import (
     PruneError,
     aggregate_pruned,
-    build_pruned_model,
     compute_structure,
     extract,
     kept_width,
     scatter,
-    silence_dropped,
     silence_to_variant,
 )
+from depl_fl.task.slicing import npy_bytes, silence
+from depl_fl.task.subnets import build_skeleton, derive_layout, example_input, network_layout
 from depl_fl.task.training import MOMENTUM, evaluate_model, sgd_momentum_step, train_local
 from depl_fl.task.variants import measure_variant
 
@@ -32,6 +33,28 @@ COMPRESSIONS = (0.0, 0.5, 0.75, 0.9)
 def _full(arch: str, seed: int = 0, widths=None) -> dict[str, np.ndarray]:
     c, s = GEOMETRY[arch]
     return get_state(build_model(arch, 10, c, s, widths=widths, seed=seed))
+
+
+def _geo(arch: str) -> TaskGeometry:
+    c, s = GEOMETRY[arch]
+    return TaskGeometry(arch, 10, c, s)
+
+
+def _layout(arch: str):
+    return network_layout(_geo(arch))
+
+
+def build_pruned_model(arch, structure, *_args, **_kwargs):
+    """The variant's sub-network (the skeleton torch-pruning makes; weights arbitrary)."""
+    return build_skeleton(_geo(arch), structure.compression)
+
+
+def _keep(structure) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(i) for i in k) for k in structure.keep)
+
+
+def silence_dropped(full_state, structure, arch="digits_cnn"):
+    return silence(full_state, _layout(arch), structure)
 
 
 def _kept_mask(full_state, structure) -> dict[str, np.ndarray]:
@@ -52,7 +75,7 @@ def test_kept_width_rounds_and_keeps_one():
 def test_pruned_model_smaller_and_shapes_match_extract(arch, compression):
     c, s = GEOMETRY[arch]
     full = _full(arch)
-    structure = compute_structure(arch, full, compression)
+    structure = compute_structure(_layout(arch), full, compression)
     pruned = extract(full, structure)
     model = build_pruned_model(arch, structure, 10, c, s)
     assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == \
@@ -73,7 +96,7 @@ def test_pruned_model_computes_the_full_model_with_dropped_channels_zeroed(arch)
     # depthwise layers: dropped channels of a ReLU network contribute nothing.
     c, s = GEOMETRY[arch]
     full = _full(arch, seed=3)
-    structure = compute_structure(arch, full, 0.5)
+    structure = compute_structure(_layout(arch), full, 0.5)
     pruned = extract(full, structure)
     zeroed = scatter({k: np.zeros_like(v) for k, v in full.items()}, pruned, structure)
     big = build_model(arch, 10, c, s)
@@ -91,10 +114,10 @@ def test_structure_keeps_largest_l1_channels_with_index_ties():
     scale = np.arange(32, dtype=np.float32)[::-1].copy()
     scale[[5, 20]] = 100.0
     full["conv2.weight"] = np.ones_like(full["conv2.weight"]) * scale[:, None, None, None]
-    structure = compute_structure("digits_cnn", full, 0.75)
-    assert structure.keep[0] == (0, 1, 2, 3)          # ties -> lowest indices
-    assert structure.keep[1] == (0, 1, 2, 3, 4, 5, 6, 20)  # 5 and 20 largest, then 0..
-    assert structure.widths == (4, 8, 16)
+    structure = compute_structure(_layout("digits_cnn"), full, 0.75)
+    assert _keep(structure)[0] == (0, 1, 2, 3)          # ties -> lowest indices
+    assert _keep(structure)[1] == (0, 1, 2, 3, 4, 5, 6, 20)  # 5 and 20 largest, then 0..
+    assert tuple(len(k) for k in structure.keep) == (4, 8, 16)
 
 
 @pytest.mark.parametrize("arch", ["digits_cnn", "mobilenet_like"])
@@ -102,10 +125,10 @@ def test_structure_is_deterministic_across_calls(arch):
     c, s = GEOMETRY[arch]
     full = _full(arch, seed=7)
     copy = {k: v.copy() for k, v in full.items()}
-    a = compute_structure(arch, full, 0.75)
-    b = compute_structure(arch, copy, 0.75)
-    assert a == b
-    assert a != compute_structure(arch, _full(arch, seed=8), 0.75)
+    a = compute_structure(_layout(arch), full, 0.75)
+    b = compute_structure(_layout(arch), copy, 0.75)
+    assert _keep(a) == _keep(b)
+    assert _keep(a) != _keep(compute_structure(_layout(arch), _full(arch, seed=8), 0.75))
     x = torch.randn(2, c, s, s, generator=torch.Generator().manual_seed(1))
     outs = []
     for st in (a, b):
@@ -123,8 +146,8 @@ def test_silenced_full_model_computes_the_compressed_variant(arch, compression):
     # model, with the stale dropped channels still holding their own (nonzero) weights.
     c, s = GEOMETRY[arch]
     full = _full(arch, seed=5)
-    structure = compute_structure(arch, full, compression)
-    silenced = silence_dropped(full, structure)
+    structure = compute_structure(_layout(arch), full, compression)
+    silenced = silence_dropped(full, structure, arch)
     for name, kept in extract(full, structure).items():
         np.testing.assert_array_equal(extract(silenced, structure)[name], kept)
     assert any(not np.array_equal(silenced[k], full[k]) for k in full)
@@ -149,20 +172,21 @@ def build_and_run(arch, state, x):
 def test_silenced_channels_rank_last_so_the_kept_set_survives_training(arch):
     # Without silencing, a dropped channel whose norm overtakes a kept one swaps in (stale).
     full = _full(arch, seed=11)
-    structure = compute_structure(arch, full, 0.5)
-    silenced = silence_dropped(full, structure)
-    assert compute_structure(arch, silenced, 0.5) == structure
+    structure = compute_structure(_layout(arch), full, 0.5)
+    silenced = silence_dropped(full, structure, arch)
+    assert _keep(compute_structure(_layout(arch), silenced, 0.5)) == _keep(structure)
     grown = {k: v.copy() for k, v in silenced.items()}
+    widths = [g.width for g in _layout(arch).groups]
     for g, keep in enumerate(structure.keep):  # every dropped producer row now outweighs the kept
         producer = next(layer.name for layer in _spec(arch).layers
                         if layer.out_group == g and layer.kind != "dwconv")
-        dropped = np.setdiff1d(np.arange(structure.full_widths[g]), keep)
+        dropped = np.setdiff1d(np.arange(widths[g]), keep)
         grown[f"{producer}.weight"][dropped] *= 1000.0
-    assert compute_structure(arch, grown, 0.5) == structure
+    assert _keep(compute_structure(_layout(arch), grown, 0.5)) == _keep(structure)
     unsilenced = {k: grown[k] if k.split(".")[0] in _producers(arch) else full[k] for k in full}
-    assert compute_structure(arch, unsilenced, 0.5) != structure
+    assert _keep(compute_structure(_layout(arch), unsilenced, 0.5)) != _keep(structure)
     # More channels (0.5 -> 0.25) keep the 0.5 set and add silenced ones by norm.
-    wider = compute_structure(arch, silenced, 0.25)
+    wider = compute_structure(_layout(arch), silenced, 0.25)
     assert all(set(k) <= set(w) for k, w in zip(structure.keep, wider.keep, strict=True))
 
 
@@ -179,17 +203,17 @@ def _producers(arch):
 def test_silencing_full_compression_is_a_no_op_and_does_not_touch_its_input():
     full = _full("digits_cnn", seed=1)
     before = {k: v.copy() for k, v in full.items()}
-    same = silence_to_variant("digits_cnn", full, 0.0)
+    same = silence_to_variant(_layout("digits_cnn"), full, 0.0)
     for k in full:
         np.testing.assert_array_equal(same[k], before[k])
-    silence_to_variant("digits_cnn", full, 0.5)
+    silence_to_variant(_layout("digits_cnn"), full, 0.5)
     for k in full:
         np.testing.assert_array_equal(full[k], before[k])
 
 
 def test_prune_train_scatter_round_trip(one_thread):
     full = _full("digits_cnn")
-    structure = compute_structure("digits_cnn", full, 0.5)
+    structure = compute_structure(_layout("digits_cnn"), full, 0.5)
     model = build_pruned_model("digits_cnn", structure, 10, 1, 8)
     set_state(model, extract(full, structure))
     rng = np.random.default_rng(0)
@@ -210,10 +234,11 @@ def test_prune_train_scatter_round_trip(one_thread):
 
 
 def test_aggregate_weighted_mean_hand_example():
-    full = _full("digits_cnn", widths=(4, 2, 2))
-    structure = compute_structure("digits_cnn", full, 0.5)
-    assert structure.widths == (2, 1, 1)
-    shapes = structure.pruned_shapes()
+    small = build_model("digits_cnn", 10, 1, 8, widths=(4, 2, 2), seed=0)
+    full = get_state(small)
+    structure = compute_structure(derive_layout(small, example_input(1, 8)), full, 0.5)
+    assert tuple(len(k) for k in structure.keep) == (2, 1, 1)
+    shapes = structure.sub_shapes()
     a = {k: np.full(v, 1.0, dtype=np.float32) for k, v in shapes.items()}
     b = {k: np.full(v, 4.0, dtype=np.float32) for k, v in shapes.items()}
     out = aggregate_pruned(full, [(a, 10), (b, 30)], structure)
@@ -223,14 +248,14 @@ def test_aggregate_weighted_mean_hand_example():
         np.testing.assert_array_equal(out[name][~mask[name]], full[name][~mask[name]])
         assert out[name].dtype == np.float32
     # conv1 keeps 2 of 4 output rows: the other two rows are untouched
-    dropped = sorted(set(range(4)) - set(structure.keep[0]))
+    dropped = sorted(set(range(4)) - set(_keep(structure)[0]))
     np.testing.assert_array_equal(out["conv1.weight"][dropped], full["conv1.weight"][dropped])
-    np.testing.assert_allclose(out["conv1.bias"][list(structure.keep[0])], 3.25)
+    np.testing.assert_allclose(out["conv1.bias"][list(_keep(structure)[0])], 3.25)
 
 
 def test_compression_zero_aggregation_is_plain_fedavg():
     full = _full("digits_cnn")
-    structure = compute_structure("digits_cnn", full, 0.0)
+    structure = compute_structure(_layout("digits_cnn"), full, 0.0)
     s1, s2 = _full("digits_cnn", seed=1), _full("digits_cnn", seed=2)
     out = aggregate_pruned(full, [(s1, 1), (s2, 3)], structure)
     for k in full:
@@ -239,7 +264,7 @@ def test_compression_zero_aggregation_is_plain_fedavg():
 
 def test_bad_replies_are_rejected_with_clear_errors():
     full = _full("digits_cnn")
-    structure = compute_structure("digits_cnn", full, 0.75)
+    structure = compute_structure(_layout("digits_cnn"), full, 0.75)
     good = extract(full, structure)
     wrong_shape = dict(good, **{"fc1.weight": np.zeros((16, 999), np.float32)})
     with pytest.raises(PruneError, match=r"fc1\.weight has shape \(16, 999\)"):
@@ -256,7 +281,7 @@ def test_bad_replies_are_rejected_with_clear_errors():
     with pytest.raises(PruneError, match="no replies"):
         aggregate_pruned(full, [], structure)
     with pytest.raises(PruneError, match="full state"):
-        compute_structure("alexnet_like", full, 0.5)
+        compute_structure(_layout("alexnet_like"), full, 0.5)
 
 
 def test_unknown_arch_and_bad_widths_are_one_line_errors():
@@ -274,7 +299,7 @@ def test_flops_and_size_shrink_monotonically(arch):
     sizes = [v.size_bytes for v in costs]
     assert all(a > b for a, b in zip(flops, flops[1:], strict=False))
     assert all(a > b for a, b in zip(sizes, sizes[1:], strict=False))
-    assert costs[0].size_bytes == 4 * sum(v.size for v in _full(arch).values())
+    assert costs[0].size_bytes == sum(npy_bytes(v.shape, str(v.dtype)) for v in _full(arch).values())
     assert flops[2] < flops[0] / 8  # 0.75 removes 75% of channels: ~1/16 on conv-conv
 
 

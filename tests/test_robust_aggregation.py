@@ -20,6 +20,7 @@ from depl_fl.orchestration.scenario_builder import build_scenario, model_docs  #
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
+from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.robust_aggregation import (  # noqa: E402
@@ -50,7 +51,8 @@ def _run(cfg: dict, clients=None, model: str = "full", rounds: int = 1, evaluate
     clients = tuple(clients or (f"c{i}" for i in range(N)))
     plan = Plan("given", True, [RoundDecision(model, clients, {"A": 0, "B": 0})] * rounds)
     strategy = DepLStrategy(
-        arch=geo.arch, targets=Targets(0.3, 0.9, 1e6), plan=plan, plan_fn=None,
+        network=network_layout(geo), arch=geo.arch, targets=Targets(0.3, 0.9, 1e6), plan=plan,
+        plan_fn=None,
         scenario_fn=lambda props: build_scenario(cfg, props, models, LOSS), num_clients=N,
         train_settings={"local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": int(cfg["seed"])},
         node_wait_timeout_s=1.0, aggregation=aggregation_settings(cfg))

@@ -21,6 +21,7 @@ from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.local_update import initial_state  # noqa: E402
 from depl_fl.task.partitions import geometry  # noqa: E402
 from depl_fl.task.pruning import compute_structure  # noqa: E402
+from depl_fl.task.subnets import network_layout  # noqa: E402
 from strategies.depl_strategy import DepLStrategy, NodesUnavailableError, arrays_to_state, state_to_arrays  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.server_app import make_evaluate_fn  # noqa: E402
@@ -42,7 +43,7 @@ def _strategy(cfg, plan: Plan) -> DepLStrategy:
     geo = geometry(cfg)
     models = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
     return DepLStrategy(
-        arch=geo.arch, targets=Targets(0.3, 0.9, 1e6), plan=plan, plan_fn=None,
+        network=network_layout(geo), arch=geo.arch, targets=Targets(0.3, 0.9, 1e6), plan=plan, plan_fn=None,
         scenario_fn=lambda props: build_scenario(cfg, props, models, LOSS), num_clients=N,
         train_settings={"local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": int(cfg["seed"])},
         node_wait_timeout_s=1.0)
@@ -116,7 +117,7 @@ def test_dropped_error_and_nan_replies_are_logged_and_excluded(cfg, caplog):
     # The new global model is client 3's update alone, scattered back.
     good = make_client_app(cfg)
     grid = InProcessGrid(good, N)
-    structure = compute_structure(geo.arch, init_state, 0.5)
+    structure = compute_structure(network_layout(geo), init_state, 0.5)
     ref_strategy = _strategy(cfg, _plan("p50", 1, ["c3"]))
     ref_seen = {}
     ref_strategy.start(grid, state_to_arrays(init_state),
@@ -125,7 +126,7 @@ def test_dropped_error_and_nan_replies_are_logged_and_excluded(cfg, caplog):
     for k in seen[1]:
         np.testing.assert_allclose(seen[1][k], ref_seen[1][k], atol=1e-7)
     assert all(np.all(np.isfinite(v)) for v in seen[1].values())
-    assert structure.widths == (8, 16, 32)
+    assert tuple(len(k) for k in structure.keep) == (8, 16, 32)
 
 
 def test_all_replies_bad_keeps_global_model(cfg, caplog):
@@ -186,8 +187,9 @@ def test_compressed_rounds_keep_one_structure_and_a_switch_starts_from_their_fun
     # channel set, and the full model handed to the switch round computes the p50 model.
     import torch
 
-    from depl_fl.task.models import build_model, set_state
-    from depl_fl.task.pruning import build_pruned_model, extract
+    from depl_fl.task.models import set_state
+    from depl_fl.task.pruning import extract
+    from depl_fl.task.subnets import build_skeleton, full_network
 
     geo = geometry(cfg)
     clients = tuple(f"c{i}" for i in range(N))
@@ -201,13 +203,14 @@ def test_compressed_rounds_keep_one_structure_and_a_switch_starts_from_their_fun
 
     _strategy(cfg, plan).start(InProcessGrid(make_client_app(cfg), N),
                                state_to_arrays(initial_state(geo, seed=0)), evaluate_fn=evaluate)
-    structures = [compute_structure(geo.arch, seen[r], 0.5) for r in (1, 2, 3)]
-    assert structures[0] == structures[1] == structures[2]
+    structures = [compute_structure(network_layout(geo), seen[r], 0.5) for r in (1, 2, 3)]
+    for other in structures[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(structures[0].keep, other.keep, strict=True))
     x = torch.randn(4, geo.in_channels, geo.image_size, geo.image_size,
                     generator=torch.Generator().manual_seed(0))
-    big = build_model(geo.arch, geo.num_classes, geo.in_channels, geo.image_size)
+    big = full_network(geo)
     set_state(big, seen[3])
-    small = build_pruned_model(geo.arch, structures[2], geo.num_classes, geo.in_channels, geo.image_size)
+    small = build_skeleton(geo, 0.5)
     set_state(small, extract(seen[3], structures[2]))
     with torch.no_grad():
         torch.testing.assert_close(big(x), small(x), rtol=1e-4, atol=1e-5)

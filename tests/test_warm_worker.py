@@ -90,6 +90,15 @@ def _context(node_config: dict) -> Context:
                    run_config={"overrides": OVERRIDES})
 
 
+def _sub(state: dict[str, np.ndarray], compression: float = 0.5) -> dict[str, np.ndarray]:
+    """What a train message carries: the variant's entries sliced from the global state."""
+    from depl_fl.task.pruning import compute_structure, extract
+    from depl_fl.task.subnets import network_layout
+
+    layout = network_layout(geometry(compose_config(OVERRIDES.split())))
+    return extract(state, compute_structure(layout, state, compression))
+
+
 def _content(state: dict[str, np.ndarray], compression: float = 0.5, server_round: int = 2) -> RecordDict:
     return RecordDict({
         "config": ConfigRecord({"server-round": server_round, "compression": compression, "seed": 1}),
@@ -223,9 +232,10 @@ def test_enabled_by_default_only_in_a_flwr_clientapp_process():
 @pytest.mark.parametrize("compression", [0.5, 0.0])
 def test_worker_reply_is_bit_identical_to_in_process(shared_node, global_state, compression):
     context = _context(shared_node)
+    train = _content(_sub(global_state, compression), compression)
     content = _content(global_state, compression)
-    local = HANDLERS["train"](content, context, *run_config_of(context))
-    remote = warm_client.forward("train", content, context)
+    local = HANDLERS["train"](train, context, *run_config_of(context))
+    remote = warm_client.forward("train", train, context)
     assert remote is not None, "the worker did not answer"
     _copy_wall_clock(local, remote)
     _same_records(local, remote)
@@ -238,7 +248,7 @@ def test_handler_error_in_the_worker_is_an_error_reply(shared_node, global_state
     faulty = {**shared_node, "faults-kind": "crash"}
     try:
         with pytest.raises(warm_client.WorkerTaskError, match="InjectedFault"):
-            warm_client.forward("train", _content(global_state), _context(faulty))
+            warm_client.forward("train", _content(_sub(global_state)), _context(faulty))
     finally:
         _kill_workers(faulty)
     # The worker survives its handler's error: it still answers.
@@ -347,7 +357,7 @@ def test_concurrent_messages_of_one_node_start_one_worker(node, global_state, mo
     real_spawn = warm_client.spawn
     monkeypatch.setattr(warm_client, "spawn", lambda *a, **k: spawned.append(1) or real_spawn(*a, **k))
     context = _context(node)
-    contents = [_content(global_state, 0.5, server_round=r) for r in (1, 2, 3)]
+    contents = [_content(_sub(global_state), 0.5, server_round=r) for r in (1, 2, 3)]
     replies: dict[int, RecordDict | None] = {}
 
     def send(i):

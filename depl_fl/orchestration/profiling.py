@@ -162,23 +162,26 @@ class _Pilot:
     def round(self, state: Mapping[str, Any], model: str, server_round: int,
               clients: Sequence[int] | None = None) -> dict[str, Any]:
         from depl_fl.task.local_update import local_update
-        from depl_fl.task.pruning import aggregate_pruned, compute_structure, silence_to_variant
+        from depl_fl.task.pruning import aggregate_pruned, compute_structure, extract, silence_to_variant
+        from depl_fl.task.subnets import network_layout
 
         train = self.cfg["train"]
         compression = self.comp[model]
+        layout = network_layout(self.geometry)
         if compression > 0:  # as the strategy's rounds: the global model becomes the variant
-            state = silence_to_variant(self.geometry.arch, state, compression)
+            state = silence_to_variant(layout, state, compression)
+        structure = compute_structure(layout, state, compression)
+        sub_state = extract(state, structure)
         replies = []
         members = list(range(len(self.parts)) if clients is None else clients)
         self.log.append((model, members))
         for pid in members:
             x, y = self.parts[pid]
-            res = local_update(state, self.geometry, compression, x, y,
+            res = local_update(sub_state, self.geometry, compression, x, y,
                                epochs=int(train["local_epochs"]), lr=float(train["lr"]),
                                batch_size=int(train["batch_size"]),
                                seed=client_seed(self.seed, server_round, pid))
             replies.append((res.kept_state, res.num_examples))
-        structure = compute_structure(self.geometry.arch, state, compression)
         return aggregate_pruned(state, replies, structure)
 
 

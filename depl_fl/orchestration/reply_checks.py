@@ -1,9 +1,11 @@
 """Validation of client training replies before aggregation (pure numpy, no flwr import).
 
 A reply is aggregated only when it carries no error, exactly the expected
-kept-weight names with the expected (pruned) shapes, a real floating dtype
-(no integer, bool, complex or object arrays), only finite values, and a
-positive finite ``num-examples``. Everything else is rejected with a reason.
+sub-network entry names with the expected shapes, the expected kind of dtype
+(a real floating dtype for weights and floating buffers: no bool, complex or
+object arrays; an integer dtype for integer buffers such as BatchNorm's
+``num_batches_tracked``), only finite values, and a positive finite
+``num-examples``. Everything else is rejected with a reason.
 The weight and update-norm bounds follow in :mod:`strategies.robust_aggregation`.
 """
 
@@ -17,10 +19,19 @@ import numpy as np
 WEIGHT_KEY = "num-examples"
 
 
-def array_problem(name: str, arr: np.ndarray, expected: tuple[int, ...]) -> str | None:
-    """Why one received array is unusable: wrong shape, not real floating, NaN/inf (``None``: fine)."""
+def array_problem(name: str, arr: np.ndarray, expected: tuple[int, ...],
+                  integer: bool = False) -> str | None:
+    """Why one received array is unusable: wrong shape or dtype kind, NaN/inf (``None``: fine).
+
+    ``integer`` says the entry is an integer buffer (a counter): it must then
+    have an integer dtype (bool is no counter).
+    """
     if tuple(arr.shape) != expected:
         return f"{name} has shape {tuple(arr.shape)}, expected {expected}"
+    if integer:
+        if not np.issubdtype(arr.dtype, np.integer):
+            return f"{name} has dtype {arr.dtype}, expected an integer buffer"
+        return None
     if not np.issubdtype(arr.dtype, np.floating):
         # integer, bool, complex and object arrays are no model weights
         return f"{name} has dtype {arr.dtype}, expected real floating point"
@@ -30,7 +41,8 @@ def array_problem(name: str, arr: np.ndarray, expected: tuple[int, ...]) -> str 
 
 
 def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, Any] | None,
-                 expected_shapes: Mapping[str, tuple[int, ...]]) -> list[str]:
+                 expected_shapes: Mapping[str, tuple[int, ...]],
+                 integer_entries: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """Problems of one pruned update (empty list = acceptable).
 
     Parameters
@@ -41,6 +53,8 @@ def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, A
         The reply's metrics (must hold a positive finite ``num-examples``).
     expected_shapes : mapping of str to tuple of int
         Names and shapes of the planned sub-network's weights.
+    integer_entries : set of str
+        Entries that are integer buffers in the global state.
 
     Returns
     -------
@@ -58,7 +72,8 @@ def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, A
         if extra:
             problems.append(f"unexpected arrays {extra}")
         for name in sorted(set(state) & set(expected_shapes)):
-            problem = array_problem(name, np.asarray(state[name]), tuple(expected_shapes[name]))
+            problem = array_problem(name, np.asarray(state[name]), tuple(expected_shapes[name]),
+                                    integer=name in integer_entries)
             if problem is not None:
                 problems.append(problem)
     if metrics is None:
@@ -93,7 +108,8 @@ def unpack_reply(msg: Any) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]
     return state, metrics, None
 
 
-def check_reply(msg: Any, expected_shapes: Mapping[str, tuple[int, ...]]
+def check_reply(msg: Any, expected_shapes: Mapping[str, tuple[int, ...]],
+                integer_entries: frozenset[str] | set[str] = frozenset()
                 ) -> tuple[dict[str, np.ndarray] | None, dict[str, Any] | None, list[str]]:
     """Unpack and check one training reply: ``(state, metrics, problems)``."""
     try:
@@ -102,4 +118,4 @@ def check_reply(msg: Any, expected_shapes: Mapping[str, tuple[int, ...]]
         return None, None, [f"unreadable reply: {type(exc).__name__}: {exc}"]
     if error is not None:
         return None, None, [error]
-    return state, metrics, check_update(state, metrics, expected_shapes)
+    return state, metrics, check_update(state, metrics, expected_shapes, integer_entries)

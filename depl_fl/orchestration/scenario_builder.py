@@ -38,15 +38,49 @@ def cluster_docs(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def model_docs(cfg: Mapping[str, Any], num_classes: int, in_channels: int,
                image_size: int) -> list[dict[str, Any]]:
-    """The configured variants with FLOPs/sample and bytes measured on the real networks."""
-    from depl_fl.task.variants import measure_variant
+    """The configured variants with FLOPs/sample and bytes measured on the sub-networks.
 
-    arch = str(cfg["model"]["arch"])
+    A network that cannot be sliced into its variants is refused here, before
+    any round (one-line ScenarioError, exit status 2).
+    """
+    from depl_fl.task.geometry import TaskGeometry
+
+    geo = TaskGeometry(str(cfg["model"]["arch"]), int(num_classes), int(in_channels), int(image_size))
+    return model_docs_for(cfg, geo)
+
+
+def model_docs_for(cfg: Mapping[str, Any], network: Any) -> list[dict[str, Any]]:
+    """:func:`model_docs` for a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`."""
+    from depl_fl.task.variants import checked_variant_costs
+
+    variants = variant_list(cfg)
+    costs = checked_variant_costs(network, tuple(c for _, c in variants))
     out = []
-    for model_id, compression in variant_list(cfg):
-        cost = measure_variant(arch, compression, num_classes, in_channels, image_size)
+    for model_id, compression in variants:
+        cost = costs[float(compression)]
         out.append({"id": model_id, "compression": compression,
                     "flops_per_sample": cost.train_flops_per_sample, "size_bytes": cost.size_bytes})
+    return out
+
+
+def fill_clusters(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]
+                  ) -> dict[str, dict[str, Any]]:
+    """Properties with an empty ``cluster`` given one by the configured split of partition ids.
+
+    A user's ClientApp without a node config ``cluster=`` reports none
+    (:class:`clients.user_app.DepLClient`); the split follows ``clusters.classes``'
+    fractions over the queried clients in partition-id order, as in simulation.
+    """
+    from depl_fl.runs.runconfig import cluster_assignment
+
+    out = {cid: dict(p) for cid, p in properties.items()}
+    blank = sorted((cid for cid, p in out.items() if not str(p.get("cluster") or "")),
+                   key=lambda cid: int(out[cid].get("partition-id", 0)))
+    if blank:
+        names = cluster_assignment(len(out), cfg["clusters"]["classes"])
+        order = sorted(out, key=lambda cid: int(out[cid].get("partition-id", 0)))
+        for cid in blank:
+            out[cid]["cluster"] = names[order.index(cid)]
     return out
 
 

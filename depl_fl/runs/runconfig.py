@@ -118,7 +118,14 @@ def cluster_assignment(num_partitions: int, classes: Mapping[str, Mapping[str, A
 
 
 def variant_list(cfg: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The configured model variants as ``[(model_id, compression), ...]``."""
+    """The configured model variants as ``[(model_id, compression), ...]``.
+
+    ``model.compressions`` (a list of compression factors), when set, names
+    the variants ``full``, ``p50``, ``p75``... and replaces ``model.variants``.
+    """
+    model = _get(cfg, "model")
+    if isinstance(model, Mapping) and model.get("compressions") is not None:
+        return _compression_variants(model["compressions"])
     raw = _get(cfg, "model.variants")
     if not isinstance(raw, Sequence) or not raw:
         raise ScenarioError("config model.variants: must be a non-empty list of {id, compression}")
@@ -130,6 +137,26 @@ def variant_list(cfg: Mapping[str, Any]) -> list[tuple[str, float]]:
         if not 0.0 <= comp < 1.0:
             raise ScenarioError(f"config model.variants[{i}].compression: must be in [0, 1), got {comp!r}")
         out.append((str(item["id"]), comp))
+    return out
+
+
+def compression_id(compression: float) -> str:
+    """Scenario model id of a compression factor: ``full``, ``p50``, ``p75``, ``p90``..."""
+    return "full" if compression == 0 else f"p{int(round(compression * 100))}"
+
+
+def _compression_variants(raw: Any) -> list[tuple[str, float]]:
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) or not raw:
+        raise ScenarioError(f"config model.compressions: must be a non-empty list of numbers in [0, 1), "
+                            f"got {raw!r}")
+    out: list[tuple[str, float]] = []
+    for i, value in enumerate(raw):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) < 1.0:
+            raise ScenarioError(f"config model.compressions[{i}]: must be a number in [0, 1), got {value!r}")
+        name = compression_id(float(value))
+        if name in {m for m, _ in out}:
+            raise ScenarioError(f"config model.compressions[{i}]: {value!r} repeats variant {name}")
+        out.append((name, float(value)))
     return out
 
 

@@ -1,4 +1,4 @@
-"""One client's local update: prune from the global weights, fine-tune, return kept weights.
+"""One client's local update: rebuild the sub-network, load what the server sent, fine-tune it.
 
 Pure torch + numpy (no flwr): the ClientApp's train handler and the in-process
 pilot federations of :mod:`depl_fl.orchestration.profiling` both call :func:`local_update`,
@@ -14,17 +14,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from depl_fl.task.pruning import build_pruned_model, compute_structure, extract
+from depl_fl.task.geometry import TaskGeometry
 
-
-@dataclass(frozen=True)
-class TaskGeometry:
-    """Architecture and input/output geometry of the global model."""
-
-    arch: str
-    num_classes: int
-    in_channels: int
-    image_size: int
+__all__ = ["LocalResult", "TaskGeometry", "evaluate_state", "evaluate_variant", "initial_state",
+           "local_update", "loss_spread", "variant_model"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +31,7 @@ class LocalResult:
 
 
 def local_update(
-    global_state: Mapping[str, np.ndarray],
+    sub_state: Mapping[str, np.ndarray],
     geometry: TaskGeometry,
     compression: float,
     x: np.ndarray,
@@ -49,16 +42,19 @@ def local_update(
     batch_size: int,
     seed: int,
 ) -> LocalResult:
-    """Prune the global model, fine-tune the sub-network locally, return its weights.
+    """Load the sub-network the server sent, fine-tune it locally, return its entries.
 
     Parameters
     ----------
-    global_state : mapping of str to array
-        Full global weights received from the server.
+    sub_state : mapping of str to array
+        The variant's entries sliced from the global state by the server
+        (named as in the full network; the full state when ``compression`` is 0).
     geometry : TaskGeometry
         Architecture and task geometry.
     compression : float
-        Fraction of channels removed per group (0 = full model, no pruning).
+        Fraction of channels removed per group (0 = full model, no pruning);
+        with ``geometry`` it fixes the sub-network's shapes
+        (:func:`depl_fl.task.subnets.build_skeleton`).
     x, y : numpy.ndarray
         The client's training partition.
     epochs, lr, batch_size : int, float, int
@@ -69,17 +65,20 @@ def local_update(
     Returns
     -------
     LocalResult
-        Kept weights only, named as in the full model (the structure is a
-        deterministic function of ``global_state`` and ``compression``, so the
-        server recomputes it instead of receiving it).
+        The trained sub-network's entries, same names and shapes as
+        ``sub_state`` (the server knows which coordinates it sent).
+
+    Raises
+    ------
+    ValueError
+        When ``sub_state`` does not fit the variant's sub-network.
     """
     from depl_fl.task.models import get_state, set_state
+    from depl_fl.task.subnets import build_skeleton
     from depl_fl.task.training import train_local
 
-    structure = compute_structure(geometry.arch, global_state, compression)
-    model = build_pruned_model(geometry.arch, structure, geometry.num_classes,
-                               geometry.in_channels, geometry.image_size)
-    set_state(model, extract(global_state, structure))
+    model = build_skeleton(geometry, compression)
+    set_state(model, sub_state)
     loss, seconds = train_local(model, x, y, epochs, lr, batch_size, seed)
     return LocalResult(get_state(model), int(len(y)), float(loss), float(seconds))
 
@@ -87,21 +86,17 @@ def local_update(
 def evaluate_state(state: Mapping[str, np.ndarray], geometry: TaskGeometry,
                    x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Cross-entropy loss and accuracy of the full model with weights ``state`` on ``(x, y)``."""
-    from depl_fl.task.models import build_model, set_state
     from depl_fl.task.training import evaluate_model
 
-    model = build_model(geometry.arch, geometry.num_classes, geometry.in_channels,
-                        geometry.image_size)
-    set_state(model, state)
-    return evaluate_model(model, x, y)
+    return evaluate_model(variant_model(state, geometry, 0.0), x, y)
 
 
 def initial_state(geometry: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
     """Seeded initial weights of the full global model."""
-    from depl_fl.task.models import build_model, get_state
+    from depl_fl.task.models import get_state
+    from depl_fl.task.subnets import full_network
 
-    return get_state(build_model(geometry.arch, geometry.num_classes, geometry.in_channels,
-                                 geometry.image_size, seed=seed))
+    return get_state(full_network(geometry, seed=seed))
 
 
 def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
@@ -119,16 +114,15 @@ def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, co
 
 def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
     """The network of variant ``compression`` with its weights pruned from ``state``."""
-    from depl_fl.task.models import build_model, set_state
+    from depl_fl.task.models import set_state
+    from depl_fl.task.slicing import extract
+    from depl_fl.task.subnets import build_skeleton, network_layout
 
+    model = build_skeleton(geometry, compression)
     if compression == 0.0:
-        model = build_model(geometry.arch, geometry.num_classes, geometry.in_channels, geometry.image_size)
         set_state(model, state)
         return model
-    structure = compute_structure(geometry.arch, state, compression)
-    model = build_pruned_model(geometry.arch, structure, geometry.num_classes,
-                               geometry.in_channels, geometry.image_size)
-    set_state(model, extract(state, structure))
+    set_state(model, extract(state, network_layout(geometry).structure(state, compression)))
     return model
 
 

@@ -1,24 +1,28 @@
 """Cost of a model variant (full or compressed) for the scenario's ``models``.
 
-FLOPs are counted, not timed: forward hooks on every ``Conv2d``/``Linear``
-count multiply-accumulates (MACs) on one dummy sample; ``FLOPs = 2 * MACs``
-(bias adds, ReLU and pooling are ignored, < 1 % here). One training step costs
-about 3x the forward pass (forward + gradient w.r.t. activations + gradient
-w.r.t. weights, each about one forward), so ``train_flops_per_sample = 3 * 2 *
-MACs``. The size is the float32 byte count of the pruned state, i.e. what one
+Measured on the sub-network itself (:func:`depl_fl.task.subnets.build_skeleton`),
+whatever the network. FLOPs are counted, not timed: forward hooks on every
+convolution and linear layer count multiply-accumulates (MACs) on one dummy
+sample; ``FLOPs = 2 * MACs`` (bias adds, BatchNorm, activations, residual adds
+and pooling are ignored: a few percent at most). One training step costs about
+3x the forward pass (forward + gradient w.r.t. activations + gradient w.r.t.
+weights, each about one forward), so ``train_flops_per_sample = 3 * 2 * MACs``.
+The size is the byte count of the sub-network's state entries at their own
+dtypes (parameters and buffers: exactly the arrays a train message and its
+reply carry, without the few hundred bytes of array headers), i.e. what one
 transfer (download or upload) of the model moves.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from depl_fl.task.archs import arch_spec
-from depl_fl.task.models import build_model
-from depl_fl.task.pruning import kept_width
+from depl_fl.task.geometry import TaskGeometry
 
 TRAIN_TO_FORWARD = 3.0
 """Training FLOPs per sample relative to one forward pass."""
@@ -33,28 +37,28 @@ class VariantCost:
     params: int
 
 
-def variant_widths(arch: str, compression: float) -> tuple[int, ...]:
-    """Group widths of ``arch`` after removing ``compression`` of every group."""
-    return tuple(kept_width(w, compression) for w in arch_spec(arch).default_widths)
-
-
 def forward_macs(model: nn.Module, in_channels: int, image_size: int) -> int:
-    """Multiply-accumulates of one forward pass of one sample through ``model``."""
+    """Multiply-accumulates of one forward pass of one ``C x S x S`` sample through ``model``."""
+    return sample_macs(model, (in_channels, image_size, image_size))
+
+
+def sample_macs(model: nn.Module, sample_shape: tuple[int, ...]) -> int:
+    """Multiply-accumulates of one forward pass of one sample of ``sample_shape`` through ``model``."""
     total = 0
 
     def hook(module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
         nonlocal total
-        if isinstance(module, nn.Conv2d):
-            per_output = (module.in_channels // module.groups) * module.kernel_size[0] * module.kernel_size[1]
+        if isinstance(module, nn.modules.conv._ConvNd):
+            per_output = (module.in_channels // module.groups) * int(torch.tensor(module.kernel_size).prod())
             total += output[0].numel() * per_output
         else:
             total += module.in_features * module.out_features
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, (nn.Conv2d, nn.Linear))]
+               if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear))]
     try:
         with torch.no_grad():
-            model(torch.zeros(1, in_channels, image_size, image_size))
+            model(torch.zeros(1, *sample_shape))
     finally:
         for h in handles:
             h.remove()
@@ -73,7 +77,7 @@ def measure_variant(
     Parameters
     ----------
     arch : str
-        Architecture name.
+        Built-in architecture or factory ``PKG.MODULE:NAME``.
     compression : float
         Fraction of channels removed per prunable group (0 = full model).
     num_classes, in_channels, image_size : int
@@ -82,19 +86,45 @@ def measure_variant(
     Returns
     -------
     VariantCost
-        ``train_flops_per_sample = 3 * 2 * forward MACs``, ``size_bytes = 4 *
-        params`` (float32). Channel choice does not change the counts, so an
-        untrained model with the pruned widths is measured.
+        ``train_flops_per_sample = 3 * 2 * forward MACs`` and ``size_bytes``
+        (all state entries at their dtypes) of the sub-network. Channel choice
+        does not change the counts, so the skeleton is measured.
     """
-    model = build_model(arch, num_classes, in_channels, image_size,
-                        widths=variant_widths(arch, compression), seed=0)
-    macs = forward_macs(model, in_channels, image_size)
+    geo = TaskGeometry(arch, int(num_classes), int(in_channels), int(image_size))
+    return network_variant_cost(geo, float(compression))
+
+
+def network_variant_cost(net: Any, compression: float) -> VariantCost:
+    """:func:`measure_variant` for a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`."""
+    from depl_fl.task.subnets import cached_skeleton, input_shape_of, network_layout, one_thread
+
+    model = cached_skeleton(net, float(compression))  # read only: its forward is all that is counted
+    try:
+        with one_thread():
+            macs = sample_macs(model.eval(), input_shape_of(net))
+    finally:
+        model.train()
     params = sum(p.numel() for p in model.parameters())
     return VariantCost(
         train_flops_per_sample=float(TRAIN_TO_FORWARD * 2 * macs),
-        size_bytes=float(4 * params),
+        size_bytes=float(network_layout(net).size_bytes(float(compression))),
         params=int(params),
     )
+
+
+@functools.lru_cache(maxsize=16)
+def checked_variant_costs(net: Any, compressions: tuple[float, ...]) -> dict[float, VariantCost]:
+    """Costs of every variant, after refusing a network whose variants are not its sub-networks.
+
+    ``net`` is a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`.
+    The job's one-time derivation (torch-pruning's graph, the layout, one
+    skeleton per variant and the forward check of
+    :func:`depl_fl.task.subnets.check_variants`); cached per process.
+    """
+    from depl_fl.task.subnets import check_variants, network_layout
+
+    check_variants(net, network_layout(net), tuple(float(c) for c in compressions))
+    return {float(c): network_variant_cost(net, float(c)) for c in compressions}
 
 
 def model_id(compression: float) -> str:

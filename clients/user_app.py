@@ -1,0 +1,73 @@
+"""DepL inside a user's own Flower ClientApp: answer DepL's messages with the user's ``train``.
+
+A ClientApp of Flower's quickstart shape hands DepL's QUERY and TRAIN
+messages to a :class:`DepLClient` with its own data loader::
+
+    depl = DepLClient(UserNetwork(Net, (3, 32, 32)), train)
+
+    @app.query()
+    def query(msg, context):
+        return depl.query(msg, context, load_data(context)[0])
+
+    @app.train()
+    def train_(msg, context):
+        return depl.train(msg, context, load_data(context)[0])
+
+QUERY is answered with the node's ``partition-id``, ``num-samples`` (the
+loader's samples) and ``cluster`` (node config ``cluster=``, else empty: the
+server then assigns one from its configured node classes). TRAIN carries the
+planned variant's entries only; the helper rebuilds that sub-network, loads
+them, runs the user's ``train(net, trainloader, epochs, device)`` and replies
+with the trained entries and ``num-examples``, ``train-loss``, ``train-time-s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+
+from depl_fl.task.subnets import UserNetwork
+from depl_fl.task.user_update import TrainFn, sample_count, user_local_update
+
+
+class DepLClient:
+    """Answers DepL's messages on a node with the user's network, ``train`` function and data.
+
+    Parameters
+    ----------
+    network : UserNetwork
+        The same network description as the server's (same builder, same input shape).
+    train : callable
+        ``train(net, trainloader, epochs, device)``; may return the mean train loss.
+    device : str
+        Torch device for training.
+    """
+
+    def __init__(self, network: UserNetwork, train: TrainFn, device: str = "cpu") -> None:
+        self.network = network
+        self.train_fn = train
+        self.device = device
+
+    def query(self, msg: Message, context: Context, trainloader: Any) -> Message:
+        """This node's properties: partition id, number of samples, cluster."""
+        props = {"partition-id": int(context.node_config.get("partition-id", 0)),
+                 "num-samples": sample_count(trainloader),
+                 "cluster": str(context.node_config.get("cluster", ""))}
+        return Message(RecordDict({"properties": ConfigRecord(props)}), reply_to=msg)
+
+    def train(self, msg: Message, context: Context, trainloader: Any) -> Message:
+        """Train the received sub-network with the user's ``train``; reply with its trained entries."""
+        import torch
+
+        torch.set_num_threads(1)
+        conf = msg.content["config"]
+        sub_state = {name: arr.numpy() for name, arr in msg.content["arrays"].items()}
+        result = user_local_update(self.network, sub_state, float(conf.get("compression", 0.0)),
+                                   self.train_fn, trainloader, int(conf.get("local-epochs", 1)), self.device)
+        arrays = ArrayRecord({k: Array(np.require(v, requirements="C"))
+                              for k, v in result.kept_state.items()})
+        metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.train_loss,
+                                "train-time-s": result.train_time_s})
+        return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)

@@ -1,0 +1,85 @@
+"""The global network of a job: a built-in model or a user's factory ``PKG.MODULE:NAME``.
+
+``model.arch`` names a built-in network (:data:`depl_fl.task.models.ARCHS`);
+with ``model=custom`` it is the factory ``PKG.MODULE:NAME`` itself, a
+callable ``NAME(num_classes=K, in_channels=C)`` that returns an
+``nn.Module`` for the dataset's ``C x S x S`` images. The factory must be
+importable wherever the job runs (the server and every node).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from torch import nn
+
+from depl_fl.errors import ScenarioError
+from depl_fl.task.models import ARCHS, build_model
+
+
+def is_factory(arch: str) -> bool:
+    """True when ``arch`` names a factory ``PKG.MODULE:NAME`` rather than a built-in network."""
+    return ":" in str(arch)
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """The callable named by ``PKG.MODULE:NAME`` (one-line ScenarioError when it cannot be found)."""
+    module_name, _, attr = str(spec).partition(":")
+    if not module_name or not attr:
+        raise ScenarioError(f"model.factory {spec!r}: expected PKG.MODULE:NAME")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure of user code is a configuration error
+        raise ScenarioError(f"model.factory {spec!r}: cannot import {module_name} "
+                            f"({type(exc).__name__}: {exc})") from None
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise ScenarioError(f"model.factory {spec!r}: {module_name} has no attribute {attr}")
+    if not callable(target):
+        raise ScenarioError(f"model.factory {spec!r}: {attr} is not callable")
+    return target
+
+
+def build_network(arch: str, num_classes: int, in_channels: int, image_size: int,
+                  seed: int | None = None) -> nn.Module:
+    """Build the full network of ``arch`` (built-in name or factory), optionally seeded.
+
+    Parameters
+    ----------
+    arch : str
+        A built-in architecture or ``PKG.MODULE:NAME``.
+    num_classes, in_channels, image_size : int
+        Task geometry (the factory receives the first two).
+    seed : int, optional
+        Draw the initial weights from this seed without touching torch's global state.
+
+    Raises
+    ------
+    ScenarioError
+        Unknown architecture, a factory that cannot be imported, raises or
+        returns something other than an ``nn.Module``.
+    """
+    import torch
+
+    if arch in (None, "", "None"):
+        raise ScenarioError("model.factory: model=custom needs model.factory=PKG.MODULE:NAME, a callable "
+                            "NAME(num_classes=K, in_channels=C) returning an nn.Module")
+    if not is_factory(arch):
+        if arch not in ARCHS:
+            raise ScenarioError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)} "
+                                "or model=custom model.factory=PKG.MODULE:NAME")
+        return build_model(arch, num_classes, in_channels, image_size, seed=seed)
+    factory = load_factory(arch)
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(int(seed))
+        try:
+            net = factory(num_classes=int(num_classes), in_channels=int(in_channels))
+        except Exception as exc:  # user code: report it in one line
+            raise ScenarioError(f"model.factory {arch!r} failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(net, nn.Module):
+        raise ScenarioError(f"model.factory {arch!r} returned {type(net).__name__}, not a torch nn.Module")
+    return net

@@ -1,0 +1,441 @@
+"""Sub-networks of any ``nn.Module``, derived with torch-pruning's dependency graph.
+
+From a network and an example input, :func:`derive_layout` finds the coupled
+channel groups (``torch_pruning.DependencyGraph.get_all_groups``: channels
+tied through residual adds, BatchNorm, depthwise and grouped convolutions,
+flatten and concatenation; the output layer stays whole) and, for every
+state entry, which coordinates belong to which channel
+(:class:`depl_fl.task.slicing.SubnetLayout`). The owner of a coordinate is
+read from the group's ``root_idxs``; which entries and dimensions a pruning
+function removes is observed, not assumed: each group member is pruned once
+on a copy whose entries hold their own flat positions, and the survivors
+show the dimension (a pruning function that does not remove whole slices is
+refused, naming the layer).
+
+:func:`build_skeleton` makes the sub-network itself (really fewer channels):
+the network pruned by torch-pruning to the variant's channel counts. Its
+shapes depend on the counts only, so a client rebuilds it from the factory
+and the compression and loads the entries it receives.
+:func:`check_variants` proves, once per job, that the skeleton loaded with the
+extracted entries computes exactly what the full network computes with the
+dropped channels silenced; a forward that hard-codes a size (Flower's
+quickstart ``Net``: ``x.view(-1, 16 * 5 * 5)``) fails it and is refused in one
+line naming the layer whose channels it cannot lose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from depl_fl.errors import ScenarioError
+from depl_fl.task.geometry import TaskGeometry
+from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
+
+#: Layer types whose output channels root a pruning group.
+ROOT_TYPES = (nn.modules.conv._ConvNd, nn.Linear)
+
+
+def _tp() -> Any:
+    import torch_pruning
+
+    return torch_pruning
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch single-threaded inside the block (tracing small batches gains nothing from threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def example_input(in_channels: int, image_size: int, batch: int = 1) -> torch.Tensor:
+    """A deterministic example batch ``(batch, C, S, S)`` for tracing and checks."""
+    return example_batch((in_channels, image_size, image_size), batch)
+
+
+def example_batch(sample_shape: tuple[int, ...], batch: int = 1) -> torch.Tensor:
+    """A deterministic example batch of ``batch`` samples of ``sample_shape``."""
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(batch, *sample_shape, generator=gen)
+
+
+def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
+    """The layer producing the network's output (the last convolution or linear layer run)."""
+    ran: list[tuple[nn.Module, torch.Tensor]] = []
+
+    def hook(module: nn.Module, _inputs: Any, output: Any) -> None:
+        ran.append((module, output))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, ROOT_TYPES)]
+    try:
+        with torch.no_grad():
+            out = model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    if not ran:
+        raise ScenarioError(f"model {type(model).__name__}: no convolution or linear layer to prune")
+    for module, produced in reversed(ran):
+        if produced is out:
+            return module
+    return ran[-1][0]
+
+
+def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
+    try:
+        return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
+    except Exception as exc:  # a network torch-pruning cannot trace
+        raise ScenarioError(f"model {type(model).__name__}: torch-pruning cannot trace it "
+                            f"({_first_line(exc)})") from None
+
+
+def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
+    """The dependency graph and its prunable groups (output layer ignored, width >= 2)."""
+    dg = _dependency_graph(model, x)
+    out = output_layer(model, x)
+    groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
+              if len(g[0].idxs) >= 2]
+    return dg, groups
+
+
+def _own_entries(module: nn.Module) -> dict[str, torch.Tensor]:
+    entries = dict(module.named_parameters(recurse=False))
+    entries.update(dict(module.named_buffers(recurse=False)))
+    return entries
+
+
+def _probe(module: nn.Module, handler: Any, idxs: list[int], name: str) -> list[tuple[str, int]]:
+    """Entries and dimensions ``handler`` removes from ``module``, with coordinate == index.
+
+    Raises
+    ------
+    ScenarioError
+        When the pruning function removes anything but whole slices ``idxs``
+        along one dimension per entry.
+    """
+    probe = copy.deepcopy(module)
+    before = {}
+    with torch.no_grad():
+        for key, tensor in _own_entries(probe).items():
+            if tensor.is_floating_point():
+                before[key] = tuple(tensor.shape)
+                tensor.data = torch.arange(tensor.numel(), dtype=torch.float64).reshape(tensor.shape)
+    drop = sorted(set(idxs))[::2]
+    handler(probe, drop)
+    found = []
+    after = _own_entries(probe)
+    for key, shape in before.items():
+        new = after[key]
+        changed = [d for d, (a, b) in enumerate(zip(shape, new.shape, strict=True)) if a != b]
+        if not changed:
+            continue
+        ids = new.detach().numpy().astype(np.int64).ravel()
+        strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1]
+        d = changed[0]
+        coords = np.unique((ids // strides[d]) % shape[d])
+        expected = np.setdiff1d(np.arange(shape[d]), drop)
+        regular = (len(changed) == 1 and np.array_equal(coords, expected)
+                   and ids.size * shape[d] == int(np.prod(shape)) * len(expected))
+        if not regular:
+            raise ScenarioError(f"layer {name!r} ({type(module).__name__}): torch-pruning's "
+                                f"{getattr(handler, '__name__', handler)} does not remove whole slices "
+                                f"of {key}; this layer cannot be sliced into sub-networks")
+        found.append((key, d))
+    return found
+
+
+def _probe_key(module: nn.Module, handler: Any) -> tuple[Any, ...]:
+    """What a probe's outcome depends on: layer type, pruning function, grouping and entry ranks.
+
+    Probing one layer per key keeps the derivation fast on deep networks.
+    """
+    groups = getattr(module, "groups", 1)
+    grouping = "depthwise" if groups > 1 and groups == getattr(module, "out_channels", None) else groups
+    entries = tuple((k, v.dim()) for k, v in _own_entries(module).items())
+    return (type(module), getattr(handler, "__name__", str(handler)), grouping, entries)
+
+
+def _root_name(dg: Any, group: Any, names: dict[nn.Module, str], order: dict[str, int]) -> str:
+    """The group's first layer (in module order) whose output channels it prunes."""
+    producers = [names[item.dep.target.module] for item in group.items
+                 if item.dep.target.module in names and dg.is_out_channel_pruning_fn(item.dep.handler)]
+    return min(producers, key=order.__getitem__) if producers else names[group[0].dep.target.module]
+
+
+def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
+    """The channel groups and per-coordinate owners of every entry of ``model``'s state.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The full network (left unchanged).
+    x : torch.Tensor
+        An example input batch.
+
+    Returns
+    -------
+    SubnetLayout
+        Groups in torch-pruning's order (deterministic for a given network).
+
+    Raises
+    ------
+    ScenarioError
+        The network cannot be traced or a layer cannot be sliced (one line).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        dg, groups = _groups(model, x)
+    finally:
+        model.train(was_training)
+    names = {module: name for name, module in model.named_modules()}
+    order = {name: i for i, name in enumerate(names.values())}
+    # Groups in network order, each named by its first producing layer (readable, deterministic).
+    groups = sorted(groups, key=lambda g: order[_root_name(dg, g, names, order)])
+    state = model.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    dtypes = {k: str(v.detach().cpu().numpy().dtype) for k, v in state.items()}
+    owners: dict[tuple[str, int], np.ndarray] = {}
+    reads: dict[tuple[str, int], bool] = {}
+    out_groups, offset = [], 0
+    probed: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
+    for group in groups:
+        root = _root_name(dg, group, names, order)
+        width = len(group[0].idxs)
+        for item in group.items:
+            module = item.dep.target.module
+            if not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
+                continue  # an operation (add, concat, flatten) or a parameter-free layer
+            name, handler = names[module], item.dep.handler
+            key = _probe_key(module, handler)
+            if key not in probed:
+                probed[key] = _probe(module, handler, list(item.idxs), name)
+            is_reader = bool(dg.is_in_channel_pruning_fn(handler))
+            for entry, dim in probed[key]:
+                full = f"{name}.{entry}" if name else entry
+                owner = owners.setdefault((full, dim), np.full(shapes[full][dim], -1, dtype=np.int64))
+                ids = offset + np.asarray(item.root_idxs, dtype=np.int64)
+                where = np.asarray(item.idxs, dtype=np.int64)
+                clash = (owner[where] >= 0) & (owner[where] != ids)
+                if np.any(clash):
+                    raise ScenarioError(f"layer {name!r}: {entry} dimension {dim} is shared by two "
+                                        "channel groups in a way DepL cannot slice")
+                owner[where] = ids
+                reads[(full, dim)] = reads.get((full, dim), False) or is_reader
+        out_groups.append(ChannelGroup(root, width, offset))
+        offset += width
+    axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
+                 for (entry, dim), owner in sorted(owners.items()))
+    return SubnetLayout(shapes, dtypes, tuple(out_groups), axes)
+
+
+@dataclass(frozen=True)
+class UserNetwork:
+    """A user's network for DepL: a callable building the full network and one input sample's shape.
+
+    Attributes
+    ----------
+    build : callable
+        ``build()`` returns the full ``nn.Module`` (e.g. the class ``Net`` of
+        Flower's quickstart ``task.py``); its initial weights do not matter.
+    input_shape : tuple of int
+        Shape of one input sample, e.g. ``(3, 32, 32)``.
+    name : str
+        The network's name in messages.
+    """
+
+    build: Callable[[], nn.Module]
+    input_shape: tuple[int, ...]
+    name: str = "network"
+
+
+#: What a network is built from: a job's task geometry or a user's network.
+Network = TaskGeometry | UserNetwork
+
+
+def input_shape_of(net: Network) -> tuple[int, ...]:
+    if isinstance(net, UserNetwork):
+        return tuple(int(d) for d in net.input_shape)
+    return (net.in_channels, net.image_size, net.image_size)
+
+
+def network_name(net: Network) -> str:
+    """The network's name in messages and logs."""
+    return _name(net)
+
+
+def _name(net: Network) -> str:
+    return net.name if isinstance(net, UserNetwork) else net.arch
+
+
+def full_network(net: Network, seed: int | None = None) -> nn.Module:
+    """The full network of a task geometry or a user's network (seeded when ``seed`` is given)."""
+    if isinstance(net, UserNetwork):
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            model = net.build()
+        if not isinstance(model, nn.Module):
+            raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
+        return model
+    from depl_fl.task.factory import build_network
+
+    return build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
+
+
+@functools.lru_cache(maxsize=16)
+def _base(net: Network) -> nn.Module:
+    """The full network built once per process (seed 0); copies serve every later use."""
+    return full_network(net, seed=0)
+
+
+#: Sub-networks per (network, compression), built once per process.
+_SKELETONS: dict[tuple[Network, float], nn.Module] = {}
+
+
+def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
+    """Build the sub-networks of ``compressions`` with one dependency graph (nested channel counts).
+
+    Pruning from the least to the most compressed variant on one traced copy
+    costs one trace for all of them.
+    """
+    todo = sorted({float(c) for c in compressions if c > 0 and (net, float(c)) not in _SKELETONS})
+    if not todo:
+        return
+    model = copy.deepcopy(_base(net))
+    with one_thread():
+        model.eval()
+        dg, groups = _groups(model, example_batch(input_shape_of(net)))
+        names = {module: name for name, module in model.named_modules()}
+        modules = dict(model.named_modules())
+        roots = [(names[g[0].dep.target.module], g[0].dep.handler, len(g[0].idxs)) for g in groups]
+        current = {root: width for root, _, width in roots}
+        for compression in todo:
+            for root, handler, width in roots:
+                k = kept_width(width, compression)
+                if k < current[root]:
+                    dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
+                    current[root] = k
+            _SKELETONS[(net, compression)] = copy.deepcopy(model).train()
+
+
+def _skeleton(net: Network, compression: float) -> nn.Module:
+    if compression <= 0:
+        return _base(net)
+    if (net, compression) not in _SKELETONS:
+        prepare_skeletons(net, (compression,))
+    return _SKELETONS[(net, compression)]
+
+
+def cached_skeleton(net: Network, compression: float) -> nn.Module:
+    """The cached sub-network itself (weights arbitrary); callers must not keep what they load into it."""
+    return _skeleton(net, float(compression))
+
+
+def build_skeleton(net: Network, compression: float) -> nn.Module:
+    """A fresh copy of the sub-network of variant ``compression`` (cached per process; weights arbitrary)."""
+    return copy.deepcopy(_skeleton(net, float(compression)))
+
+
+@functools.lru_cache(maxsize=16)
+def network_layout(net: Network) -> SubnetLayout:
+    """The layout of the network's state (cached per process: derived once per job)."""
+    with one_thread():
+        return derive_layout(_base(net), example_batch(input_shape_of(net)))
+
+
+def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
+                   seed: int = 0) -> None:
+    """Refuse, in one line, a network whose variants are not its silenced sub-networks.
+
+    For every compression, the skeleton loaded with the entries extracted from
+    a seeded full state must have the extracted shapes and compute the full
+    network's output with the dropped channels silenced (evaluation mode,
+    example input).
+
+    Raises
+    ------
+    ScenarioError
+        Naming the layer whose output channels the network cannot lose.
+    """
+    prepare_skeletons(geo, tuple(compressions))
+    with one_thread():
+        _check_variants(geo, layout, compressions, seed)
+
+
+def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
+                    seed: int) -> None:
+    probe = (copy.deepcopy(_base(geo)) if seed == 0 else full_network(geo, seed=seed)).eval()
+    state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
+    x = example_batch(input_shape_of(geo))
+    for compression in compressions:
+        if compression <= 0:
+            continue
+        structure = layout.structure(state, compression)
+        sub = _skeleton(geo, float(compression))  # the cached skeleton: its weights are arbitrary
+        try:
+            _load(sub, extract(state, structure))
+            with torch.no_grad():
+                got = sub.eval()(x)
+            _load(probe, silence(state, layout, structure))
+            with torch.no_grad():
+                want = probe(x)
+            ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+            problem = None if ok else "its sub-network computes another function than the silenced network"
+        except Exception as exc:  # the pruned forward itself fails
+            problem = _first_line(exc)
+        finally:
+            sub.train()
+        if problem is not None:
+            layer = _breaking_layer(geo, layout) or "?"
+            raise ScenarioError(
+                f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
+                f"{layer!r} loses output channels ({problem}); compute sizes from the tensor "
+                "(e.g. torch.flatten(x, 1)) instead of hard-coding them")
+
+
+def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
+    """The root of the first group whose pruning alone breaks the forward."""
+    x = example_batch(input_shape_of(geo))
+    for group in layout.groups:
+        net = copy.deepcopy(_base(geo)).eval()
+        dg, groups = _groups(net, x)
+        names = {module: name for name, module in net.named_modules()}
+        order = {name: i for i, name in enumerate(names.values())}
+        match = [g for g in groups if _root_name(dg, g, names, order) == group.root]
+        if not match:
+            continue
+        g = match[0]
+        dg.get_pruning_group(g[0].dep.target.module, g[0].dep.handler, [group.width - 1]).prune()
+        try:
+            with torch.no_grad():
+                out = net(x)
+            if out.shape[0] != x.shape[0]:
+                return group.root
+        except Exception:  # this group's pruning breaks the forward
+            return group.root
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _load(model: nn.Module, state: dict[str, np.ndarray]) -> None:
+    from depl_fl.task.models import set_state
+
+    set_state(model, state)

@@ -1,0 +1,106 @@
+"""A user's own training and test functions on DepL's sub-networks (torch, no flwr).
+
+Flower's quickstart apps train with ``train(net, trainloader, epochs, device)``
+and test with ``test(net, testloader, device) -> (loss, accuracy)``. DepL
+hands them the variant's sub-network (really fewer channels, rebuilt from the
+user's network and the compression, :func:`depl_fl.task.subnets.build_skeleton`)
+loaded with the entries the server sent; the trained entries go back. The loss
+DepL plans on is whatever ``test`` returns (cross-entropy in the quickstart;
+targets are then in its units).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from depl_fl.task.local_update import LocalResult
+
+#: ``train(net, trainloader, epochs, device)``: trains ``net`` in place; may return the mean train loss.
+TrainFn = Callable[[nn.Module, Any, int, str], Any]
+#: ``test(net, testloader, device) -> (loss, accuracy)``.
+TestFn = Callable[[nn.Module, Any, str], tuple[float, float]]
+
+
+def sample_count(loader: Any) -> int:
+    """Number of samples a data loader yields per epoch (``len(loader.dataset)`` when it has one)."""
+    dataset = getattr(loader, "dataset", None)
+    if dataset is not None and hasattr(dataset, "__len__"):
+        return int(len(dataset))
+    return int(sum(len(batch[0]) if isinstance(batch, (tuple, list)) else len(next(iter(batch.values())))
+                   for batch in loader))
+
+
+def _as_loss(value: Any) -> float:
+    try:
+        loss = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return loss if math.isfinite(loss) else float("nan")
+
+
+def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compression: float,
+                      train: TrainFn, trainloader: Any, epochs: int, device: str = "cpu") -> LocalResult:
+    """Load the received sub-network, run the user's ``train`` on it, return its trained entries.
+
+    Parameters
+    ----------
+    network : UserNetwork or TaskGeometry
+        What builds the full network (:class:`depl_fl.task.subnets.UserNetwork`).
+    sub_state : mapping of str to array
+        The variant's entries as the server sent them.
+    compression : float
+        The variant (with ``network`` it fixes the sub-network's shapes).
+    train : callable
+        The user's ``train(net, trainloader, epochs, device)``.
+    trainloader : object
+        The node's training data loader.
+    epochs : int
+        Local epochs (from the server's message).
+    device : str
+        Torch device for training.
+
+    Returns
+    -------
+    LocalResult
+        The trained entries (same names and shapes as ``sub_state``), the
+        number of samples, the train loss ``train`` returned (NaN if none) and
+        the wall time.
+    """
+    from depl_fl.task.models import get_state, set_state
+    from depl_fl.task.subnets import build_skeleton
+
+    net = build_skeleton(network, float(compression))
+    set_state(net, sub_state)
+    net.to(device)
+    start = time.perf_counter()
+    loss = train(net, trainloader, int(epochs), device)
+    seconds = time.perf_counter() - start
+    return LocalResult(get_state(net.cpu()), sample_count(trainloader), _as_loss(loss), float(seconds))
+
+
+def variant_network(network: Any, state: Mapping[str, np.ndarray], compression: float) -> nn.Module:
+    """The sub-network of variant ``compression`` with its entries sliced from the full ``state``."""
+    from depl_fl.task.models import set_state
+    from depl_fl.task.slicing import extract
+    from depl_fl.task.subnets import build_skeleton, network_layout
+
+    net = build_skeleton(network, float(compression))
+    if compression <= 0:
+        set_state(net, state)
+    else:
+        set_state(net, extract(state, network_layout(network).structure(state, float(compression))))
+    return net
+
+
+def user_evaluate(network: Any, state: Mapping[str, np.ndarray], compression: float, test: TestFn,
+                  testloader: Any, device: str = "cpu") -> tuple[float, float]:
+    """The user's ``test`` on the variant ``compression`` of the global ``state``: ``(loss, accuracy)``."""
+    net = variant_network(network, state, compression).to(device)
+    loss, accuracy = test(net, testloader, device)
+    return float(loss), float(accuracy)

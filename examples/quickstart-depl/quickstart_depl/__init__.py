@@ -1,0 +1,1 @@
+"""quickstart-depl: Flower's quickstart-pytorch with DepL planning, compressing and tracking."""

@@ -1,0 +1,87 @@
+"""DepL inside a user's own Flower ServerApp: a DepLStrategy for the user's network and ``test``.
+
+The user's ServerApp builds the strategy for its network and calls ``start``::
+
+    network = UserNetwork(Net, (3, 32, 32), "Net")
+    strategy = depl_strategy(network, num_clients=2, compressions=(0.0, 0.5),
+                             overrides=["target.loss=1.0", "target.prob=0.8"])
+    result = strategy.start(grid, initial_arrays(network),
+                            evaluate_fn=evaluate_fn(network, test, testloader))
+
+Everything else comes from DepL's configuration (``conf/``: node classes,
+targets, planner, the exploration that measures the loss profile), changed
+by Hydra-style ``overrides``. The variants are derived from the network
+(:mod:`depl_fl.task.subnets`); a network that cannot be pruned structurally
+is refused before the first round. The loss DepL plans on is the loss the
+user's ``test`` returns on the server's test loader (the variant trained in
+the round is evaluated, as in DepL's own jobs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flwr.app import ArrayRecord, MetricRecord
+
+from depl_fl.task.subnets import UserNetwork
+from depl_fl.task.user_update import TestFn, user_evaluate
+from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
+
+__all__ = ["UserNetwork", "depl_config", "depl_strategy", "evaluate_fn", "initial_arrays"]
+
+
+def depl_config(num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
+                overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """DepL's composed configuration for a user's app (validated; one-line errors)."""
+    from depl_fl.runs.runconfig import compose_config
+
+    values = ", ".join(repr(float(c)) for c in compressions)
+    return compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]",
+                           *overrides])
+
+
+def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
+                  overrides: Sequence[str] = ()) -> DepLStrategy:
+    """A :class:`DepLStrategy` for the user's network.
+
+    Parameters
+    ----------
+    network : UserNetwork
+        The network builder and one input sample's shape.
+    num_clients : int
+        Nodes to wait for before planning.
+    compressions : sequence of float
+        The variants (fraction of channels removed; 0 is the full network).
+    overrides : sequence of str
+        Hydra overrides of DepL's configuration (``target.loss=...``,
+        ``target.prob=...``, ``target.deadline_s=...``, ``clusters=...``).
+
+    Raises
+    ------
+    depl_fl.errors.ScenarioError
+        A bad override, or a network that cannot be pruned structurally (one line).
+    """
+    from strategies.server_app import build_strategy
+
+    return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+
+
+def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:
+    """The full network's seeded initial state as an ArrayRecord."""
+    from depl_fl.task.models import get_state
+    from depl_fl.task.subnets import full_network
+
+    return state_to_arrays(get_state(full_network(network, seed=seed)))
+
+
+def evaluate_fn(network: UserNetwork, test: TestFn, testloader: Any,
+                device: str = "cpu") -> Callable[[int, ArrayRecord, float], MetricRecord]:
+    """``evaluate_fn(server_round, arrays, compression)`` running the user's ``test`` on that variant."""
+
+    def evaluate(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
+        loss, accuracy = user_evaluate(network, arrays_to_state(arrays), float(compression), test,
+                                       testloader, device)
+        return MetricRecord({"loss": loss, "accuracy": accuracy})
+
+    return evaluate

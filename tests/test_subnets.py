@@ -1,0 +1,266 @@
+"""Variants of any network: slicing and scattering are exact, sub-networks are the silenced network.
+
+Networks a user brings (tests/user_nets.py: ResNet- and MobileNetV2-style with
+BatchNorm and residual adds, a concatenation, a plain MLP) and the built-in ones
+go through torch-pruning's dependency graph (depl_fl.task.subnets).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from depl_fl.errors import ScenarioError
+from depl_fl.task.geometry import TaskGeometry
+from depl_fl.task.models import get_state, set_state
+from depl_fl.task.slicing import aggregate, extract, npy_bytes, scatter, silence
+from depl_fl.task.subnets import (
+    UserNetwork,
+    build_skeleton,
+    check_variants,
+    derive_layout,
+    example_batch,
+    full_network,
+    network_layout,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+NETS = {
+    "resnet": TaskGeometry("tests.user_nets:resnet_tiny", 10, 3, 16),
+    "mobilenet_v2": TaskGeometry("tests.user_nets:mobilenet_v2_tiny", 10, 3, 16),
+    "mlp": TaskGeometry("tests.user_nets:mlp", 10, 1, 8),
+    "concat": TaskGeometry("tests.user_nets:concat_net", 10, 1, 8),
+    "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
+    "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _trained_like(geo: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
+    """A full state with non-trivial BatchNorm statistics (as after training)."""
+    net = full_network(geo, seed=seed)
+    rng = np.random.default_rng(seed)
+    state = get_state(net)
+    for name, arr in state.items():
+        if name.endswith("running_mean"):
+            state[name] = rng.normal(size=arr.shape).astype(arr.dtype)
+        elif name.endswith("running_var"):
+            state[name] = rng.uniform(0.5, 2.0, size=arr.shape).astype(arr.dtype)
+        elif name.endswith("num_batches_tracked"):
+            state[name] = np.array(7, dtype=arr.dtype)
+        elif name.endswith(".bias") or (name.endswith(".weight") and arr.ndim == 1):
+            state[name] = rng.normal(size=arr.shape).astype(arr.dtype)
+    return state
+
+
+@pytest.mark.parametrize("net", list(NETS))
+@pytest.mark.parametrize("compression", [0.0, 0.5, 0.75])
+def test_extract_then_scatter_restores_the_full_state_exactly(net, compression):
+    geo = NETS[net]
+    full = _trained_like(geo, seed=1)
+    structure = network_layout(geo).structure(full, compression)
+    sub = extract(full, structure)
+    assert {k: v.shape for k, v in sub.items()} == structure.sub_shapes()
+    back = scatter({k: np.zeros_like(v) for k, v in full.items()}, sub, structure)
+    restored = scatter(full, sub, structure)
+    for name, arr in full.items():
+        assert restored[name].dtype == arr.dtype
+        np.testing.assert_array_equal(restored[name], arr)
+    if compression > 0:
+        assert sum(v.size for v in sub.values()) < sum(v.size for v in full.values())
+        assert any(not np.array_equal(back[k], full[k]) for k in full)  # dropped coordinates stay 0
+
+
+@pytest.mark.parametrize("net", list(NETS))
+@pytest.mark.parametrize("compression", [0.5, 0.75])
+def test_subnetwork_computes_the_full_network_with_dropped_channels_silenced(net, compression):
+    geo = NETS[net]
+    full = _trained_like(geo, seed=2)
+    layout = network_layout(geo)
+    structure = layout.structure(full, compression)
+    small = build_skeleton(geo, compression)
+    set_state(small, extract(full, structure))
+    big = full_network(geo)
+    set_state(big, silence(full, layout, structure))
+    plain = full_network(geo)
+    set_state(plain, full)
+    x = example_batch((geo.in_channels, geo.image_size, geo.image_size), batch=4)
+    with torch.no_grad():
+        torch.testing.assert_close(small.eval()(x), big.eval()(x), rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(plain.eval()(x), small(x), atol=1e-4)  # silencing mattered
+    assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in plain.parameters())
+
+
+@pytest.mark.parametrize("net", ["resnet", "mobilenet_v2", "concat"])
+def test_index_sets_are_deterministic_and_follow_the_global_weights(net):
+    geo = NETS[net]
+    layout = network_layout(geo)
+    full = _trained_like(geo, seed=3)
+    shuffled = {k: full[k].copy() for k in reversed(list(full))}
+    a, b = layout.structure(full, 0.5), layout.structure(shuffled, 0.5)
+    for name in a.index:
+        for x, y in zip(a.index[name], b.index[name], strict=True):
+            assert (x is None and y is None) or np.array_equal(x, y)
+    other = layout.structure(_trained_like(geo, seed=4), 0.5)
+    assert any(not np.array_equal(x, y) for x, y in zip(a.keep, other.keep, strict=True))
+    # A fresh derivation (another network instance) gives the same owners.
+    shape = (geo.in_channels, geo.image_size, geo.image_size)
+    again = derive_layout(full_network(geo, seed=9), example_batch(shape))
+    assert [(ax.entry, ax.dim) for ax in again.axes] == [(ax.entry, ax.dim) for ax in layout.axes]
+    assert all(np.array_equal(p.owner, q.owner) for p, q in zip(again.axes, layout.axes, strict=True))
+
+
+def test_residual_adds_tie_the_stream_channels_together():
+    layout = network_layout(NETS["resnet"])
+    by_entry = {(ax.entry, ax.dim): ax.owner for ax in layout.axes}
+    # The stage-1 stream: the stem's output, block 0's second conv and their BatchNorms share channels.
+    for name in ("bn1.weight", "layers.0.conv2.weight", "layers.0.bn2.running_mean", "layers.1.conv1.weight"):
+        dim = 1 if name == "layers.1.conv1.weight" else 0
+        np.testing.assert_array_equal(by_entry[(name, dim)], by_entry[("conv1.weight", 0)])
+    assert ("fc.weight", 0) not in by_entry  # the output layer stays whole
+    assert not any(ax.entry.endswith("num_batches_tracked") for ax in layout.axes)
+
+
+def test_batchnorm_statistics_are_sliced_and_averaged_with_integer_counters_kept_integer():
+    geo = NETS["resnet"]
+    layout = network_layout(geo)
+    full = _trained_like(geo, seed=5)
+    structure = layout.structure(full, 0.5)
+    sub = extract(full, structure)
+    a = {k: (v + 1 if v.dtype.kind == "f" else np.array(10, v.dtype)) for k, v in sub.items()}
+    b = {k: (v + 3 if v.dtype.kind == "f" else np.array(40, v.dtype)) for k, v in sub.items()}
+    c = {k: (v + 5 if v.dtype.kind == "f" else np.array(99, v.dtype)) for k, v in sub.items()}
+    out = aggregate(full, [(a, 1.0), (b, 1.0), (c, 2.0)], structure)
+    kept = extract(out, structure)
+    np.testing.assert_allclose(kept["bn1.running_mean"], sub["bn1.running_mean"] + 3.5, rtol=1e-6)
+    assert out["bn1.num_batches_tracked"].dtype == np.int64
+    assert int(out["bn1.num_batches_tracked"]) == 40  # lower median, never a float mean
+
+
+def test_size_bytes_is_what_flower_puts_on_the_wire():
+    from flwr.app import Array
+
+    geo = NETS["resnet"]
+    layout = network_layout(geo)
+    full = _trained_like(geo, seed=6)
+    for compression in (0.0, 0.5, 0.75):
+        sub = extract(full, layout.structure(full, compression))
+        wire = sum(len(Array(np.require(v, requirements="C")).data) for v in sub.values())
+        assert wire == layout.size_bytes(compression) == sum(npy_bytes(v.shape, str(v.dtype))
+                                                              for v in sub.values())
+
+
+def test_a_hard_coded_flatten_is_refused_in_one_line_naming_the_layer():
+    geo = TaskGeometry("tests.user_nets:quickstart_net", 10, 3, 32)
+    with pytest.raises(ScenarioError) as err:
+        check_variants(geo, network_layout(geo), (0.5,))
+    text = str(err.value)
+    assert "\n" not in text and "cannot be pruned structurally" in text and "'conv2'" in text
+
+
+def test_a_hard_coded_flatten_job_exits_2_before_training(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "depl_fl.main", "model=custom",
+         "model.factory=tests.user_nets:quickstart_net_8",
+         "num_clients=2", "simulation=inprocess", f"hydra.run.dir={tmp_path}",
+         f"profile.cache_dir={tmp_path / 'cache'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("depl-fl:")]
+    assert len(lines) == 1 and "'conv2'" in lines[0] and "cannot be pruned structurally" in lines[0]
+    results = tmp_path / "results.json"
+    assert not results.exists() or '"rounds": []' in results.read_text()
+
+
+def test_a_bad_factory_is_a_one_line_error():
+    from depl_fl.task.factory import build_network
+
+    with pytest.raises(ScenarioError, match="cannot import no_such_pkg"):
+        build_network("no_such_pkg.mod:Net", 10, 1, 8)
+    with pytest.raises(ScenarioError, match="has no attribute Nope"):
+        build_network("tests.user_nets:Nope", 10, 1, 8)
+    with pytest.raises(ScenarioError, match="expected PKG.MODULE:NAME"):
+        build_network("tests.user_nets:", 10, 1, 8)
+    with pytest.raises(ScenarioError, match="model=custom needs model.factory"):
+        build_network("None", 10, 1, 8)  # model=custom without a factory
+
+
+def test_a_user_network_without_geometry_arguments_goes_through_the_same_path():
+    from tests.user_nets import MobileNetV2Tiny
+
+    net = UserNetwork(MobileNetV2Tiny, (3, 16, 16), "MobileNetV2Tiny")
+    layout = network_layout(net)
+    check_variants(net, layout, (0.5,))
+    full = get_state(full_network(net, seed=0))
+    sub = extract(full, layout.structure(full, 0.5))
+    small = build_skeleton(net, 0.5)
+    set_state(small, sub)
+    assert layout.size_bytes(0.5) < layout.size_bytes(0.0)
+
+
+def test_compressions_choose_the_variants():
+    from depl_fl.runs.runconfig import compose_config, variant_list
+
+    cfg = compose_config(["model=custom", "model.factory=tests.user_nets:mlp",
+                          "model.compressions=[0,0.5,0.9]"])
+    assert variant_list(cfg) == [("full", 0.0), ("p50", 0.5), ("p90", 0.9)]
+    assert cfg["model"]["arch"] == "tests.user_nets:mlp"
+    with pytest.raises(ScenarioError, match=r"model.compressions\[1\]"):
+        variant_list({"model": {"compressions": [0.0, 1.0]}})
+
+
+# ---- canaries on the torch-pruning API the derivation relies on
+
+
+def test_torch_pruning_canary_groups_items_and_pruning():
+    from importlib.metadata import version
+
+    import torch_pruning as tp
+
+    assert version("torch-pruning") == "1.6.1"  # the pin in pyproject's fl extra
+    from tests.user_nets import resnet_tiny
+
+    model = resnet_tiny(10, 3)
+    x = torch.zeros(1, 3, 16, 16)
+    dg = tp.DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
+    groups = list(dg.get_all_groups(ignored_layers=[model.fc],
+                                    root_module_types=(torch.nn.modules.conv._ConvNd, torch.nn.Linear)))
+    assert len(groups) == 4
+    item = groups[0].items[0]
+    assert hasattr(item, "dep") and hasattr(item, "idxs") and hasattr(item, "root_idxs")
+    assert dg.is_out_channel_pruning_fn(item.dep.handler) or dg.is_in_channel_pruning_fn(item.dep.handler)
+    stream = next(g for g in groups if any(it.dep.target.module is model.conv1 for it in g.items))
+    handler = next(it.dep.handler for it in stream.items if it.dep.target.module is model.conv1)
+    dg.get_pruning_group(model.conv1, handler, [0, 1]).prune()
+    assert model.conv1.out_channels == 6 and model.bn1.num_features == 6
+    assert model.layers[0].conv2.out_channels == 6 and model.layers[1].conv1.in_channels == 6
+    assert model(x).shape == (1, 10)
+
+
+def test_torch_pruning_canary_depthwise_and_flatten_index_mapping():
+    import torch_pruning as tp
+
+    from tests.user_nets import QuickstartNet
+
+    model = QuickstartNet(10, 3)
+    dg = tp.DependencyGraph().build_dependency(model, example_inputs=torch.zeros(1, 3, 32, 32), verbose=False)
+    group = dg.get_pruning_group(model.conv2, tp.prune_conv_out_channels, [1])
+    fc1 = next(it for it in group.items if it.dep.target.module is model.fc1)
+    assert list(fc1.idxs) == list(range(25, 50)) and set(fc1.root_idxs) == {1}  # channel 1 -> 25 columns
+    dw = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 8, 3, groups=8),
+                             torch.nn.Conv2d(8, 4, 1))
+    dg = tp.DependencyGraph().build_dependency(dw, example_inputs=torch.zeros(1, 3, 8, 8), verbose=False)
+    dg.get_pruning_group(dw[0], tp.prune_conv_out_channels, [0, 5]).prune()
+    assert dw[1].groups == 6 and dw[1].weight.shape == (6, 1, 3, 3) and dw[2].in_channels == 6

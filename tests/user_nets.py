@@ -1,0 +1,174 @@
+"""Networks a user might bring: ResNet-, MobileNetV2-style, MLP, concat and Flower's quickstart ``Net``.
+
+Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
+expects (torchvision does not import beside this torch, so they are defined here).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: two 3x3 conv + BatchNorm, identity or 1x1 projection shortcut."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """CIFAR-style ResNet: stem, stages of basic blocks, global average pool, linear head."""
+
+    def __init__(self, blocks: tuple[int, ...], widths: tuple[int, ...], num_classes: int = 10,
+                 in_channels: int = 3) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        layers, cin = [], widths[0]
+        for i, (n, w) in enumerate(zip(blocks, widths, strict=True)):
+            for j in range(n):
+                layers.append(BasicBlock(cin, w, 2 if (i > 0 and j == 0) else 1))
+                cin = w
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def resnet_tiny(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
+    """A small ResNet (two stages, identity and projection shortcuts)."""
+    return ResNet((1, 1), (8, 16), num_classes, in_channels)
+
+
+def resnet18(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
+    """ResNet-18 for 32x32 images (11 M parameters)."""
+    return ResNet((2, 2, 2, 2), (64, 128, 256, 512), num_classes, in_channels)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2 block: 1x1 expand, 3x3 depthwise, 1x1 project; residual when shapes allow."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        self.block = nn.Sequential(
+            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(),
+            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden),
+            nn.ReLU6(),
+            nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return x + self.block(x) if self.use_res else self.block(x)
+
+
+class MobileNetV2Tiny(nn.Module):
+    """A small MobileNetV2: stem, inverted residual blocks (one with a residual add), head."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 3) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU6())
+        self.blocks = nn.Sequential(InvertedResidual(8, 12, 2, 2), InvertedResidual(12, 12, 1, 2),
+                                    InvertedResidual(12, 16, 2, 2))
+        self.head = nn.Sequential(nn.Conv2d(16, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6())
+        self.classifier = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.head(self.blocks(self.stem(x)))
+        return self.classifier(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def mobilenet_v2_tiny(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
+    """Factory of :class:`MobileNetV2Tiny`."""
+    return MobileNetV2Tiny(num_classes, in_channels)
+
+
+def mlp(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """A plain MLP on flattened 8x8 images."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 64, 48), nn.ReLU(), nn.Linear(48, 24),
+                         nn.ReLU(), nn.Linear(24, num_classes))
+
+
+class ConcatNet(nn.Module):
+    """Two branches concatenated along channels (Inception/DenseNet style), then a flatten."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(in_channels, 6, 3, padding=1)
+        self.b = nn.Conv2d(in_channels, 4, 1)
+        self.mix = nn.Conv2d(10, 12, 3, padding=1)
+        self.fc = nn.Linear(12 * 4 * 4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = torch.cat([F.relu(self.a(x)), F.relu(self.b(x))], dim=1)
+        x = F.max_pool2d(F.relu(self.mix(x)), 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+def concat_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ConcatNet` (8x8 inputs)."""
+    return ConcatNet(num_classes, in_channels)
+
+
+class QuickstartNet(nn.Module):
+    """Flower quickstart-pytorch's ``Net``: its forward hard-codes the flattened size."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 3) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 6, 5)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = x.view(-1, 16 * 5 * 5)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def quickstart_net(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
+    """Factory of :class:`QuickstartNet` (32x32 inputs)."""
+    return QuickstartNet(num_classes, in_channels)
+
+
+class QuickstartNet8(nn.Module):
+    """The quickstart ``Net``'s hard-coded flatten, on 8x8 digits."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 16, 3, padding=1)
+        self.fc1 = nn.Linear(16 * 2 * 2, 32)
+        self.fc2 = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.view(-1, 16 * 2 * 2)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def quickstart_net_8(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`QuickstartNet8` (8x8 inputs)."""
+    return QuickstartNet8(num_classes, in_channels)
