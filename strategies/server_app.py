@@ -157,7 +157,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         # that online re-planning does not turn it into a quantile method.
         track_mean=cfg["method"] == "expectation",
         aggregation=aggregation_settings(cfg),
-        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler)
+        spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler,
+        method=str(cfg["method"]))
 
 
 def aggregation_settings(cfg: Mapping[str, Any]) -> AggregationSettings:
