@@ -481,6 +481,8 @@ class FederatedProfiler:
             "losses": dict(losses), "accuracy": None, "train_loss": None,
             # reported like "loss" (the worst variant), never read by a decision
             "test_loss": worst(test_losses.values()), "test_accuracy": None,
+            # the stop rule's inputs (the largest over the variants, as "loss")
+            "loss_sem": self.loss_sem, "loss_margin": self.loss_margin,
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "predicted_quantile": None, "replanned": False,
         })
