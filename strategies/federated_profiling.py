@@ -25,6 +25,11 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   the sample fraction of an observation is its set's ``r_eff = c_S * r``,
   and the sets' range of coverage becomes ``loss.min_coverage`` /
   ``loss.max_uncovered`` (docs/CONTRACT_V2.md);
+* exploring ends after any round whose merged model meets the target by the
+  job's stop rule (:mod:`depl_fl.orchestration.stop_rule`, the rule the run
+  controller stops a training round on; ``profile.explore.stop_when_met``,
+  default true): the job then plans no training round (met during the
+  exploration) and the profile is fitted from the rounds so far;
 * the merged model's per-variant trajectory gives the evaluation noise:
   ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
   on the validation split, of the test split's size in simulation).
