@@ -3,7 +3,7 @@
 Reads the ``scenario`` (with the nodes' label histograms) and the targets of
 ``results.json`` files and plans each one four ways with the same planner:
 
-* ``v1``      -- the scenario as version 1 (histograms ignored): the plan before version 2;
+* ``v1``      -- the scenario as version 1 (histograms ignored): the plan a version-1 planner makes;
 * ``r_eff``   -- version 2 with the histograms only (effective data ratio ``c_S r``);
 * ``bounds``  -- plus ``max_uncovered = 0`` and ``min_coverage`` (``--min-coverage``);
 * ``full v2`` -- plus the floor loss ``F`` (``--floor``) and ``eval_std = --eval-share * std``.

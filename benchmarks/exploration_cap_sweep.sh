@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Explorations stopped on the plateau (issue 15): static DepL with the exploration capped at 20 rounds
-# (the earlier default: profile.explore.max_rounds=20, no deadline share) against the default (on to
+# Explorations stopped on the plateau: static DepL with the exploration capped at 20 rounds
+# (profile.explore.max_rounds=20, no deadline share) against the default (on to
 # stop_loss_factor x L*, at most 40 rounds and half the deadline), on three settings where the cap bound:
 #   g30: 30 clients, alpha 0.2, L* 0.3, seeds 300-319, pi 0.8 / 0.95 (capped explorations end at ~5 x L*)
 #   g20: 20 clients, alpha 0.4, L* 0.4, seeds 100-109, pi 0.8 / 0.95 (they end at ~2 x L*)

@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from depl_fl.runs.report import empirical_quantile  # noqa: E402
+from depl_fl.contract.semantics import empirical_quantile  # noqa: E402
 
 
 class Job(NamedTuple):

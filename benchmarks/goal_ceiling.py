@@ -1,6 +1,6 @@
-"""How often *any* static planner could show issue 15's per-cell goal: its ceiling.
+"""How often *any* static planner could show the per-cell goal: its ceiling.
 
-Issue 15 judges a cell of ``n`` static runs at probability pi by its final
+The per-cell goal judges a cell of ``n`` static runs at probability pi by its final
 test losses: coverage >= pi, its 95% Wilson interval covering pi, and
 calibration (empirical pi-quantile / L*, inverted CDF) >= 0.9. The three
 together fence the outcome in from both sides:
@@ -36,8 +36,7 @@ were *identical in every run* sees its test loss move with the split. It
 The chance per cell, for the three cells of one setting, and for three
 settings (the cube: independent seeds and models) is the ceiling for any
 planner whose runs spread at least that much. The bank's trajectories give
-the spread a plan made before training cannot foresee (``--bank``; README,
-"How often any planner can show the per-cell goal"): the model's own
+the spread a plan made before training cannot foresee (``--bank``; docs/RESULTS.md): the model's own
 round-to-round oscillation around its trend, 0.07-0.15 x L* near the target.
 
 ``--reports`` reads sweep reports (``depl-fl report`` JSON) and sets every
@@ -69,7 +68,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from stop_margin import trained_losses  # noqa: E402 - the same central training, on a finer grid
 
-from depl_fl.runs.report import empirical_quantile, wilson_interval  # noqa: E402
+from depl_fl.contract.semantics import empirical_quantile  # noqa: E402
+from depl_fl.runs.report import wilson_interval  # noqa: E402
 from depl_fl.task.data import load_dataset, split_held_out  # noqa: E402
 
 PROBS = (0.8, 0.9, 0.95)
@@ -106,7 +106,7 @@ def window_ceiling(runs: int, prob: float) -> tuple[float, float]:
 
 
 def goal_met_many(losses: np.ndarray, prob: float, target: float) -> np.ndarray:
-    """Issue 15's goal on each row of ``losses`` (one cell of runs per row).
+    """The per-cell goal on each row of ``losses`` (one cell of runs per row).
 
     The row-wise form of ``plan_pit.meets_goal``'s last value: coverage >= pi,
     its Wilson interval covering pi, and ``empirical_quantile / target >= 0.9``.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The guarantee experiment (README "Does the guarantee hold?"):
+# The guarantee experiment (docs/RESULTS.md):
 # non-IID digits (Dirichlet alpha=0.5), 10 clients, 30 seeds per point,
 # pi in {0.8, 0.9, 0.95}, in-process backend (the same ServerApp strategy and
 # ClientApp code as under Ray, without Ray's start-up cost per job).
@@ -13,7 +13,7 @@
 # Two Hydra multiruns in parallel (one per core), then the report.
 #
 #   bash benchmarks/guarantee_sweep.sh [SWEEP_DIR] [SEEDS] [OVERRIDES...]
-# e.g. the issue-15 settings not tuned on:
+# e.g. settings the plan regime's constants were not fitted on:
 #   bash benchmarks/guarantee_sweep.sh multirun/g12 "range(0,20)" num_clients=12 target.loss=0.45
 #   bash benchmarks/guarantee_sweep.sh multirun/g16 "range(0,20)" num_clients=16 partition.alpha=0.3 target.loss=0.3
 # Every figure of the report judges the test loss (results.json final_test_loss).

@@ -1,7 +1,7 @@
 """Benchmark: vectorised Monte Carlo of the loss semantics (20,000 trajectories x 200 rounds).
 
 Run: ``python benchmarks/montecarlo_bench.py``; prints the median of 7 timed runs
-after one warm-up, for the README.
+after one warm-up, for docs/RESULTS.md.
 """
 
 from __future__ import annotations

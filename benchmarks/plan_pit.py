@@ -15,7 +15,7 @@ Per target probability the script reports:
   distribution, 400 times. With 20 runs the empirical 0.95-quantile is the
   19th of 20, whose expected level is 19/21 = 0.905, so even an exact model
   shows a calibration below 1 at high pi; this column says how far below;
-- whether the runs meet issue 15's goal (coverage >= pi with its Wilson
+- whether the runs meet the per-cell goal (coverage >= pi with its Wilson
   interval covering pi, calibration >= 0.9), how often an exact model would,
   and how often the best model of a family (the prediction times a factor)
   would: the goal's window on the empirical pi-quantile, [0.9, 1.0] x L*, is
@@ -123,8 +123,9 @@ def cell_rows(sweep: Path) -> dict[float, list[Outcome]]:
 
 
 def meets_goal(losses: np.ndarray, prob: float, target: float) -> tuple[bool, bool, bool]:
-    """Issue 15's goal on one cell: ``(coverage >= pi, calibration >= 0.9, both and Wilson covers pi)``."""
-    from depl_fl.runs.report import empirical_quantile, wilson_interval
+    """The per-cell goal on one cell: ``(coverage >= pi, calibration >= 0.9, both and Wilson covers pi)``."""
+    from depl_fl.contract.semantics import empirical_quantile
+    from depl_fl.runs.report import wilson_interval
 
     met = int(np.sum(losses <= target))
     covered = met / losses.size >= prob
@@ -156,7 +157,7 @@ def pit_counts(prob: float, rows: list[Outcome]) -> tuple[list[int], int]:
 def describe(prob: float, rows: list[Outcome],
              rng: np.random.Generator, runs: int | None = None) -> tuple[str, float, float]:
     """One markdown row for the cell ``prob``; the shares of redraws meeting the goal (exact, best model)."""
-    from depl_fl.runs.report import empirical_quantile
+    from depl_fl.contract.semantics import empirical_quantile
 
     actual = np.array([r.actual for r in rows])
     target = rows[0].target
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
              "already met the target, or that re-planned are not here). PIT deciles: counts of runs by where "
              "their final test loss fell in their own plan's predicted distribution (uniform when "
              "calibrated). Calibration: empirical pi-quantile / L* of the runs, and the median [95% range] "
-             "an exact model would show with as many runs. Goal (issue 15, on these runs): coverage >= pi, "
+             "an exact model would show with as many runs. Goal (per cell, on these runs): coverage >= pi, "
              "its 95% Wilson interval covering pi, and calibration >= 0.9; the last column is how often "
              "an exact model (each run redrawn from its own prediction) meets coverage / calibration / the "
              "whole goal with as many runs; \"best model\" is the largest share over models whose every "

@@ -1,6 +1,7 @@
 """Planner benchmark: cost/time/probability of the methods and planner scalability.
 
-Run ``python benchmarks/planner_bench.py`` (add ``--quick`` for a short run).
+Run ``python benchmarks/planner_bench.py`` (add ``--quick`` for a short run,
+``--only deadline`` for one section).
 Writes ``benchmarks/results/planner_bench.md`` (tables) and
 ``benchmarks/results/planner_bench.png`` (scalability plot).
 
@@ -13,6 +14,9 @@ Writes ``benchmarks/results/planner_bench.md`` (tables) and
     held-out seed sets: DepL against the exhaustive optimum (cost ratio),
     an independent 20,000-trajectory Monte Carlo of DepL's plan, planning
     time (wall and CPU), switches and the automatic eta.
+(d) Binding deadlines (:func:`scenarios.random_deadline`): three clusters
+    with activation costs, four variants, deadlines that force fast levels
+    or fewer clients; the same columns as (c), tuning and held-out seeds.
 (b) Scalability: planner wall time and peak resident memory
     (``VmHWM`` of a fresh process per point, so it includes the
     interpreter and numpy, ~65 MB) as clients, rounds, models and 1/eta grow.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,9 +37,12 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from scenarios import (  # noqa: E402
+    DEADLINE_HELDOUT_SEEDS,
+    DEADLINE_TUNING_SEEDS,
     HARD_HELDOUT_SEEDS,
     HARD_TUNING_SEEDS,
     paper_like,
+    random_deadline,
     random_hard,
     scaled,
 )
@@ -132,11 +140,11 @@ def _switches(plan) -> int:
     return sum(1 for a, b in zip(models, models[1:], strict=False) if a != b)
 
 
-def hard_rows(seeds) -> list[dict]:
-    """DepL vs the exhaustive optimum on :func:`random_hard` scenarios."""
+def hard_rows(seeds, generator=random_hard) -> list[dict]:
+    """DepL vs the exhaustive optimum on ``generator``'s scenarios (:func:`random_hard` by default)."""
     rows = []
     for seed in seeds:
-        scen, targets = random_hard(seed)
+        scen, targets = generator(seed)
         wall, cpu = time.perf_counter(), time.process_time()
         depl = make_plan(scen, targets, seed=seed)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -152,26 +160,36 @@ def hard_rows(seeds) -> list[dict]:
     return rows
 
 
-def hard_table() -> list[str]:
+def hard_table(generator=random_hard, seed_sets=None, record: list | None = None) -> list[str]:
+    """Markdown tables of :func:`hard_rows` per seed set; ``record`` (if given) receives the rows."""
     lines = []
-    for name, seeds in (("tuning", HARD_TUNING_SEEDS), ("held-out", HARD_HELDOUT_SEEDS)):
-        rows = hard_rows(seeds)
-        lines += [f"### {name} seeds {seeds[0]}-{seeds[-1]}", "",
-                  "| seed | pi | feasible (depl/opt) | depl/optimum cost | P[L<=L*] (indep. MC) | "
-                  "planner wall (s) | planner CPU (s) | switches (depl/opt) | eta |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            lines.append(f"| {r['seed']} | {r['pi']} | {r['feasible']}/{r['opt_feasible']} | "
-                         f"{r['ratio']:.3f} | {r['p_indep']:.4f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
-                         f"{r['switches']}/{r['opt_switches']} | {r['eta']:.3f} |")
-        ratios = [r["ratio"] for r in rows if r["feasible"] and r["opt_feasible"]]
-        dep = sum(1 for r in rows if r["feasible"] and r["p_indep"] >= r["pi"] - 0.005)
-        worst = max(ratios, default=float("nan"))
-        lines += ["", f"- {name}: {len(ratios)} feasible of {len(rows)}; depl/optimum mean "
-                      f"{sum(ratios) / max(len(ratios), 1):.4f}, worst {worst:.4f}; "
-                      f"dependable (indep. MC >= pi - 0.005) {dep}/{len(ratios)}; planner CPU max "
-                      f"{max(r['cpu_s'] for r in rows):.2f} s; max switches "
-                      f"{max(r['switches'] for r in rows)}", ""]
+    for name, seeds in seed_sets or (("tuning", HARD_TUNING_SEEDS), ("held-out", HARD_HELDOUT_SEEDS)):
+        rows = hard_rows(seeds, generator)
+        if record is not None:
+            record.extend({**r, "set": name} for r in rows)
+        lines += hard_lines(name, seeds, rows)
+    return lines
+
+
+def hard_lines(name: str, seeds, rows: list[dict]) -> list[str]:
+    """The markdown table and summary line of one seed set's :func:`hard_rows`."""
+    lines = [f"### {name} seeds {seeds[0]}-{seeds[-1]}", "",
+             "| seed | pi | feasible (depl/opt) | depl/optimum cost | P[L<=L*] (indep. MC) | "
+             "planner wall (s) | planner CPU (s) | switches (depl/opt) | eta |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['seed']} | {r['pi']} | {r['feasible']}/{r['opt_feasible']} | "
+                     f"{r['ratio']:.3f} | {r['p_indep']:.4f} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+                     f"{r['switches']}/{r['opt_switches']} | {r['eta']:.3f} |")
+    ratios = [r["ratio"] for r in rows if r["feasible"] and r["opt_feasible"]]
+    dep = sum(1 for r in rows if r["feasible"] and r["p_indep"] >= r["pi"] - 0.005)
+    worst = max(ratios, default=float("nan"))
+    lines += ["", f"- {name}: {len(ratios)} feasible of {len(rows)}; depl/optimum mean "
+                  f"{sum(ratios) / max(len(ratios), 1):.4f}, worst {worst:.4f}; "
+                  f"dependable (indep. MC >= pi - 0.005) {dep}/{sum(1 for r in rows if r['feasible'])}; "
+                  f"planner wall max {max(r['wall_s'] for r in rows):.2f} s, CPU max "
+                  f"{max(r['cpu_s'] for r in rows):.2f} s; max switches "
+                  f"{max(r['switches'] for r in rows)}", ""]
     return lines
 
 
@@ -237,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer points, no optimum")
     parser.add_argument("--point", help=argparse.SUPPRESS)
-    parser.add_argument("--only", default="paper,hard,scale",
-                        help="comma-separated sections to run: paper, hard, scale (default all)")
+    parser.add_argument("--only", default="paper,hard,deadline,scale",
+                        help="comma-separated sections to run: paper, hard, deadline, scale "
+                             "(default all)")
     args = parser.parse_args(argv)
     if args.point:
         print(json.dumps(one_point(json.loads(args.point))))
@@ -259,6 +278,24 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines), flush=True)
         md += ["", "## (c) Hard random scenarios (3-4 variants, cheap single client, switch costs): "
                "DepL vs exhaustive optimum", ""] + lines
+    if "deadline" in only:
+        print("(d) binding deadlines, activation costs, four variants", flush=True)
+        load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        rows: list[dict] = []
+        lines = hard_table(random_deadline, (("tuning", DEADLINE_TUNING_SEEDS),
+                                             ("held-out", DEADLINE_HELDOUT_SEEDS)), rows)
+        load_end = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+        (RESULTS / f"{stem}_deadline.json").write_text(
+            json.dumps({"load_start": load[0], "load_end": load_end[0], "cores": os.cpu_count(),
+                        "rows": rows}, indent=1), encoding="utf-8")
+        print("\n".join(lines), flush=True)
+        md += ["", "## (d) Binding deadlines (three clusters with activation costs, full/p50/p75/p90, "
+               "4-5 clients): DepL vs exhaustive optimum", "",
+               "Regenerate: `python benchmarks/planner_bench.py --only deadline` (rows also in "
+               f"`{stem}_deadline.json`).", "",
+               f"Load average (1 min) {load[0]:.1f} at the start, {load_end[0]:.1f} at the end, on "
+               f"{os.cpu_count()} cores: wall seconds include waiting for the CPU, CPU seconds do not.",
+               ""] + lines
     if "scale" in only:
         print("(b) scalability", flush=True)
         points = scalability(args.quick)
@@ -272,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{1 / p['eta']:.0f} | "
                       f"{p['seconds']:.2f} | {p['peak_mib']:.0f} | {p['feasible']} | {p.get('note', '')} |")
         md += ["", f"![scalability]({stem}.png)", ""]
-    name = stem if only == {"paper", "hard", "scale"} else f"{stem}_{'_'.join(sorted(only))}"
+    name = stem if only == {"paper", "hard", "deadline", "scale"} else f"{stem}_{'_'.join(sorted(only))}"
     (RESULTS / f"{name}.md").write_text("\n".join(md), encoding="utf-8")
     print(f"wrote {RESULTS / (name + '.md')}")
     return 0

@@ -1,4 +1,4 @@
-"""Planning time of DepL on the paper-like scenario at pi = 0.8, 0.9, 0.95 (issue 13's speed goal).
+"""Planning time of DepL on the paper-like scenario at pi = 0.8, 0.9, 0.95.
 
 Run ``python benchmarks/planner_speed.py [--repeats N]``. Each pi is planned
 ``N`` times in this process (every call builds its own context, nothing is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What DepL's own profiling costs (issue 10), on the guarantee setting of the README:
+# What DepL's own profiling costs, on the guarantee setting:
 # non-IID digits (Dirichlet alpha=0.5), 10 clients, pi=0.9, target loss 0.35,
 # in-process backend (the same ServerApp strategy and ClientApp code as under Ray),
 # federated profiling (profile.source=federated, the default).
@@ -8,8 +8,8 @@
 #   depl        DepL as it runs by default (tracking on, profile.source=federated): a fresh
 #               federation per seed, so every job pays for its own exploration rounds
 #   full        dependable FedAvg (full model, every client, static plan) planned on the
-#               in-process pilot profile (profile.source=inprocess: the README's guarantee
-#               setting; built once by the first job, whose total includes the pilots' cost)
+#               in-process pilot profile (profile.source=inprocess, the guarantee
+#               setting's pilots; built once by the first job, whose total includes the pilots' cost)
 #   depl-reuse  a second DepL job on each of the same federations, reusing depl's cached profile
 #               (no exploration rounds; the tracker refines the cached profile online)
 # Then benchmarks/profiling_summary.py writes benchmarks/results/profiling/summary.{md,json}.

@@ -6,7 +6,7 @@ finished jobs count, and the table says how many) and writes ``summary.md`` and
 ``summary.json``. Figures per arm: runs, ``P[L <= L*]`` with its 95% Wilson
 interval, mean training / profiling / total energy, p95 total energy. Ratios:
 DepL's total (profiling included) over dependable FedAvg's training energy (the
-issue's yardstick: FedAvg as if its profile were free) and over FedAvg's total;
+yardstick: FedAvg as if its profile were free) and over FedAvg's total;
 and DepL amortised over ``k`` jobs per federation (the first pays the exploration
 rounds, the others reuse the cached profile):
 ``(profile + train_first + (k - 1) * train_reuse) / k``.
@@ -97,7 +97,7 @@ def ratios(arms: dict[str, dict | None]) -> dict[str, float]:
 
 
 def markdown(arms: dict[str, dict | None], rat: dict[str, float], sweep: str) -> str:
-    lines = [f"# Profiling cost (issue 10)\n\nSweep {sweep}: non-IID digits (alpha 0.5), 10 clients, "
+    lines = [f"# Profiling cost\n\nSweep {sweep}: non-IID digits (alpha 0.5), 10 clients, "
              "L* = 0.35, pi = 0.9, federated profiling.\n",
              "| arm | method | runs | P[L ≤ L*] | 95% Wilson | training (J) | profiling (J) | total (J) "
              "| p95 total (J) | amortised over the arm (J) |", "|---|---|---|---|---|---|---|---|---|---|"]

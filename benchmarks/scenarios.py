@@ -158,16 +158,18 @@ def _hard_run(initial: float, floor: float, speed: float, noise: float, knee: fl
             "std": [0.4 * noise, 0.8 * noise, noise]}
 
 
-def _hard_models(rng: np.random.Generator) -> tuple[list, dict, list]:
+def _hard_models(rng: np.random.Generator, all_variants: bool = False,
+                 flops_range: tuple[float, float] = (1e8, 8e8)) -> tuple[list, dict, list]:
     """3-4 variants: compressed ones fast early with high floors, the full one slow but low.
 
     Switches towards the full model are cheap in loss (so "compressed first,
     then full" pays); switches back cost a large jump (so a second switch
     rarely pays); switches between compressed variants are sometimes missing.
+    ``all_variants``: always the full model and p50, p75, p90.
     """
-    comps = [0.0] + sorted(rng.choice([0.5, 0.75, 0.9], size=int(rng.integers(2, 4)),
+    comps = [0.0] + sorted(rng.choice([0.5, 0.75, 0.9], size=3 if all_variants else int(rng.integers(2, 4)),
                                       replace=False).tolist())
-    flops, size = float(rng.uniform(1e8, 8e8)), float(rng.uniform(1e6, 8e6))
+    flops, size = float(rng.uniform(*flops_range)), float(rng.uniform(1e6, 8e6))
     floor, speed = float(rng.uniform(0.15, 0.4)), float(rng.uniform(0.12, 0.3))
     noise = float(rng.uniform(0.03, 0.09))
     models, run, ids = [], {}, []
@@ -229,6 +231,82 @@ def random_hard(seed: int) -> tuple[Scenario, Targets]:
     target = predict_quantile(scen, [RoundDecision("full", everyone, {})] * k, 0.9)[0]
     prob = float(rng.choice([0.8, 0.9, 0.95]))
     return scen, Targets(round(target, 4), prob, 1.0e7, 25)
+
+
+#: Seeds of :func:`random_deadline` the planner was tuned on, and the held-out ones (run once, after tuning).
+DEADLINE_TUNING_SEEDS = tuple(range(200, 212))
+DEADLINE_HELDOUT_SEEDS = tuple(range(7000, 7012))
+
+
+def _two_levels(rng: np.random.Generator) -> list:
+    """A slow level (2e10-3e11 FLOP/s, 0.6e-10 or 2e-10 J/FLOP) and one twice as fast that
+    costs 1.5-5x the energy per FLOP (the price of speed varies from node class to class)."""
+    speed = float(rng.uniform(2e10, 3e11))
+    joules = float(rng.choice([0.6e-10, 2.0e-10]))
+    return [{"flops_per_s": speed, "joules_per_flop": joules},
+            {"flops_per_s": 2.0 * speed, "joules_per_flop": joules * float(rng.uniform(1.5, 5.0))}]
+
+
+def random_deadline(seed: int) -> tuple[Scenario, Targets]:
+    """A small scenario whose deadline binds, with activation costs on every cluster, and targets.
+
+    Three clusters of different speeds and prices of speed (:func:`_two_levels`),
+    each paying an activation energy (2-25 J, of the order of a round's
+    compute), 4-5 clients spread over them (half the time one holds
+    900-1400 samples, the others 150-700), the full model and p50, p75, p90
+    (see :func:`_hard_models`), at most 25 rounds; the big client's cluster
+    pays 3-5x the energy per FLOP for its fast level. The targets are built
+    around a "compressed, then full" plan on a subset of 2-4 clients (fewer
+    than all; without the big client's cluster when there is one): ``k1`` rounds (12-19)
+    of a compressed variant then ``k2`` of the full model, 21-25 rounds in
+    all; the target loss is that plan's predicted pi-quantile and the
+    deadline (seconds to tens of seconds) 1.0-1.15x its time at the cheapest
+    levels. A plan on more clients needs fewer rounds but slower ones (more
+    data per cluster, more clusters): the deadline makes it buy fast, costly
+    levels, so "cheapest per round at the cheapest levels" misleads.
+    """
+    from depl_fl.contract.plan import RoundDecision
+    from depl_fl.planner import predict_quantile
+    from depl_fl.planner.resources import ClientSet, allocate_levels, round_options
+
+    rng = np.random.default_rng(seed)
+    n_clients = int(rng.integers(4, 6))
+    clusters = [_cluster(f"K{i}", _two_levels(rng), int(rng.integers(2, 4)), float(rng.uniform(2, 25)))
+                for i in range(3)]
+    clients = [{"id": f"c{i}", "cluster": clusters[i % 3]["id"],
+                "num_samples": int(rng.integers(150, 700))} for i in range(n_clients)]
+    big = rng.random() < 0.5
+    if big:  # one client holds much more data, on nodes whose speed is dear
+        clients[0]["num_samples"] = int(rng.integers(900, 1400))
+        clusters[0]["levels"][1]["joules_per_flop"] = clusters[0]["levels"][0]["joules_per_flop"] * \
+            float(rng.uniform(3.0, 5.0))
+    models, run, switch = _hard_models(rng, all_variants=True, flops_range=(2e8, 6e8))
+    for cl in clusters:
+        cl["bytes_per_s"] = 1.0e8
+    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
+           "models": models,
+           "loss": {"initial": 2.3, "data_exponent_mean": float(rng.uniform(0.3, 0.7)),
+                    "data_exponent_std": float(rng.uniform(0.3, 0.7)), "run": run,
+                    "switch": switch}}
+    scen = scenario_from_dict(doc)
+    if big:  # the plan the targets are built on leaves the big client's cluster out
+        pool = [c["id"] for c in clients if c["cluster"] != "K0"]
+        size = int(rng.integers(2, len(pool) + 1))
+    else:
+        pool = [c["id"] for c in clients]
+        size = int(rng.integers(2, n_clients))
+    subset = tuple(sorted(rng.choice(pool, size=size, replace=False).tolist()))
+    first = str(rng.choice([m["id"] for m in models if m["id"] != "full"]))  # every -> full switch exists
+    k1 = int(rng.integers(12, 20))
+    k2 = int(rng.integers(max(21 - k1, 1), 26 - k1))
+    seq = [first] * k1 + ["full"] * k2
+    prob = float(rng.choice([0.8, 0.9, 0.95]))
+    target = predict_quantile(scen, [RoundDecision(m, subset, {}) for m in seq], prob)[0]
+    cset = ClientSet.from_ids(scen, subset)
+    opts = {m: round_options(scen, cset, m) for m in (first, "full")}
+    slow = sum(o.time for o in allocate_levels(seq, opts, 1e12))
+    deadline = round(slow * float(rng.uniform(1.0, 1.15)), 2)
+    return scen, Targets(round(target, 4), prob, deadline, 25)
 
 
 def as_version_2(base: Scenario, seed: int, *, eval_factor: float, floor: float | None = None,

@@ -1,4 +1,4 @@
-"""The set shift: how a round on a new client set departs from the profile's prediction (issue 15).
+"""The set shift: how a round on a new client set departs from the profile's prediction.
 
 Reads the ``results.json`` of a sweep (e.g. the static arms of
 ``benchmarks/settings_sweep.sh``) and, for every job, compares the observed

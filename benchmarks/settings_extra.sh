@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Two more settings for issue 15, run after the main sweep (settings_sweep.sh) on seeds it never
-# used (100..100+SEEDS-1, default 30): nothing was changed or fitted after seeing them.
+# Two more settings beside the main sweep (settings_sweep.sh), on seeds it does not use
+# (100..100+SEEDS-1, default 30): nothing is fitted on them.
 #   g8:  8 clients, alpha 1.0, L* 0.3   static (near the bank's d1/d3 in kind, not in partition)
 #   g20: 20 clients, alpha 0.4, L* 0.4  static and tracking (20 seeds; outside the bank's 8-14 clients),
 #        and 20 more tracking seeds at pi 0.8 (100+TN..; run when the first 20 met the target in 14)

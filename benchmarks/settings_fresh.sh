@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Two settings no earlier run of issue 15 used, on seeds none used (400..400+SEEDS-1, default 40),
-# run on the current code after goal_ceiling.py and judged against it: nothing was changed or fitted
-# after seeing them.
+# Two settings no other sweep here uses, on seeds none uses (400..400+SEEDS-1, default 40), judged
+# against goal_ceiling.py's ceiling: nothing is fitted on them.
 #   g24: 24 clients, alpha 0.5, L* 0.35  static, and tracking on the first TRACK_SEEDS (default 20) seeds
 #   g5:   5 clients, alpha 0.8, L* 0.45  static (few clients per plan)
 #   bash benchmarks/settings_fresh.sh [OUT]   (about an hour on 2 cores)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Evidence for issue 15 on the current code (federated profiling and the plan regime, the defaults):
+# Static plans against their promise with the defaults (federated profiling and the plan regime):
 # static DepL (tracking.enabled=false, the planner's own promise) on four settings at
 # pi in {0.8, 0.9, 0.95}, and DepL with tracking on the guarantee setting. None of these settings
-# was used to fit the plan regime's constants (benchmarks/plan_regime/: 8-14 clients, seeds 100-119).
+# is used to fit the plan regime's constants (benchmarks/plan_regime/: 8-14 clients, seeds 100-119).
 #   g10: 10 clients, alpha 0.5, L* 0.35 (the guarantee setting)   static and tracking
 #   g12: 12 clients, alpha 0.5, L* 0.45
 #   g16: 16 clients, alpha 0.3, L* 0.3

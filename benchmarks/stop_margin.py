@@ -1,4 +1,4 @@
-"""How often a stopped model's test loss exceeds ``validation loss + margin`` (issue 15).
+"""How often a stopped model's test loss exceeds ``validation loss + margin``.
 
 Tracking stops when ``validation loss + margin <= target``; the run is then
 judged on the test split. For a stop at probability pi the margin must leave
@@ -9,7 +9,7 @@ validation/test split (the run seed's split, ``depl_fl.task.data.split_held_out`
 counts how often the test loss lies above
 
 - the Gaussian margin ``Phi^-1(pi) * sd * sqrt(1/n_val + 1/n_test)`` (the
-  stop rule before this benchmark), and
+  textbook margin), and
 - the bootstrap-t margin :func:`depl_fl.tracking.split_margin.stop_margin`,
 
 both read from the validation losses only. Misses are given with their

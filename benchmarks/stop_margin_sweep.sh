@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Tracking with the bootstrap-t stop margin (depl_fl/tracking/split_margin.py) on seeds no earlier
-# run used (FIRST..FIRST+SEEDS-1, default 200..239), pi in {0.8, 0.9, 0.95}:
+# Tracking with the bootstrap-t stop margin (depl_fl/tracking/split_margin.py) on seeds no other
+# sweep here uses (FIRST..FIRST+SEEDS-1, default 200..239), pi in {0.8, 0.9, 0.95}:
 #   g10: 10 clients, alpha 0.5, L* 0.35 (the guarantee setting)
-#   g20: 20 clients, alpha 0.4, L* 0.4  (where the Gaussian margin kept only 28/40 at pi 0.8)
-#   g16: 16 clients, alpha 0.3, L* 0.3  (the issue's own tracking example; G16_SEEDS, default 20)
+#   g20: 20 clients, alpha 0.4, L* 0.4  (where a Gaussian margin falls short most)
+#   g16: 16 clients, alpha 0.3, L* 0.3  (G16_SEEDS, default 20)
 # The stop margin changes no static decision (only tracking stops early): the static arms of g10 and
 # g20 are those of settings_sweep.sh / settings_extra.sh (seeds 0..39, 100..129); g16 static is run
 # here on the same seeds as its tracking arm, to compare energy seed for seed.

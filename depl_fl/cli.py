@@ -1,4 +1,4 @@
-"""The ``depl-fl`` command line (DESIGN.md section 3, "Command").
+"""The ``depl-fl`` command line (docs/FORMATS.md, "Command").
 
 Sub-commands
 ------------

@@ -19,8 +19,8 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   evaluated before the round) as another group's variant, the group trains
   its own. Every group starts from the global model, as a plan's switch
   does: starting from another group's aggregate (a small non-IID group's
-  model that evaluates badly) measured a recovery, not a switch, and gave
-  jumps of -0.3 to -0.8 with no spread that plans exploited (issue 10);
+  model that evaluates badly) would measure a recovery, not a switch (large
+  negative jumps with no spread, which plans would exploit);
 * every group's set records its label coverage (:mod:`depl_fl.orchestration.label_coverage`);
   the sample fraction of an observation is its set's ``r_eff = c_S * r``,
   and the sets' range of coverage becomes ``loss.min_coverage`` /
@@ -360,7 +360,7 @@ class FederatedProfiler:
         The profile then covers the losses down to near the target, so the plan
         extrapolates little: an exploration stopped far above it (on the early
         plateau of the learning curve) predicts the plan's rounds too slow
-        (README, "An exploration stopped on the plateau"). ``max_rounds`` caps
+        (``benchmarks/exploration_plateau.py``). ``max_rounds`` caps
         the exploration, and so does ``max_deadline_share`` of the deadline
         (its rounds count against the deadline: the plan needs the rest).
         """

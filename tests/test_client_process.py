@@ -1,6 +1,6 @@
 """One ClientApp process per message (Flower deployments): node cache and lazy imports.
 
-Protects issue 11's "fast rounds": once a node has cached its partition and
+Protects fast rounds: once a node has cached its partition and
 the composed configuration, a fresh process handling a message imports
 neither scikit-learn, Hugging Face datasets, Flower Datasets, Hydra nor
 ``torch._dynamo``; and what comes from the cache equals what is computed.

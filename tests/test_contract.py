@@ -1,4 +1,4 @@
-"""Contract (DESIGN.md section 3): scenario and plan files round-trip and keep their meaning."""
+"""Contract (docs/FORMATS.md): scenario and plan files round-trip and keep their meaning."""
 
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ def test_honest_rounds_drawn_from_the_profile_are_not_flagged(setting):
 
 
 # ---------------------------------------------------------------------------
-# Evaluation noise and label coverage (docs/CONTRACT_V2.md, issue 15)
+# Evaluation noise and label coverage (docs/CONTRACT_V2.md)
 # ---------------------------------------------------------------------------
 def test_a_validation_loss_just_under_the_target_does_not_stop_a_noisy_run(setting):
     scenario, targets, plan, planner = setting

@@ -94,3 +94,10 @@ def test_scenario_builder_carries_histograms_and_coverage_fields():
     assert "label_histogram" not in old[0] and coverage_fields(cfg, old + clients, {}) == {}
     with pytest.raises(ScenarioError, match="client c3: label-histogram"):
         client_doc("c3", {"cluster": "A", "num-samples": 5, "label-histogram": [-1, 2]})
+
+
+def test_unseen_class_map_takes_one_share_per_element() -> None:
+    latent = np.array([0.4, 0.4, 0.4])
+    shares = np.array([0.0, 0.5, 1.5])  # clipped to [0, 1]
+    judged = cov.with_unseen_classes(latent, shares, 2.0)
+    assert np.allclose(judged, [0.4, 1.2, 2.0]) and judged is not latent

@@ -1,4 +1,4 @@
-"""Decisions read the validation split; the test split is only reported (issue 15, part 1)."""
+"""Decisions read the validation split; the test split is only reported."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ pytest.importorskip("hydra")
 from depl_fl.errors import ScenarioError  # noqa: E402
 from depl_fl.runs.runconfig import cluster_assignment, compose_config, conf_dir, validate  # noqa: E402
 
-GROUPS = ("dataset", "model", "clusters", "planner", "simulation", "aggregation")
+#: Every config group (a sub-folder of conf/).
+GROUPS = tuple(sorted(p.name for p in Path(conf_dir()).iterdir() if p.is_dir()))
+#: The groups a user picks an option of (``model=...``); the others hold one option of documented keys.
+CHOICE_GROUPS = ("dataset", "model", "clusters", "planner", "simulation", "aggregation")
 
 
 @pytest.mark.parametrize("group,option", [(g, p.stem) for g in GROUPS
@@ -24,9 +28,45 @@ def test_every_group_option_composes(group, option):
     assert cfg[group] is not None
 
 
-def test_all_groups_have_options():
-    for group in GROUPS:
+def test_choice_groups_have_options():
+    assert set(CHOICE_GROUPS) < set(GROUPS)
+    assert {"profile", "tracking", "target", "server"} <= set(GROUPS)
+    for group in CHOICE_GROUPS:
         assert len(list((Path(conf_dir()) / group).glob("*.yaml"))) >= 2, group
+
+
+def undocumented_keys(text: str) -> list[str]:
+    """Keys with a value but no comment on their line or on the line above."""
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        match = re.match(r"^\s*([\w]+):\s*([^#\s][^#]*)?(#.*)?$", line)
+        above = lines[i - 1].lstrip().startswith("#") if i else False
+        if match and match.group(2) and not match.group(3) and not above:
+            found.append(match.group(1))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(Path(conf_dir()).rglob("*.yaml")), ids=lambda p: p.name)
+def test_every_config_key_is_documented(path):
+    assert undocumented_keys(path.read_text(encoding="utf-8")) == [], path
+
+
+def test_an_undocumented_key_is_found():
+    assert undocumented_keys("a: 1\n# b\nb: 2\nc: 3  # c\nd:\n  e: 4\n") == ["a", "e"]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["profile.source=inprocess", "profile.rounds=9"], ["tracking.enabled=false"], ["method=full"],
+    ["target.loss=0.3"], ["partition.alpha=0.5"], ["profile.explore.rounds=3"], ["server.round_timeout_s=30"],
+    ["output.plot=false"], ["faults.clients=[c1]", "faults.kind=scale"], ["train.lr=0.1"], ["resume=true"],
+    ["profile.plan_regime.enabled=false"]])
+def test_a_key_override_sets_the_key(overrides):
+    key, value = overrides[-1].split("=")
+    node = compose_config(overrides)
+    for part in key.split("."):
+        node = node[part]
+    assert str(node).lower() == value.lower() or node == float(value)
 
 
 @pytest.mark.parametrize("override,message", [

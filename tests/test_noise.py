@@ -37,10 +37,10 @@ def test_a_true_random_walk_has_no_evaluation_noise():
     assert split.eval_var < 0.05 * split.innovation_var and abs(split.rho) < 0.05
 
 
-def test_spread_ratio_limits_and_the_readme_figure():
+def test_spread_ratio_limits_and_a_measured_correlation():
     assert spread_ratio(0.0, 30) == pytest.approx(1.0)
     assert spread_ratio(-0.5, 25) == pytest.approx(0.2)
-    assert spread_ratio(-0.39, 30) == pytest.approx(0.496, abs=1e-3)  # README's pilots: ~2x too wide
+    assert spread_ratio(-0.39, 30) == pytest.approx(0.496, abs=1e-3)  # rho -0.39: ~2x too wide
     with pytest.raises(ScenarioError, match="rho in"):
         spread_ratio(0.3, 10)
     with pytest.raises(ScenarioError, match="two or more rounds"):

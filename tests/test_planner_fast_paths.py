@@ -1,6 +1,6 @@
 """The planner's fast paths return exactly what the straightforward loops return.
 
-Planning speed (issue 13: <= 1 s on the paper scenario) comes from batching
+Planning speed (at most 1 s on the paper scenario) comes from batching
 and pruning that must not change any plan:
 
 * the moment propagation is elementwise, bit for bit: an element's result
@@ -27,7 +27,7 @@ from depl_fl.planner import schedules
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rounds_needed, rounds_needed_all
 from depl_fl.planner.quantile import LossPropagator, PlanStart
-from depl_fl.planner.resources import round_options
+from depl_fl.planner.resources import Option, allocate_levels, block_costs, round_options
 
 _SPEC = importlib.util.spec_from_file_location(
     "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")
@@ -159,9 +159,50 @@ def test_a_predicted_schedule_switches_at_its_columns_round(column):
     k1_values = schedules.switch_points(60)
     table = np.full((1, k1_values.size), schedules.NEVER, dtype=np.int64)
     table[0, column] = 5
-    costs = np.array([[2.0 if m.id == first else 3.0 for m in scen.models]])
-    times = np.full_like(costs, 1e-6)
-    (cost, sched), = schedules.best_schedules(ctx, costs, times, np.array([0]),
+    options = [{m.id: [Option(1e-6, 2.0 if m.id == first else 3.0, ())] for m in scen.models}]
+    (cost, sched), = schedules.best_schedules(ctx, options, np.array([0]),
                                               {(first, second): table}, k1_values)[0]
     assert (sched.first, sched.k1, sched.second, sched.k2) == (first, int(k1_values[column]), second, 5)
     assert cost == sched.k1 * 2.0 + 5 * 3.0
+
+
+@pytest.mark.parametrize("seed", [200, 203, 207])
+def test_block_costs_equal_the_level_allocation(seed):
+    """The vectorised cost of many two-block schedules is :func:`allocate_levels`' cost of each."""
+    scen, targets = scenarios.random_deadline(seed)
+    rng = np.random.default_rng(seed)
+    models = [m.id for m in scen.models]
+    checked = 0
+    for cset in candidate_sets(scen, "full")[::3]:
+        a, b = rng.choice(models, size=2, replace=False)
+        opts = {a: round_options(scen, cset, a), b: round_options(scen, cset, b)}
+        k1 = np.arange(1, 13, dtype=float)
+        k2 = rng.integers(1, 13, size=k1.size).astype(float)
+        k2[3] = np.inf                                     # a schedule that does not exist
+        deadline = targets.deadline_s * rng.uniform(0.5, 2.0)
+        got = block_costs([(opts[a], k1), (opts[b], k2)], deadline)
+        for i in range(k1.size):
+            alloc = None if not np.isfinite(k2[i]) else \
+                allocate_levels([a] * int(k1[i]) + [b] * int(k2[i]), opts, deadline)
+            want = np.inf if alloc is None else sum(o.cost for o in alloc)
+            assert got[i] == pytest.approx(want, rel=1e-9), (cset.ids, a, b, i)
+            checked += np.isfinite(want)
+    assert checked > 0
+
+
+def test_a_schedule_that_needs_fast_levels_is_priced_at_them():
+    """Under a binding deadline a long cheap-per-round schedule costs its fast levels' energy:
+    the shorter schedule that fits the deadline at the cheapest levels wins."""
+    (scen, targets), start = CASES[0]
+    ctx = PlanContext.build(scen, targets, start, None)
+    ctx.deadline = 20.0
+    first, second = scen.models[0].id, scen.models[1].id
+    k1_values = np.array([4, 16])
+    table = np.array([[6, 1]])                             # 4 + 6 rounds, or 16 + 1 rounds
+    # one round: 1 s for 10 J (fast) or 2 s for 4 J (cheapest), both models
+    options = [{m.id: [Option(1.0, 10.0, ()), Option(2.0, 4.0, ())] for m in scen.models}]
+    (cost, sched), = schedules.best_schedules(ctx, options, np.array([0]),
+                                              {(first, second): table}, k1_values)[0]
+    # 10 rounds fit 20 s at 4 J; 17 rounds need 14 fast ones: 14 * 10 + 3 * 4 = 152 J > 40 J
+    assert (sched.k1, sched.k2) == (4, 6)
+    assert cost == pytest.approx(40.0)

@@ -1,4 +1,4 @@
-"""DepL against the exhaustive optimum on the hard random scenarios (issue 13).
+"""DepL against the exhaustive optimum on the hard random scenarios.
 
 :func:`scenarios.random_hard` makes the shapes a decoupled planner misses:
 3-4 model variants, optima that train a compressed model first and then the
@@ -8,7 +8,7 @@ developed against and a held-out one. On each, every DepL plan must be
 dependable by an independent Monte Carlo (another seed, 20,000
 trajectories), cost at most 1.05x the exhaustive optimum (<= 1.02x on
 average) and never thrash (no model used again after it was left, at most two
-switches). The planner before issue 13 failed the cost check (seed 106: 1.77x).
+switches).
 """
 
 from __future__ import annotations

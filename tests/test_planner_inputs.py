@@ -1,4 +1,4 @@
-"""The planner's answers to edge inputs (issue 12): met targets, honest probabilities, extreme values, eta."""
+"""The planner's answers to edge inputs: met targets, honest probabilities, extreme values, eta."""
 
 from __future__ import annotations
 

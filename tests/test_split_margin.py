@@ -1,4 +1,4 @@
-"""The stop margin: how far a stopped model's test loss may lie above its validation loss (issue 15)."""
+"""The stop margin: how far a stopped model's test loss may lie above its validation loss."""
 
 from __future__ import annotations
 

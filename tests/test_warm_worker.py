@@ -1,4 +1,4 @@
-"""The warm per-node trainer (issue 11, fast rounds): wire format, equality, lifecycle, fallback.
+"""The warm per-node trainer (fast rounds): wire format, equality, lifecycle, fallback.
 
 A deployment's ClientApp forwards each message to its node's long-lived
 worker (:mod:`clients.warm_client`, :mod:`clients.warm_worker`). These tests

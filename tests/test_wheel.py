@@ -73,6 +73,9 @@ def test_wheel_ships_the_packages_and_conf(installed: dict[str, Path]) -> None:
     assert {"depl_fl/cli.py", "depl_fl/conf/config.yaml", "depl_fl/conf/model/digits_cnn.yaml",
             "strategies/server_app.py", "clients/client_app.py"} <= names
     assert not any(n.startswith(("tests/", "benchmarks/", "conf/")) for n in names)
+    conf = ROOT / "conf"
+    shipped = {f"depl_fl/conf/{p.relative_to(conf).as_posix()}" for p in conf.rglob("*.yaml")}
+    assert len(shipped) > 20 and shipped <= names, sorted(shipped - names)
 
 
 def test_apps_import_and_config_composes_from_an_empty_directory(installed: dict[str, Path]) -> None:

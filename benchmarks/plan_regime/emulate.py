@@ -182,7 +182,7 @@ def job_bootstrap(rows: list[dict], pi: float, draws: int = JOB_BOOTSTRAP_DRAWS,
     The runs of one job share its exploration, so they are not independent: the Wilson and the per-run
     bootstrap intervals are too narrow. None with fewer than two jobs.
     """
-    from depl_fl.runs.report import empirical_quantile
+    from depl_fl.contract.semantics import empirical_quantile
 
     by_job: dict[str, list[float]] = {}
     for r in rows:
@@ -218,7 +218,7 @@ def summarise(rows: list[dict], pi: float) -> dict:
 
 
 def goal_met(cell: dict, pi: float) -> bool:
-    """The issue's goal for one cell: coverage >= pi, its Wilson interval covering pi, calibration >= 0.9."""
+    """The per-cell goal for one cell: coverage >= pi, its Wilson interval covering pi, calibration >= 0.9."""
     if not cell.get("planned"):
         return False
     low, high = cell["wilson"]

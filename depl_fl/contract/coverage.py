@@ -120,15 +120,20 @@ def uncovered_share(set_counts: Histogram, reference_shares: Histogram,
     return float(q[s < float(threshold) * q].sum())
 
 
-def with_unseen_classes(latent_loss: np.ndarray | float, uncovered: float,
+def with_unseen_classes(latent_loss: np.ndarray | float, uncovered: np.ndarray | float,
                         floor_loss: float | None) -> np.ndarray | float:
     """``(1 - u_S) * L + u_S * F``: the judged loss when a share ``uncovered`` of the labels is unseen.
 
-    Without a floor loss ``F`` (None) the latent loss is returned unchanged (version-1 meaning).
+    ``uncovered`` (clipped to [0, 1]) is one share or one per element of
+    ``latent_loss``; the result is a new array for an array input. Without a
+    floor loss ``F`` (None) the latent loss is returned unchanged (version-1 meaning).
     """
     if floor_loss is None:
         return latent_loss
-    u = min(max(float(uncovered), 0.0), 1.0)
+    if isinstance(uncovered, np.ndarray):
+        u: np.ndarray | float = np.clip(uncovered, 0.0, 1.0)
+    else:
+        u = min(max(float(uncovered), 0.0), 1.0)
     return (1.0 - u) * latent_loss + u * float(floor_loss)
 
 

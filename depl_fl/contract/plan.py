@@ -1,4 +1,4 @@
-"""Plan model (DESIGN.md section 3, contract version 1): load, validate, save."""
+"""Plan model (docs/FORMATS.md, contract version 1): load, validate, save."""
 
 from __future__ import annotations
 

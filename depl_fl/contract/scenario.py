@@ -1,4 +1,4 @@
-"""Scenario model (DESIGN.md section 3, contract versions 1 and 2): load, validate, save.
+"""Scenario model (docs/FORMATS.md, contract versions 1 and 2): load, validate, save.
 
 A scenario describes the clusters (with their resource levels), the clients
 (data holders), the model variants (full and compressed) and the loss-evolution
@@ -177,7 +177,7 @@ class LossModel:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A validated scenario; see DESIGN.md section 3 for the semantics."""
+    """A validated scenario; see docs/FORMATS.md for the semantics."""
 
     clusters: tuple[Cluster, ...]
     clients: tuple[Client, ...]

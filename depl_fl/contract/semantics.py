@@ -1,4 +1,4 @@
-"""Contract semantics (DESIGN.md section 3): cost model and loss Monte Carlo.
+"""Contract semantics (docs/FORMATS.md): cost model and loss Monte Carlo.
 
 This module is the single executable definition of what a plan *means*:
 
@@ -426,7 +426,7 @@ class FinalMap:
 
     def mean_part(self, walk: np.ndarray) -> np.ndarray:
         """``(1 - u_S) * L_K + u_S * F`` (a new array)."""
-        return (1.0 - self.uncovered) * walk + self.uncovered * self.floor
+        return coverage_math.with_unseen_classes(walk, self.uncovered, self.floor)
 
     def oscillation_std(self, walk: np.ndarray) -> np.ndarray | None:
         """Standard deviation of ``O`` per trajectory (None without oscillation)."""
@@ -682,13 +682,15 @@ def _round_table(scenario: Scenario, model: str, clients: Sequence[str],
     return table
 
 
-def empirical_quantile(losses: np.ndarray, prob: float) -> float:
-    """Smallest sample ``q`` with ``mean(losses <= q) >= prob`` (inverted-CDF quantile).
+def empirical_quantile(losses: np.ndarray, prob: float, axis: int = -1) -> np.ndarray:
+    """Empirical ``prob``-quantile along ``axis``: the smallest ``q`` with ``mean(losses <= q) >= prob``.
 
-    With this definition ``loss_quantile <= L*`` holds exactly when the
-    empirical probability ``P[L <= L*]`` is at least ``prob``.
+    The inverted-CDF definition (no interpolation) makes quantile and
+    probability agree exactly: ``quantile <= L*`` if and only if the share of
+    losses ``<= L*`` is at least ``prob``. NaN losses count as +inf (failures).
     """
-    return float(np.quantile(losses, prob, method="inverted_cdf"))
+    values = np.where(np.isnan(losses), np.inf, np.asarray(losses, dtype=float))
+    return np.quantile(values, prob, axis=axis, method="inverted_cdf")
 
 
 def evaluate_plan(scenario: Scenario, rounds: Sequence[RoundDecision], targets: Targets,
@@ -737,7 +739,7 @@ def evaluate_plan(scenario: Scenario, rounds: Sequence[RoundDecision], targets: 
     except ScenarioError:
         return result
     probability = float(np.mean(losses <= targets.target_loss))
-    quantile = empirical_quantile(losses, targets.target_prob)
+    quantile = float(empirical_quantile(losses, targets.target_prob))
     result.update(probability=probability,
                   probability_stderr=math.sqrt(probability * (1.0 - probability) / n),
                   loss_quantile=quantile if math.isfinite(quantile) else None,

@@ -122,11 +122,10 @@ class RunController:
             from depl_fl.tracking.online import OnlineLossEstimator, ReplanPolicy
 
             # A plan-regime profile (judged_error; tracking/learning_curve.py) is not refined online:
-            # its rates and oscillation were fitted on a trajectory bank, a run's few one-round
+            # its rates and oscillation come from a trajectory bank, a run's few one-round
             # decreases are mostly oscillation, and the estimator's prior uncertainty of its levels
-            # (prior strength 5 of the per-round spread) became a random walk of 0.6x the
-            # oscillation per round that sent runs to every client. The trend filter follows the
-            # run instead (tracking/trend.py).
+            # would turn into a random walk of the prediction that sends runs to every client.
+            # The trend filter follows the run instead (tracking/trend.py).
             if not scenario.loss.judged_error:
                 self.estimator = OnlineLossEstimator(scenario.loss)
             self.policy = replan_policy if replan_policy is not None else ReplanPolicy()
@@ -177,7 +176,7 @@ class RunController:
                trend: trend_filter.Trend | None) -> Any:
         """Where a prediction or re-plan starts: the trend's mean (when given) or the measured loss.
 
-        Without the trend estimate's own variance: the loss model's spread was
+        Without the trend estimate's own variance: the loss model's spread is
         fitted from plans that start at a measured loss with none (the plan
         regime's oscillation holds the run-to-run differences of the trend), so a
         prediction from the trend is as calibrated as the static plan's.
@@ -220,10 +219,9 @@ class RunController:
         each lies a standard error ``loss_sem`` from the model's true loss, so
         they differ by ``sqrt(2) loss_sem`` even when no round is left. This
         offset persists from round to round (the same splits), so no
-        trajectory of validation losses shows it: on the non-IID digits runs
-        of issue 10 the test loss lay 0.07-0.09 above the validation loss in
-        every round of a run that stopped at a validation loss just under the
-        target.
+        trajectory of validation losses shows it: a run that stops at a
+        validation loss just under the target can end with its test loss
+        above it in every round.
 
         0 when the scenario has ``loss.judged_error`` (the plan regime): the
         judged loss then carries that offset, for the loss after the last

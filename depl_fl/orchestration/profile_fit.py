@@ -45,7 +45,7 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     judged loss carries ``judged_error`` (the measured ``sem**2 / L`` times the
     regime's factor), and a set that leaves a class unseen is outside the
     measured range (``max_uncovered`` 0: on the trajectory bank such sets
-    ended above their predicted 0.95-quantile three times as often).
+    end above their predicted 0.95-quantile three times as often).
     """
     from depl_fl.tracking.learning_curve import plan_regime_run
     from depl_fl.tracking.noise import sem_coefficient

@@ -1,6 +1,6 @@
 """Assemble a contract scenario document from the run config, the clients and a loss profile.
 
-Clusters come from ``cfg.clusters.classes`` (units of DESIGN.md section 3),
+Clusters come from ``cfg.clusters.classes`` (units of docs/FORMATS.md),
 models from the configured variants with FLOPs and bytes measured on the real
 (pruned) networks (:func:`depl_fl.task.variants.measure_variant`), clients from the
 queried node properties (or the partition sizes, for ``depl-fl profile``) and

@@ -131,7 +131,7 @@ def finish_plan(ctx: PlanContext, method: str, rounds: list[RoundDecision], feas
     predicted = {
         "cost_joules": cost,
         "time_s": time_s,
-        "loss_quantile": empirical_quantile(losses, ctx.targets.target_prob),
+        "loss_quantile": float(empirical_quantile(losses, ctx.targets.target_prob)),
         "probability": reported,
         "probability_stderr": stderr(reported, n),
     }

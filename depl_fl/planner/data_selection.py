@@ -31,9 +31,10 @@ Algorithm (and how far from exact it is):
   submodular minimiser, e.g. Fujishige-Wolfe, would be ``O(n^5)`` evaluations
   and is not used).
 
-The best few sets by score are then planned in full (model graph + resource
-allocation + Monte Carlo check) and the cheapest dependable plan wins, which
-repairs most of the proxy's error.
+The planner (:func:`depl_fl.planner.depl.plan_depl`) then scores the sets
+by the whole plans they enable and plans the best ones in full (model graph +
+resource allocation + Monte Carlo check); the cheapest dependable plan wins,
+which repairs most of the proxy's error.
 """
 
 from __future__ import annotations

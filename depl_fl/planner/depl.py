@@ -3,19 +3,22 @@
 1. **Data** (:mod:`.data_selection`, :func:`whole_plan_scores`): every
    candidate client set (all subsets up to 10 clients, else greedy chains,
    pre-ranked by ``K(S) * c(S)`` of one model) is scored by the predicted
-   cost of the **whole plan it enables**: its cheapest schedule "``m1`` for
-   ``k1`` rounds, then ``m2`` for ``k2``" (one switch at most, every switch
-   point, :mod:`.schedules`), at the set's cheapest levels. The best few sets
-   are planned in full.
-2. **Model** (:mod:`.model_selection`): for each kept set, the cheapest model
-   sequence (any number of switches) whose predicted quantile
+   cost of the **whole plan it enables**: for every model pair, its cheapest
+   schedule "``m1`` for ``k1`` rounds, then ``m2`` for ``k2``" (one switch at
+   most, every switch point, :mod:`.schedules`), the levels of its rounds
+   chosen under the deadline as the plan's would be.
+2. **Model**: the best predicted schedules of every set and model pair,
+   cheapest first, get their switch point searched by Monte Carlo
+   (:func:`schedule_candidate`), since the prediction's error depends on the
+   schedule's shape; then, on the best sets (:mod:`.model_selection`), the
+   cheapest model sequence (any number of switches) whose predicted quantile
    ``mean + kappa * std`` reaches the target, as a lowest-weight path in the
    expanded graph. The per-round cost of a model is that of its level option
    minimising ``cost + lambda * time``; ``lambda`` (and a price per round)
    rise from 0 only when the deadline or ``max_rounds`` would otherwise cut
-   every path. On the best sets the switch point of the best predicted
-   schedules is also searched by Monte Carlo (:func:`schedule_candidate`),
-   since the prediction's error depends on the schedule's shape.
+   every path. A schedule or set is planned only while its predicted cost
+   is within ``BOUND_SLACK`` of the best dependable plan found
+   (:func:`plan_depl` says why).
 3. **Resources** (:mod:`.resources`): levels per round by the greedy
    multiple-choice knapsack under the deadline.
 4. **Check and tighten**: the plan's ``P[L_K <= L*]`` is estimated by Monte
@@ -38,7 +41,8 @@ per extra switch (:func:`_better`); ``planner_info.switches`` reports them.
 **Complexity** (``n`` clients, ``S`` candidate sets (``2^n`` up to 10
 clients, else ``O(n)`` chain prefixes), ``M`` models, ``K`` rounds, ``T``
 Monte Carlo trajectories, ``eta`` the step): set scoring
-``O(S M^2 K log K)`` moment updates; per planned set the graph
+``O(S M^2 K log K)`` moment updates and ``O(S M^2 C L log K)`` level
+allocation steps (``C L`` cluster levels); per planned set the graph
 ``O(K M^2 / eta)`` vertex updates per kappa (a bounded number of kappas), the
 switch-point search ``O(M K T)`` and the checks ``O(K T)`` each (a bounded
 number); polynomial in every quantity except the exact subset enumeration
@@ -76,7 +80,7 @@ from depl_fl.planner.data_selection import (
 )
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import kappa as kappa_of
-from depl_fl.planner.resources import ClientSet, Option, allocate_levels, lagrangian_option
+from depl_fl.planner.resources import ClientSet, Option, allocate_levels, block_costs, lagrangian_option
 from depl_fl.planner.schedules import (
     ROUND_CAP,
     Schedule,
@@ -96,15 +100,20 @@ BISECTIONS = 3
 # Sets scored by their whole plan (the rest are pre-ranked by the one-model proxy).
 PRE_RANK = 64
 PRE_RANK_LARGE = 16
-# Best-scored sets whose switch point is also searched by Monte Carlo, the k1
-# window around the predicted switch point, and the trajectories of that search.
-SCHEDULE_SETS = 3
-SCHEDULE_SETS_LARGE = 1
+# Predicted schedules (any set, any model pair) whose switch point is searched by
+# Monte Carlo, the k1 window around the predicted switch point, and the trajectories of that search.
+SCHEDULES_SMALL = 8
+SCHEDULES_LARGE = 2
 K1_WINDOW = 6
-# Model pairs refined per set: those predicted within PAIR_SLACK of the set's best, at most MAX_PAIRS.
-PAIR_SLACK = 0.3
-MAX_PAIRS = 3
-MAX_PAIRS_LARGE = 2
+# A set or schedule is planned only while its predicted cost is below the best dependable
+# plan's times (1 + BOUND_SLACK): the prediction at the guarantee's kappa rarely
+# underestimates what a dependable plan of that shape costs, and a plan with more
+# switches (the graph's) saves a few percent at most.
+BOUND_SLACK = 0.1
+# Small instances: pairs that miss the goal at the guarantee's kappa are also scored this much
+# lower, and the best NEAR_SCHEDULES of those searched by Monte Carlo while cheaper than the best plan.
+OPTIMISM = 0.25
+NEAR_SCHEDULES = 3
 SCHEDULE_TRAJECTORIES = 4000
 SCHEDULE_EXTEND = 3
 SCHEDULE_CHECKS = 6
@@ -152,19 +161,31 @@ def _graph_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kap
 
 def _priced_search(ctx: PlanContext, opts: dict[str, list[Option]], r: float, kappa: float,
                    unseen: float = 0.0, shift: tuple[float, float] = (0.0, 0.0)):
-    """When constraints bind: the fastest, fewest-rounds corner first, then the time price
-    relaxed towards the cheapest feasible one."""
+    """When constraints bind: the fastest, fewest-rounds corner first, then the lowest prices
+    (time price ``lam``, then round price ``nu``) under which a goal stays reachable.
+
+    Raising the prices only makes paths faster and shorter, so reachability
+    is (nearly) monotone along the price sequence: a bisection finds the
+    lowest reachable prices in ``O(log P)`` graph searches instead of up to
+    ``P`` (``P`` = 3 x the options' slopes), which matters when the deadline
+    binds and every kappa of the search asks again.
+    """
     mean_cost = sum(o[0].cost for o in opts.values()) / len(opts)
-    if _graph_search(ctx, opts, r, kappa, math.inf, 10.0 * mean_cost, unseen, shift) is None:
-        return None
     slopes = sorted({(a.cost - b.cost) / (b.time - a.time)
                      for o in opts.values() for a, b in itertools.pairwise(o) if b.time > a.time})
-    for lam in slopes + [math.inf]:
-        for nu in (0.0, mean_cost, 10.0 * mean_cost):
-            result = _graph_search(ctx, opts, r, kappa, lam, nu, unseen, shift)
-            if result is not None:
-                return result
-    return None
+    prices = [(lam, nu) for lam in slopes + [math.inf] for nu in (0.0, mean_cost, 10.0 * mean_cost)]
+    found = _graph_search(ctx, opts, r, kappa, *prices[-1], unseen, shift)  # the corner
+    if found is None:
+        return None
+    lo, hi = -1, len(prices) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        result = _graph_search(ctx, opts, r, kappa, *prices[mid], unseen, shift)
+        if result is None:
+            lo = mid
+        else:
+            hi, found = mid, result
+    return found
 
 
 def plan_for_set(ctx: PlanContext, cset: ClientSet, kappa: float,
@@ -441,13 +462,30 @@ def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[C
     return [c for _, c in ranked[:limit]]
 
 
-def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
-                      ) -> list[tuple[float, list[Schedule], ClientSet]]:
+@dataclass
+class Scored:
+    """A client set with its predicted schedules (see :func:`whole_plan_scores`)."""
+
+    cost: float
+    schedules: list[tuple[float, Schedule]]
+    cset: ClientSet
+    near: list[tuple[float, Schedule]]
+
+
+def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float,
+                      optimistic: float | None = None) -> list[Scored]:
     """Data selection against the plan a set enables: predicted cost of its best <= 1-switch schedule.
 
-    Sorted ascending; sets whose schedules all miss the goal come last (by sample total).
-    Each set comes with its predicted schedules (one per model pair) within
-    ``PAIR_SLACK`` of its best, cheapest first.
+    Every set is scored with every allowed model pair and every switch point,
+    each schedule's levels chosen under the deadline (:func:`best_schedules`).
+    Sorted ascending; sets whose schedules all miss the goal come last (by
+    sample total). Each set comes with ``(predicted cost, schedule)`` of each
+    of its model pairs, cheapest first. With ``optimistic`` (a smaller
+    multiplier), the pairs that miss the goal at ``kappa`` within the round
+    and time limits but reach it at ``optimistic`` are listed apart
+    (``near``): near the limits the prediction's small pessimism (about 0.1
+    in kappa) can hide the cheapest dependable plan, which uses every round;
+    the Monte Carlo then judges it.
     """
     scen = ctx.scenario
     terms, groups = np.unique(np.stack([*set_terms(ctx, sets), *set_shift_terms(ctx, sets)], axis=1),
@@ -455,22 +493,20 @@ def whole_plan_scores(ctx: PlanContext, sets: list[ClientSet], kappa: float
     groups = groups.reshape(-1)
     horizon = max(1, min(ctx.max_rounds, ROUND_CAP))
     k1 = switch_points(horizon)
-    tables = predicted_tables(ctx, allowed_pairs(ctx), terms[:, 0], kappa, horizon, k1,
-                              uncovered=terms[:, 1], shift=(terms[:, 2], terms[:, 3]))
-    costs = np.empty((len(sets), len(scen.models)))
-    times = np.empty_like(costs)
-    for i, cset in enumerate(sets):
-        for j, m in enumerate(scen.models):
-            opts = ctx.options(cset, m.id)
-            costs[i, j], times[i, j] = opts[-1].cost, opts[0].time
-    scored = best_schedules(ctx, costs, times, groups, tables, k1)
+    options = [{m.id: ctx.options(cset, m.id) for m in scen.models} for cset in sets]
+    scored = []
+    for k in (kappa,) if optimistic is None else (kappa, optimistic):
+        tables = predicted_tables(ctx, allowed_pairs(ctx), terms[:, 0], k, horizon, k1,
+                                  uncovered=terms[:, 1], shift=(terms[:, 2], terms[:, 3]))
+        scored.append(best_schedules(ctx, options, groups, tables, k1))
     out = []
-    for per_pair, cset in zip(scored, sets, strict=True):
-        cost = per_pair[0][0] if per_pair else math.inf
-        pairs = MAX_PAIRS if is_small(ctx) else MAX_PAIRS_LARGE
-        out.append((cost, [sc for c, sc in per_pair if c <= cost * (1.0 + PAIR_SLACK)][:pairs],
-                    cset))
-    out.sort(key=lambda t: (t[0], -t[2].total_samples))
+    for i, cset in enumerate(sets):
+        per_pair = scored[0][i]
+        found = {(sc.first, sc.second) for _, sc in per_pair}
+        near = [(c, sc) for c, sc in scored[-1][i] if (sc.first, sc.second) not in found] \
+            if len(scored) > 1 else []
+        out.append(Scored(per_pair[0][0] if per_pair else math.inf, per_pair, cset, near))
+    out.sort(key=lambda t: (t.cost, -t.cset.total_samples))
     return out
 
 
@@ -495,9 +531,12 @@ def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed:
     found = mc_second_block(ctx, pair, ctx.prop.set_terms(cset.ids)[0],
                             window, ctx.max_rounds, screen, n_search, seed + 31337, clients=cset.ids)
     one_model = pair[0] == pair[1]
-    c1, c2 = opts[pair[0]][-1].cost, opts[pair[1]][-1].cost
-    ranked = sorted(((0 if one_model else k1) * c1 + k2 * c2, 0 if one_model else k1, k2)
-                    for k1, k2 in found.items())
+    k1s = np.array([0 if one_model else k1 for k1 in found], dtype=float)
+    k2s = np.array(list(found.values()), dtype=float)
+    blocks = [(opts[pair[1]], k1s + k2s)] if one_model else [(opts[pair[0]], k1s), (opts[pair[1]], k2s)]
+    costs = block_costs(blocks, ctx.deadline) if found else np.zeros(0)
+    ranked = sorted((float(c), int(k1), int(k2)) for c, k1, k2 in zip(costs, k1s, k2s, strict=True)
+                    if math.isfinite(c))
     best: Candidate | None = None
     for low, k1, k2 in ranked[:SCHEDULE_CHECKS if is_small(ctx) else SCHEDULE_CHECKS_LARGE]:
         if best is not None and low >= best.cost:
@@ -542,38 +581,94 @@ def _better(cand: Candidate | None, best: Candidate | None) -> bool:
     return cand.cost * (1.0 + margin) < best.cost or (extra < 0 and cand.cost <= best.cost)
 
 
-def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
-              ) -> tuple[Candidate | None, Candidate | None, dict]:
-    """Run DepL; returns (best dependable candidate, most probable candidate, info)."""
-    scen = ctx.scenario
-    k0 = kappa_of(ctx.targets.target_prob, guarantee)
-    sets = candidate_sets(scen, reference_model(ctx))
-    if not sets:  # version 2: no set lies in the profile's measured coverage range
-        return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}
-    scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0)
+def _within(bound: float, best: Candidate | None) -> bool:
+    """Whether a predicted cost may still beat the best plan (see ``BOUND_SLACK``)."""
+    return best is None or bound < best.cost * (1.0 + BOUND_SLACK)
+
+
+def _sets_to_plan(ctx: PlanContext, sets: list[ClientSet], scored: list[Scored]
+                  ) -> list[tuple[float, ClientSet]]:
+    """The sets the graph may plan, best predicted first, with their predicted costs.
+
+    The best-scored sets, and always the largest set (every cluster at
+    capacity: a tight pi may favour data the prediction undervalues). A set
+    no schedule reaches the goal on gets ``-inf``: only the graph can tell.
+    """
     limit = SETS_SMALL if is_small(ctx) else SETS_LARGE
-    chosen = [(scheds, c) for cost, scheds, c in scored if math.isfinite(cost)][:limit]
+    chosen = [(t.cost, t.cset) for t in scored if math.isfinite(t.cost)][:limit]
     if not chosen:
         # No schedule with <= 1 switch reaches the goal: let the graph try the largest sets.
-        chosen = [([], c) for c in sorted(sets, key=lambda c: -c.total_samples)[:limit]]
-    # Always also plan the largest set (every cluster at capacity): a tight pi
-    # may favour data the prediction undervalues.
+        chosen = [(-math.inf, c) for c in sorted(sets, key=lambda c: -c.total_samples)[:limit]]
     largest = largest_set(ctx)
-    if predictable(scen, largest.ids) and all(set(c.ids) != set(largest.ids) for _, c in chosen):
-        chosen.append(([], largest))
+    if predictable(ctx.scenario, largest.ids) and all(set(c.ids) != set(largest.ids) for _, c in chosen):
+        score = next((t.cost for t in scored if set(t.cset.ids) == set(largest.ids)), math.inf)
+        chosen.append((score if math.isfinite(score) else -math.inf, largest))
+    return chosen
+
+
+def _search_schedules(ctx: PlanContext, scored: list[Scored], seed: int, n_final: int
+                      ) -> tuple[Candidate | None, int]:
+    """Monte Carlo switch points of the best predicted schedules of every set and model pair.
+
+    Cheapest predicted first, while the prediction may still beat the best
+    plan found; then the few schedules that reach the goal only at the
+    optimistic multiplier, while cheaper than the best plan. Returns that
+    plan and how many schedules were searched.
+    """
+    small = is_small(ctx)
     best: Candidate | None = None
+    searched = 0
+    for near, cap, slack in ((False, SCHEDULES_SMALL if small else SCHEDULES_LARGE, BOUND_SLACK),
+                             (True, NEAR_SCHEDULES, 0.0)):
+        combos = sorted(((cost, i, sched) for i, t in enumerate(scored)
+                         for cost, sched in (t.near if near else t.schedules)), key=lambda c: (c[0], c[1]))
+        for cost, i, sched in combos[:cap]:
+            if best is not None and cost >= best.cost * (1.0 + slack):
+                break
+            searched += 1
+            sc = schedule_candidate(ctx, scored[i].cset, sched, seed, n_final)
+            if _better(sc, best):
+                best = sc
+    return best, searched
+
+
+def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
+              ) -> tuple[Candidate | None, Candidate | None, dict]:
+    """Run DepL; returns (best dependable candidate, most probable candidate, info).
+
+    Why a set is judged by the schedules it enables, every model pair and
+    switch point priced under the deadline: with a binding deadline a long
+    schedule on many clients must buy fast, costly levels in many rounds.
+    Priced at each model's cheapest level, a larger set with a cheap-per-round
+    variant that needs many rounds looks cheaper than a smaller set that
+    trains another variant pair at cheap levels within the deadline; the
+    smaller set then fell out of the few sets planned in full, the Monte Carlo
+    switch-point search ran only on the best sets' best pairs, and the plan
+    cost up to the levels' energy ratio (2.3x) more than the optimum. Here the
+    Monte Carlo switch-point search runs on the best predicted schedules of
+    every set and pair, cheapest first, and the graph on the best sets, each
+    only while its predicted cost can still beat the best dependable plan
+    found (``BOUND_SLACK``).
+    """
+    k0 = kappa_of(ctx.targets.target_prob, guarantee)
+    sets = candidate_sets(ctx.scenario, reference_model(ctx))
+    if not sets:  # version 2: no set lies in the profile's measured coverage range
+        return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}
+    scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0,
+                               k0 - OPTIMISM if is_small(ctx) else None)
+    best, searched = _search_schedules(ctx, scored, seed, n_final)
     most: Candidate | None = None
-    for rank, (scheds, cset) in enumerate(chosen):
+    planned = 0
+    for rank, (score, cset) in enumerate(_sets_to_plan(ctx, sets, scored)):
+        if rank > 0 and not _within(score, best):
+            continue
+        planned += 1
         cand, probable = tune_set(ctx, cset, guarantee, seed, n_final)
         if _better(cand, best):
             best = cand
         if probable is not None and (most is None or probable.prob > most.prob):
             most = probable
-        for sched in scheds if rank < (SCHEDULE_SETS if is_small(ctx) else SCHEDULE_SETS_LARGE) else []:
-            sc = schedule_candidate(ctx, cset, sched, seed, n_final)
-            if _better(sc, best):
-                best = sc
-    info = {"candidate_sets": len(sets), "sets_planned": len(chosen),
+    info = {"candidate_sets": len(sets), "sets_planned": planned, "schedules_searched": searched,
             "kappa": best.kappa if best and math.isfinite(best.kappa) else None,
             "switches": switches([r.model for r in best.rounds]) if best else None}
     return best, most, info

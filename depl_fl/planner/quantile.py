@@ -1,6 +1,6 @@
 """Predicted pi-quantile of the final loss: Gaussian moment propagation.
 
-The contract's loss dynamics (DESIGN.md section 3) are, per round with model
+The contract's loss dynamics (docs/FORMATS.md) are, per round with model
 ``m`` after model ``p``::
 
     L += Y,  Y ~ N(sw_mean, sw_std**2)                       (only if p != m)
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from depl_fl.contract.coverage import with_unseen_classes
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import coverage_gap, effective_ratio, set_coverage
@@ -204,7 +205,7 @@ class LossPropagator:
             return mean, var
         mean = np.asarray(mean, dtype=float)
         var = np.asarray(var, dtype=float)
-        out_mean = (1.0 - u) * mean + u * (self.floor or 0.0)
+        out_mean = with_unseen_classes(mean, u, self.floor or 0.0)
         out_var = (1.0 - u) ** 2 * var
         if noisy:
             scale = np.asarray(ratio, dtype=float) ** (-2.0 * self.b)

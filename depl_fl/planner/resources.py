@@ -1,6 +1,6 @@
 """Resource allocation: which level each active cluster runs at, per round.
 
-Mapping onto VNF placement (DESIGN.md section 1): clusters are the *servers*,
+Mapping onto VNF placement (as in the paper): clusters are the *servers*,
 the model trained in a round is the *VNF* to place, and the model's
 complexity (FLOPs per sample, bytes) is the VNF's *requirement*. A placement
 puts the chosen clients' share of the VNF on their cluster's server at one of
@@ -199,3 +199,53 @@ def allocate_levels(models: Sequence[str], options: dict[str, list[Option]],
     pool = {m: [options[m][hulls[m][h]] for h in range(len(hulls[m])) for _ in range(at[m][h])]
             for m in counts}
     return [pool[m].pop() for m in models]
+
+
+def _hull_steps(options: Sequence[Option]) -> list[tuple[float, float, float]]:
+    """``(joules saved per second added, seconds added, joules saved)`` of each step along the
+    lower convex hull of a model's options, fastest first (the steps :func:`allocate_levels` takes)."""
+    hull = _lower_hull(options)
+    return [((a.cost - b.cost) / (b.time - a.time), b.time - a.time, a.cost - b.cost)
+            for a, b in ((options[i], options[j]) for i, j in zip(hull, hull[1:], strict=False))]
+
+
+def block_costs(blocks: Sequence[tuple[Sequence[Option], np.ndarray]], deadline: float) -> np.ndarray:
+    """Cost of :func:`allocate_levels` for many schedules of the same models at once.
+
+    Parameters
+    ----------
+    blocks : sequence of (options, counts)
+        Per distinct model of the schedules: its options (a Pareto front,
+        fastest first) and its number of rounds in each schedule (an array,
+        all of one shape; ``inf`` marks a schedule that does not exist).
+    deadline : float
+        Time available for all rounds.
+
+    Returns
+    -------
+    numpy.ndarray
+        Per schedule, the total cost of the greedy level allocation under the
+        deadline (the same steps as :func:`allocate_levels`, so the same
+        cost); ``inf`` where even the fastest options miss the deadline.
+    """
+    counts = [np.asarray(k, dtype=float) for _, k in blocks]
+    alive = np.all([np.isfinite(k) for k in counts], axis=0)
+    counts = [np.where(alive, k, 0.0) for k in counts]
+    slack = deadline - sum(k * opts[0].time for (opts, _), k in zip(blocks, counts, strict=True))
+    cost = sum(k * opts[0].cost for (opts, _), k in zip(blocks, counts, strict=True))
+    late = slack < -1e-9 * max(deadline, 1.0)
+    steps = [(-rate, b, h, dt, saved) for b, (opts, _) in enumerate(blocks)
+             for h, (rate, dt, saved) in enumerate(_hull_steps(opts))]
+    steps.sort(key=lambda s: s[0])
+    # Rounds of each block still at hull vertex h (the greedy moves them one vertex slower).
+    at = [{0: k.copy()} for k in counts]
+    for _, b, h, dt, saved in steps:
+        movable = at[b].get(h)
+        if movable is None:
+            continue
+        q = movable if dt <= 0 else np.minimum(movable, np.floor(np.maximum(slack, 0.0) / dt))
+        at[b][h] = movable - q
+        at[b][h + 1] = at[b].get(h + 1, 0.0) + q
+        slack = slack - q * dt
+        cost = cost - q * saved
+    return np.where(alive & ~late, cost, np.inf)

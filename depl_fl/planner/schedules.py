@@ -13,7 +13,8 @@ module searches the switch point directly, in two stages:
   numpy steps of ``O(R * log K)`` elements for ``P`` pairs, ``K`` rounds and
   ``R`` ratios.
   :func:`best_schedules` turns these tables into the cheapest predicted
-  schedule of each client set (its whole-plan cost, used by data selection).
+  schedule of each client set and pair (its whole-plan cost, used by data
+  selection), every schedule's levels allocated under the deadline.
 * :func:`mc_second_block` -- the same question answered by Monte Carlo of
   the contract's loss semantics for a window of ``k1`` values around the
   predicted best (``O(W * K * n)`` for ``W`` values of ``k1`` and ``n``
@@ -35,6 +36,7 @@ from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.semantics import final_map, judged_probability
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import start_moments_of
+from depl_fl.planner.resources import Option, block_costs
 
 # Predicted schedules longer than this are not enumerated (the graph still covers them).
 ROUND_CAP = 120
@@ -238,16 +240,24 @@ def _second_blocks(ctx: PlanContext, group: list[tuple[str, str]],
             for i, pair in enumerate(group)}
 
 
-def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, groups: np.ndarray,
+def best_schedules(ctx: PlanContext, options: Sequence[dict[str, list[Option]]], groups: np.ndarray,
                    tables: dict[tuple[str, str], np.ndarray], k1_values: np.ndarray
                    ) -> list[list[tuple[float, Schedule]]]:
-    """Cheapest predicted schedule per client set and model pair.
+    """Cheapest predicted schedule per client set and model pair, its levels chosen under the deadline.
+
+    Every switch point of every pair is costed as the plan would be: the
+    levels of its ``k1 + k2`` rounds come from the greedy allocation under the
+    deadline (:func:`~depl_fl.planner.resources.block_costs`, the cost of
+    :func:`~depl_fl.planner.resources.allocate_levels`), not from each
+    model's cheapest level. Where the deadline binds, a long schedule must buy
+    fast levels in many rounds; priced at the cheapest levels it would look
+    cheaper than a shorter schedule on a smaller, faster set, and data
+    selection would keep the wrong set and switch point.
 
     Parameters
     ----------
-    costs, times : numpy.ndarray
-        Shape ``(S, M)``: per set and model, the cost of its cheapest round
-        option and the time of its fastest one.
+    options : sequence of dict
+        Per set, ``model id -> round options`` (the Pareto front, fastest first).
     groups : numpy.ndarray
         Shape ``(S,)``: row of each set in the tables (its data ratio).
     tables : dict
@@ -261,26 +271,34 @@ def best_schedules(ctx: PlanContext, costs: np.ndarray, times: np.ndarray, group
         Per set, ``(cost, schedule)`` of every pair that reaches the goal,
         cheapest first (empty when none does).
     """
-    index = {m.id: i for i, m in enumerate(ctx.scenario.models)}
     out: list[list[tuple[float, Schedule]]] = [[] for _ in groups]
-    rows = np.arange(len(groups))
+    models = list(options[0]) if len(options) else []
+    # Cheapest option of every set and model: where a schedule fits the deadline at these, they
+    # are its levels (the greedy allocation moves every round to them); elsewhere the greedy runs.
+    cheap_c = np.array([[opts[m][-1].cost for m in models] for opts in options]).reshape(len(options), -1)
+    cheap_t = np.array([[opts[m][-1].time for m in models] for opts in options]).reshape(len(options), -1)
+    index = {m: i for i, m in enumerate(models)}
+    limit = ctx.deadline * (1.0 + 1e-9)
     for (m1, m2), table in tables.items():
-        k2 = table[groups].astype(float)                      # (S, H + 1)
-        k2[k2 >= NEVER] = np.inf
-        k1 = (np.zeros(1) if m1 == m2 else k1_values.astype(float))[None, :]
-        if k1.shape[1] == 0:  # no switch point within the horizon
+        one_model = m1 == m2
+        k1 = np.zeros(1) if one_model else k1_values.astype(float)
+        if k1.size == 0:  # no switch point within the horizon
             continue
-        k2 = k2[:, :k1.shape[1]]
-        c1, c2 = costs[:, index[m1], None], costs[:, index[m2], None]
-        t1, t2 = times[:, index[m1], None], times[:, index[m2], None]
+        k2_all = table[groups][:, :k1.size].astype(float)
+        k2_all[k2_all >= NEVER] = np.inf
+        a, b = index[m1], index[m2]
         with np.errstate(invalid="ignore"):
-            total = np.where(k1 > 0, k1 * c1, 0.0) + k2 * c2
-            late = np.where(k1 > 0, k1 * t1, 0.0) + k2 * t2 > ctx.deadline * (1.0 + 1e-9)
-        total[late | ~np.isfinite(total)] = np.inf
-        j = np.argmin(total, axis=1)
-        value = total[rows, j]
-        for s in np.nonzero(np.isfinite(value))[0]:
-            out[s].append((float(value[s]), Schedule(m1, int(k1[0, j[s]]), m2, int(k2[s, j[s]]))))
+            total = k1[None, :] * cheap_c[:, a, None] + k2_all * cheap_c[:, b, None]
+            fits = k1[None, :] * cheap_t[:, a, None] + k2_all * cheap_t[:, b, None] <= limit
+        total[~np.isfinite(k2_all)] = np.inf
+        for s in np.nonzero(np.isfinite(k2_all).any(axis=1))[0]:
+            if not fits[s][np.isfinite(k2_all[s])].all():
+                opts = options[s]
+                blocks = [(opts[m2], k2_all[s])] if one_model else [(opts[m1], k1), (opts[m2], k2_all[s])]
+                total[s] = block_costs(blocks, ctx.deadline)
+            j = int(np.argmin(total[s]))
+            if np.isfinite(total[s, j]):
+                out[s].append((float(total[s, j]), Schedule(m1, int(k1[j]), m2, int(k2_all[s, j]))))
     for lst in out:
         lst.sort(key=lambda t: t[0])
     return out

@@ -62,6 +62,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from depl_fl.console import OneLineParser, parse_or_status
+from depl_fl.contract.semantics import empirical_quantile
 from depl_fl.errors import DeplError
 
 PROG = "depl-fl report"
@@ -99,7 +100,7 @@ class RunResult:
     wall_s: float | None = None
     deadline_s: float | None = None
     #: Which split ``final_loss`` was measured on: ``test`` (summary.final_test_loss) or
-    #: ``validation`` (results written before the test split existed).
+    #: ``validation`` (results files without a test loss).
     loss_split: str = "validation"
     profile_energy_j: float = 0.0
     profile_file: str | None = None
@@ -138,17 +139,6 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise ValueError(f"wilson_interval: need 0 <= successes <= n and n >= 1, got {successes}/{n}")
     interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(interval.low), float(interval.high)
-
-
-def empirical_quantile(losses: np.ndarray, prob: float, axis: int = -1) -> np.ndarray:
-    """The empirical ``prob``-quantile: the smallest loss ``x`` with ``F_n(x) >= prob``.
-
-    The inverted-CDF definition (no interpolation) makes calibration and
-    coverage agree exactly: ``quantile <= L*`` if and only if the share of runs
-    with ``loss <= L*`` is at least ``prob``. NaN losses count as +inf (failures).
-    """
-    values = np.where(np.isnan(losses), np.inf, np.asarray(losses, dtype=float))
-    return np.quantile(values, prob, axis=axis, method="inverted_cdf")
 
 
 def calibration(losses: Sequence[float], prob: float, target_loss: float, confidence: float = 0.95,

@@ -112,7 +112,7 @@ def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initia
         "rounds": len(rounds),
         "planned_rounds": int(planned_rounds),
         "replans": int(replans),
-        # Robustness (README "Robustness"): rejected client replies, rolled-back
+        # Robustness: rejected client replies, rolled-back
         # aggregates and flagged (not tracked) losses over the run.
         "rejected_replies": sum(len(r.get("rejected") or ()) for r in rounds),
         "rolled_back_rounds": sum(bool(r.get("rolled_back")) for r in rounds),

@@ -3,8 +3,7 @@
 Both the ClientApp (one Ray actor = one process, many partitions) and the
 server (validation and test splits for central evaluation) go through here,
 so the dataset is loaded and partitioned once per process. Decisions read the
-validation split only; the test split is only reported (README, "What 'the
-loss' is").
+validation split only; the test split is only reported.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Estimation of the loss-evolution parameters l_run and l_sw (DESIGN.md section 3).
+"""Estimation of the loss-evolution parameters l_run and l_sw (docs/FORMATS.md).
 
 The contract's loss semantics for a round with model ``m`` after model ``p``:
 

@@ -1,19 +1,17 @@
 """The plan regime of the loss profile: a learning curve from the exploration, with honest noise.
 
-Why. A static plan starts where the federated exploration stopped (about
-``2 L*``) and runs below it, where no exploration round was observed. The
+Why. A static plan starts where the federated exploration stops (about
+``2 L*``) and runs below it, where no exploration round is observed. The
 exploration's fitted levels describe the early, fast phase of training
 (every round a different random mix of client groups); carried down to the
-target (the anchor at loss 0, proportional decrease) they predicted plans
-that decay to 0 within 15 rounds, while real plans slow down and level off
-around 0.1-0.2 on digits. The spread was wrong too: the measured standard
-error of the judged evaluation was folded into ``eval_std`` and the walk's
-spread was set to zero where it fell short, and a jump for a change of client
-set (a transient that is made up in the next round) was carried for the rest
-of the plan. On a trajectory bank (fixed plans run for 40 rounds after the
-exploration of 80 federations, ``benchmarks/plan_regime/``) the old profile put
-the actual final test loss above its predicted 0.9-quantile in 60% of the
-cases on every client, and below its 0.1-quantile in 25% on subsets.
+target (the anchor at loss 0, proportional decrease) they predict plans
+that decay to 0 within a few rounds, while real plans slow down and level
+off above 0. The noise needs the same care: the standard error of the judged
+evaluation is a term of its own (not part of ``eval_std``), and a change of
+client set is a transient made up in the next round, not a jump carried for
+the rest of the plan. A trajectory bank (fixed plans run for 40 rounds after
+the exploration of 80 federations, ``benchmarks/plan_regime/``) measures how
+the predicted quantiles cover the actual final test losses (docs/RESULTS.md).
 
 The model. Below the exploration's last loss ``L_e`` the run profile of each
 variant is the learning curve ``mu(L) = c (L - f)**p`` (``f`` the floor the
@@ -31,10 +29,10 @@ two finite splits: ``judged_error = jf * c`` with ``c`` the measured
 ``sem**2 / L`` (contract field ``loss.judged_error``).
 
 The structural constants ``p, f, a, b, o, gamma, jf`` (:class:`PlanRegime`) are
-not fitted per job: they were fitted once, by the pinball loss of the
+not fitted per job: they are fitted once, by the pinball loss of the
 predicted 0.8/0.85/0.9/0.95 quantiles, on the trajectory bank of four
 development settings of the bundled digits task (``benchmarks/plan_regime/fit.py``;
-none of the settings the README reports). They belong to the task (dataset
+none of the settings docs/RESULTS.md reports). They belong to the task (dataset
 and architecture): another task needs its own bank and fit, and until then
 its static plans carry the digits constants (with tracking, the run's trend
 filter, :mod:`depl_fl.tracking.trend`, follows what the run really does).

@@ -16,8 +16,8 @@ correlated, ``rho = g1 / g0``. The change of the loss over ``K`` rounds has
 variance ``K s_w**2 + 2 s_e**2``, not ``K g0``. :func:`split_spread` estimates
 ``s_w`` and ``s_e`` from the standardised residuals of pilot trajectories;
 :func:`spread_ratio` says by how much the random walk over-states the
-``K``-round spread (README: rho = -0.39 on the non-IID digits pilots, i.e. a
-30-round plan's spread over-stated about 2x).
+``K``-round spread (at ``rho = -0.39`` a 30-round plan's spread is
+over-stated about 2x).
 """
 
 from __future__ import annotations

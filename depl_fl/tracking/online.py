@@ -66,8 +66,7 @@ class ReplanPolicy:
         predicted quantile exceeds ``target_loss + margin``.  A small margin avoids
         re-planning on estimation noise when the plan is tight. It does not apply
         once the plan has no round left: the run would end with a predicted
-        quantile above the target (issue 10: runs ended at q = 0.36-0.38 for
-        L* = 0.35 and missed), so any excess re-plans.
+        quantile above the target, a run that misses it, so any excess re-plans.
 
     ahead_margin : float or None
         Re-plan when the predicted quantile is below ``target_loss - ahead_margin``

@@ -3,7 +3,7 @@
 One bad evaluation (a corrupted test batch, an aggregate that was rolled back
 too late, a transient fault) must not be fed to the online estimator nor
 trigger a re-plan. The loss model itself says what to expect of one round
-(DESIGN.md, semantics): from the loss ``l`` before it, with model ``m`` after
+(docs/FORMATS.md, loss semantics): from the loss ``l`` before it, with model ``m`` after
 model ``p`` and data ratio ``r``,
 
     L = l + mu_sw + sd_sw * Y - mu_m(l') * r**a - sd_m(l') * r**-b * X,   l' = l + mu_sw

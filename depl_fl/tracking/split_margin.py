@@ -8,12 +8,8 @@ measured on the validation split misses more often than ``1 - pi`` on
 cross-entropy losses: they are skewed to the right, and a validation split
 that happens to hold few badly classified samples has both a low mean and a
 low spread, so the margin is smallest exactly where the validation loss is
-most optimistic. Measured on the digits CNN at held-out losses 0.15-0.55
-over 1,000 split seeds (``benchmarks/stop_margin.py``,
-``benchmarks/results/stop_margin.md``), that margin missed in 0.20-0.24 /
-0.12-0.16 / 0.07-0.12 of the splits at pi = 0.8 / 0.9 / 0.95 (promised
-0.2 / 0.1 / 0.05); the bootstrap-t margin below in 0.18-0.20 / 0.09-0.11 /
-0.04-0.06.
+most optimistic. ``benchmarks/stop_margin.py`` measures how often each
+margin misses over many split seeds (docs/RESULTS.md).
 
 :func:`stop_margin` uses the bootstrap-t instead: the validation split plays
 the population, a validation-sized and a test-sized sample are redrawn from

@@ -4,11 +4,10 @@ Why. The loss a round measures oscillates around the run's trend without
 accumulating (the plan regime, :mod:`depl_fl.tracking.learning_curve`: FedAvg on
 skewed clients overshoots and comes back, by 0.03-0.1 on digits), and the
 first round on a new client set drifts towards that set's labels and is made
-up in the next. Tracking that started every prediction from the last
-measured loss re-planned on those swings: a first round that rose by 0.25 on a
-cheap subset moved the rest of the run to every client, the costly cluster
-included (2.5x the static plan's training energy on a development setting,
-for the same coverage).
+up in the next. Tracking that starts every prediction from the last
+measured loss re-plans on those swings: a first round that rises on a cheap
+subset moves the rest of the run to every client, the costly cluster
+included, for no better coverage. The filter follows the trend instead.
 
 The model (the loss model's own terms). The measured validation loss after
 round ``k`` is ``y_k = T_k + O_k`` with the oscillation ``O_k`` of standard

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "exploration_plateau.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "exploration_plateau.py"
 _SPEC = importlib.util.spec_from_file_location("exploration_plateau", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 plateau = importlib.util.module_from_spec(_SPEC)

@@ -1,4 +1,4 @@
-"""benchmarks/plan_regime/rate_checks.py: the checks behind the README's "the fitted rate does not carry
+"""benchmarks/plan_regime/rate_checks.py: the checks behind "the fitted rate does not carry
 over" (the learning curve's inverse and the slope of realised on fitted rates)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from depl_fl.tracking.learning_curve import rate_coefficient
 
 _SPEC = importlib.util.spec_from_file_location(
-    "rate_checks", Path(__file__).resolve().parents[1] / "benchmarks" / "plan_regime" / "rate_checks.py")
+    "rate_checks", Path(__file__).resolve().parents[2] / "benchmarks" / "plan_regime" / "rate_checks.py")
 assert _SPEC is not None and _SPEC.loader is not None
 rate_checks = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(rate_checks)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "setting_offsets.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "setting_offsets.py"
 _SPEC = importlib.util.spec_from_file_location("setting_offsets", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 setting_offsets = importlib.util.module_from_spec(_SPEC)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 _SPEC = importlib.util.spec_from_file_location(
-    "explore_overshoot", Path(__file__).resolve().parents[1] / "benchmarks" / "explore_overshoot.py")
+    "explore_overshoot", Path(__file__).resolve().parents[2] / "benchmarks" / "explore_overshoot.py")
 assert _SPEC is not None and _SPEC.loader is not None
 explore_overshoot = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(explore_overshoot)

@@ -1,4 +1,4 @@
-"""benchmarks/goal_ceiling.py: the ceiling behind the README's figures on how often issue 15's goal shows."""
+"""benchmarks/goal_ceiling.py: the ceiling on how often any static planner can show the per-cell goal."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from depl_fl.runs.report import wilson_interval
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location("goal_ceiling", _ROOT / "benchmarks" / "goal_ceiling.py")
 assert _SPEC is not None and _SPEC.loader is not None
 goal_ceiling = importlib.util.module_from_spec(_SPEC)

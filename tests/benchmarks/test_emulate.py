@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "plan_regime" / "emulate.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_regime" / "emulate.py"
 _SPEC = importlib.util.spec_from_file_location("emulate", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 emulate = importlib.util.module_from_spec(_SPEC)

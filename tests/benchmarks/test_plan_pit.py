@@ -1,4 +1,4 @@
-"""benchmarks/plan_pit.py: the predicted-against-actual table that backs the README's calibration claims."""
+"""benchmarks/plan_pit.py: the predicted-against-actual table behind the calibration figures."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from depl_fl.contract.scenario import scenario_from_dict
 from depl_fl.contract.semantics import simulate_final_losses
 
 _SPEC = importlib.util.spec_from_file_location(
-    "plan_pit", Path(__file__).resolve().parents[1] / "benchmarks" / "plan_pit.py")
+    "plan_pit", Path(__file__).resolve().parents[2] / "benchmarks" / "plan_pit.py")
 assert _SPEC is not None and _SPEC.loader is not None
 plan_pit = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(plan_pit)
