@@ -188,7 +188,11 @@ class DepLStrategy(FedAvg):
         ``profiler.run(strategy, grid, arrays, evaluate_fn, timeout, train_config)``
         runs the profile rounds after the properties query and before the scenario
         is built, and returns the arrays the job continues from
-        (:class:`strategies.federated_profiling.FederatedProfiler`).
+        (:class:`strategies.federated_profiling.FederatedProfiler`). A profiler whose
+        ``met_round`` is set met the target during its exploration: the job then
+        plans no training round.
+    method : str
+        The planning method (``cfg.method``), the name of that empty plan.
     clock : str
         ``model`` or ``wall``: what the deadline counts (:class:`strategies.controller.RunController`);
         with ``wall`` the time from the end of the profile rounds to the first
@@ -208,7 +212,7 @@ class DepLStrategy(FedAvg):
                  timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
                  on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None,
                  profiler: Any = None, clock: str = "model", drift: Any = None,
-                 arch: str = "network") -> None:
+                 arch: str = "network", method: str = "depl") -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -236,6 +240,8 @@ class DepLStrategy(FedAvg):
         self.profiler = profiler
         self.clock = clock
         self.drift = drift
+        #: The planning method (``cfg.method``): the name of the empty plan of a job met during exploration.
+        self.method = str(method)
         # Run state, filled by start().
         #: Client id -> what its accepted reply of the last aggregated round measured.
         self.reply_measured: dict[str, dict[str, Any]] = {}
@@ -322,6 +328,9 @@ class DepLStrategy(FedAvg):
         """The initial plan (given, or from ``plan_fn``); infeasible -> InfeasibleError."""
         assert self.scenario is not None
         plan = self.given_plan
+        met_round = getattr(self.profiler, "met_round", None)
+        if plan is None and met_round is not None:
+            return self._met_plan(int(met_round))
         if plan is None:
             if self.plan_fn is None:
                 raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
@@ -339,6 +348,14 @@ class DepLStrategy(FedAvg):
         if unknown:
             raise ScenarioError(f"plan uses clients that are not connected: {', '.join(unknown)}")
         return plan
+
+    def _met_plan(self, met_round: int) -> Plan:
+        """The empty plan of a job whose exploration met the target (the stop rule after ``met_round``)."""
+        LOG.info("target met during the exploration (round %d): no training round", met_round)
+        judged = getattr(self.profiler, "met_model", None)
+        return Plan(method=self.method, feasible=True, rounds=[],
+                    predicted={"cost_joules": 0.0, "time_s": 0.0},
+                    extra={"met_during_exploration": met_round, "judged_model": judged})
 
     # ------------------------------------------------------------------ rounds
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
@@ -557,7 +574,9 @@ class DepLStrategy(FedAvg):
         if self.clock == "wall":  # planning after the profile rounds is deadline time too
             self.controller.elapsed_s = time.monotonic() - self._profile_end
         # A feasible empty plan (the target already met, e.g. by the exploration rounds): no round.
-        first_model = self.scenario.model(self.plan.rounds[0].model) if self.plan.rounds else None
+        # Met during the exploration: the variant the stop rule judged (its worst).
+        name = self.plan.rounds[0].model if self.plan.rounds else self.plan.extra.get("judged_model")
+        first_model = self.scenario.model(name) if name else None
         first = evaluate_fn(0, initial_arrays, float(first_model.compression) if first_model else 0.0)
         if first is not None:
             result.evaluate_metrics_serverapp[0] = first

@@ -25,6 +25,11 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   the sample fraction of an observation is its set's ``r_eff = c_S * r``,
   and the sets' range of coverage becomes ``loss.min_coverage`` /
   ``loss.max_uncovered`` (docs/CONTRACT_V2.md);
+* exploring ends after any round whose merged model meets the target by the
+  job's stop rule (:mod:`depl_fl.orchestration.stop_rule`, the rule the run
+  controller stops a training round on; ``profile.explore.stop_when_met``,
+  default true): the job then plans no training round (met during the
+  exploration) and the profile is fitted from the rounds so far;
 * the merged model's per-variant trajectory gives the evaluation noise:
   ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
   on the validation split, of the test split's size in simulation).
@@ -158,6 +163,12 @@ class FederatedProfiler:
         self.coverage = LabelCoverage({})
         #: Standard error of the last evaluated loss (``loss-sem``; None when not measured).
         self.loss_sem: float | None = None
+        #: Bootstrap-t stop margin of the last evaluated loss (``loss-margin``; None when not measured).
+        self.loss_margin: float | None = None
+        #: The exploration round after which the model met the target by the stop rule (None: not met).
+        self.met_round: int | None = None
+        #: The variant whose (worst) loss the stop rule judged then.
+        self.met_model: str | None = None
         #: Per variant, the merged model's validation losses and the rounds' r_eff (eval noise fit).
         self.trajectories: dict[str, tuple[list[float], list[float]]] = {}
         #: The client sets the exploration trained on (coverage bounds).
@@ -176,7 +187,8 @@ class FederatedProfiler:
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
-                        "progress", "loss_sem", "round_costs")
+                        "progress", "loss_sem", "round_costs", "loss_margin", "met_round",
+                        "met_model")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -208,7 +220,8 @@ class FederatedProfiler:
         return {"source": "federated", "reused": self.reused, "rounds": len(self.records),
                 "energy_j": self.energy_j, "time_s": self.time_s, "wall_s": self.wall_s,
                 "cache_file": str(self.cache_file) if self.cache_file else None,
-                "cost_when_made": self.cost_when_made}
+                "cost_when_made": self.cost_when_made, "met_round": self.met_round,
+                "met_model": self.met_model}
 
     # -------------------------------------------------------------- main entry
     def run(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,
@@ -283,7 +296,7 @@ class FederatedProfiler:
         k, losses, observations = state.done, state.losses, list(state.observations)
         self.trajectories = {m: (list(t[0]), list(t[1])) for m, t in state.trajectories.items()}
         self.pilot_sets = [list(c) for c in state.pilot_sets]
-        while self._explore_more(k, max(losses.values())):
+        while not self._met_now(k, losses) and self._explore_more(k, max(losses.values())):
             k += 1
             groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
                                   strategy.network)
@@ -351,6 +364,37 @@ class FederatedProfiler:
         return [LossObservation(k, m, m if k > 1 else None, before[m], after[m], ratio)
                 for m in self.models]
 
+    def _met_now(self, done: int, losses: Mapping[str, float]) -> bool:
+        """Whether the merged model meets the target now by the job's stop rule (then exploring ends).
+
+        With ``profile.explore.stop_when_met`` (default) and at least one round
+        done: every variant's validation loss (the worst one, with the largest
+        measured margin) meets :func:`depl_fl.orchestration.stop_rule.target_met`,
+        the rule the run controller stops a training round on; the plan-regime
+        judged error is the one the fit will give (the measured ``sem**2 / L``
+        so far times the regime's factor). Sets :attr:`met_round`.
+        """
+        from depl_fl.orchestration.stop_rule import target_met
+        from depl_fl.tracking.noise import sem_coefficient
+
+        explore = self.cfg["profile"]["explore"]
+        if done < 1 or not explore.get("stop_when_met", True):
+            return False
+        regime = plan_regime_of(self.cfg)
+        coefficient = sem_coefficient([tuple(p) for pts in self.sem_points.values() for p in pts])
+        judged_error = regime.judged_error_factor * coefficient if regime and coefficient else 0.0
+        met = target_met(max(losses.values()), float(self.cfg["target"]["loss"]),
+                         prob=float(self.cfg["target"]["prob"]),
+                         guarantee=str((self.cfg.get("planner") or {}).get("guarantee", "gaussian")),
+                         loss_sem=self.loss_sem, loss_margin=self.loss_margin, judged_error=judged_error,
+                         track_mean=self.cfg.get("method") == "expectation")
+        self.met_round = done if met else None
+        self.met_model = max(losses, key=losses.__getitem__) if met else None
+        if met:
+            LOG.info("exploration round %d: the target is met now (loss %.4g); exploring ends", done,
+                     max(losses.values()))
+        return met
+
     def _explore_more(self, done: int, loss: float) -> bool:
         """Explore ``rounds`` rounds, then on while the loss is above ``stop_loss_factor * target.loss``.
 
@@ -408,6 +452,8 @@ class FederatedProfiler:
         test = {m: float(r["test-loss"]) if "test-loss" in r else None for m, r in metrics.items()}
         sems = [float(r["loss-sem"]) for r in metrics.values() if "loss-sem" in r]
         self.loss_sem = max(sems) if sems else None  # the job starts from the worst variant's loss
+        margins = [float(r["loss-margin"]) for r in metrics.values() if "loss-margin" in r]
+        self.loss_margin = max(margins) if margins and all(np.isfinite(margins)) else None
         for m, r in metrics.items():
             if "loss-sem" in r:
                 self.sem_points.setdefault(m, []).append((float(r["loss"]), float(r["loss-sem"])))
@@ -513,6 +559,8 @@ class FederatedProfiler:
             "losses": dict(losses), "accuracy": None, "train_loss": None,
             # reported like "loss" (the worst variant), never read by a decision
             "test_loss": worst(test_losses.values()), "test_accuracy": None,
+            # the stop rule's inputs (the largest over the variants, as "loss")
+            "loss_sem": self.loss_sem, "loss_margin": self.loss_margin,
             "energy_j": float(energy), "round_time_s": float(duration), "elapsed_s": float(elapsed),
             "wall_s": float(wall), "comparable_wall_s": cost.wall_s, "predicted_quantile": None,
             "replanned": False, "replies": measured, **round_measurement(measured, modelled),

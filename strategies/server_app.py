@@ -225,7 +225,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         aggregation=aggregation_settings(cfg),
         spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler,
         clock=clock, drift=DriftTest(float(cost_cfg.get("drift_tolerance", 0.25)),
-                                     int(cost_cfg.get("drift_rounds", 2))))
+                                     int(cost_cfg.get("drift_rounds", 2))),
+        method=str(cfg["method"]))
     strategy.cost_report = cost_report
     return strategy
 

@@ -28,6 +28,7 @@ from strategies.server_app import run_server  # noqa: E402
 N = 3
 JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=2",
        "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[2]",
+       "profile.explore.stop_when_met=false",
        "profile.explore.min_points_per_level=2", "target.loss=0.5", "target.prob=0.6",
        "target.max_rounds=3", "output.plot=false"]
 #: Progress lines and the phase of the round they announce.

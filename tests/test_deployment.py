@@ -212,6 +212,7 @@ def test_superlink_killed_after_round_two_resumes_every_round_once(tmp_path):
 
 #: Federated profiling (the default) with 3 exploration rounds: --crash-after 2 kills the job during them.
 EXPLORE_JOB = ["profile.explore.rounds=3", "profile.explore.max_rounds=3",
+               "profile.explore.stop_when_met=false",
                "profile.explore.switch_rounds=[3]", "profile.explore.stop_loss_factor=null",
                "profile.explore.min_points_per_level=1",
                "target.loss=0.6", "target.prob=0.6", "target.deadline_s=1e5", "tracking.enabled=false",

@@ -79,7 +79,7 @@ def test_ray_job_writes_results(tmp_path):
 def test_ray_job_profiles_through_the_grid(tmp_path):
     """Federated profiling under Ray: the exploration rounds run in the ClientApps (Ray actors)."""
     proc = _run(tmp_path, ["simulation=ray", "profile.source=federated", "profile.explore.rounds=2",
-                           "profile.explore.stop_loss_factor=null",
+                           "profile.explore.stop_loss_factor=null", "profile.explore.stop_when_met=false",
                            "profile.explore.switch_rounds=[2]", "profile.explore.min_points_per_level=1",
                            "target.loss=1.0", "target.prob=0.5", "target.deadline_s=1e6",
                            "target.max_rounds=4"])

@@ -25,6 +25,7 @@ from strategies.server_app import run_server  # noqa: E402
 N = 3
 JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=3",
        "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[3]",
+       "profile.explore.stop_when_met=false",
        "profile.explore.min_points_per_level=2", "target.loss=0.9", "target.prob=0.6",
        "target.max_rounds=4", "tracking.enabled=false", "output.plot=false"]
 

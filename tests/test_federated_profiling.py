@@ -31,7 +31,7 @@ from strategies.server_app import run_server  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 N = 3
 JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=3",
-       "profile.explore.stop_loss_factor=null",
+       "profile.explore.stop_loss_factor=null", "profile.explore.stop_when_met=false",
        "profile.explore.switch_rounds=[3]", "profile.explore.min_points_per_level=2", "target.loss=0.7",
        "target.prob=0.6", "target.max_rounds=8", "tracking.enabled=false", "planner.mc_trajectories=20000",
        "output.plot=false"]
@@ -329,7 +329,7 @@ def test_loopback_deployment_on_per_node_folders(split, tmp_path):
         ["bash", str(ROOT / "scripts" / "deploy_loopback.sh"), "-n", "3", "-r", "2", "-d", str(split),
          *(["--isolate-data"] if isolate else []), "-o", str(out), "-t", "1500",
          "profile.explore.rounds=2", "profile.explore.switch_rounds=[2]",
-         "profile.explore.stop_loss_factor=null",
+         "profile.explore.stop_loss_factor=null", "profile.explore.stop_when_met=false",
          "profile.explore.min_points_per_level=1", "target.loss=1.5", "target.prob=0.6",
          "target.deadline_s=1e5", "tracking.enabled=false", "output.plot=false"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1600)

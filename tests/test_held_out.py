@@ -12,7 +12,8 @@ from depl_fl.task.data import split_held_out
 pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
-SMALL = ["simulation=inprocess", "num_clients=3", "target.loss=1.2", "target.prob=0.6", "target.max_rounds=6",
+SMALL = ["simulation=inprocess", "num_clients=3", "profile.explore.stop_when_met=false",
+         "target.loss=1.2", "target.prob=0.6", "target.max_rounds=6",
          "tracking.enabled=true", "planner.mc_trajectories=5000", "output.plot=false"]
 
 

@@ -33,6 +33,7 @@ COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "outputs", "multirun", ".d
                                      "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis")
 TINY_JOB = ["simulation=inprocess", "num_clients=3", "profile.explore.rounds=2",
             "profile.explore.max_rounds=2", "profile.explore.switch_rounds=[2]", "target.loss=2.2",
+            "profile.explore.stop_when_met=false",
             "target.prob=0.6", "target.max_rounds=2", "tracking.enabled=false", "output.plot=false"]
 
 

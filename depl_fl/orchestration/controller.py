@@ -23,6 +23,7 @@ from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import client_energy, data_ratio, effective_ratio, round_energy, round_time
 from depl_fl.orchestration.membership import drop_clients
+from depl_fl.orchestration.stop_rule import target_met
 from depl_fl.tracking import trend as trend_filter
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 
@@ -220,17 +221,10 @@ class RunController:
 
         and at least ``kappa * sqrt(judged_error * loss)`` of a plan-regime profile.
         """
-        from depl_fl.planner.quantile import kappa
-
-        loss = max(float(loss), 0.0)
-        if self.track_mean:
-            return loss <= self.targets.target_loss
-        k = kappa(self.targets.target_prob, self.guarantee)
-        margin = k * math.sqrt(2.0) * self.loss_sem if self.loss_sem is not None else 0.0
-        if self.loss_margin is not None:
-            margin = self.loss_margin if self.guarantee == "gaussian" else max(margin, self.loss_margin)
-        margin = max(margin, k * math.sqrt(float(self.scenario.loss.judged_error or 0.0) * loss))
-        return loss + margin <= self.targets.target_loss
+        return target_met(max(float(loss), 0.0), self.targets.target_loss, prob=self.targets.target_prob,
+                          guarantee=self.guarantee, loss_sem=self.loss_sem, loss_margin=self.loss_margin,
+                          judged_error=float(self.scenario.loss.judged_error or 0.0),
+                          track_mean=self.track_mean)
 
     def start_std(self) -> float:
         """Uncertainty of a plan's start at the measured validation loss: ``sqrt(2) * loss_sem``.

@@ -49,6 +49,7 @@ class _Train(Schema):
 
 class _Explore(Schema):
     rounds: Count
+    stop_when_met: StrictBool = True
     stop_loss_factor: Positive | None = None
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
