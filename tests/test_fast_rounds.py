@@ -149,6 +149,7 @@ def test_exploration_rounds_evaluate_each_variant_once_and_groups_on_validation(
     from strategies.inprocess_grid import InProcessGrid
 
     cfg = compose_config(["simulation=inprocess", "num_clients=3", "profile.explore.rounds=3",
+                          "profile.explore.stop_when_met=false",
                           "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[3]",
                           "profile.explore.min_points_per_level=2", "target.loss=0.9", "target.prob=0.6",
                           "target.max_rounds=4", "tracking.enabled=false", "output.plot=false",
