@@ -18,6 +18,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict  # noqa: E40
 
 import depl_fl.task.data as data_mod  # noqa: E402
 import depl_fl.task.folder_data as folder_mod  # noqa: E402
+import depl_fl.task.partitions as partitions_mod  # noqa: E402
 from clients.client_app import make_client_app  # noqa: E402
 from depl_fl.orchestration.exploration import split_groups, write_json_atomic  # noqa: E402
 from depl_fl.orchestration.profiling import federated_key  # noqa: E402
@@ -97,8 +98,10 @@ def _forbid_central_data(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the bundled dataset must not be opened")
 
+    # partitions is imported above, before either patch: imported under the first one it would
+    # bind ``boom`` as its own load_dataset and keep it after the undo.
+    monkeypatch.setattr(partitions_mod, "load_dataset", boom)
     monkeypatch.setattr(data_mod, "load_dataset", boom)
-    monkeypatch.setattr("depl_fl.task.partitions.load_dataset", boom)
 
 
 def test_client_reads_only_its_data_dir_and_reports_true_count(split, monkeypatch):
