@@ -52,13 +52,6 @@ content = RecordDict({"config": ConfigRecord({"server-round": 2, "compression": 
 if kind != "query":
     with np.load(state_file) as npz:
         state = {k: npz[k] for k in npz.files}
-    if kind == "train":  # a train message carries the variant's entries, sliced by the server
-        from depl_fl.runs.runconfig import compose_config
-        from depl_fl.task.partitions import geometry
-        from depl_fl.task.pruning import compute_structure, extract
-        from depl_fl.task.subnets import network_layout
-        layout = network_layout(geometry(compose_config(overrides.split())))
-        state = extract(state, compute_structure(layout, state, 0.5))
     content["arrays"] = ArrayRecord({k: Array(np.require(v, requirements="C")) for k, v in state.items()})
 mtype = {"query": MessageType.QUERY, "train": MessageType.TRAIN, "evaluate": MessageType.EVALUATE}[kind]
 msg = Message(content, dst_node_id=100, message_type=mtype, group_id="2")
@@ -71,7 +64,24 @@ print(json.dumps({"modules": sorted(sys.modules), "content": sorted(reply.conten
 """
 
 
+def _variant_file(state_file: Path) -> Path:
+    """The p50 variant's entries of the global state, sliced as the server slices a train message
+    (here, so that the driver process imports only what a message's process imports)."""
+    out = state_file.with_name(f"{state_file.stem}-p50.npz")
+    if not out.exists():
+        from depl_fl.task.pruning import compute_structure, extract
+        from depl_fl.task.subnets import network_layout
+
+        with np.load(state_file) as npz:
+            state = {k: npz[k] for k in npz.files}
+        layout = network_layout(geometry(compose_config(OVERRIDES.split())))
+        np.savez(out, **extract(state, compute_structure(layout, state, 0.5)))
+    return out
+
+
 def _handle(kind: str, state_file: Path, cache: Path, pid: int = 1, node_config: dict | None = None) -> dict:
+    if kind == "train":  # a train message carries the variant's entries
+        state_file = _variant_file(state_file)
     env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(cache))
     env.pop(diskcache.ENV_DIR, None)
     proc = subprocess.run([sys.executable, "-c", DRIVER, kind, OVERRIDES, str(state_file), str(pid),
