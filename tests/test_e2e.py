@@ -18,12 +18,15 @@ TINY = ["num_clients=3", "profile.source=inprocess", "profile.seeds=1", "profile
         "profile.switch_at=[2]",
         "target.loss=2.2", "target.prob=0.6", "target.max_rounds=2", "tracking.enabled=false",
         "planner.mc_trajectories=20000"]
+#: TINY without the in-process pilots' keys (federated profiling refuses keys it does not read).
+TINY_FEDERATED = [k for k in TINY if not k.startswith("profile.")]
 
 
-def _run(tmp_path: Path, extra: list[str], flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, extra: list[str], flags: tuple[str, ...] = (),
+         base: list[str] = TINY) -> subprocess.CompletedProcess:
     env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "depl_fl.main", *flags, *TINY, f"profile.cache_dir={tmp_path / 'cache'}",
+        [sys.executable, "-m", "depl_fl.main", *flags, *base, f"profile.cache_dir={tmp_path / 'cache'}",
          f"hydra.run.dir={tmp_path / 'out'}", *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
@@ -82,7 +85,7 @@ def test_ray_job_profiles_through_the_grid(tmp_path):
                            "profile.explore.stop_loss_factor=null", "profile.explore.stop_when_met=false",
                            "profile.explore.switch_rounds=[2]", "profile.explore.min_points_per_level=1",
                            "target.loss=1.0", "target.prob=0.5", "target.deadline_s=1e6",
-                           "target.max_rounds=4"])
+                           "target.max_rounds=4"], base=TINY_FEDERATED)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(Path(proc.stdout.strip().splitlines()[-1]).read_text())
     phases = [r["phase"] for r in doc["rounds"]]
