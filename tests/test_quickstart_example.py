@@ -23,7 +23,9 @@ def test_quickstart_depl_runs_under_flwr_run(tmp_path):
                                       '[superlink.local]\noptions.num-supernodes = 3\n')
     out = tmp_path / "records.json"
     env = {**os.environ, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           # flwr run starts flower-superlink from PATH: the one beside this interpreter
+           "PATH": os.pathsep.join([str(Path(os.sys.executable).parent), os.environ.get("PATH", "")])}
     flwr = Path(os.sys.executable).with_name("flwr")
     run_config = f'out-file="{out}" cache-dir="{tmp_path / "cache"}"'
     proc = subprocess.run([str(flwr), "run", ".", "local", "--stream", "--run-config", run_config],
