@@ -37,7 +37,12 @@ def targets_of(cfg: Mapping[str, Any]) -> Targets:
 
 
 def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], Plan]:
-    """``plan_fn(scenario, targets, start)`` calling :func:`depl_fl.planner.make_plan`."""
+    """``plan_fn(scenario, targets, start)`` calling :func:`depl_fl.planner.make_plan`.
+
+    ``plan_fn.holds(scenario, targets, start, rounds)`` is the planner's
+    acceptance test of a remaining plan (:func:`depl_fl.planner.plan_holds`,
+    the same seed and trajectories), which tracking may run before a re-plan.
+    """
     planner = cfg["planner"]
 
     def plan_fn(scenario: Scenario, targets: Targets, start: Any) -> Plan:
@@ -47,6 +52,13 @@ def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], P
                          guarantee=str(planner["guarantee"]), seed=int(cfg["seed"]), start=start,
                          mc_trajectories=int(planner["mc_trajectories"]))
 
+    def holds(scenario: Scenario, targets: Targets, start: Any, rounds: Any) -> tuple[bool, float]:
+        from depl_fl.planner import plan_holds
+
+        return plan_holds(scenario, targets, rounds, start, seed=int(cfg["seed"]),
+                          mc_trajectories=int(planner["mc_trajectories"]))
+
+    plan_fn.holds = holds  # type: ignore[attr-defined]
     return plan_fn
 
 
@@ -64,17 +76,23 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     of a mean over as many samples as the test split holds, and
     ``loss-margin``, the ``target.prob``-quantile of ``test - validation``
     (bootstrap-t, :func:`depl_fl.tracking.split_margin.stop_margin`; seeded by
-    the run seed and the round), on which tracking stops.
+    the run seed and the round), on which tracking stops. The margin is
+    computed only where a stop test can read it: when ``loss`` is at most
+    ``target.loss`` (or ``target.prob <= 0.5``, where a margin may be
+    negative); above the target no margin lets ``loss + margin <= target.loss``
+    pass, and ``loss-margin`` is NaN (not measured). A round whose loss is
+    flagged as a spike and imputed below the target then reads the last
+    measured margin.
     ``evaluate_fn.validation_loss(arrays, compression)`` computes the
     validation loss alone (the same figure as ``loss``), for the exploration's
     group observations, which read nothing else.
     """
     from depl_fl.task.local_update import variant_model
     from depl_fl.task.partitions import geometry, test_split, validation_split
-    from depl_fl.task.training import evaluate_model, per_sample_losses
+    from depl_fl.task.training import evaluate_model, evaluate_with_losses
     from depl_fl.tracking.split_margin import stop_margin
 
-    prob, seed = float(cfg["target"]["prob"]), int(cfg["seed"])
+    prob, seed, target = float(cfg["target"]["prob"]), int(cfg["seed"]), float(cfg["target"]["loss"])
 
     def validation_loss(arrays: ArrayRecord, compression: float = 0.0) -> float:
         """The validation loss alone (what a decision reads), without the figures for the record."""
@@ -91,12 +109,12 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         torch.set_num_threads(1)
         model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
         val, test = validation_split(cfg), test_split(cfg)
-        loss, acc = evaluate_model(model, *val)
-        losses = per_sample_losses(model, *val)
+        loss, acc, losses = evaluate_with_losses(model, *val)
         test_size = len(test[1])
         sem = float(np.std(losses, ddof=1)) / math.sqrt(test_size)
+        readable = loss <= target or prob <= 0.5
         margin = (stop_margin(losses, test_size, prob, seed=seed * 100_003 + int(server_round))
-                  if np.all(np.isfinite(losses)) else float("nan"))
+                  if readable and np.all(np.isfinite(losses)) else float("nan"))
         test_loss, test_acc = evaluate_model(model, *test)
         return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": sem,
                              "loss-margin": margin, "test-loss": float(test_loss),
@@ -205,7 +223,9 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
 
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
                                      margin=float(tracking_cfg.get("margin", 0.0)),
-                                     ahead_margin=tracking_cfg.get("ahead_margin"))
+                                     ahead_margin=tracking_cfg.get("ahead_margin"),
+                                     keep_dependable_plan=bool(tracking_cfg.get("keep_dependable_plan",
+                                                                                False)))
     from depl_fl.task.subnets import network_layout, network_name
 
     strategy = DepLStrategy(

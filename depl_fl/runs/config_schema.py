@@ -100,6 +100,7 @@ class _Tracking(Schema):
     margin: NonNegative
     ahead_margin: NonNegative | None
     every_rounds: Count | None
+    keep_dependable_plan: StrictBool = False
 
 
 class _Cost(Schema):

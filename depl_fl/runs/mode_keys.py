@@ -34,7 +34,7 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   but ``enabled``): refused with ``profile.plan_regime.enabled=false``. ``data_exponent_mean/std``
   and ``cache_dir`` are read by both sources (the fallback exponents and the
   cache).
-* ``tracking.margin``, ``ahead_margin``, ``every_rounds``: the re-planning
+* ``tracking.margin``, ``ahead_margin``, ``every_rounds``, ``keep_dependable_plan``: the re-planning
   policy, refused with ``tracking.enabled=false``. ``tracking.spike_tail_prob``
   is read in every mode (spikes are flagged and recorded without tracking too).
 * ``planner.guarantee``: refused with ``method=expectation``, which plans,
@@ -215,7 +215,8 @@ RULES: tuple[ModeRule, ...] = (
     ModeRule("profile.plan_regime.enabled", _regime_mode,
              {f"profile.plan_regime.{name}": _of("true") for name in _REGIME_CONSTANTS}),
     ModeRule("tracking.enabled", _switch("tracking.enabled", False),
-             {f"tracking.{name}": _of("true") for name in ("margin", "ahead_margin", "every_rounds")},
+             {f"tracking.{name}": _of("true") for name in ("margin", "ahead_margin", "every_rounds",
+                                                               "keep_dependable_plan")},
              "they steer online re-planning"),
     ModeRule("method", _switch("method", "depl"), {"planner.guarantee": AllBut("expectation")},
              "the expectation baseline plans, tracks and stops on the predicted mean"),

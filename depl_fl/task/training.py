@@ -152,6 +152,38 @@ def evaluate_model(
 
 
 @torch.no_grad()
+def evaluate_with_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+                         batch_size: int = 512) -> tuple[float, float, np.ndarray]:
+    """:func:`evaluate_model` and :func:`per_sample_losses` from one forward pass.
+
+    Both reductions read the same logits, so the three figures equal those of
+    the two functions bit for bit at half the cost.
+
+    Returns
+    -------
+    loss : float
+        Mean cross-entropy over all samples.
+    accuracy : float
+        Fraction of correctly classified samples.
+    losses : ndarray
+        Cross-entropy of every sample.
+    """
+    xt, yt = _as_tensors(x, y)
+    n = xt.shape[0]
+    if n == 0:
+        raise ScenarioError("cannot evaluate on an empty set")
+    model.eval()
+    loss_sum, correct, out = 0.0, 0, []
+    for i in range(0, n, batch_size):
+        logits = model(xt[i:i + batch_size])
+        target = yt[i:i + batch_size]
+        loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
+        correct += int((logits.argmax(dim=1) == target).sum())
+        out.append(F.cross_entropy(logits, target, reduction="none"))
+    return loss_sum / n, correct / n, torch.cat(out).numpy().astype(float)
+
+
+@torch.no_grad()
 def per_sample_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
                       batch_size: int = 512) -> np.ndarray:
     """Cross-entropy of every sample of ``(x, y)`` under ``model`` (evaluation mode, no gradient)."""
