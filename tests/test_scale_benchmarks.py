@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import scale_bench  # noqa: E402
+import scale_ray_job  # noqa: E402
 import supernode_memory  # noqa: E402
 
 
@@ -64,3 +65,21 @@ def test_memory_per_node_counts_the_node_processes_only():
 def test_a_superexec_started_by_a_supernode_belongs_to_it():
     assert supernode_memory._parent_pid_arg("flower-superexec --insecure --parent-pid 42") == "42"
     assert supernode_memory._parent_pid_arg("flower-superexec --insecure") is None
+
+
+def test_the_ray_job_record_counts_each_phase(tmp_path):
+    doc = {"summary": {"status": "completed", "replans": 2, "final_test_loss": 1.5, "target_loss": 1.6,
+                       "target_prob": 0.9, "met": True, "wall_s": 99.0},
+           "scenario": {"clients": [{"id": f"c{i}"} for i in range(7)]},
+           "plan": {"feasible": True, "planner_seconds": 1.25,
+                    "rounds": [{"clients": ["c1", "c2"]}, {"clients": ["c2", "c3"]}]},
+           "rounds": [{"phase": "profile", "groups": [{"clients": ["c0", "c1"]}, {"clients": ["c4"]}]},
+                      {"phase": "train", "clients": ["c1", "c2"], "plan_check": {"kept": True}},
+                      {"phase": "train", "clients": ["c2", "c3", "c5"]}]}
+    facts = scale_ray_job.job_facts(doc)
+    assert facts["clients"] == 7 and facts["exploration_rounds"] == 1 and facts["clients_explored"] == 3
+    assert facts["plan_rounds"] == 2 and facts["plan_clients"] == 3 and facts["train_rounds"] == 2
+    assert facts["deferred_replans"] == 1 and facts["clients_per_train_round"] == 2.5
+    facts.update(process_wall_s=120.5, load_average=3.0, command="python -m depl_fl.main x")
+    scale_ray_job.write(facts, tmp_path)
+    assert "| process_wall_s | 120.5 |" in (tmp_path / "ray_job.md").read_text()
