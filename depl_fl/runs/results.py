@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -72,6 +73,8 @@ from depl_fl.runs.checkpoint import atomic_write_text
 
 RESULTS_VERSION = 1
 STATUSES = ("running", "completed", "interrupted", "infeasible", "failed")
+#: ``(weak reference to a scenario, its results section)``: see :func:`_scenario_doc`.
+_SCENARIO_DOC: tuple[weakref.ref, dict[str, Any]] | None = None
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -185,7 +188,6 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     from depl_fl.contract.plan import plan_to_dict
-    from depl_fl.contract.scenario import scenario_to_dict
 
     ctrl = strategy.controller
     train = list(ctrl.records) if ctrl is not None else []
@@ -206,7 +208,7 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     summary.update(status=status, resumed_from=resumed_from,
                    at_risk=bool(getattr(ctrl, "at_risk", False)),
                    dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
-    return _finite_or_none({
+    doc = _finite_or_none({
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
         "summary": summary,
@@ -216,9 +218,30 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
         "replans": ([{**r, "round": int(r["round"]) + offset} for r in ctrl.replans]
                     if ctrl is not None else []),
         "plan": plan_to_dict(plan) if plan is not None else None,
-        "scenario": scenario_to_dict(strategy.scenario) if strategy.scenario is not None else None,
+        "scenario": None,
         "config": dict(cfg),
     })
+    doc["scenario"] = _scenario_doc(strategy.scenario)
+    return doc
+
+
+def _scenario_doc(scenario: Any) -> dict[str, Any] | None:
+    """The scenario's results section, made once per scenario object.
+
+    Every round rewrites results.json; with thousands of clients the scenario
+    is its largest part and does not change between rewrites (a scenario is
+    immutable; a changed one is a new object). The last one is kept, by a weak
+    reference (not in the scenario, which a checkpoint pickles). Shared
+    between documents: read only.
+    """
+    global _SCENARIO_DOC
+    if scenario is None:
+        return None
+    if _SCENARIO_DOC is None or _SCENARIO_DOC[0]() is not scenario:
+        from depl_fl.contract.scenario import scenario_to_dict
+
+        _SCENARIO_DOC = (weakref.ref(scenario), _finite_or_none(scenario_to_dict(scenario)))
+    return _SCENARIO_DOC[1]
 
 
 def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
