@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=inprocess", "target.loss=1.6",
-       "target.prob=0.9", "output.plot=false", "seed=0", "dataset.seed=0"]
+       "target.prob=0.9", "target.max_rounds=20", "output.plot=false", "seed=0", "dataset.seed=0"]
 
 
 def _rss_mb() -> float:
@@ -97,7 +97,9 @@ def _split(clock: Clock, wall: float, cpu: float, rounds: int) -> dict[str, Any]
 def _config(clients: int, extra: list[str]) -> dict[str, Any]:
     from depl_fl.runs.runconfig import compose_config
 
-    return compose_config([*JOB, f"num_clients={clients}", *extra])
+    given = {o.split("=", 1)[0] for o in extra}
+    return compose_config([*(o for o in JOB if o.split("=", 1)[0] not in given), f"num_clients={clients}",
+                           *extra])
 
 
 def _warm_data(cfg: dict[str, Any]) -> None:

@@ -316,7 +316,8 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
             payload = strategy_payload(strategy, arrays_to_state(arrays), loss, wall_s=wall)
             save_checkpoint(out_dir, cfg, payload)
             write_results(build_results(strategy, cfg, wall_s=wall, status="running",
-                                        resumed_from=strategy.resumed_from), out_dir, plot=False)
+                                        resumed_from=strategy.resumed_from), out_dir, plot=False,
+                          compact=True)
 
     return on_round
 
