@@ -189,6 +189,9 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
     clock = Clock()
 
     def evaluate(server_round, arrays):
+        import torch
+
+        torch.set_num_threads(1)  # as DepL's central evaluation: one thread, no idle spinning
         model = variant_model(arrays_to_state(arrays), geo, 0.0)
         loss, acc = evaluate_model(model, *validation_split(cfg))
         test_loss, test_acc = evaluate_model(model, *test_split(cfg))
