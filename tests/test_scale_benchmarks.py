@@ -29,25 +29,32 @@ def test_the_table_compares_equal_client_counts(tmp_path):
         return {"strategy": strategy, "clients": n, "rounds": 2, "clients_per_round": 5.0, "replans": 1,
                 "server_cpu_s_per_round": cpu, "server_wall_s_per_round": 2 * cpu, "peak_rss_mb": 100.0 + n,
                 "planning_cpu_s": 0.2, "plan_check_cpu_s": 0.04, "evaluation_cpu_s": 0.1,
-                "initial_plan_cpu_s": 1.5, "replans_deferred": 3}
+                "initial_plan_cpu_s": 1.5, "setup_cpu_s": 2.0, "replans_deferred": 3}
     rows = [row("depl", 10, 0.3), row("fedavg", 10, 0.1), row("depl", 30, 0.3), row("fedavg", 30, 0.1)]
     rows[2]["peak_rss_mb"] = 150.0
     scale_bench.write_outputs(rows, tmp_path)
     text = (tmp_path / "scale.md").read_text()
-    assert "| 10 | 2 | 5.0 | 1.50 | 0.300 (0.100, 0.020, 0.050) | 0.100 (0.050) | 3.00 |" in text
+    assert "| 10 | 2 | 5.0 | 2.00 (1.50) / 2.00 | 0.300 (0.100, 0.020, 0.050) | 0.100 (0.050) | 3.00 |" \
+        in text
     assert "| 1 (3) |" in text
     assert "depl 2.000 (10->30); fedavg 1.000 (10->30)" in text
     assert (tmp_path / "scale.png").stat().st_size > 1000
 
 
-def test_the_initial_plan_is_not_in_the_per_round_time():
+def test_the_start_up_is_not_in_the_per_round_time():
     clock = scale_bench.Clock()
-    clock.cpu.update({"client": 3.0, "initial_plan": 1.0, "planning": 0.5})
-    clock.wall.update({"client": 6.0, "initial_plan": 2.0})
+    clock.start()
+    clock.mark_setup()  # the first training message, at once
+    first = clock.cpu["setup"]
+    assert 0.0 <= first < 0.5
+    clock.mark_setup()  # only the first one counts
+    assert clock.cpu["setup"] == first
+    clock.cpu.update({"client": 3.0, "initial_plan": 1.0, "planning": 0.5, "setup": 1.2})
+    clock.wall.update({"client": 6.0, "setup": 2.0})
     row = scale_bench._split(clock, wall=10.0, cpu=5.0, rounds=4)
-    assert row["server_cpu_s_per_round"] == pytest.approx(0.25)
+    assert row["server_cpu_s_per_round"] == pytest.approx((5.0 - 3.0 - 1.2) / 4)
     assert row["server_wall_s_per_round"] == pytest.approx(0.5)
-    assert row["initial_plan_cpu_s"] == 1.0 and row["planning_cpu_s"] == 0.5
+    assert row["setup_cpu_s"] == 1.2 and row["initial_plan_cpu_s"] == 1.0 and row["planning_cpu_s"] == 0.5
 
 
 def test_memory_per_node_counts_the_node_processes_only():
