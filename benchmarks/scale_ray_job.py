@@ -25,8 +25,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=ray", "simulation.client_num_cpus=0.5",
-       "profile.explore.max_clients=100", "target.loss=1.6", "target.prob=0.9", "output.plot=false",
-       "seed=0", "dataset.seed=0"]
+       "profile.explore.max_clients=100", "target.loss=1.6", "target.prob=0.9", "target.max_rounds=20",
+       "output.plot=false", "seed=0", "dataset.seed=0"]
 
 
 def job_facts(doc: dict[str, Any]) -> dict[str, Any]:
