@@ -25,7 +25,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=ray", "simulation.client_num_cpus=0.5",
-       "profile.explore.max_clients=100", "target.loss=1.6", "target.prob=0.9", "target.max_rounds=20",
+       "profile.explore.max_clients=100", "target.loss=1.6", "target.prob=0.9", "target.max_rounds=30",
        "output.plot=false", "seed=0", "dataset.seed=0"]
 
 
