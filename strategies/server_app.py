@@ -164,6 +164,19 @@ def measured_scenario_fn(base: Callable[[Mapping[str, Mapping[str, Any]]], Scena
     return scenario_fn
 
 
+def warn_loss_units(cfg: Mapping[str, Any]) -> None:
+    """Log that the plan regime's task constants are in the units they were fitted in (a user's loss)."""
+    from depl_fl.task.losses import loss_spec
+
+    regime = (cfg["profile"].get("plan_regime") or {})
+    federated = str(cfg["profile"].get("source", "federated")) == "federated"
+    if loss_spec(cfg) is not None and federated and regime.get("enabled", True):
+        LOG.warning("model.loss %s: profile.plan_regime's constants (floor %s, oscillation %s) are in the "
+                    "units of the loss they were fitted with (cross-entropy of the digits CNN); fit them "
+                    "for this loss or set profile.plan_regime.enabled=false", loss_spec(cfg),
+                    regime.get("floor"), regime.get("oscillation"))
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
                    resume: Mapping[str, Any] | None = None, deployment: bool = False,
                    network: Any = None) -> DepLStrategy:
@@ -184,6 +197,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
 
         network = geometry(cfg)
         check_loss(loss_spec(cfg), network.num_classes)
+        warn_loss_units(cfg)
     models = model_docs_for(cfg, network)
 
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:

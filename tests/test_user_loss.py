@@ -153,3 +153,20 @@ def test_a_hydra_job_with_a_bad_loss_exits_2_before_training(tmp_path, spec):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"depl-fl: model.loss {spec!r}")
     assert not (tmp_path / "cache").exists()  # no pilot ran
+
+
+@pytest.mark.slow
+def test_a_loopback_deployment_trains_with_the_users_loss_on_the_nodes(tmp_path):
+    from tests.test_deployment import TINY, _deploy, _superlink
+
+    if _superlink() is None:
+        pytest.skip("flower-superlink is not installed")
+    job = [o for o in TINY if not o.startswith("target.loss=")]
+    proc, stdout, stderr, out = _deploy(tmp_path, ["-n", "3", "-r", "2", *job, f"model.loss={PLUS_TEN}",
+                                                   f"target.loss={2.0 + OFFSET}"],
+                                        env={"DEPL_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["config"]["model"]["loss"] == PLUS_TEN and doc["rounds"]
+    for rec in doc["rounds"]:  # train_loss: the nodes' own training loss, averaged by the server
+        assert rec["replied"] == rec["clients"] and rec["train_loss"] > OFFSET and rec["loss"] > OFFSET
