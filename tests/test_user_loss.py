@@ -77,8 +77,8 @@ def test_the_users_loss_reaches_the_per_sample_losses_of_the_stop_margin():
     cfg_plus = compose_config([f"num_clients={N}", "simulation=inprocess", f"model.loss={PLUS_TEN}"])
     arrays = state_to_arrays(initial_state(geometry(cfg_ce), seed=1))
     ce, plus = make_evaluate_fn(cfg_ce)(1, arrays), make_evaluate_fn(cfg_plus)(1, arrays)
-    assert plus["loss"] == pytest.approx(ce["loss"] + OFFSET, rel=1e-6)
-    assert plus["test-loss"] == pytest.approx(ce["test-loss"] + OFFSET, rel=1e-6)
+    assert plus["loss"] == pytest.approx(ce["loss"] + OFFSET, abs=1e-4)
+    assert plus["test-loss"] == pytest.approx(ce["test-loss"] + OFFSET, abs=1e-4)
     assert plus["loss-sem"] == pytest.approx(ce["loss-sem"], rel=1e-4) and ce["loss-sem"] > 0
     assert make_evaluate_fn(cfg_plus).validation_loss(arrays) == pytest.approx(plus["loss"], rel=1e-9)
 
