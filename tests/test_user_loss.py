@@ -125,9 +125,9 @@ def test_the_python_api_refuses_model_loss():
         depl_config(2, overrides=[f"model.loss={PLUS_TEN}"])
 
 
-def _job(tmp_path: Path, extra: list[str]) -> subprocess.CompletedProcess:
+def _job(tmp_path: Path, extra: list[str], backend: str = "inprocess") -> subprocess.CompletedProcess:
     env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "PYTHONPATH": str(ROOT)}
-    tiny = ["num_clients=3", "simulation=inprocess", "profile.source=inprocess", "profile.seeds=1",
+    tiny = ["num_clients=3", f"simulation={backend}", "profile.source=inprocess", "profile.seeds=1",
             "profile.rounds=3", "profile.switch_at=[2]", "target.prob=0.6", "target.max_rounds=2",
             "tracking.enabled=false", "planner.mc_trajectories=20000", "output.plot=false"]
     return subprocess.run([sys.executable, "-m", "depl_fl.main", *tiny, *extra,
@@ -135,8 +135,9 @@ def _job(tmp_path: Path, extra: list[str]) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_a_hydra_job_trains_and_records_in_the_users_units(tmp_path):
-    proc = _job(tmp_path, [f"model.loss={PLUS_TEN}", f"target.loss={2.2 + OFFSET}"])
+@pytest.mark.parametrize("backend", ["inprocess", pytest.param("ray", marks=pytest.mark.slow)])
+def test_a_hydra_job_trains_and_records_in_the_users_units(tmp_path, backend):
+    proc = _job(tmp_path, [f"model.loss={PLUS_TEN}", f"target.loss={2.2 + OFFSET}"], backend)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert doc["config"]["model"]["loss"] == PLUS_TEN
