@@ -54,7 +54,7 @@ def local_update(
     compression : float
         Fraction of channels removed per group (0 = full model, no pruning);
         with ``geometry`` it fixes the sub-network's shapes
-        (:func:`depl_fl.task.subnets.build_skeleton`).
+        (:func:`depl_fl.task.subnets.cached_skeleton`).
     x, y : numpy.ndarray
         The client's training partition.
     epochs, lr, batch_size : int, float, int
@@ -74,10 +74,13 @@ def local_update(
         When ``sub_state`` does not fit the variant's sub-network.
     """
     from depl_fl.task.models import get_state, set_state
-    from depl_fl.task.subnets import build_skeleton
+    from depl_fl.task.subnets import cached_skeleton
     from depl_fl.task.training import train_local
 
-    model = build_skeleton(geometry, compression)
+    # The process's cached sub-network: set_state overwrites every entry, train_local clears the
+    # gradients and get_state copies, so nothing of one update reaches the next (clients of a
+    # process run one after another), and no copy of the network is made per message.
+    model = cached_skeleton(geometry, compression)
     set_state(model, sub_state)
     loss, seconds = train_local(model, x, y, epochs, lr, batch_size, seed)
     return LocalResult(get_state(model), int(len(y)), float(loss), float(seconds))
