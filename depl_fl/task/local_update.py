@@ -57,7 +57,7 @@ def local_update(
     compression : float
         Fraction of channels removed per group (0 = full model, no pruning);
         with ``geometry`` it fixes the sub-network's shapes
-        (:func:`depl_fl.task.subnets.build_skeleton`).
+        (:func:`depl_fl.task.subnets.cached_skeleton`).
     x, y : numpy.ndarray
         The client's training partition.
     epochs, lr, batch_size : int, float, int
@@ -80,10 +80,13 @@ def local_update(
     """
     from depl_fl.task.losses import load_loss
     from depl_fl.task.models import get_state, set_state
-    from depl_fl.task.subnets import build_skeleton
+    from depl_fl.task.subnets import cached_skeleton
     from depl_fl.task.training import train_local
 
-    model = build_skeleton(geometry, compression)
+    # The process's cached sub-network: set_state overwrites every entry, train_local clears the
+    # gradients and get_state copies, so nothing of one update reaches the next (clients of a
+    # process run one after another), and no copy of the network is made per message.
+    model = cached_skeleton(geometry, compression)
     set_state(model, sub_state)
     mean_loss, seconds = train_local(model, x, y, epochs, lr, batch_size, seed, loss_fn=load_loss(loss))
     return LocalResult(get_state(model), int(len(y)), float(mean_loss), float(seconds))
