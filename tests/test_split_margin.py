@@ -101,3 +101,22 @@ def test_large_splits_resample_a_subsample_and_keep_the_margin():
     small = losses[:5000]  # below the cap nothing changes
     whole = stop_margin(small, 5000, 0.9, seed=2, draws=300, max_resample=None)
     assert stop_margin(small, 5000, 0.9, seed=2, draws=300) == whole
+
+
+def test_one_evaluation_pass_gives_the_figures_of_the_two_passes_bit_for_bit():
+    torch = pytest.importorskip("torch")
+    from depl_fl.task.training import evaluate_model, evaluate_with_losses, per_sample_losses
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = np.random.default_rng(0).normal(size=(1300, 6)).astype(np.float32)
+    y = np.random.default_rng(1).integers(0, 4, size=1300)
+
+    def squared(logits, target):  # a user's per-sample loss
+        return ((logits.softmax(dim=1) - torch.nn.functional.one_hot(target, 4)) ** 2).sum(dim=1)
+
+    for loss_fn in (None, squared):
+        loss, acc, losses = evaluate_with_losses(model, x, y, batch_size=512, loss_fn=loss_fn)
+        assert (loss, acc) == evaluate_model(model, x, y, batch_size=512, loss_fn=loss_fn)
+        assert np.array_equal(losses, per_sample_losses(model, x, y, batch_size=512, loss_fn=loss_fn))
+        assert losses.shape == (1300,)
