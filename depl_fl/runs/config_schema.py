@@ -50,6 +50,9 @@ class _Train(Schema):
 class _Explore(Schema):
     rounds: Count
     stop_when_met: StrictBool = True
+    value_stop: StrictBool = True
+    value_from_round: Count = 4
+    prior_rounds: Count = 2
     stop_loss_factor: Positive | None = None
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
@@ -76,6 +79,7 @@ class _PlanRegime(Schema):
 class _Profile(Schema):
     source: Literal["federated", "inprocess"] = "federated"
     explore: _Explore | None = None
+    prior: str | None = None
     plan_regime: _PlanRegime | None = None
     seeds: Count
     rounds: Count
