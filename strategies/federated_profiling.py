@@ -31,11 +31,11 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   default true): the job then plans no training round (met during the
   exploration) and the profile is fitted from the rounds so far;
 * it also ends, from round ``profile.explore.value_from_round`` on, after any
-  round after which one more round could not pay for itself: the dependable
+  round after which one more round would not pay for itself: the dependable
   plan from the model at hand costs no more than that round plus the
-  mean-based plan from the loss the round would reach, a lower bound of any
-  plan after it (:mod:`depl_fl.orchestration.exploration_value`; the energies
-  judged are in ``profile.values``); the job then plans from there;
+  dependable plan from the loss the round would reach
+  (:mod:`depl_fl.orchestration.exploration_value`; the energies judged are in
+  ``profile.values``); the job then plans from there;
 * with ``profile.prior`` (another federation's profile of the same network and
   dataset, :mod:`depl_fl.orchestration.profile_prior`) the prior's
   observations join the fit and the exploration only calibrates them: at least
@@ -437,26 +437,26 @@ class FederatedProfiler:
             return False
         trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]
         value = exploration_value(self._value_planner(strategy, fitted, targets), trajectory=trajectory,
-                                  round_j=float(self.records[-1]["energy_j"]), method=str(self.cfg["method"]))
+                                  round_j=float(self.records[-1]["energy_j"]))
         self.values.append({"round": done, **value.to_dict()})
         if value.stop():
             self.value_round = done
             LOG.info("exploration round %d: a dependable plan costs %.4g J; one more round (%.4g J) "
-                     "cannot save more than %.4g J; exploring ends", done, value.plan_j, value.round_j,
-                     value.saving_bound_j)
+                     "would save %.4g J of it; exploring ends", done, value.plan_j, value.round_j,
+                     value.saving_j)
         return value.stop()
 
     def _value_planner(self, strategy: Any, fitted: Mapping[str, Any], targets: Targets) -> Any:
-        """``plan(method, loss)`` for the value stop: the planner on ``fitted`` starting at ``loss``."""
+        """``plan(loss)`` for the value stop: the job's planner on ``fitted`` starting at ``loss``."""
         from depl_fl.errors import DeplError
         from depl_fl.planner import make_plan
 
         planner = self.cfg.get("planner") or {}
 
-        def plan(method: str, loss: float) -> Any:
+        def plan(loss: float) -> Any:
             try:
                 scenario = self.scenario_of(strategy.properties, {**fitted, "initial": float(loss)})
-                return make_plan(scenario, targets, method=method,
+                return make_plan(scenario, targets, method=str(self.cfg["method"]),
                                  eta=None if planner.get("eta") is None else float(planner["eta"]),
                                  guarantee=str(planner.get("guarantee", "gaussian")),
                                  seed=int(self.cfg["seed"]),

@@ -1,23 +1,24 @@
-"""Whether one more exploration round is worth its energy (the exploration's value-of-information stop).
+"""Whether one more exploration round is worth its energy (the exploration's value stop).
 
 After every exploration round the profile fitted so far already gives a
-dependable plan from the model at hand: a plan that reaches the target with
-the target probability, at predicted energy ``E_plan``. One more exploration
-round costs ``E_round`` (about what the last one cost) and can buy two things:
-training progress (the exploration trains the job's model) and a more certain
-profile, hence a plan with less margin. Neither can make the plan after it
-cheaper than the plan that needs **no margin at all** from the loss the round
-would reach: the mean-based plan (``method=expectation``), which only asks the
-predicted mean loss to reach the target, from ``L_next``, the current loss
-minus the last exploration round's decrease. Its energy ``E_floor`` is thus a
-lower bound of every plan after the round, and ``E_plan - E_floor`` an upper
-bound of what the round can save. The exploration stops when
+dependable plan from the model at hand (the target reached with the target
+probability), at predicted energy ``E_plan(L)`` from the validation loss
+``L`` now. One more exploration round costs ``E_round`` (about what the last
+one cost) and buys training progress (the exploration trains the job's
+model): it leaves the model at ``L_next``, the current loss minus the mean
+decrease of the last two exploration rounds, from where the dependable plan
+costs ``E_plan(L_next)``. The exploration stops when the round does not pay
+for itself (a one-step look-ahead):
 
-    E_plan <= E_round + E_floor,
+    E_plan(L) <= E_round + E_plan(L_next).
 
-that is, when even a round that made the profile exact could not pay for
-itself. The rule needs a dependable plan now (an infeasible plan never stops
-the exploration) and reads the validation losses only.
+What the round would teach about the profile has no value in this
+comparison: the plan's spread comes from the task's structural constants
+(the plan regime's oscillation and judged error, measured on a trajectory
+bank), not from the exploration's sample, so one more round does not narrow
+it; the rate the round would refine is re-measured by every later round of
+the plan's own. The rule needs a dependable plan now (no dependable plan:
+explore on) and reads the validation losses only.
 """
 
 from __future__ import annotations
@@ -35,33 +36,36 @@ class ExplorationValue:
     plan_j: float
     #: Energy of one more exploration round (the last round's).
     round_j: float
-    #: Predicted energy of the mean-based plan from the loss one more round would reach.
-    floor_j: float
+    #: Predicted energy of the dependable plan from the loss one more round would reach (inf: none).
+    next_plan_j: float
 
     @property
-    def saving_bound_j(self) -> float:
-        """Upper bound of what one more round can save on the plan: ``plan_j - floor_j`` (at least 0)."""
-        return max(self.plan_j - self.floor_j, 0.0)
+    def saving_j(self) -> float:
+        """What one more round is predicted to save on the plan: ``plan_j - next_plan_j``."""
+        return self.plan_j - self.next_plan_j
 
     def stop(self) -> bool:
-        """True when one more round cannot pay for itself: ``plan_j <= round_j + floor_j`` (finite plan)."""
-        return math.isfinite(self.plan_j) and self.plan_j <= self.round_j + self.floor_j
+        """True when one more round does not pay for itself: ``plan_j <= round_j + next_plan_j``
+        (and a dependable plan exists now)."""
+        return math.isfinite(self.plan_j) and self.plan_j <= self.round_j + self.next_plan_j
 
     def to_dict(self) -> dict[str, float]:
-        """The record of a round (``value`` in the exploration's record)."""
+        """The record of a judged round (``profile.values``)."""
         return {k: float(v) for k, v in asdict(self).items()}
 
 
 def next_loss(trajectory: Sequence[float]) -> float:
-    """The loss one more exploration round is expected to reach: the last loss minus the last decrease.
+    """The loss one more exploration round is expected to reach: the last loss minus the mean
+    decrease of the last two rounds (of the last one when only one was run).
 
-    A round that did not decrease the loss predicts no decrease (the floor
-    plan then starts from the loss at hand); never below 0.
+    Rounds that did not decrease the loss predict no decrease; never below 0.
     """
     losses = [float(v) for v in trajectory]
     if len(losses) < 2:
         return max(losses[-1], 0.0) if losses else math.nan
-    return max(losses[-1] - max(losses[-2] - losses[-1], 0.0), 0.0)
+    recent = losses[-3:]
+    decrease = (recent[0] - recent[-1]) / (len(recent) - 1)
+    return max(losses[-1] - max(decrease, 0.0), 0.0)
 
 
 def plan_energy(plan: Any) -> float:
@@ -71,29 +75,27 @@ def plan_energy(plan: Any) -> float:
     return float(plan.predicted.get("cost_joules", math.inf))
 
 
-def exploration_value(plan: Callable[[str, float], Any], *, round_j: float, trajectory: Sequence[float],
-                      method: str = "depl") -> ExplorationValue:
+def exploration_value(plan: Callable[[float], Any], *, round_j: float,
+                      trajectory: Sequence[float]) -> ExplorationValue:
     """The :class:`ExplorationValue` after an exploration round.
 
     Parameters
     ----------
     plan : callable
-        ``plan(method, loss)``: the plan by ``method`` (the job's, or
-        ``expectation``) from a model at validation loss ``loss``, with the
-        profile fitted so far and what the exploration left of the deadline.
+        ``plan(loss)``: the job's dependable plan from a model at validation
+        loss ``loss``, with the profile fitted so far and what the exploration
+        left of the deadline (None or an infeasible plan: no dependable plan).
     round_j : float
         Energy of one more exploration round.
     trajectory : sequence of float
-        The worst variant's validation loss after every exploration round so far.
-    method : str
-        The job's planning method (the plan from here).
+        The worst variant's validation loss before the exploration and after
+        every exploration round so far.
     """
     losses = [float(v) for v in trajectory]
-    plan_j = plan_energy(plan(method, losses[-1]))
+    plan_j = plan_energy(plan(losses[-1]))
     if not math.isfinite(plan_j):
-        return ExplorationValue(math.inf, float(round_j), 0.0)
-    floor = plan_energy(plan("expectation", next_loss(losses)))
-    return ExplorationValue(plan_j, float(round_j), floor if math.isfinite(floor) else 0.0)
+        return ExplorationValue(math.inf, float(round_j), math.inf)
+    return ExplorationValue(plan_j, float(round_j), plan_energy(plan(next_loss(losses))))
 
 
 def value_settings(explore: Mapping[str, Any]) -> tuple[bool, int]:
