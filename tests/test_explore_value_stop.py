@@ -2,7 +2,7 @@
 
 The value stop ends the exploration at the first judged round whose recorded
 energies say one more round could not pay for itself, before its minimum
-rounds; the same job without it runs them. A job of another federation (more
+rounds; the same job without the exploration's stops runs them. A job of another federation (more
 clients) with the first job's profile as its prior explores only its
 ``prior_rounds`` and fits the prior's observations with its own.
 """
@@ -39,9 +39,9 @@ def _run(tmp: Path, name: str, *extra: str, clients: int = N) -> dict:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    """The same job with the value stop (the default) and without it."""
+    """The same job with the exploration's stops (the default) and without them."""
     tmp = tmp_path_factory.mktemp("explore-value")
-    return _run(tmp, "value"), _run(tmp, "plain", "profile.explore.value_stop=false")
+    return _run(tmp, "value"), _run(tmp, "plain", "profile.explore.stop_when_met=false")
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +59,12 @@ def test_the_exploration_ends_at_the_first_round_one_more_could_not_pay_for(jobs
     judged = value["profile"]["values"]
     stop = value["summary"]["profile_value_round"]
     assert stop is not None and stop < 6, judged
+    assert value["summary"]["profile_met_round"] is None  # the value stop came first
     assert value["summary"]["profile_rounds"] == stop == value["profile"]["value_round"]
     assert [v["round"] for v in judged] == list(range(2, stop + 1))  # judged from value_from_round on
     last = judged[-1]
-    assert last["plan_j"] <= last["round_j"] + last["floor_j"]
-    assert all(v["plan_j"] > v["round_j"] + v["floor_j"] for v in judged[:-1])
+    assert last["plan_j"] <= last["round_j"] + last["next_plan_j"]
+    assert all(v["plan_j"] > v["round_j"] + v["next_plan_j"] for v in judged[:-1])
     # the round's energy is the last exploration round's
     assert last["round_j"] == pytest.approx(value["rounds"][stop - 1]["energy_j"])
     # the same rounds as the job without the stop, which runs its minimum rounds
