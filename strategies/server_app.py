@@ -67,14 +67,17 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     the run seed and the round), on which tracking stops.
     ``evaluate_fn.validation_loss(arrays, compression)`` computes the
     validation loss alone (the same figure as ``loss``), for the exploration's
-    group observations, which read nothing else.
+    group observations, which read nothing else. Every loss here is
+    ``model.loss`` (cross-entropy by default, :mod:`depl_fl.task.losses`).
     """
     from depl_fl.task.local_update import variant_model
+    from depl_fl.task.losses import load_loss, loss_spec
     from depl_fl.task.partitions import geometry, test_split, validation_split
     from depl_fl.task.training import evaluate_model, per_sample_losses
     from depl_fl.tracking.split_margin import stop_margin
 
     prob, seed = float(cfg["target"]["prob"]), int(cfg["seed"])
+    loss_fn = load_loss(loss_spec(cfg))
 
     def validation_loss(arrays: ArrayRecord, compression: float = 0.0) -> float:
         """The validation loss alone (what a decision reads), without the figures for the record."""
@@ -82,7 +85,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
 
         torch.set_num_threads(1)
         model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
-        return float(evaluate_model(model, *validation_split(cfg))[0])
+        return float(evaluate_model(model, *validation_split(cfg), loss_fn=loss_fn)[0])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         import numpy as np
@@ -91,13 +94,13 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         torch.set_num_threads(1)
         model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
         val, test = validation_split(cfg), test_split(cfg)
-        loss, acc = evaluate_model(model, *val)
-        losses = per_sample_losses(model, *val)
+        loss, acc = evaluate_model(model, *val, loss_fn=loss_fn)
+        losses = per_sample_losses(model, *val, loss_fn=loss_fn)
         test_size = len(test[1])
         sem = float(np.std(losses, ddof=1)) / math.sqrt(test_size)
         margin = (stop_margin(losses, test_size, prob, seed=seed * 100_003 + int(server_round))
                   if np.all(np.isfinite(losses)) else float("nan"))
-        test_loss, test_acc = evaluate_model(model, *test)
+        test_loss, test_acc = evaluate_model(model, *test, loss_fn=loss_fn)
         return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": sem,
                              "loss-margin": margin, "test-loss": float(test_loss),
                              "test-accuracy": float(test_acc)})
@@ -165,6 +168,19 @@ def measured_scenario_fn(base: Callable[[Mapping[str, Mapping[str, Any]]], Scena
     return scenario_fn
 
 
+def warn_loss_units(cfg: Mapping[str, Any]) -> None:
+    """Log that the plan regime's task constants are in the units they were fitted in (a user's loss)."""
+    from depl_fl.task.losses import loss_spec
+
+    regime = (cfg["profile"].get("plan_regime") or {})
+    federated = str(cfg["profile"].get("source", "federated")) == "federated"
+    if loss_spec(cfg) is not None and federated and regime.get("enabled", True):
+        LOG.warning("model.loss %s: profile.plan_regime's constants (floor %s, oscillation %s) are in the "
+                    "units of the loss they were fitted with (cross-entropy of the digits CNN); fit them "
+                    "for this loss or set profile.plan_regime.enabled=false", loss_spec(cfg),
+                    regime.get("floor"), regime.get("oscillation"))
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
                    resume: Mapping[str, Any] | None = None, deployment: bool = False,
                    network: Any = None) -> DepLStrategy:
@@ -173,15 +189,19 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`);
     ``deployment`` picks the clock and cost source of ``cost.*`` (:func:`cost_settings`).
     ``network`` (a :class:`depl_fl.task.subnets.UserNetwork`) replaces the
-    configured model and dataset geometry (a user's own Flower app).
+    configured model and dataset geometry (a user's own Flower app); without it
+    ``model.loss`` is checked here (:func:`depl_fl.task.losses.check_loss`), before any round.
     """
     from depl_fl.orchestration.scenario_builder import build_scenario, fill_clusters, model_docs_for
     from depl_fl.tracking.device_costs import DriftTest
 
     if network is None:
+        from depl_fl.task.losses import check_loss, loss_spec
         from depl_fl.task.partitions import geometry
 
         network = geometry(cfg)
+        check_loss(loss_spec(cfg), network.num_classes)
+        warn_loss_units(cfg)
     models = model_docs_for(cfg, network)
 
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
