@@ -141,9 +141,13 @@ def make_profiler(cfg: Mapping[str, Any], scenario_of: Callable[..., Scenario]) 
         from depl_fl.orchestration.profiling import InProcessProfile
 
         return InProcessProfile(cfg)
+    from depl_fl.orchestration.profile_prior import load_prior
     from strategies.federated_profiling import FederatedProfiler
 
-    return FederatedProfiler(cfg, lambda props: scenario_of(props, placeholder_loss(cfg)))
+    path = cfg["profile"].get("prior")
+    prior = load_prior(path, cfg) if path else None
+    return FederatedProfiler(cfg, lambda props: scenario_of(props, placeholder_loss(cfg)), scenario_of,
+                             prior=prior)
 
 
 def cost_settings(cfg: Mapping[str, Any], deployment: bool) -> tuple[str, str]:

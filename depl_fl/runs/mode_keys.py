@@ -79,7 +79,7 @@ FLWR_RUN = "flwr run ."
 _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "profile.switch_at",
                "profile.subset_fractions", "profile.spread_horizon")
 _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
-                     "reference_steps", "judged_error_factor", "oscillation_dof")
+                     "reference_steps", "judged_error_factor", "oscillation_dof", "rate_window")
 _MISSING = object()
 
 #: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.
@@ -206,7 +206,8 @@ RULES: tuple[ModeRule, ...] = (
              {key: _of("inprocess") for key in (*_PILOT_KEYS, "profile.file")},
              "federated profiling measures the profile in exploration rounds on the clients"),
     ModeRule("profile.source", _switch("profile.source", "federated"),
-             {"profile.explore.*": _of("federated"), "profile.plan_regime.*": _of("federated")},
+             {"profile.explore.*": _of("federated"), "profile.plan_regime.*": _of("federated"),
+              "profile.prior": _of("federated")},
              "in-process pilots on the server replace the exploration rounds"),
     ModeRule("profile.file", _file_mode,
              {key: _of("null") for key in (*_PILOT_KEYS, "profile.data_exponent_mean",

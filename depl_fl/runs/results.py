@@ -11,7 +11,7 @@ Layout of ``results.json``::
                  "flagged_losses", "predicted": {...plan.predicted},
                  "status", "resumed_from", "at_risk", "dropped_clients",
                  "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
-                 "profile_met_round",
+                 "profile_met_round", "profile_value_round",
                  "total_energy_j", "total_time_s", "elapsed_s",
                  "measured": {"measured_time_s", "modelled_time_s", "measured_energy_j",
                               "modelled_energy_j", "energy_source", "bytes_down", "bytes_up"}},
@@ -50,7 +50,10 @@ profile cost); ``total_energy_j`` and ``total_time_s`` add both.
 ``profile_met_round`` is the exploration round after which the model met the
 target by the stop rule (``profile.explore.stop_when_met``): the job then ran
 no training round (``rounds`` 0, ``final_loss`` the exploration model's);
-``null`` otherwise. Energies and
+``null`` otherwise. ``profile_value_round`` is the exploration round after
+which one more round could not pay for itself
+(:mod:`depl_fl.orchestration.exploration_value`; ``profile.values`` holds the
+energies judged after every round); ``null`` otherwise. Energies and
 times are modeled with the contract's cost model (real FLOPs and bytes of the
 variants; with ``cost.source=measured`` the model fitted from the replies);
 ``wall_s`` is measured, and ``summary.measured`` puts the measured time and
@@ -142,6 +145,7 @@ def profile_summary(profile: Mapping[str, Any] | None, train_energy_j: float,
             "profile_energy_j": energy, "profile_time_s": seconds,
             "profile_rounds": int(profile.get("rounds") or 0),
             "profile_met_round": profile.get("met_round"),
+            "profile_value_round": profile.get("value_round"),
             "total_energy_j": energy + float(train_energy_j), "total_time_s": seconds + float(train_time_s)}
 
 
