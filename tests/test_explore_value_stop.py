@@ -39,9 +39,10 @@ def _run(tmp: Path, name: str, *extra: str, clients: int = N) -> dict:
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
-    """The same job with the exploration's stops (the default) and without them."""
+    """The same job with the exploration's stops (the value stop is opt-in) and without them."""
     tmp = tmp_path_factory.mktemp("explore-value")
-    return _run(tmp, "value"), _run(tmp, "plain", "profile.explore.stop_when_met=false")
+    return (_run(tmp, "value", "profile.explore.value_stop=true"),
+            _run(tmp, "plain", "profile.explore.stop_when_met=false"))
 
 
 @pytest.fixture(scope="module")

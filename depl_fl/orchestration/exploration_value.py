@@ -104,5 +104,5 @@ def value_settings(explore: Mapping[str, Any]) -> tuple[bool, int]:
     Enabled with ``stop_when_met`` and ``value_stop`` (both default true); it
     is judged after round ``value_from_round`` (default 4) and every later one.
     """
-    enabled = bool(explore.get("stop_when_met", True)) and bool(explore.get("value_stop", True))
+    enabled = bool(explore.get("stop_when_met", True)) and bool(explore.get("value_stop", False))
     return enabled, int(explore.get("value_from_round", 4))

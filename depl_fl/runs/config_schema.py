@@ -50,7 +50,7 @@ class _Train(Schema):
 class _Explore(Schema):
     rounds: Count
     stop_when_met: StrictBool = True
-    value_stop: StrictBool = True
+    value_stop: StrictBool = False
     value_from_round: Count = 4
     prior_rounds: Count = 2
     stop_loss_factor: Positive | None = None
