@@ -16,20 +16,56 @@
 # e.g. settings the plan regime's constants were not fitted on:
 #   bash benchmarks/guarantee_sweep.sh multirun/g12 "range(0,20)" num_clients=12 target.loss=0.45
 #   bash benchmarks/guarantee_sweep.sh multirun/g16 "range(0,20)" num_clients=16 partition.alpha=0.3 target.loss=0.3
+# Options (environment):
+#   ARMS="depl expectation full"  the arm groups to run (the default: all five arms); "depl" is DepL
+#                                 static and with tracking, "depl-static" the static arm alone
+#   SERIAL=1                      one multirun at a time (a busy machine) instead of two
+#   OWN_CACHE=1                   one profile cache per arm and pi under SWEEP_DIR/cache: every job
+#                                 runs (and pays for) its own exploration
+#   REPORT_OUT=DIR                where the report goes (default benchmarks/results/guarantee)
 # Every figure of the report judges the test loss (results.json final_test_loss).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SWEEP=${1:-multirun/guarantee}
 SEEDS=${2:-"range(0,30)"}
 PY=${PYTHON:-.venv/bin/python}
+ARMS=${ARMS:-"depl expectation full"}
 common=(simulation=inprocess partition.alpha=0.5 "target.prob=0.8,0.9,0.95" "seed=$SEEDS" "${@:3}")
-"$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=true,false \
-    hydra.sweep.dir="$SWEEP/depl" > "$SWEEP.a.log" 2>&1 &
-(
-  "$PY" -m depl_fl.main -m "${common[@]}" method=expectation tracking.enabled=false,true \
-      hydra.sweep.dir="$SWEEP/expectation"
-  "$PY" -m depl_fl.main -m "${common[@]}" method=full tracking.enabled=false \
-      hydra.sweep.dir="$SWEEP/full"
-) > "$SWEEP.b.log" 2>&1 &
-wait
+has() { [[ " $ARMS " == *" $1 "* ]]; }
+cache() {  # cache METHOD: the profile cache override of one arm (none without OWN_CACHE)
+    if [ "${OWN_CACHE:-0}" = 1 ]; then
+        echo "profile.cache_dir=$SWEEP/cache/$1-t\${tracking.enabled}-p\${target.prob}"
+    else
+        echo "profile.cache_dir=.depl_cache"
+    fi
+}
+# A multirun with failed jobs (no dependable plan: recorded in their results.json, counted by the
+# report) exits non-zero; the other arms run anyway.
+arm_a() {
+    local tracking=""
+    if has depl; then tracking=true,false; elif has depl-static; then tracking=false; fi
+    if [ -n "$tracking" ]; then
+        "$PY" -m depl_fl.main -m "${common[@]}" method=depl tracking.enabled=$tracking "$(cache depl)" \
+            hydra.sweep.dir="$SWEEP/depl" || true
+    fi
+}
+arm_b() {
+    if has expectation; then
+        "$PY" -m depl_fl.main -m "${common[@]}" method=expectation tracking.enabled=false,true \
+            "$(cache expectation)" hydra.sweep.dir="$SWEEP/expectation" || true
+    fi
+    if has full; then
+        "$PY" -m depl_fl.main -m "${common[@]}" method=full tracking.enabled=false "$(cache full)" \
+            hydra.sweep.dir="$SWEEP/full" || true
+    fi
+}
+mkdir -p "$(dirname "$SWEEP")"
+if [ "${SERIAL:-0}" = 1 ]; then
+    arm_a > "$SWEEP.a.log" 2>&1
+    arm_b > "$SWEEP.b.log" 2>&1
+else
+    arm_a > "$SWEEP.a.log" 2>&1 &
+    arm_b > "$SWEEP.b.log" 2>&1 &
+    wait
+fi
 "$PY" -m depl_fl.cli report "$SWEEP" --out "${REPORT_OUT:-benchmarks/results/guarantee}"
