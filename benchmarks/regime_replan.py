@@ -21,6 +21,8 @@ intervals of ``depl-fl report``), rounds and energy, and full's planned energy.
 
     python benchmarks/regime_replan.py SWEEP_DIR --set floor=0.0725 --set oscillation=0.12 \
         [--out FILE.md] [--json FILE.json]
+
+``--json`` also caches: a job it already holds with the same changes is not re-made.
 """
 
 from __future__ import annotations
@@ -34,14 +36,14 @@ from typing import Any
 import numpy as np
 
 
-def _static_jobs(sweep: Path) -> list[dict[str, Any]]:
+def _static_jobs(sweep: Path) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for path in sorted(sweep.rglob("results.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         s = doc.get("summary") or {}
         if s.get("method") == "depl" and not s.get("tracking") and doc.get("plan") \
                 and s.get("final_test_loss") is not None and (doc.get("profile") or {}).get("cache_file"):
-            out.append(doc)
+            out.append((str(path), doc))
     return out
 
 
@@ -175,13 +177,21 @@ def main(argv: list[str] | None = None) -> int:
     if not jobs:
         print(f"error: no static DepL job with a plan under {args.sweep}", file=sys.stderr)
         return 2
-    rows = [replan(doc, changes) for doc in jobs]
+    # --json is also a cache: a job already re-made with the same changes is not re-made.
+    known = {}
+    if args.json is not None and args.json.exists():
+        old = json.loads(args.json.read_text(encoding="utf-8"))
+        if old.get("changes") == changes:
+            known = {row["path"]: row for row in old["jobs"]}
+    rows = []
+    for path, doc in jobs:
+        rows.append(known.get(path) or {"path": path, **replan(doc, changes)})
+        if args.json is not None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"changes": changes, "jobs": rows}, indent=1), encoding="utf-8")
     command = "python benchmarks/regime_replan.py " + " ".join([str(args.sweep)]
                                                                + [f"--set {s}" for s in args.set])
     text = markdown(rows, changes, command)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"changes": changes, "jobs": rows}, indent=1), encoding="utf-8")
     if args.out is None:
         sys.stdout.write(text)
     else:
