@@ -186,9 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for path, doc in jobs:
         rows.append(known.get(path) or {"path": path, **replan(doc, changes)})
-        if args.json is not None:
+        if args.json is not None:  # after every job, the jobs made so far and those still cached
+            done = {row["path"] for row in rows}
+            kept = rows + [row for p, row in known.items() if p not in done]
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps({"changes": changes, "jobs": rows}, indent=1), encoding="utf-8")
+            args.json.write_text(json.dumps({"changes": changes, "jobs": kept}, indent=1), encoding="utf-8")
     command = "python benchmarks/regime_replan.py " + " ".join([str(args.sweep)]
                                                                + [f"--set {s}" for s in args.set])
     text = markdown(rows, changes, command)
