@@ -50,9 +50,9 @@ class CountingGrid(InProcessGrid):
         return reply
 
 
-def _run(name: str, models=("p50", "full")):
+def _run(name: str, models=("p50", "full"), model: list[str] | None = None):
     cfg = compose_config([f"num_clients={N}", "simulation=inprocess", "tracking.enabled=false",
-                          "model=custom", f"model.factory={FACTORIES[name]}"])
+                          *(model or ["model=custom", f"model.factory={FACTORIES[name]}"])])
     geo = geometry(cfg)
     docs = model_docs(cfg, geo.num_classes, geo.in_channels, geo.image_size)
     clients = tuple(f"c{i}" for i in range(N))
@@ -99,6 +99,21 @@ def test_a_train_message_carries_exactly_the_variants_entries(name):
         assert sum(v.size for v in down.values()) < 0.6 * sum(v.size for v in init.values())
     # Less than the full network on the wire (array headers weigh on networks this small).
     assert strategy.controller.records[0]["bytes_down"] < layout.size_bytes(0.0) * N
+
+
+def test_bundled_residual_network_learns_the_digits_in_depl_rounds():
+    """``model=digits_resnet`` (BatchNorm, residual adds): the second family the guarantee is shown on."""
+    _, _, docs, strategy, _, init, result = _run("digits_resnet", models=("p50", "full", "full", "full"),
+                                                 model=["model=digits_resnet"])
+    records = strategy.controller.records
+    assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
+    assert records[-1]["loss"] < 0.6 * records[0]["loss"]
+    final = arrays_to_state(result.arrays)
+    stats = [k for k in init if k.endswith("running_var")]
+    assert len(stats) == 6 and all(not np.array_equal(final[k], init[k]) for k in stats)
+    costs = {d["id"]: d for d in docs}
+    assert costs["p50"]["flops_per_sample"] < 0.4 * costs["full"]["flops_per_sample"]
+    assert costs["p50"]["size_bytes"] < 0.4 * costs["full"]["size_bytes"]
 
 
 def test_evaluation_metric_record_of_user_network_is_finite():

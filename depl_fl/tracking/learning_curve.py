@@ -36,6 +36,11 @@ none of the settings docs/RESULTS.md reports). They belong to the task (dataset
 and architecture): another task needs its own bank and fit, and until then
 its static plans carry the digits constants (with tracking, the run's trend
 filter, :mod:`depl_fl.tracking.trend`, follows what the run really does).
+One job's exploration cannot fit ``f`` and ``p`` itself: it ends near
+``2 L*``, above the range they shape, and at the measured oscillation their
+least-squares fit spans its whole grid
+(``benchmarks/plan_regime/identifiability.py``). docs/MODELS.md says what
+the constants change on a residual network with BatchNorm (``model=digits_resnet``).
 """
 
 from __future__ import annotations
