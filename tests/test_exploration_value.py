@@ -64,6 +64,7 @@ def test_no_dependable_plan_now_never_stops():
 
 
 def test_the_value_stop_needs_the_stop_when_met_switch():
-    assert value_settings({}) == (True, 4)
+    assert value_settings({}) == (False, 4)  # opt-in
+    assert value_settings({"value_stop": True}) == (True, 4)
     assert value_settings({"value_stop": False, "value_from_round": 2}) == (False, 2)
-    assert value_settings({"stop_when_met": False})[0] is False
+    assert value_settings({"stop_when_met": False, "value_stop": True})[0] is False

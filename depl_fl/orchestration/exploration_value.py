@@ -101,7 +101,7 @@ def exploration_value(plan: Callable[[float], Any], *, round_j: float,
 def value_settings(explore: Mapping[str, Any]) -> tuple[bool, int]:
     """``(enabled, first round)`` of the value stop from ``profile.explore``.
 
-    Enabled with ``stop_when_met`` and ``value_stop`` (both default true); it
+    Enabled with ``stop_when_met`` (default true) and ``value_stop`` (opt-in, default false); it
     is judged after round ``value_from_round`` (default 4) and every later one.
     """
     enabled = bool(explore.get("stop_when_met", True)) and bool(explore.get("value_stop", False))
