@@ -682,7 +682,7 @@ class FederatedProfiler:
         given), else the explored levels anchored at 0 with the measured evaluation error and the
         set shift (``profile.plan_regime.enabled: false``)."""
         if regime is not None:
-            window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 0.5))
+            window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 1.0))
             return with_plan_regime(measured, self.trajectories, len(self.records), regime,
                                     local_steps(self.cfg, properties), self.sem_points, window)
         explore = self.cfg["profile"]["explore"]

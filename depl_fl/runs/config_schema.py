@@ -74,7 +74,7 @@ class _PlanRegime(Schema):
     reference_steps: Positive
     judged_error_factor: NonNegative
     oscillation_dof: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=2)] | None = None
-    rate_window: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)] = 0.5
+    rate_window: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)] = 1.0
 
 
 class _Profile(Schema):
