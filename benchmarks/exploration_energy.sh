@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DepL's total energy (exploration + training) against full's, with coverage and calibration, on
 # settings no constant was tuned on (chosen before any result): pi 0.9, static plans (tracking off),
-# DepL with the exploration's stops (stop rule met, value stop) against full (plain FedAvg), SEEDS seeds.
+# DepL with the exploration's stops (stop rule met, the opt-in value stop with the rate window 0.5; OPTS
+# replaces those two) against full (plain FedAvg), SEEDS seeds.
 #   s8a03:  8 clients, Dirichlet alpha 0.3, L* 0.40
 #   s6a10:  6 clients, alpha 1.0, L* 0.40
 #   s12a05: 12 clients, alpha 0.5, L* 0.45
@@ -16,6 +17,8 @@ S=${1:-multirun/exploration-energy}
 N=${SEEDS:-20}
 NF=${FULL_SEEDS:-$N}
 F=${FIRST:-700}
+# shellcheck disable=SC2206
+OPTS=(${OPTS:-profile.explore.value_stop=true profile.plan_regime.rate_window=0.5})
 declare -A SETTING=(
   [s8a03]="num_clients=8 partition.alpha=0.3 target.loss=0.4"
   [s6a10]="num_clients=6 partition.alpha=1.0 target.loss=0.4"
@@ -29,9 +32,10 @@ for name in "${NAMES[@]}"; do
   over=(${SETTING[$name]})
   for method in depl full; do
     [ -n "$(find "$S/$name/$method" -name results.json 2>/dev/null | head -1)" ] && continue
-    count=$N; [ "$method" = full ] && count=$NF
+    count=$N; extra=("${OPTS[@]}")
+    [ "$method" = full ] && count=$NF && extra=()
     nice -n 10 "$PY" -m depl_fl.main -m simulation=inprocess output.plot=false tracking.enabled=false \
-        target.prob=0.9 "method=$method" "${over[@]}" "seed=range($F,$((F + count)))" \
+        target.prob=0.9 "method=$method" "${over[@]}" "${extra[@]}" "seed=range($F,$((F + count)))" \
         profile.cache_dir="$S/$name/cache-$method" hydra.sweep.dir="$S/$name/$method" \
         > "$S/$name.$method.log" 2>&1 || true
   done
