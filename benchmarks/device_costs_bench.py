@@ -161,6 +161,14 @@ def _meta(path: Path) -> dict[str, Any]:
     return json.loads(meta.read_text()) if meta.exists() else {}
 
 
+def _devices(meta: dict[str, Any]) -> str | None:
+    """``-c``, ``--cpu-quota`` and ``--node-extra`` of the run's command (None: no meta.json)."""
+    cmd = meta.get("command") or []
+    flags = {"-c": "clusters", "--cpu-quota": "quota", "--node-extra": "node"}
+    parts = [f"{flags[f]} {cmd[i + 1]}" for i, f in enumerate(cmd[:-1]) if f in flags]
+    return "; ".join(parts) or None
+
+
 def summarize_run(path: Path) -> dict[str, Any]:
     """Per-run figures (see the module doc)."""
     doc = json.loads(path.read_text())
@@ -182,7 +190,7 @@ def summarize_run(path: Path) -> dict[str, Any]:
            "fit_overhead_s": ((doc.get("cost") or {}).get("fit") or {}).get("overhead_s"),
            "replans": [p["reason"] for p in doc.get("replans") or []],
            "loadavg_before": meta.get("loadavg_before"), "loadavg_after": meta.get("loadavg_after"),
-           "script_wall_s": meta.get("script_wall_s")}
+           "script_wall_s": meta.get("script_wall_s"), "devices": _devices(meta)}
     out["deadline_met"] = bool(out["met"] and out["wall_clock_used_s"] <= out["deadline_s"])
     try:
         out["table_plan"] = counterfactual(doc) if out["cost"] == "measured" and doc.get("scenario") else None
@@ -196,7 +204,8 @@ def failed_run(meta_path: Path) -> dict[str, Any]:
     meta = json.loads(meta_path.read_text())
     return {"run": meta_path.parent.name, "status": "failed", "returncode": meta.get("returncode"),
             "loadavg_before": meta.get("loadavg_before"), "script_wall_s": meta.get("script_wall_s"),
-            "deadline_met": False, "errors": [], "cost": meta_path.parent.name.split("-seed")[0]}
+            "deadline_met": False, "errors": [], "cost": meta_path.parent.name.split("-seed")[0],
+            "devices": _devices(meta)}
 
 
 def aggregate(runs: list[dict[str, Any]], cost: str, prob: float) -> dict[str, Any]:
@@ -293,7 +302,10 @@ def report(args: argparse.Namespace) -> int:
     (out / "devices.json").write_text(json.dumps({"command": command, "aggregate": aggs, "runs": runs},
                                                  indent=2) + "\n")
     lines = ["# Planning on measured device costs (loopback, emulated heterogeneous devices)", "",
-             f"Regenerate: `{command}`", "", "Aggregate:", ""]
+             f"Regenerate: `{command}`", "",
+             "Devices (SuperNodes' clusters, CPU quota in % of one CPU, node config): "
+             + (" | ".join(sorted({r["devices"] for r in runs if r.get("devices")})) or "not recorded"), "",
+             "Aggregate:", ""]
     for cost, agg in aggs.items():
         lines += _aggregate_lines(f"cost.source={cost}", agg)
     lines += ["", "| run | explore rounds (wall s) | train rounds | median abs(wall/plan - 1) "
