@@ -3,14 +3,17 @@
 ``run``: loopback deployments (``scripts/deploy_loopback.sh --netem``) whose SuperNodes have
 real, different speeds (a cgroup v1 CPU quota per cluster, ``--cpu-quota``) and links (``tc``
 rate limits per network namespace), while ``conf/clusters/two_class.yaml`` declares B 4x slower
-than A (the devices: 2x, so the table is wrong by 2x for B). Each seed runs with
-``cost.source=measured`` (or ``table``) and the wall-clock deadline.
+than A (the devices by default: 8x, so the table is wrong by 2x for B). Each seed runs with
+``cost.source=measured`` (or ``table``) and the wall-clock deadline, one deployment at a time
+(a wall-clock experiment: no ``nice``); ``meta.json`` beside each ``results.json`` keeps the
+command and the load average around the run.
 
 ``report``: from the runs' ``results.json``: per training round the plan's round time against the
 measured one (after the exploration), whether the deadline held in wall-clock time, the
 measured and modelled energy, and what a plan made on the declared table would have done on the
 same federation under the costs the exploration measured (its predicted time against the
-deadline left, and its energy): a counterfactual from the fitted model, not a run.
+deadline left, and its energy): a counterfactual from the fitted model, not a run. Over the
+seeds: the pooled median round-time error, the deadline successes with their Wilson interval.
 
 Usage::
 
@@ -41,7 +44,7 @@ QUOTA = "A=100,B=12"
 #: two threads under a one-CPU quota measured 15-25x slower); level 1 declares twice the power.
 NODE_EXTRA = 'level-threads="1,1" level-watts="3,6"'
 JOB = {"profile.explore.rounds": "4", "profile.explore.max_rounds": "4", "target.loss": "0.25",
-       "target.prob": "0.8", "target.deadline_s": "600", "output.plot": "false",
+       "target.prob": "0.9", "target.deadline_s": "600", "output.plot": "false",
        "server.round_timeout_slack_s": "300"}
 
 
