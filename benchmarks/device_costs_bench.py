@@ -153,6 +153,33 @@ def counterfactual(doc: dict[str, Any]) -> dict[str, Any]:
             "measured_energy_j": energy_m}
 
 
+def tighter_deadlines(doc: dict[str, Any], lefts: list[float]) -> list[dict[str, Any]]:
+    """Both plans at other deadlines left after the exploration, judged by the fitted costs.
+
+    Per deadline left: the fitted plan (feasible, its time and energy) and the
+    declared table's (its own predicted time, its time under the fitted costs,
+    whether that misses the deadline, its energy). Planning only, no run.
+    """
+    from depl_fl.contract.semantics import plan_totals
+
+    fitted, table = _scenarios(doc)
+    out = []
+    for left in lefts:
+        row: dict[str, Any] = {"deadline_left_s": left}
+        own = _plan(doc, fitted, left)
+        if own.feasible:
+            row["measured_plan_energy_j"], row["measured_plan_time_s"] = plan_totals(fitted, own.rounds)
+        row["measured_plan_feasible"] = bool(own.feasible)
+        plan = _plan(doc, table, left)
+        row["table_plan_feasible"] = bool(plan.feasible)
+        if plan.feasible:
+            row["table_energy_j"], time_m = plan_totals(fitted, plan.rounds)
+            row.update(table_time_s=plan_totals(table, plan.rounds)[1], measured_time_s=time_m,
+                       misses_deadline=time_m > left)
+        out.append(row)
+    return out
+
+
 def _plan_rounds(doc: dict[str, Any]) -> list[Any]:
     from depl_fl.contract.plan import plan_from_dict
 
@@ -172,14 +199,15 @@ def _devices(meta: dict[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
-def summarize_run(path: Path) -> dict[str, Any]:
-    """Per-run figures (see the module doc)."""
+def summarize_run(path: Path, lefts: list[float] | None = None) -> dict[str, Any]:
+    """Per-run figures (see the module doc); ``lefts``: deadlines left for :func:`tighter_deadlines`."""
     doc = json.loads(path.read_text())
     train = [r for r in doc["rounds"] if r["phase"] == "train"]
     errors = [abs(r["wall_s"] / r["round_time_s"] - 1.0) for r in train if r["round_time_s"] > 0]
     summary, meta = doc["summary"], _meta(path)
     out = {"run": str(path.parent.name), "status": summary["status"], "seed": doc["seed"],
-           "cost": (doc.get("cost") or {}).get("used"), "train_rounds": len(train),
+           "cost": (doc.get("cost") or {}).get("source"), "cost_used": (doc.get("cost") or {}).get("used"),
+           "train_rounds": len(train),
            "profile_rounds": summary.get("profile_rounds"), "profile_wall_s": doc["profile"].get("wall_s"),
            "rounds": [{"round": r["round"], "plan_s": r["round_time_s"], "wall_s": r["wall_s"],
                        "clients": r.get("clients"), "model": r.get("model"), "levels": r.get("levels"),
@@ -196,7 +224,9 @@ def summarize_run(path: Path) -> dict[str, Any]:
            "script_wall_s": meta.get("script_wall_s"), "devices": _devices(meta)}
     out["deadline_met"] = bool(out["met"] and out["wall_clock_used_s"] <= out["deadline_s"])
     try:
-        out["table_plan"] = counterfactual(doc) if out["cost"] == "measured" and doc.get("scenario") else None
+        usable = out["cost_used"] == "measured" and doc.get("scenario")
+        out["table_plan"] = counterfactual(doc) if usable else None
+        out["tighter"] = tighter_deadlines(doc, lefts) if usable and lefts else []
     except Exception as exc:  # a counterfactual that cannot be planned is reported, not fatal
         out["table_plan"] = {"error": f"{type(exc).__name__}: {exc}"}
     return out
@@ -257,15 +287,16 @@ def _table_cell(tp: dict[str, Any] | None) -> str:
     if not tp.get("feasible"):
         return "infeasible"
     verdict = "MISS" if tp.get("misses_deadline") else "ok"
-    return (f"{tp['rounds']} rounds, {tp['measured_time_s']:.0f} s of {tp['deadline_left_s']:.0f} s left "
+    return (f"{tp['rounds']} rounds, {tp['measured_time_s']:.0f} s (table: {tp['table_time_s']:.0f} s) of "
+            f"{tp['deadline_left_s']:.0f} s left "
             f"({verdict}), {tp['measured_energy_j']:.0f} J vs {tp['measured_plan_energy_j']:.0f} J"
             + (", binding" if tp.get("binding") else ""))
 
 
 def run_row(r: dict[str, Any]) -> str:
     """One markdown row of the runs table."""
-    if r["status"] == "failed":
-        return f"| {r['run']} | failed (exit {r.get('returncode')}) | | | | | | | | {_load(r)} |"
+    if r["status"] != "completed":
+        return f"| {r['run']} | {r['status']} | | | | | NO | | | {_load(r)} | |"
     m = r["measured"] or {}
     return (f"| {r['run']} | {r['profile_rounds']} ({r['profile_wall_s'] or 0:.0f}) | {r['train_rounds']} "
             f"| {_fmt(r['median_abs_error'])} | {r['wall_clock_used_s']:.0f} / {r['deadline_s']:.0f} "
@@ -292,11 +323,29 @@ def _aggregate_lines(name: str, agg: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tighter_lines(runs: list[dict[str, Any]]) -> list[str]:
+    rows = [(r["run"], t) for r in runs for t in r.get("tighter") or []]
+    if not rows:
+        return []
+    lines = ["", "Tighter deadlines (planning only, judged by each run's fitted costs; s left after the "
+             "exploration): fitted plan | declared-table plan", "",
+             "| run | s left | fitted plan: time, energy | table plan: table says, fitted says, energy |",
+             "|---|---|---|---|"]
+    for name, t in rows:
+        own = (f"{t['measured_plan_time_s']:.0f} s, {t['measured_plan_energy_j']:.0f} J"
+               if t["measured_plan_feasible"] else "refused (no dependable plan)")
+        table = (f"{t['table_time_s']:.0f} s, {t['measured_time_s']:.0f} s"
+                 f"{' MISS' if t['misses_deadline'] else ''}, {t['table_energy_j']:.0f} J"
+                 if t["table_plan_feasible"] else "refused")
+        lines.append(f"| {name} | {t['deadline_left_s']:.0f} | {own} | {table} |")
+    return lines
+
+
 def report(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.results]
     # A run folder with a meta.json and no results.json given here: its run failed (a miss).
     metas = {m.parent for root in {p.parent.parent for p in paths} for m in root.glob("*/meta.json")}
-    runs = [summarize_run(p) for p in paths]
+    runs = [summarize_run(p, args.deadlines_left) for p in paths]
     runs += [failed_run(d / "meta.json") for d in sorted(metas - {p.parent for p in paths})]
     aggs = {cost: aggregate(runs, cost, args.prob) for cost in ("measured", "table")}
     out = Path(args.out)
@@ -316,6 +365,7 @@ def report(args: argparse.Namespace) -> int:
               "| re-plans | load avg before->after | declared-table plan under measured costs |",
               "|" + "---|" * 11]
     lines += [run_row(r) for r in runs]
+    lines += _tighter_lines(runs)
     lines += ["", "Per training round (plan s -> wall s):", ""]
     for r in runs:
         lines.append(f"- {r['run']}: " + ", ".join(f"{x['round']}: {x['plan_s']:.2f} -> {x['wall_s']:.2f}"
@@ -342,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     p_rep.add_argument("results", nargs="+")
     p_rep.add_argument("--out", default=str(ROOT / "benchmarks/results/devices"))
     p_rep.add_argument("--prob", type=float, default=0.9, help="pi the deadline successes are held to")
+    p_rep.add_argument("--deadlines-left", type=float, nargs="*", default=[],
+                       help="also plan both ways at these deadlines left after the exploration (s)")
     args = parser.parse_args(argv)
     return run(args) if args.cmd == "run" else report(args)
 
