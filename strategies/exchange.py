@@ -63,7 +63,8 @@ def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float,
     arrivals = {} if arrivals is None else arrivals
     if not _polls_slowly(grid):
         replies = list(grid.send_and_receive(messages, timeout=timeout))
-        arrivals.update({r.metadata.reply_to_message_id: time.monotonic() - t0 for r in replies})
+        seen = time.monotonic() - t0
+        arrivals.update({r.metadata.reply_to_message_id: seen for r in replies if hasattr(r, "metadata")})
         return replies
     pending = {mid for mid in grid.push_messages(messages) if mid}
     deadline = t0 + timeout
