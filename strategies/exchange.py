@@ -10,9 +10,10 @@ round starts a whole period later (docs/DEPLOYMENT.md, "Fast rounds").
 :func:`send_and_receive` asks every ``poll_s`` instead, with the same
 semantics (replies in arrival order, the SuperLink's error replies included,
 those in at the timeout). Other grids (simulation, in process) already
-deliver at once and keep their own ``send_and_receive``. Where asked, it also
-says when each reply arrived (seconds after the push began): what a node's
-part of a round took, its training and transfers included, as the server saw it.
+deliver at once and keep their own ``send_and_receive``. Where asked, on a
+deployment grid, it also says when each reply arrived (seconds after the push
+began): what a node's part of a round took, its training and transfers
+included, as the server saw it.
 """
 
 from __future__ import annotations
@@ -51,21 +52,20 @@ def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float,
     poll_s : float
         Seconds between two asks for replies.
     arrivals : dict or None
-        Filled with the reply's ``reply_to_message_id`` -> seconds from the
-        push to the ask that saw it (another grid: to the end of its call).
+        On a deployment grid, filled with the reply's ``reply_to_message_id``
+        -> seconds from the push to the ask that saw it. Other grids say
+        nothing (an in-process grid runs the clients one after the other
+        inside its call: no reply has an arrival of its own).
 
     Returns
     -------
     list of Message
         The replies received, error replies included.
     """
+    if not _polls_slowly(grid):
+        return list(grid.send_and_receive(messages, timeout=timeout))
     t0 = time.monotonic()
     arrivals = {} if arrivals is None else arrivals
-    if not _polls_slowly(grid):
-        replies = list(grid.send_and_receive(messages, timeout=timeout))
-        seen = time.monotonic() - t0
-        arrivals.update({r.metadata.reply_to_message_id: seen for r in replies if hasattr(r, "metadata")})
-        return replies
     pending = {mid for mid in grid.push_messages(messages) if mid}
     deadline = t0 + timeout
     replies: list[Message] = []
