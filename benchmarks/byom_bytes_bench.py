@@ -9,6 +9,8 @@ round by round, the array bytes measured from the messages (``bytes_down``,
 per planned client) and with what sending the full network would have moved.
 Writes ``benchmarks/results/byom/bytes.{md,json}``.
 
+The same comparison in a loopback deployment: ``benchmarks/byom_bytes_deploy_bench.py``.
+
 Usage: ``python benchmarks/byom_bytes_bench.py``
 """
 

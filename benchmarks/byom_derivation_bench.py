@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -77,8 +78,8 @@ def main() -> None:
     lines = ["# Deriving a network's variants (once per job)", "",
              f"Variants {', '.join(str(c) for c in COMPRESSIONS)}; fresh process per run, torch "
              f"single-threaded; {args.repeats} runs per network. Machine: "
-             f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, shared "
-             "2-core box (other jobs running).", "",
+             f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+             f"{os.cpu_count()} cores, load average (1 min) {os.getloadavg()[0]:.1f} at the end.", "",
              "| network | input | channel groups | parameters | median wall s | median CPU s | wall runs (s) "
              "| size full / p50 / p75 (MB) |",
              "|---|---|---|---|---|---|---|---|"]
@@ -89,7 +90,7 @@ def main() -> None:
                      f"| {r['median_cpu_s']:.2f} | {', '.join(f'{s:.2f}' for s in r['seconds'])} | {sizes} |")
     resnet = rows[0]
     lines += ["", f"ResNet-18 at 32x32: {resnet['median_s']:.2f} s wall, {resnet['median_cpu_s']:.2f} s CPU "
-              "(target <= 5 s; the wall time includes waiting for the shared cores).", "",
+              "(target <= 5 s; the wall time includes any wait for a busy core).", "",
               f"Command: `python benchmarks/byom_derivation_bench.py --repeats {args.repeats}`"]
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "derivation.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")

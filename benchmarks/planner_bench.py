@@ -140,6 +140,15 @@ def _switches(plan) -> int:
     return sum(1 for a, b in zip(models, models[1:], strict=False) if a != b)
 
 
+def _cost_ratio(depl, opt) -> float:
+    """DepL's cost over the optimum's; 1 when both plans are empty (the target holds at round 0)."""
+    if not (depl.feasible and opt.feasible):
+        return float("nan")
+    if opt.predicted["cost_joules"] == 0:
+        return 1.0 if depl.predicted["cost_joules"] == 0 else float("inf")
+    return depl.predicted["cost_joules"] / opt.predicted["cost_joules"]
+
+
 def hard_rows(seeds, generator=random_hard) -> list[dict]:
     """DepL vs the exhaustive optimum on ``generator``'s scenarios (:func:`random_hard` by default)."""
     rows = []
@@ -150,8 +159,7 @@ def hard_rows(seeds, generator=random_hard) -> list[dict]:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         opt = make_plan(scen, targets, method="optimum", seed=seed)
         ev = evaluate_plan(scen, depl.rounds, targets, n=20000, seed=424242)
-        ratio = depl.predicted["cost_joules"] / opt.predicted["cost_joules"] \
-            if depl.feasible and opt.feasible else float("nan")
+        ratio = _cost_ratio(depl, opt)
         rows.append({"seed": seed, "pi": targets.target_prob, "feasible": depl.feasible,
                      "opt_feasible": opt.feasible, "ratio": ratio, "p_indep": ev["probability"],
                      "wall_s": wall, "cpu_s": cpu, "switches": _switches(depl),

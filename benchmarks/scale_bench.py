@@ -6,9 +6,14 @@ ClientApp call, so the server's own time is the process's time minus the time
 spent inside the clients (their training, data loading and replies). CPU
 seconds are the figure compared (the machine may be shared); wall seconds are
 reported beside them. DepL's planning and central evaluation are also timed apart. DepL runs the
-whole job: node queries, the plan over all clients, tracking with re-plans,
-the checks of every reply, aggregation, central evaluation (validation, the
-stop margin and test) and the per-round checkpoint. FedAvg then trains the same
+whole job: node queries, the plan over all clients, tracking with re-plans
+(and the planner's check of the remaining plan that may defer one), the checks
+of every reply, aggregation, central evaluation (validation, the stop margin
+and test) and the per-round checkpoint. The one-time start-up before the
+first training message (DepL: node queries, scenario, the initial plan, the
+first evaluation; FedAvg: its first evaluation) is shown apart (``setup_cpu_s``,
+DepL's initial plan also alone as ``initial_plan_cpu_s``) and left out of the
+per-round figure; re-plans during training stay in it. FedAvg then trains the same
 number of rounds with as many clients per round as DepL's rounds had on
 average, with the same central evaluation (validation and test). The loss
 profile both use is measured once, by a federated exploration on the smallest
@@ -27,6 +32,7 @@ import argparse
 import json
 import logging
 import multiprocessing as mp
+import os
 import platform
 import resource
 import statistics
@@ -40,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=inprocess", "target.loss=1.6",
-       "target.prob=0.9", "output.plot=false", "seed=0", "dataset.seed=0"]
+       "target.prob=0.9", "target.max_rounds=20", "output.plot=false", "seed=0", "dataset.seed=0"]
 
 
 def _rss_mb() -> float:
@@ -58,6 +64,18 @@ class Clock:
     def __init__(self) -> None:
         self.wall: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        self.started: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        """The strategy starts now: the start-up runs until the first training message."""
+        self.started = (time.perf_counter(), time.process_time())
+
+    def mark_setup(self) -> None:
+        """The first training message: the server's seconds since :meth:`start` are its start-up."""
+        if self.started is None or "setup" in self.cpu:
+            return
+        self.wall["setup"] = time.perf_counter() - self.started[0] - self.wall.get("client", 0.0)
+        self.cpu["setup"] = time.process_time() - self.started[1] - self.cpu.get("client", 0.0)
 
     def timed(self, part: str, fn):
         """``fn`` wrapped so that its calls add to ``part``."""
@@ -73,17 +91,33 @@ class Clock:
 
 def _timed_grid(cfg: dict[str, Any], clock: Clock | None = None):
     """The in-process grid; with ``clock``, every ClientApp call adds to its part ``client``."""
+    from flwr.app import MessageType
+
     from clients.client_app import make_client_app
     from strategies.inprocess_grid import InProcessGrid
 
     app = make_client_app(cfg)
-    return InProcessGrid(app if clock is None else clock.timed("client", app), int(cfg["num_clients"]))
+    if clock is None:
+        return InProcessGrid(app, int(cfg["num_clients"]))
+    timed = clock.timed("client", app)
+
+    def client(message, context):
+        if message.metadata.message_type == MessageType.TRAIN:
+            clock.mark_setup()
+        return timed(message, context)
+
+    return InProcessGrid(client, int(cfg["num_clients"]))
 
 
 def _split(clock: Clock, wall: float, cpu: float, rounds: int) -> dict[str, Any]:
-    """Server-side seconds (all minus the clients'), per round, with the timed parts."""
-    server_wall = wall - clock.wall.get("client", 0.0)
-    server_cpu = cpu - clock.cpu.get("client", 0.0)
+    """Server-side seconds per round: all minus the clients' and the one-time start-up's.
+
+    The start-up (``setup``: the server's seconds before the first training
+    message; DepL's node queries, scenario, initial plan and first evaluation,
+    FedAvg's first evaluation) is reported apart.
+    """
+    server_wall = wall - clock.wall.get("client", 0.0) - clock.wall.get("setup", 0.0)
+    server_cpu = cpu - clock.cpu.get("client", 0.0) - clock.cpu.get("setup", 0.0)
     parts = {f"{k}_cpu_s": v for k, v in clock.cpu.items() if k != "client"}
     return {"wall_s": wall, "cpu_s": cpu, "client_wall_s": clock.wall.get("client", 0.0),
             "client_cpu_s": clock.cpu.get("client", 0.0), "server_wall_s_per_round": server_wall / rounds,
@@ -93,7 +127,9 @@ def _split(clock: Clock, wall: float, cpu: float, rounds: int) -> dict[str, Any]
 def _config(clients: int, extra: list[str]) -> dict[str, Any]:
     from depl_fl.runs.runconfig import compose_config
 
-    return compose_config([*JOB, f"num_clients={clients}", *extra])
+    given = {o.split("=", 1)[0] for o in extra}
+    return compose_config([*(o for o in JOB if o.split("=", 1)[0] not in given), f"num_clients={clients}",
+                           *extra])
 
 
 def _warm_data(cfg: dict[str, Any]) -> None:
@@ -141,20 +177,31 @@ def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
     cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"])
     _warm_data(cfg)
     clock = Clock()
-    depl_fl.planner.make_plan = clock.timed("planning", depl_fl.planner.make_plan)
+    make_plan, calls = depl_fl.planner.make_plan, []
+
+    def timed_plan(*args, **kwargs):  # the first call is the one-time plan, the others re-plans
+        calls.append(1)
+        return clock.timed("initial_plan" if len(calls) == 1 else "planning", make_plan)(*args, **kwargs)
+
+    depl_fl.planner.make_plan = timed_plan
+    depl_fl.planner.plan_holds = clock.timed("plan_check", depl_fl.planner.plan_holds)
     make_eval = server_app.make_evaluate_fn
     server_app.make_evaluate_fn = lambda c: clock.timed("evaluation", make_eval(c))
     grid = _timed_grid(cfg, clock)
     rss0 = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()
+    clock.start()
     path = server_app.run_server(grid, cfg, out / f"depl-{clients}")
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     doc = json.loads(Path(path).read_text())
     rounds = [r for r in doc["rounds"] if r.get("phase", "train") == "train"] or doc["rounds"]
     per_round = [len(r["clients"]) for r in rounds]
+    kept = sum(1 for r in rounds if (r.get("plan_check") or {}).get("kept"))
     return {"strategy": "depl", "clients": clients, "rounds": len(rounds),
             "clients_per_round": statistics.mean(per_round), "replans": doc["summary"].get("replans"),
-            **_split(clock, wall, cpu, len(rounds)), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb()}
+            "replans_deferred": kept, "final_test_loss": doc["summary"].get("final_test_loss"),
+            **_split(clock, wall, cpu, len(rounds)), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb(),
+            "load_average": os.getloadavg()[0]}
 
 
 def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
@@ -173,6 +220,9 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
     clock = Clock()
 
     def evaluate(server_round, arrays):
+        import torch
+
+        torch.set_num_threads(1)  # as DepL's central evaluation: one thread, no idle spinning
         model = variant_model(arrays_to_state(arrays), geo, 0.0)
         loss, acc = evaluate_model(model, *validation_split(cfg))
         test_loss, test_acc = evaluate_model(model, *test_split(cfg))
@@ -187,11 +237,13 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
                          "model-id": "full", "level": 0})
     rss0 = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()
+    clock.start()
     strategy.start(grid, state_to_arrays(initial_state(geo, 0)), num_rounds=rounds, train_config=conf,
                    evaluate_fn=clock.timed("evaluation", evaluate))
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     return {"strategy": "fedavg", "clients": clients, "rounds": rounds, "clients_per_round": per_round,
-            **_split(clock, wall, cpu, rounds), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb()}
+            **_split(clock, wall, cpu, rounds), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb(),
+            "load_average": os.getloadavg()[0]}
 
 
 def _child(queue: Any, fn: str, args: tuple) -> None:
@@ -223,24 +275,43 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
     sizes = sorted({r["clients"] for r in rows})
     lines = ["# Server-side cost at scale: DepL vs FedAvg (synthetic clients, in-process grid)", "",
              "Regenerate: `python benchmarks/scale_bench.py` (its docstring says what is timed). "
-             "CPU seconds of the server process minus those spent inside the ClientApp; "
-             "wall seconds beside them (the machine was shared).", "",
-             "| clients | rounds | clients/round | DepL server CPU s/round (planning, evaluation) "
+             "CPU seconds of the server process minus those spent inside the ClientApp, per training "
+             "round; the one-time start-up before the first training message (DepL: node queries, "
+             "scenario, initial plan, first evaluation) is its own column and not in the per-round "
+             "figure (re-plans and the plan checks during training are). Wall seconds beside "
+             "them; the 1-minute load average of the (shared, 2-core) machine at the end of each run.", "",
+             "| clients | rounds | clients/round | start-up CPU s DepL (initial plan) / FedAvg "
+             "| DepL server CPU s/round (re-planning, plan checks, evaluation) "
              "| FedAvg server CPU s/round (evaluation) | ratio | DepL / FedAvg server wall s/round "
-             "| DepL / FedAvg peak RSS MB | DepL re-plans |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| DepL / FedAvg peak RSS MB | DepL re-plans (deferred) | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in sizes:
         d, f = by[("depl", n)], by[("fedavg", n)]
         ratio = d["server_cpu_s_per_round"] / f["server_cpu_s_per_round"]
+        per = d["rounds"]
         lines.append(
-            f"| {n} | {d['rounds']} | {d['clients_per_round']:.1f} "
-            f"| {d['server_cpu_s_per_round']:.3f} ({d.get('planning_cpu_s', 0) / d['rounds']:.3f}, "
-            f"{d.get('evaluation_cpu_s', 0) / d['rounds']:.3f}) "
+            f"| {n} | {per} | {d['clients_per_round']:.1f} | {d.get('setup_cpu_s', 0):.2f} "
+            f"({d.get('initial_plan_cpu_s', 0):.2f}) / {f.get('setup_cpu_s', 0):.2f} "
+            f"| {d['server_cpu_s_per_round']:.3f} ({d.get('planning_cpu_s', 0) / per:.3f}, "
+            f"{d.get('plan_check_cpu_s', 0) / per:.3f}, {d.get('evaluation_cpu_s', 0) / per:.3f}) "
             f"| {f['server_cpu_s_per_round']:.3f} ({f.get('evaluation_cpu_s', 0) / f['rounds']:.3f}) "
-            f"| {ratio:.1f} | {d['server_wall_s_per_round']:.2f} / {f['server_wall_s_per_round']:.2f} "
-            f"| {d['peak_rss_mb']:.0f} / {f['peak_rss_mb']:.0f} | {d['replans']} |")
+            f"| {ratio:.2f} | {d['server_wall_s_per_round']:.2f} / {f['server_wall_s_per_round']:.2f} "
+            f"| {d['peak_rss_mb']:.0f} / {f['peak_rss_mb']:.0f} "
+            f"| {d['replans']} ({d.get('replans_deferred', 0)}) "
+            f"| {d.get('load_average', float('nan')):.1f} / {f.get('load_average', float('nan')):.1f} |")
+    lines += ["", memory_growth(by, sizes)]
     (out / "scale.md").write_text("\n".join(lines) + "\n")
     _plot(by, sizes, out / "scale.png")
+
+
+def memory_growth(by: dict, sizes: list[int]) -> str:
+    """Peak RSS added per added client between consecutive sizes (constant or falling: at most linear)."""
+    parts = []
+    for name in ("depl", "fedavg"):
+        steps = [f"{(by[(name, b)]['peak_rss_mb'] - by[(name, a)]['peak_rss_mb']) / (b - a):.3f} ({a}->{b})"
+                 for a, b in zip(sizes, sizes[1:], strict=False)]
+        parts.append(f"{name} " + ", ".join(steps))
+    return "Peak RSS added per added client, MB: " + "; ".join(parts) + "."
 
 
 def _plot(by: dict, sizes: list[int], path: Path) -> None:
@@ -253,8 +324,8 @@ def _plot(by: dict, sizes: list[int], path: Path) -> None:
     for name, style in (("depl", "o-"), ("fedavg", "s--")):
         ax1.plot(sizes, [by[(name, n)]["server_cpu_s_per_round"] for n in sizes], style, label=name)
         ax2.plot(sizes, [by[(name, n)]["peak_rss_mb"] for n in sizes], style, label=name)
-    ax1.set(xlabel="clients", ylabel="server CPU seconds per round", xscale="log")
-    ax2.set(xlabel="clients", ylabel="peak RSS (MB)", xscale="log")
+    ax1.set(xlabel="clients", ylabel="server CPU seconds per round", ylim=(0, None))
+    ax2.set(xlabel="clients", ylabel="peak RSS (MB)", ylim=(0, None))
     ax1.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

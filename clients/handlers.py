@@ -19,9 +19,10 @@ always for ``dataset=folder``; otherwise (simulation) the partition
   ``seed``); rebuild the sub-network from the network and ``compression``,
   load the entries, fine-tune locally and reply with ``ArrayRecord "arrays"``
   (the same entries, trained) and ``MetricRecord "metrics"``
-  (``num-examples``, ``train-loss``, ``train-time-s``, what the round's
+  (``num-examples``, ``train-loss`` in the units of ``model.loss``, ``train-time-s``, what the round's
   ``level`` applied and the reply's measured bytes and energy, :func:`train_content`).
-* ``evaluate``: loss/accuracy of the global (full) model on the local partition.
+* ``evaluate``: loss (``model.loss``, cross-entropy by default) and accuracy of
+  the global (full) model on the local partition.
 
 The run configuration reaches the handlers by closure
 (:func:`clients.client_app.make_client_app`, used by ``depl_fl.main``) or, for
@@ -152,6 +153,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     from depl_fl.task.device_levels import applied, level_setting
     from depl_fl.task.energy_meter import SOURCES, meter_for, reply_energy
     from depl_fl.task.local_update import local_update
+    from depl_fl.task.losses import loss_spec
 
     t0 = time.perf_counter()
     conf = content["config"]
@@ -170,6 +172,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
             lr=float(conf.get("lr", train["lr"])),
             batch_size=int(conf.get("batch-size", train["batch_size"])),
             seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
+            loss=loss_spec(cfg),
         )
         metered = meter.joules_between(before, meter.read_uj()) if meter is not None else None
     state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
@@ -196,10 +199,12 @@ def evaluate_content(content: RecordDict, context: Context, cfg: Mapping[str, An
     import torch
 
     from depl_fl.task.local_update import evaluate_state
+    from depl_fl.task.losses import loss_spec
 
     torch.set_num_threads(1)
     data = node_data(cfg, context, cache_dir)
-    loss, acc = evaluate_state(_state_of(content["arrays"]), data.geometry, data.x, data.y)
+    loss, acc = evaluate_state(_state_of(content["arrays"]), data.geometry, data.x, data.y,
+                               loss=loss_spec(cfg))
     return RecordDict({"metrics": MetricRecord({"num-examples": int(len(data.y)), "eval-loss": loss,
                                                 "eval-acc": acc})})
 

@@ -51,6 +51,10 @@ def _quiet_flower() -> None:
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     """Run one job of a validated plain config; returns the results.json path."""
+    from depl_fl.task.losses import check_loss, loss_spec
+    from depl_fl.task.partitions import geometry
+
+    check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
     if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
         from depl_fl.runs.checkpoint import load_checkpoint
 

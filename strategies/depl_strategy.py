@@ -262,6 +262,8 @@ class DepLStrategy(FedAvg):
         self._global_state: dict[str, np.ndarray] | None = None
         self._last_round_clients: tuple[list[str], list[dict[str, str]]] = ([], [])
         self._sent: list[tuple[Message, str]] = []
+        #: ``(the sent list, message id -> client id, its length)`` for :meth:`sender_of`.
+        self._sent_index: tuple[Any, dict[str, str], int] = (None, {}, 0)
         self.resumed_from: int | None = None
         self._rejected: list[dict[str, str]] = []
         self._aggregate_problem: str | None = None
@@ -403,9 +405,17 @@ class DepLStrategy(FedAvg):
         Error replies made by the SuperLink (e.g. for a node that died) carry the
         SuperLink's node id as sender, so the message they answer decides.
         """
-        for sent, cid in self._sent:
-            if sent.metadata.message_id and sent.metadata.message_id == reply.metadata.reply_to_message_id:
-                return cid
+        sent = self._sent
+        if self._sent_index[0] is not sent or self._sent_index[2] != len(sent):
+            # One pass per round: looking every reply up in the sent list is quadratic in the clients.
+            index: dict[str, str] = {}
+            for message, cid in sent:
+                if message.metadata.message_id:
+                    index.setdefault(message.metadata.message_id, cid)
+            self._sent_index = (sent, index, len(sent))
+        cid = self._sent_index[1].get(reply.metadata.reply_to_message_id)
+        if cid is not None:
+            return cid
         node = reply.metadata.src_node_id
         return self.client_of.get(node, f"unknown node {node}")
 
@@ -460,7 +470,9 @@ class DepLStrategy(FedAvg):
         integers = {name for name, dtype in self.network.dtypes.items()
                     if not np.issubdtype(np.dtype(dtype), np.floating)}
         reference = extract(self._global_state, self._structure)
-        queried = [int(p["num-samples"]) for p in self.properties.values()]
+        # The weight cap reads the median of every queried count: once per round, not per reply.
+        queried = [float(np.median(np.asarray([int(p["num-samples"]) for p in self.properties.values()],
+                                              dtype=np.float64)))] if self.properties else []
         candidates: list[Accepted] = []
         for reply in replies:
             cid = self.sender_of(reply)

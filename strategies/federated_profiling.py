@@ -30,6 +30,16 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   controller stops a training round on; ``profile.explore.stop_when_met``,
   default true): the job then plans no training round (met during the
   exploration) and the profile is fitted from the rounds so far;
+* it also ends, from round ``profile.explore.value_from_round`` on, after any
+  round after which one more round would not pay for itself: the dependable
+  plan from the model at hand costs no more than that round plus the
+  dependable plan from the loss the round would reach
+  (:mod:`depl_fl.orchestration.exploration_value`; the energies judged are in
+  ``profile.values``); the job then plans from there;
+* with ``profile.prior`` (another federation's profile of the same network and
+  dataset, :mod:`depl_fl.orchestration.profile_prior`) the prior's
+  observations join the fit and the exploration only calibrates them: at least
+  ``profile.explore.prior_rounds`` rounds, the value stop judged from round 1;
 * the merged model's per-variant trajectory gives the evaluation noise:
   ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
   on the validation split, of the test split's size in simulation).
@@ -94,6 +104,7 @@ from depl_fl.orchestration.profile_fit import (
     with_plan_regime,
     with_set_shift,
 )
+from depl_fl.orchestration.profile_prior import prior_observations, task_of
 from depl_fl.orchestration.profiling import data_fingerprint, federated_key
 from depl_fl.runs.runconfig import variant_list
 from depl_fl.runs.step_clock import StepClock
@@ -150,9 +161,18 @@ class FederatedProfiler:
         placeholder loss section, for the cost model of the exploration rounds.
     """
 
-    def __init__(self, cfg: Mapping[str, Any], provisional_scenario: Any) -> None:
+    def __init__(self, cfg: Mapping[str, Any], provisional_scenario: Any, scenario_of: Any = None,
+                 prior: Any = None) -> None:
         self.cfg = cfg
+        #: Another federation's profile of the task (``profile_prior.ProfilePrior``; None without).
+        self.prior = prior
         self.provisional_scenario = provisional_scenario
+        #: ``scenario_of(properties, loss_doc)``: the run's scenario with a fitted profile (value stop).
+        self.scenario_of = scenario_of
+        #: The exploration round after which one more round could not pay for itself (None: not so).
+        self.value_round: int | None = None
+        #: Per judged round, the value stop's energies (:class:`ExplorationValue` as a dict).
+        self.values: list[dict[str, Any]] = []
         self.models = dict(variant_list(cfg))
         self.loss_doc: dict[str, Any] | None = None
         self.records: list[dict[str, Any]] = []
@@ -188,7 +208,7 @@ class FederatedProfiler:
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
                         "progress", "loss_sem", "round_costs", "loss_margin", "met_round",
-                        "met_model")
+                        "met_model", "value_round", "values")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -221,7 +241,8 @@ class FederatedProfiler:
                 "energy_j": self.energy_j, "time_s": self.time_s, "wall_s": self.wall_s,
                 "cache_file": str(self.cache_file) if self.cache_file else None,
                 "cost_when_made": self.cost_when_made, "met_round": self.met_round,
-                "met_model": self.met_model}
+                "met_model": self.met_model, "value_round": self.value_round, "values": self.values,
+                "prior": self.prior.to_dict() if self.prior is not None else None}
 
     # -------------------------------------------------------------- main entry
     def run(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,
@@ -255,7 +276,7 @@ class FederatedProfiler:
         write_json_atomic(self.cache_file, {"loss": fitted, "profile": {
             "method": "federated exploration rounds (strategies/federated_profiling.py)",
             "observations": len(observations), "cost": self.cost_when_made,
-            "data": data_fingerprint(strategy.properties)},
+            "data": data_fingerprint(strategy.properties)}, "task": task_of(self.cfg),
             "fit_inputs": self.fit_inputs(observations, fresh_loss)})
         # The job continues from the exploration model: the plan starts at its (worst-variant) loss.
         self.loss_doc = {**fitted, "initial": current_loss}
@@ -296,7 +317,8 @@ class FederatedProfiler:
         k, losses, observations = state.done, state.losses, list(state.observations)
         self.trajectories = {m: (list(t[0]), list(t[1])) for m, t in state.trajectories.items()}
         self.pilot_sets = [list(c) for c in state.pilot_sets]
-        while not self._met_now(k, losses) and self._explore_more(k, max(losses.values())):
+        while (not self._met_now(k, losses) and self._explore_more(k, max(losses.values()))
+               and not self._worth_stopping(strategy, k, observations, state.fresh_loss)):
             k += 1
             groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
                                   strategy.network)
@@ -395,6 +417,55 @@ class FederatedProfiler:
                      max(losses.values()))
         return met
 
+    def _worth_stopping(self, strategy: Any, done: int, observations: Sequence[Any],
+                        fresh_loss: float) -> bool:
+        """Whether one more exploration round cannot pay for itself (the value stop; sets
+        :attr:`value_round`): :mod:`depl_fl.orchestration.exploration_value` on the profile fitted
+        from the rounds so far, judged from ``profile.explore.value_from_round`` on."""
+        from depl_fl.errors import DeplError
+        from depl_fl.orchestration.exploration_value import exploration_value, value_settings
+
+        enabled, first = value_settings(self.cfg["profile"]["explore"])
+        first = 1 if self.prior is not None else first  # the prior is a profile already
+        if not enabled or done < max(first, 1) or self.scenario_of is None or not self.records:
+            return False
+        try:
+            fitted = self._fit(observations, fresh_loss, strategy.properties)
+            targets = self._remaining(strategy.targets)
+        except DeplError as exc:  # no profile or no time left yet: explore on
+            LOG.info("exploration round %d: no value judgement (%s)", done, exc)
+            return False
+        trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]
+        value = exploration_value(self._value_planner(strategy, fitted, targets), trajectory=trajectory,
+                                  round_j=float(self.records[-1]["energy_j"]))
+        self.values.append({"round": done, **value.to_dict()})
+        if value.stop():
+            self.value_round = done
+            LOG.info("exploration round %d: a dependable plan costs %.4g J; one more round (%.4g J) "
+                     "would save %.4g J of it; exploring ends", done, value.plan_j, value.round_j,
+                     value.saving_j)
+        return value.stop()
+
+    def _value_planner(self, strategy: Any, fitted: Mapping[str, Any], targets: Targets) -> Any:
+        """``plan(loss)`` for the value stop: the job's planner on ``fitted`` starting at ``loss``."""
+        from depl_fl.errors import DeplError
+        from depl_fl.planner import make_plan
+
+        planner = self.cfg.get("planner") or {}
+
+        def plan(loss: float) -> Any:
+            try:
+                scenario = self.scenario_of(strategy.properties, {**fitted, "initial": float(loss)})
+                return make_plan(scenario, targets, method=str(self.cfg["method"]),
+                                 eta=None if planner.get("eta") is None else float(planner["eta"]),
+                                 guarantee=str(planner.get("guarantee", "gaussian")),
+                                 seed=int(self.cfg["seed"]),
+                                 mc_trajectories=int(planner.get("mc_trajectories", 20000)))
+            except DeplError:  # an invalid fitted profile or no plan: not dependable
+                return None
+
+        return plan
+
     def _explore_more(self, done: int, loss: float) -> bool:
         """Explore ``rounds`` rounds, then on while the loss is above ``stop_loss_factor * target.loss``.
 
@@ -406,7 +477,8 @@ class FederatedProfiler:
         (its rounds count against the deadline: the plan needs the rest).
         """
         explore = self.cfg["profile"]["explore"]
-        if done < int(explore["rounds"]):
+        least = int(explore.get("prior_rounds", 2)) if self.prior is not None else int(explore["rounds"])
+        if done < least:
             return True
         cap = int(explore.get("max_rounds") or explore["rounds"])
         factor = explore.get("stop_loss_factor")
@@ -591,6 +663,7 @@ class FederatedProfiler:
         explore = self.cfg["profile"]["explore"]
         prof = self.cfg["profile"]
         models = list(self.models)
+        observations = [*prior_observations(self.prior, models), *observations]
         min_points = int(explore.get("min_points_per_level", 4))
         per_model = min(sum(o.model == m and not o.is_switch for o in observations) for m in models)
         enough = int(explore.get("min_rounds_for_exponents", 12))
@@ -610,8 +683,9 @@ class FederatedProfiler:
         given), else the explored levels anchored at 0 with the measured evaluation error and the
         set shift (``profile.plan_regime.enabled: false``)."""
         if regime is not None:
+            window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 0.5))
             return with_plan_regime(measured, self.trajectories, len(self.records), regime,
-                                    local_steps(self.cfg, properties), self.sem_points)
+                                    local_steps(self.cfg, properties), self.sem_points, window)
         explore = self.cfg["profile"]["explore"]
         fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)
         return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))

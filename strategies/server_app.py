@@ -37,7 +37,12 @@ def targets_of(cfg: Mapping[str, Any]) -> Targets:
 
 
 def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], Plan]:
-    """``plan_fn(scenario, targets, start)`` calling :func:`depl_fl.planner.make_plan`."""
+    """``plan_fn(scenario, targets, start)`` calling :func:`depl_fl.planner.make_plan`.
+
+    ``plan_fn.holds(scenario, targets, start, rounds)`` is the planner's
+    acceptance test of a remaining plan (:func:`depl_fl.planner.plan_holds`,
+    the same seed and trajectories), which tracking may run before a re-plan.
+    """
     planner = cfg["planner"]
 
     def plan_fn(scenario: Scenario, targets: Targets, start: Any) -> Plan:
@@ -47,6 +52,13 @@ def make_plan_fn(cfg: Mapping[str, Any]) -> Callable[[Scenario, Targets, Any], P
                          guarantee=str(planner["guarantee"]), seed=int(cfg["seed"]), start=start,
                          mc_trajectories=int(planner["mc_trajectories"]))
 
+    def holds(scenario: Scenario, targets: Targets, start: Any, rounds: Any) -> tuple[bool, float]:
+        from depl_fl.planner import plan_holds
+
+        return plan_holds(scenario, targets, rounds, start, seed=int(cfg["seed"]),
+                          mc_trajectories=int(planner["mc_trajectories"]))
+
+    plan_fn.holds = holds  # type: ignore[attr-defined]
     return plan_fn
 
 
@@ -64,17 +76,26 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     of a mean over as many samples as the test split holds, and
     ``loss-margin``, the ``target.prob``-quantile of ``test - validation``
     (bootstrap-t, :func:`depl_fl.tracking.split_margin.stop_margin`; seeded by
-    the run seed and the round), on which tracking stops.
+    the run seed and the round), on which tracking stops. The margin is
+    computed only where a stop test can read it: when ``loss`` is at most
+    ``target.loss`` (or ``target.prob <= 0.5``, where a margin may be
+    negative); above the target no margin lets ``loss + margin <= target.loss``
+    pass, and ``loss-margin`` is NaN (not measured). A round whose loss is
+    flagged as a spike and imputed below the target then reads the last
+    measured margin.
     ``evaluate_fn.validation_loss(arrays, compression)`` computes the
     validation loss alone (the same figure as ``loss``), for the exploration's
-    group observations, which read nothing else.
+    group observations, which read nothing else. Every loss here is
+    ``model.loss`` (cross-entropy by default, :mod:`depl_fl.task.losses`).
     """
     from depl_fl.task.local_update import variant_model
+    from depl_fl.task.losses import load_loss, loss_spec
     from depl_fl.task.partitions import geometry, test_split, validation_split
-    from depl_fl.task.training import evaluate_model, per_sample_losses
+    from depl_fl.task.training import evaluate_model, evaluate_with_losses
     from depl_fl.tracking.split_margin import stop_margin
 
-    prob, seed = float(cfg["target"]["prob"]), int(cfg["seed"])
+    prob, seed, target = float(cfg["target"]["prob"]), int(cfg["seed"]), float(cfg["target"]["loss"])
+    loss_fn = load_loss(loss_spec(cfg))
 
     def validation_loss(arrays: ArrayRecord, compression: float = 0.0) -> float:
         """The validation loss alone (what a decision reads), without the figures for the record."""
@@ -82,7 +103,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
 
         torch.set_num_threads(1)
         model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
-        return float(evaluate_model(model, *validation_split(cfg))[0])
+        return float(evaluate_model(model, *validation_split(cfg), loss_fn=loss_fn)[0])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         import numpy as np
@@ -91,13 +112,13 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         torch.set_num_threads(1)
         model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
         val, test = validation_split(cfg), test_split(cfg)
-        loss, acc = evaluate_model(model, *val)
-        losses = per_sample_losses(model, *val)
+        loss, acc, losses = evaluate_with_losses(model, *val, loss_fn=loss_fn)
         test_size = len(test[1])
         sem = float(np.std(losses, ddof=1)) / math.sqrt(test_size)
+        readable = loss <= target or prob <= 0.5
         margin = (stop_margin(losses, test_size, prob, seed=seed * 100_003 + int(server_round))
-                  if np.all(np.isfinite(losses)) else float("nan"))
-        test_loss, test_acc = evaluate_model(model, *test)
+                  if readable and np.all(np.isfinite(losses)) else float("nan"))
+        test_loss, test_acc = evaluate_model(model, *test, loss_fn=loss_fn)
         return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": sem,
                              "loss-margin": margin, "test-loss": float(test_loss),
                              "test-accuracy": float(test_acc)})
@@ -120,9 +141,13 @@ def make_profiler(cfg: Mapping[str, Any], scenario_of: Callable[..., Scenario]) 
         from depl_fl.orchestration.profiling import InProcessProfile
 
         return InProcessProfile(cfg)
+    from depl_fl.orchestration.profile_prior import load_prior
     from strategies.federated_profiling import FederatedProfiler
 
-    return FederatedProfiler(cfg, lambda props: scenario_of(props, placeholder_loss(cfg)))
+    path = cfg["profile"].get("prior")
+    prior = load_prior(path, cfg) if path else None
+    return FederatedProfiler(cfg, lambda props: scenario_of(props, placeholder_loss(cfg)), scenario_of,
+                             prior=prior)
 
 
 def cost_settings(cfg: Mapping[str, Any], deployment: bool) -> tuple[str, str]:
@@ -161,6 +186,19 @@ def measured_scenario_fn(base: Callable[[Mapping[str, Mapping[str, Any]]], Scena
     return scenario_fn
 
 
+def warn_loss_units(cfg: Mapping[str, Any]) -> None:
+    """Log that the plan regime's task constants are in the units they were fitted in (a user's loss)."""
+    from depl_fl.task.losses import loss_spec
+
+    regime = (cfg["profile"].get("plan_regime") or {})
+    federated = str(cfg["profile"].get("source", "federated")) == "federated"
+    if loss_spec(cfg) is not None and federated and regime.get("enabled", True):
+        LOG.warning("model.loss %s: profile.plan_regime's constants (floor %s, oscillation %s) are in the "
+                    "units of the loss they were fitted with (cross-entropy of the digits CNN); fit them "
+                    "for this loss or set profile.plan_regime.enabled=false", loss_spec(cfg),
+                    regime.get("floor"), regime.get("oscillation"))
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
                    resume: Mapping[str, Any] | None = None, deployment: bool = False,
                    network: Any = None) -> DepLStrategy:
@@ -169,15 +207,19 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     ``on_round`` and ``resume`` are passed on (checkpointing, see :func:`run_server`);
     ``deployment`` picks the clock and cost source of ``cost.*`` (:func:`cost_settings`).
     ``network`` (a :class:`depl_fl.task.subnets.UserNetwork`) replaces the
-    configured model and dataset geometry (a user's own Flower app).
+    configured model and dataset geometry (a user's own Flower app); without it
+    ``model.loss`` is checked here (:func:`depl_fl.task.losses.check_loss`), before any round.
     """
     from depl_fl.orchestration.scenario_builder import build_scenario, fill_clusters, model_docs_for
     from depl_fl.tracking.device_costs import DriftTest
 
     if network is None:
+        from depl_fl.task.losses import check_loss, loss_spec
         from depl_fl.task.partitions import geometry
 
         network = geometry(cfg)
+        check_loss(loss_spec(cfg), network.num_classes)
+        warn_loss_units(cfg)
     models = model_docs_for(cfg, network)
 
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
@@ -205,7 +247,9 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
 
         replan_policy = ReplanPolicy(every_rounds=tracking_cfg.get("every_rounds"),
                                      margin=float(tracking_cfg.get("margin", 0.0)),
-                                     ahead_margin=tracking_cfg.get("ahead_margin"))
+                                     ahead_margin=tracking_cfg.get("ahead_margin"),
+                                     keep_dependable_plan=bool(tracking_cfg.get("keep_dependable_plan",
+                                                                                False)))
     from depl_fl.task.subnets import network_layout, network_name
 
     strategy = DepLStrategy(
@@ -296,7 +340,8 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
             payload = strategy_payload(strategy, arrays_to_state(arrays), loss, wall_s=wall)
             save_checkpoint(out_dir, cfg, payload)
             write_results(build_results(strategy, cfg, wall_s=wall, status="running",
-                                        resumed_from=strategy.resumed_from), out_dir, plot=False)
+                                        resumed_from=strategy.resumed_from), out_dir, plot=False,
+                          compact=True)
 
     return on_round
 

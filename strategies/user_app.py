@@ -14,7 +14,10 @@ by Hydra-style ``overrides``. The variants are derived from the network
 (:mod:`depl_fl.task.subnets`); a network that cannot be pruned structurally
 is refused before the first round. The loss DepL plans on is the loss the
 user's ``test`` returns on the server's test loader (the variant trained in
-the round is evaluated, as in DepL's own jobs).
+the round is evaluated, as in DepL's own jobs), and the clients minimise
+whatever the user's ``train`` minimises: a custom loss goes into those two
+functions (``target.loss`` in its units), so the Hydra path's ``model.loss``
+is refused here rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from flwr.app import ArrayRecord, MetricRecord
 
+from depl_fl.errors import ScenarioError
 from depl_fl.task.subnets import UserNetwork
 from depl_fl.task.user_update import TestFn, user_evaluate
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
@@ -37,8 +41,12 @@ def depl_config(num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
     from depl_fl.runs.runconfig import compose_config
 
     values = ", ".join(repr(float(c)) for c in compressions)
-    return compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]",
-                           *overrides])
+    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]",
+                          *overrides])
+    if (cfg.get("model") or {}).get("loss") is not None:
+        raise ScenarioError("model.loss: in your own app the loss is the one your train and test "
+                            "functions compute (targets in its units); drop the model.loss override")
+    return cfg
 
 
 def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Sequence[float] = (0.0, 0.5),

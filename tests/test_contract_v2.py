@@ -16,6 +16,7 @@ from depl_fl.contract.semantics import (
     effective_ratio,
     evaluate_plan,
     judged_losses,
+    judged_probabilities,
     judged_probability,
     plan_errors,
     set_coverage,
@@ -169,6 +170,21 @@ def test_judged_probability_integrates_the_evaluation_noise() -> None:
         exact = judged_probability(scenario, rounds[-1], walk, target)
         assert 0.0 < exact < 1.0
         assert np.mean(judged <= target) == pytest.approx(exact, abs=0.01)
+
+
+def test_judged_probabilities_of_many_walks_equal_one_at_a_time() -> None:
+    doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
+    doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
+    doc["loss"]["judged_error"] = 0.01
+    for dof in (None, 3.4):
+        doc["loss"]["eval_dof"] = dof
+        scenario = scenario_from_dict(doc)
+        rounds = _rounds(("c2",), 4)
+        walks = np.stack([simulate_final_losses(scenario, rounds, 2_000, seed, judged=False)
+                          for seed in range(5)])
+        many = judged_probabilities(scenario, rounds[-1], walks, 1.8)
+        one = [judged_probability(scenario, rounds[-1], walk, 1.8) for walk in walks]
+        assert many.tolist() == one and len(set(one)) == 5
 
 
 def test_sets_outside_the_measured_coverage_make_a_plan_invalid(tmp_path: Path,

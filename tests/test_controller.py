@@ -270,3 +270,55 @@ def test_rounds_are_observed_at_their_effective_data_ratio(setting):
     # Without histograms (a version-1 federation) r_eff is r.
     plain = LabelCoverage({c: {"num-samples": p["num-samples"]} for c, p in props.items()})
     assert plain.factor(["c0"]) == 1.0 and plain.of(["c0"]) is None
+
+
+def _with_check(planner, verdict, calls):
+    def plan_fn(scn, tgt, start):
+        return planner(scn, tgt, start)
+
+    def holds(scn, tgt, start, rounds):
+        calls.append((start.rounds_done, len(rounds)))
+        return verdict
+
+    plan_fn.holds = holds
+    return plan_fn
+
+
+@pytest.mark.parametrize("verdict", [(True, 0.97), (False, 0.41)])
+def test_a_behind_target_replan_waits_while_the_remaining_plan_passes_the_planners_check(setting, verdict):
+    scenario, targets, plan, planner = setting
+    calls: list = []
+    ctl = RunController(scenario, targets, plan, planner=_with_check(planner, verdict, calls), tracking=True,
+                        replan_policy=ReplanPolicy(keep_dependable_plan=True))
+    first = ctl.next_decision()
+    rec = ctl.record(first, 2.30, 2.30, accuracy=0.1, wall_s=0.1, replied=list(first.clients), rejected=[])
+    assert rec["predicted_quantile"] > targets.target_loss
+    assert calls == [(1, len(plan.rounds) - 1)]
+    assert rec["plan_check"] == {"reason": rec["plan_check"]["reason"], "probability": verdict[1],
+                                 "kept": verdict[0]}
+    assert rec["plan_check"]["reason"].startswith("behind target")
+    assert rec["replanned"] is (not verdict[0]) and len(ctl.replans) == (0 if verdict[0] else 1)
+    if verdict[0]:
+        assert ctl.rounds == plan.rounds
+
+
+def test_without_keep_dependable_plan_the_check_is_not_run(setting):
+    scenario, targets, plan, planner = setting
+    calls: list = []
+    ctl = RunController(scenario, targets, plan, planner=_with_check(planner, (True, 1.0), calls),
+                        tracking=True, replan_policy=ReplanPolicy())
+    first = ctl.next_decision()
+    rec = ctl.record(first, 2.30, 2.30, accuracy=0.1, wall_s=0.1, replied=list(first.clients), rejected=[])
+    assert calls == [] and rec["replanned"] is True and "plan_check" not in rec
+
+
+def test_plan_holds_is_the_planners_acceptance_test(setting):
+    from depl_fl.planner import plan_holds
+
+    scenario, targets, plan, _ = setting
+    holds, prob = plan_holds(scenario, targets, plan.rounds)
+    assert holds and prob >= targets.target_prob
+    assert prob == pytest.approx(plan.predicted["probability"], abs=1e-12)
+    short, p_short = plan_holds(scenario, targets, plan.rounds[:1])
+    assert not short and p_short < targets.target_prob
+    assert plan_holds(scenario, targets, [])[0] is False

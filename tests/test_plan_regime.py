@@ -256,3 +256,17 @@ def test_tracking_stops_when_the_measured_loss_judged_meets_the_target() -> None
     first = static.next_decision()
     static.record(first, 0.8, 0.1, accuracy=None, wall_s=0.0, replied=list(first.clients), rejected=[])
     assert static.next_decision() is not None  # a static plan runs as planned
+
+
+def test_the_rate_is_measured_on_the_last_share_of_the_exploration():
+    from depl_fl.orchestration.profile_fit import rate_span
+
+    losses = [2.6, 2.23, 2.04, 1.62, 1.41]
+    assert rate_span(losses, 4, 1.0) == (2.6, 1.41, 4)  # the whole trajectory, from the fresh loss
+    assert rate_span(losses, 4, 0.5) == (2.04, 1.41, 2)  # the plateau of the first rounds left out
+    assert rate_span(losses, 4, 0.3) == (2.04, 1.41, 2)  # ceil(1.2) rounds
+    assert rate_span(losses[:2], 1, 0.5) == (2.6, 2.23, 1)  # at least one round
+    regime = PlanRegime(1.08, 0.145, 0.31, 0.55, 0.16, 0.6, 3.125, 0.754)
+    whole = rate_coefficient(2.6, 1.41, 4, regime.power, 0.145)
+    late = rate_coefficient(*rate_span(losses, 4, 0.5), regime.power, 0.145)
+    assert late > whole  # the later rounds descend faster than the plateau-diluted average

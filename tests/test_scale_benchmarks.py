@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import scale_bench  # noqa: E402
+import scale_ray_job  # noqa: E402
 import supernode_memory  # noqa: E402
 
 
@@ -27,11 +28,33 @@ def test_the_table_compares_equal_client_counts(tmp_path):
     def row(strategy, n, cpu):
         return {"strategy": strategy, "clients": n, "rounds": 2, "clients_per_round": 5.0, "replans": 1,
                 "server_cpu_s_per_round": cpu, "server_wall_s_per_round": 2 * cpu, "peak_rss_mb": 100.0 + n,
-                "planning_cpu_s": 0.2, "evaluation_cpu_s": 0.1}
-    scale_bench.write_outputs([row("depl", 10, 0.3), row("fedavg", 10, 0.1)], tmp_path)
+                "planning_cpu_s": 0.2, "plan_check_cpu_s": 0.04, "evaluation_cpu_s": 0.1,
+                "initial_plan_cpu_s": 1.5, "setup_cpu_s": 2.0, "replans_deferred": 3}
+    rows = [row("depl", 10, 0.3), row("fedavg", 10, 0.1), row("depl", 30, 0.3), row("fedavg", 30, 0.1)]
+    rows[2]["peak_rss_mb"] = 150.0
+    scale_bench.write_outputs(rows, tmp_path)
     text = (tmp_path / "scale.md").read_text()
-    assert "| 10 | 2 | 5.0 | 0.300 (0.100, 0.050) | 0.100" in text and "| 3.0 |" in text
+    assert "| 10 | 2 | 5.0 | 2.00 (1.50) / 2.00 | 0.300 (0.100, 0.020, 0.050) | 0.100 (0.050) | 3.00 |" \
+        in text
+    assert "| 1 (3) |" in text
+    assert "depl 2.000 (10->30); fedavg 1.000 (10->30)" in text
     assert (tmp_path / "scale.png").stat().st_size > 1000
+
+
+def test_the_start_up_is_not_in_the_per_round_time():
+    clock = scale_bench.Clock()
+    clock.start()
+    clock.mark_setup()  # the first training message, at once
+    first = clock.cpu["setup"]
+    assert 0.0 <= first < 0.5
+    clock.mark_setup()  # only the first one counts
+    assert clock.cpu["setup"] == first
+    clock.cpu.update({"client": 3.0, "initial_plan": 1.0, "planning": 0.5, "setup": 1.2})
+    clock.wall.update({"client": 6.0, "setup": 2.0})
+    row = scale_bench._split(clock, wall=10.0, cpu=5.0, rounds=4)
+    assert row["server_cpu_s_per_round"] == pytest.approx((5.0 - 3.0 - 1.2) / 4)
+    assert row["server_wall_s_per_round"] == pytest.approx(0.5)
+    assert row["setup_cpu_s"] == 1.2 and row["initial_plan_cpu_s"] == 1.0 and row["planning_cpu_s"] == 0.5
 
 
 def test_memory_per_node_counts_the_node_processes_only():
@@ -49,3 +72,21 @@ def test_memory_per_node_counts_the_node_processes_only():
 def test_a_superexec_started_by_a_supernode_belongs_to_it():
     assert supernode_memory._parent_pid_arg("flower-superexec --insecure --parent-pid 42") == "42"
     assert supernode_memory._parent_pid_arg("flower-superexec --insecure") is None
+
+
+def test_the_ray_job_record_counts_each_phase(tmp_path):
+    doc = {"summary": {"status": "completed", "replans": 2, "final_test_loss": 1.5, "target_loss": 1.6,
+                       "target_prob": 0.9, "met": True, "wall_s": 99.0},
+           "scenario": {"clients": [{"id": f"c{i}"} for i in range(7)]},
+           "plan": {"feasible": True, "planner_seconds": 1.25,
+                    "rounds": [{"clients": ["c1", "c2"]}, {"clients": ["c2", "c3"]}]},
+           "rounds": [{"phase": "profile", "groups": [{"clients": ["c0", "c1"]}, {"clients": ["c4"]}]},
+                      {"phase": "train", "clients": ["c1", "c2"], "plan_check": {"kept": True}},
+                      {"phase": "train", "clients": ["c2", "c3", "c5"]}]}
+    facts = scale_ray_job.job_facts(doc)
+    assert facts["clients"] == 7 and facts["exploration_rounds"] == 1 and facts["clients_explored"] == 3
+    assert facts["plan_rounds"] == 2 and facts["plan_clients"] == 3 and facts["train_rounds"] == 2
+    assert facts["deferred_replans"] == 1 and facts["clients_per_train_round"] == 2.5
+    facts.update(process_wall_s=120.5, load_average=3.0, command="python -m depl_fl.main x")
+    scale_ray_job.write(facts, tmp_path)
+    assert "| process_wall_s | 120.5 |" in (tmp_path / "ray_job.md").read_text()

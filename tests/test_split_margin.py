@@ -78,7 +78,7 @@ def test_central_evaluation_reports_the_margin_of_the_validation_losses():
     from strategies.depl_strategy import state_to_arrays
     from strategies.server_app import make_evaluate_fn
 
-    cfg = compose_config(["seed=5", "target.prob=0.9"])
+    cfg = compose_config(["seed=5", "target.prob=0.9", "target.loss=5.0"])
     state = initial_state(geometry(cfg), seed=5)
     metrics = make_evaluate_fn(cfg)(3, state_to_arrays(state))
     losses = per_sample_losses(variant_model(state, geometry(cfg), 0.0), *validation_split(cfg))
@@ -86,6 +86,11 @@ def test_central_evaluation_reports_the_margin_of_the_validation_losses():
     assert metrics["loss-margin"] == pytest.approx(stop_margin(losses, n_test, 0.9, seed=5 * 100_003 + 3))
     assert metrics["loss"] == pytest.approx(losses.mean(), rel=1e-5)
     assert metrics["loss-sem"] == pytest.approx(np.std(losses, ddof=1) / np.sqrt(n_test))
+    # Above the target no stop test can pass whatever the margin: it is not computed.
+    above = make_evaluate_fn(compose_config(["seed=5", "target.prob=0.9", "target.loss=1.0"]))(
+        3, state_to_arrays(state))
+    assert metrics["loss"] > 1.0 and np.isnan(above["loss-margin"])
+    assert above["loss"] == metrics["loss"] and above["loss-sem"] == metrics["loss-sem"]
 
 
 def test_large_splits_resample_a_subsample_and_keep_the_margin():
@@ -96,3 +101,22 @@ def test_large_splits_resample_a_subsample_and_keep_the_margin():
     small = losses[:5000]  # below the cap nothing changes
     whole = stop_margin(small, 5000, 0.9, seed=2, draws=300, max_resample=None)
     assert stop_margin(small, 5000, 0.9, seed=2, draws=300) == whole
+
+
+def test_one_evaluation_pass_gives_the_figures_of_the_two_passes_bit_for_bit():
+    torch = pytest.importorskip("torch")
+    from depl_fl.task.training import evaluate_model, evaluate_with_losses, per_sample_losses
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    x = np.random.default_rng(0).normal(size=(1300, 6)).astype(np.float32)
+    y = np.random.default_rng(1).integers(0, 4, size=1300)
+
+    def squared(logits, target):  # a user's per-sample loss
+        return ((logits.softmax(dim=1) - torch.nn.functional.one_hot(target, 4)) ** 2).sum(dim=1)
+
+    for loss_fn in (None, squared):
+        loss, acc, losses = evaluate_with_losses(model, x, y, batch_size=512, loss_fn=loss_fn)
+        assert (loss, acc) == evaluate_model(model, x, y, batch_size=512, loss_fn=loss_fn)
+        assert np.array_equal(losses, per_sample_losses(model, x, y, batch_size=512, loss_fn=loss_fn))
+        assert losses.shape == (1300,)

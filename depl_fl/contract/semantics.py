@@ -508,16 +508,34 @@ def judged_probability(scenario: Scenario, last: RoundDecision | None, walk: np.
     points of the t distribution (an unbiased, lower-variance estimate of the
     probability :func:`judged_losses` samples, up to the quadrature's error).
     """
+    return float(judged_probabilities(scenario, last, np.reshape(walk, (1, -1)), target)[0])
+
+
+def judged_probabilities(scenario: Scenario, last: RoundDecision | None, walks: np.ndarray,
+                         target: float) -> np.ndarray:
+    """:func:`judged_probability` of every row of ``walks`` (2-D), the final map built once.
+
+    Each row's figure equals :func:`judged_probability` of that row bit for
+    bit (the same operations on the same row); only the final map and the
+    quadrature points, which depend on ``last`` alone, are shared.
+    """
     fmap = final_map(scenario, last)
     if fmap is None:
-        return float(np.mean(walk <= target))
+        return np.array([float(np.mean(walk <= target)) for walk in walks])
     if target < 0.0:
-        return 0.0
+        return np.zeros(len(walks))
+    points = None
+    if fmap.dof is not None:
+        points = stdtrit(fmap.dof, (np.arange(T_QUADRATURE) + 0.5) / T_QUADRATURE)
+        points = points * math.sqrt((fmap.dof - 2.0) / fmap.dof)
+    return np.array([_judged_row(fmap, walk, target, points) for walk in walks])
+
+
+def _judged_row(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> float:
+    """``P[judged loss <= target]`` of one walk under a non-identity final map."""
     gap = target - fmap.mean_part(walk)
-    if fmap.dof is None:
+    if points is None:
         return float(np.mean(_normal_below(gap, fmap.noise_std(walk))))
-    points = stdtrit(fmap.dof, (np.arange(T_QUADRATURE) + 0.5) / T_QUADRATURE)
-    points = points * math.sqrt((fmap.dof - 2.0) / fmap.dof)
     osc = fmap.oscillation_std(walk)
     judged = fmap.judged_std(walk)
     shifted = gap[None, :] - osc[None, :] * points[:, None]

@@ -383,7 +383,7 @@ class RunController:
                                         failed_planned_clients=failed,
                                         remaining_rounds=len(remaining))
             reason = self._time_drift(rec, remaining) or reason
-            if reason is not None:
+            if reason is not None and not self._plan_still_holds(rec, reason):
                 self._replan(rec, reason, self.rounds[k + 1:])
         if not self.tracking and failed and rec["predicted_quantile"] > self.targets.target_loss:
             self.at_risk = True  # a client was lost and nothing can re-plan around it
@@ -498,6 +498,32 @@ class RunController:
             LOG.warning("round %d: observed loss %.4g flagged %s (expected about %.4g): not tracked",
                         self.rounds_done + 1, loss_after, flag, mean)
         return flag
+
+    def _plan_still_holds(self, rec: dict[str, Any], reason: str) -> bool:
+        """Whether a behind-target re-plan waits: the remaining plan passes the planner's acceptance test.
+
+        Only with ``keep_dependable_plan`` and a planner that offers the test
+        (``planner.holds(scenario, targets, start, rounds) -> (bool, probability)``,
+        :func:`depl_fl.planner.plan_holds`), from the state a re-plan would
+        start at; the round record says what the test found (``plan_check``).
+        """
+        check = getattr(self.planner, "holds", None)
+        if check is None or self.at_risk or not getattr(self.policy, "keep_dependable_plan", False) \
+                or not self.policy.deferrable(reason):
+            return False
+        start = self._start(rec["tracked_loss"], rec["model"], rec["clients"], self.trend)
+        try:
+            holds, prob = check(self._replanning_scenario(), self.targets, start,
+                                self.rounds[self.rounds_done:])
+        except Exception as exc:  # the re-plan goes ahead, as without the test
+            LOG.warning("round %d: plan check failed (%s: %s); re-planning", rec["round"],
+                        type(exc).__name__, exc)
+            return False
+        rec["plan_check"] = {"reason": reason, "probability": float(prob), "kept": bool(holds)}
+        if holds:
+            self.notes.append(f"round {rec['round']}: {reason}, but the remaining plan still passes the "
+                              f"planner's check (probability {prob:.4g}): kept")
+        return bool(holds)
 
     def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
         from depl_fl.tracking.online import ReplanRecord

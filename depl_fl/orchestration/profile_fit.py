@@ -9,6 +9,7 @@ pilots (:mod:`depl_fl.orchestration.profiling`).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -35,13 +36,28 @@ def local_steps(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, An
     return float(train.get("local_epochs", 1)) * float(np.mean(samples)) / float(train.get("batch_size", 32))
 
 
+def rate_span(losses: Sequence[float], rounds: int, window: float) -> tuple[float, float, int]:
+    """``(first loss, last loss, rounds between)`` of the trajectory part the learning curve's rate is
+    measured on: its last ``ceil(window * rounds)`` rounds (at least one; ``window`` 1: all of it).
+
+    The first exploration rounds of a fresh model sit on a plateau the power-law curve does not have;
+    a rate measured from the fresh loss then predicts the plan's rounds too slow, the more so the
+    shorter the exploration.
+    """
+    rounds = min(int(rounds), len(losses) - 1)
+    span = max(1, min(rounds, math.ceil(float(window) * rounds - 1e-9)))
+    return float(losses[-1 - span]), float(losses[-1]), span
+
+
 def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],
                      rounds: int, regime: Any, steps: float,
-                     sem_points: Mapping[str, Sequence[tuple[float, float]]]) -> dict[str, Any]:
+                     sem_points: Mapping[str, Sequence[tuple[float, float]]],
+                     rate_window: float = 1.0) -> dict[str, Any]:
     """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
 
     Below ``1.25 L_e`` each variant's run profile is its learning curve through
-    its own exploration trajectory, the data exponents are the regime's, the
+    its own exploration trajectory (its last ``rate_window`` share of rounds,
+    :func:`rate_span`), the data exponents are the regime's, the
     judged loss carries ``judged_error`` (the measured ``sem**2 / L`` times the
     regime's factor), and a set that leaves a class unseen is outside the
     measured range (``max_uncovered`` 0: on the trajectory bank such sets
@@ -57,7 +73,7 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
         if len(losses) < 2 or rounds < 1:
             run[model] = dict(profile)
             continue
-        run[model] = plan_regime_run(profile, losses[0], losses[-1], rounds, regime, oscillation)
+        run[model] = plan_regime_run(profile, *rate_span(losses, rounds, rate_window), regime, oscillation)
     out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
            "data_exponent_std": regime.noise_exponent}
     if regime.oscillation_dof is not None:

@@ -55,9 +55,11 @@ PROFILE_VERSION = 9
 def profile_key(cfg: Mapping[str, Any]) -> str:
     """Cache key: hash of the configuration parts that determine the loss evolution."""
     prof = cfg["profile"]
+    # model.loss null (cross-entropy) hashes like a model section without the key.
+    model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None)}
     relevant = {
         "version": PROFILE_VERSION,
-        "dataset": cfg["dataset"], "model": cfg["model"], "num_clients": cfg["num_clients"],
+        "dataset": cfg["dataset"], "model": model, "num_clients": cfg["num_clients"],
         "partition": cfg["partition"], "train": cfg["train"],
         "profile": {k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
                                              "subset_fractions", "data_exponent_mean",
@@ -98,12 +100,14 @@ class _Pilot:
         import torch
 
         from depl_fl.orchestration.label_coverage import LabelCoverage
+        from depl_fl.task.losses import check_loss, loss_spec
         from depl_fl.task.partitions import client_partition, geometry, validation_split
 
         torch.set_num_threads(1)
         self.cfg = cfg
         self.seed = seed
         self.geometry = geometry(cfg)
+        check_loss(loss_spec(cfg), self.geometry.num_classes)
         n = int(cfg["num_clients"])
         self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]
         self.test = validation_split(cfg, seed=seed)
@@ -123,8 +127,10 @@ class _Pilot:
 
     def loss(self, state: Mapping[str, Any], model: str) -> float:
         from depl_fl.task.local_update import evaluate_variant
+        from depl_fl.task.losses import loss_spec
 
-        return float(evaluate_variant(state, self.geometry, self.comp[model], *self.test)[0])
+        return float(evaluate_variant(state, self.geometry, self.comp[model], *self.test,
+                                      loss=loss_spec(self.cfg))[0])
 
     def subset(self, fraction: float) -> list[int]:
         """A seeded random subset of ``round(fraction * n)`` clients (at least one)."""
@@ -162,6 +168,7 @@ class _Pilot:
     def round(self, state: Mapping[str, Any], model: str, server_round: int,
               clients: Sequence[int] | None = None) -> dict[str, Any]:
         from depl_fl.task.local_update import local_update
+        from depl_fl.task.losses import loss_spec
         from depl_fl.task.pruning import aggregate_pruned, compute_structure, extract, silence_to_variant
         from depl_fl.task.subnets import network_layout
 
@@ -180,7 +187,7 @@ class _Pilot:
             res = local_update(sub_state, self.geometry, compression, x, y,
                                epochs=int(train["local_epochs"]), lr=float(train["lr"]),
                                batch_size=int(train["batch_size"]),
-                               seed=client_seed(self.seed, server_round, pid))
+                               seed=client_seed(self.seed, server_round, pid), loss=loss_spec(self.cfg))
             replies.append((res.kept_state, res.num_examples))
         return aggregate_pruned(state, replies, structure)
 

@@ -1,25 +1,26 @@
 """The DepL planner: data -> model -> resources, checked by Monte Carlo.
 
-Public API: :func:`make_plan`, :class:`PlanStart`, :func:`predict_quantile`.
+Public API: :func:`make_plan`, :func:`plan_holds`, :class:`PlanStart`, :func:`predict_quantile`.
 Imports numpy and scipy only (never flwr or torch).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
-from depl_fl.contract.plan import Plan, Targets
+from depl_fl.contract.plan import Plan, RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
 from depl_fl.planner.baselines import plan_expectation, plan_full
-from depl_fl.planner.checking import finish_plan
+from depl_fl.planner.checking import confirm_seed, finish_plan, probability, required_probability, totals
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.depl import plan_depl
 from depl_fl.planner.quantile import GUARANTEES, PlanStart, kappa, predict_quantile
 
 METHODS = ("depl", "expectation", "full", "optimum")
 
-__all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "predict_quantile"]
+__all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "plan_holds", "predict_quantile"]
 
 
 def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float | None = None,
@@ -129,3 +130,31 @@ def _depl_confirmed(ctx: PlanContext, method: str, guarantee: str, seed: int, n:
                            probability_override=most.prob)
     return finish_plan(ctx, method, full_rounds, False, started, seed, n, info,
                        probability_override=full_p)
+
+
+def plan_holds(scenario: Scenario, targets: Targets, rounds: Sequence[RoundDecision],
+               start: PlanStart | None = None, seed: int = 0,
+               mc_trajectories: int = 20000) -> tuple[bool, float]:
+    """Whether ``rounds`` still pass the planner's acceptance test from ``start``.
+
+    The test a plan of :func:`make_plan` passes before it is returned: within
+    the remaining deadline and round limit, and a Monte Carlo probability of
+    ``P[L_K <= target_loss]`` (on the independent stream of the final check,
+    ``mc_trajectories`` trajectories) of at least ``pi`` plus one Monte Carlo
+    standard error (the search's acceptance threshold, the stricter of the two).
+    A plan that passes is one :func:`make_plan` could have returned from
+    ``start``; tracking keeps it instead of re-planning.
+
+    Returns
+    -------
+    tuple of (bool, float)
+        Whether it holds, and the probability (NaN for no round or a plan out
+        of the remaining budget).
+    """
+    rounds = list(rounds)
+    n = int(mc_trajectories)
+    ctx = PlanContext.build(scenario, targets, start, eta=None)
+    if not rounds or len(rounds) > ctx.max_rounds or totals(ctx, rounds)[1] > ctx.deadline * (1.0 + 1e-9):
+        return False, float("nan")
+    p = probability(ctx, rounds, n, confirm_seed(seed))
+    return p >= required_probability(targets.target_prob, n), p

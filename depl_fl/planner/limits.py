@@ -81,6 +81,13 @@ def _check_loss(scenario: Scenario) -> None:
 
 
 def check_ranges(scenario: Scenario) -> None:
-    """Raise :class:`ScenarioError` naming the field when a round or loss step overflows."""
+    """Raise :class:`ScenarioError` naming the field when a round or loss step overflows.
+
+    A scenario that passed once is not checked again (it is immutable; a
+    re-plan on the same scenario skips the per-client pass).
+    """
+    if scenario.__dict__.get("_ranges_checked"):
+        return
     _check_rounds(scenario)
     _check_loss(scenario)
+    scenario.__dict__["_ranges_checked"] = True

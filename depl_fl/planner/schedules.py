@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import final_map, judged_probability
+from depl_fl.contract.semantics import final_map, judged_probabilities
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import start_moments_of
 from depl_fl.planner.resources import Option, block_costs
@@ -352,7 +352,7 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
         if walk_only:
             probs = np.mean(rows[live] <= target, axis=1)
         else:
-            probs = np.array([judged_probability(scen, last, row, target) for row in rows[live]])
+            probs = judged_probabilities(scen, last, rows[live], target)
         for i in live[probs >= need]:
             result[k1s[i]] = k2
             open_[i] = False

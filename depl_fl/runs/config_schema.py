@@ -50,6 +50,9 @@ class _Train(Schema):
 class _Explore(Schema):
     rounds: Count
     stop_when_met: StrictBool = True
+    value_stop: StrictBool = True
+    value_from_round: Count = 4
+    prior_rounds: Count = 2
     stop_loss_factor: Positive | None = None
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
@@ -71,11 +74,13 @@ class _PlanRegime(Schema):
     reference_steps: Positive
     judged_error_factor: NonNegative
     oscillation_dof: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=2)] | None = None
+    rate_window: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)] = 0.5
 
 
 class _Profile(Schema):
     source: Literal["federated", "inprocess"] = "federated"
     explore: _Explore | None = None
+    prior: str | None = None
     plan_regime: _PlanRegime | None = None
     seeds: Count
     rounds: Count
@@ -100,6 +105,7 @@ class _Tracking(Schema):
     margin: NonNegative
     ahead_margin: NonNegative | None
     every_rounds: Count | None
+    keep_dependable_plan: StrictBool = False
 
 
 class _Cost(Schema):

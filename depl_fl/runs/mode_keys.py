@@ -34,7 +34,7 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   but ``enabled``): refused with ``profile.plan_regime.enabled=false``. ``data_exponent_mean/std``
   and ``cache_dir`` are read by both sources (the fallback exponents and the
   cache).
-* ``tracking.margin``, ``ahead_margin``, ``every_rounds``: the re-planning
+* ``tracking.margin``, ``ahead_margin``, ``every_rounds``, ``keep_dependable_plan``: the re-planning
   policy, refused with ``tracking.enabled=false``. ``tracking.spike_tail_prob``
   is read in every mode (spikes are flagged and recorded without tracking too).
 * ``planner.guarantee``: refused with ``method=expectation``, which plans,
@@ -79,7 +79,7 @@ FLWR_RUN = "flwr run ."
 _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "profile.switch_at",
                "profile.subset_fractions", "profile.spread_horizon")
 _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
-                     "reference_steps", "judged_error_factor", "oscillation_dof")
+                     "reference_steps", "judged_error_factor", "oscillation_dof", "rate_window")
 _MISSING = object()
 
 #: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.
@@ -206,7 +206,8 @@ RULES: tuple[ModeRule, ...] = (
              {key: _of("inprocess") for key in (*_PILOT_KEYS, "profile.file")},
              "federated profiling measures the profile in exploration rounds on the clients"),
     ModeRule("profile.source", _switch("profile.source", "federated"),
-             {"profile.explore.*": _of("federated"), "profile.plan_regime.*": _of("federated")},
+             {"profile.explore.*": _of("federated"), "profile.plan_regime.*": _of("federated"),
+              "profile.prior": _of("federated")},
              "in-process pilots on the server replace the exploration rounds"),
     ModeRule("profile.file", _file_mode,
              {key: _of("null") for key in (*_PILOT_KEYS, "profile.data_exponent_mean",
@@ -215,7 +216,8 @@ RULES: tuple[ModeRule, ...] = (
     ModeRule("profile.plan_regime.enabled", _regime_mode,
              {f"profile.plan_regime.{name}": _of("true") for name in _REGIME_CONSTANTS}),
     ModeRule("tracking.enabled", _switch("tracking.enabled", False),
-             {f"tracking.{name}": _of("true") for name in ("margin", "ahead_margin", "every_rounds")},
+             {f"tracking.{name}": _of("true") for name in ("margin", "ahead_margin", "every_rounds",
+                                                               "keep_dependable_plan")},
              "they steer online re-planning"),
     ModeRule("method", _switch("method", "depl"), {"planner.guarantee": AllBut("expectation")},
              "the expectation baseline plans, tracks and stops on the predicted mean"),

@@ -11,7 +11,7 @@ Layout of ``results.json``::
                  "flagged_losses", "predicted": {...plan.predicted},
                  "status", "resumed_from", "at_risk", "dropped_clients",
                  "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
-                 "profile_met_round",
+                 "profile_met_round", "profile_value_round",
                  "total_energy_j", "total_time_s", "elapsed_s",
                  "measured": {"measured_time_s", "modelled_time_s", "measured_energy_j",
                               "modelled_energy_j", "energy_source", "bytes_down", "bytes_up"}},
@@ -50,7 +50,10 @@ profile cost); ``total_energy_j`` and ``total_time_s`` add both.
 ``profile_met_round`` is the exploration round after which the model met the
 target by the stop rule (``profile.explore.stop_when_met``): the job then ran
 no training round (``rounds`` 0, ``final_loss`` the exploration model's);
-``null`` otherwise. Energies and
+``null`` otherwise. ``profile_value_round`` is the exploration round after
+which one more round could not pay for itself
+(:mod:`depl_fl.orchestration.exploration_value`; ``profile.values`` holds the
+energies judged after every round); ``null`` otherwise. Energies and
 times are modeled with the contract's cost model (real FLOPs and bytes of the
 variants; with ``cost.source=measured`` the model fitted from the replies);
 ``wall_s`` is measured, and ``summary.measured`` puts the measured time and
@@ -65,6 +68,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -72,6 +76,8 @@ from depl_fl.runs.checkpoint import atomic_write_text
 
 RESULTS_VERSION = 1
 STATUSES = ("running", "completed", "interrupted", "infeasible", "failed")
+#: ``(weak reference to a scenario, its results section)``: see :func:`_scenario_doc`.
+_SCENARIO_DOC: tuple[weakref.ref, dict[str, Any]] | None = None
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -139,6 +145,7 @@ def profile_summary(profile: Mapping[str, Any] | None, train_energy_j: float,
             "profile_energy_j": energy, "profile_time_s": seconds,
             "profile_rounds": int(profile.get("rounds") or 0),
             "profile_met_round": profile.get("met_round"),
+            "profile_value_round": profile.get("value_round"),
             "total_energy_j": energy + float(train_energy_j), "total_time_s": seconds + float(train_time_s)}
 
 
@@ -185,7 +192,6 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     from depl_fl.contract.plan import plan_to_dict
-    from depl_fl.contract.scenario import scenario_to_dict
 
     ctrl = strategy.controller
     train = list(ctrl.records) if ctrl is not None else []
@@ -206,7 +212,7 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     summary.update(status=status, resumed_from=resumed_from,
                    at_risk=bool(getattr(ctrl, "at_risk", False)),
                    dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
-    return _finite_or_none({
+    doc = _finite_or_none({
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
         "summary": summary,
@@ -216,9 +222,30 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
         "replans": ([{**r, "round": int(r["round"]) + offset} for r in ctrl.replans]
                     if ctrl is not None else []),
         "plan": plan_to_dict(plan) if plan is not None else None,
-        "scenario": scenario_to_dict(strategy.scenario) if strategy.scenario is not None else None,
+        "scenario": None,
         "config": dict(cfg),
     })
+    doc["scenario"] = _scenario_doc(strategy.scenario)
+    return doc
+
+
+def _scenario_doc(scenario: Any) -> dict[str, Any] | None:
+    """The scenario's results section, made once per scenario object.
+
+    Every round rewrites results.json; with thousands of clients the scenario
+    is its largest part and does not change between rewrites (a scenario is
+    immutable; a changed one is a new object). The last one is kept, by a weak
+    reference (not in the scenario, which a checkpoint pickles). Shared
+    between documents: read only.
+    """
+    global _SCENARIO_DOC
+    if scenario is None:
+        return None
+    if _SCENARIO_DOC is None or _SCENARIO_DOC[0]() is not scenario:
+        from depl_fl.contract.scenario import scenario_to_dict
+
+        _SCENARIO_DOC = (weakref.ref(scenario), _finite_or_none(scenario_to_dict(scenario)))
+    return _SCENARIO_DOC[1]
 
 
 def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
@@ -267,11 +294,19 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
     return path
 
 
-def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True) -> Path:
-    """Atomically write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path."""
+def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True,
+                  compact: bool = False) -> Path:
+    """Atomically write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path.
+
+    ``compact``: without indentation (the same document). The rewrite after
+    every round uses it: an indented dump goes through json's pure-Python
+    encoder, and the document grows with every round (0.16 s a round after
+    120 rounds); the job's last write is indented.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = atomic_write_text(out / "results.json", json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    text = json.dumps(doc, allow_nan=False) if compact else json.dumps(doc, indent=2, allow_nan=False)
+    path = atomic_write_text(out / "results.json", text + "\n")
     if plot and doc.get("rounds"):
         plot_results(doc, out / "loss.png")
     return path

@@ -23,23 +23,23 @@ def is_factory(arch: str) -> bool:
     return ":" in str(arch)
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
-    """The callable named by ``PKG.MODULE:NAME`` (one-line ScenarioError when it cannot be found)."""
+def load_factory(spec: str, field: str = "model.factory") -> Callable[..., Any]:
+    """The callable ``PKG.MODULE:NAME``; a one-line ScenarioError naming ``field`` when it cannot be found."""
     module_name, _, attr = str(spec).partition(":")
     if not module_name or not attr:
-        raise ScenarioError(f"model.factory {spec!r}: expected PKG.MODULE:NAME")
+        raise ScenarioError(f"{field} {spec!r}: expected PKG.MODULE:NAME")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # any import failure of user code is a configuration error
-        raise ScenarioError(f"model.factory {spec!r}: cannot import {module_name} "
+        raise ScenarioError(f"{field} {spec!r}: cannot import {module_name} "
                             f"({type(exc).__name__}: {exc})") from None
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)
         if target is None:
-            raise ScenarioError(f"model.factory {spec!r}: {module_name} has no attribute {attr}")
+            raise ScenarioError(f"{field} {spec!r}: {module_name} has no attribute {attr}")
     if not callable(target):
-        raise ScenarioError(f"model.factory {spec!r}: {attr} is not callable")
+        raise ScenarioError(f"{field} {spec!r}: {attr} is not callable")
     return target
 
 

@@ -3,6 +3,8 @@
 Pure torch + numpy (no flwr): the ClientApp's train handler and the in-process
 pilot federations of :mod:`depl_fl.orchestration.profiling` both call :func:`local_update`,
 so the loss profile is measured with exactly the client training code.
+``loss`` is the job's ``model.loss`` spec (``None``: cross-entropy,
+:mod:`depl_fl.task.losses`), used by every training and evaluation here.
 torch is imported on first use, so that :class:`TaskGeometry` is cheap to import
 (a ClientApp process answering a query never loads torch).
 """
@@ -41,6 +43,7 @@ def local_update(
     lr: float,
     batch_size: int,
     seed: int,
+    loss: str | None = None,
 ) -> LocalResult:
     """Load the sub-network the server sent, fine-tune it locally, return its entries.
 
@@ -54,13 +57,15 @@ def local_update(
     compression : float
         Fraction of channels removed per group (0 = full model, no pruning);
         with ``geometry`` it fixes the sub-network's shapes
-        (:func:`depl_fl.task.subnets.build_skeleton`).
+        (:func:`depl_fl.task.subnets.cached_skeleton`).
     x, y : numpy.ndarray
         The client's training partition.
     epochs, lr, batch_size : int, float, int
         Local SGD settings.
     seed : int
         Seed of the mini-batch order.
+    loss : str, optional
+        The user's per-sample loss ``PKG.MODULE:NAME``; cross-entropy when ``None``.
 
     Returns
     -------
@@ -73,22 +78,27 @@ def local_update(
     ValueError
         When ``sub_state`` does not fit the variant's sub-network.
     """
+    from depl_fl.task.losses import load_loss
     from depl_fl.task.models import get_state, set_state
-    from depl_fl.task.subnets import build_skeleton
+    from depl_fl.task.subnets import cached_skeleton
     from depl_fl.task.training import train_local
 
-    model = build_skeleton(geometry, compression)
+    # The process's cached sub-network: set_state overwrites every entry, train_local clears the
+    # gradients and get_state copies, so nothing of one update reaches the next (clients of a
+    # process run one after another), and no copy of the network is made per message.
+    model = cached_skeleton(geometry, compression)
     set_state(model, sub_state)
-    loss, seconds = train_local(model, x, y, epochs, lr, batch_size, seed)
-    return LocalResult(get_state(model), int(len(y)), float(loss), float(seconds))
+    mean_loss, seconds = train_local(model, x, y, epochs, lr, batch_size, seed, loss_fn=load_loss(loss))
+    return LocalResult(get_state(model), int(len(y)), float(mean_loss), float(seconds))
 
 
 def evaluate_state(state: Mapping[str, np.ndarray], geometry: TaskGeometry,
-                   x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Cross-entropy loss and accuracy of the full model with weights ``state`` on ``(x, y)``."""
+                   x: np.ndarray, y: np.ndarray, loss: str | None = None) -> tuple[float, float]:
+    """Loss and accuracy of the full model with weights ``state`` on ``(x, y)``."""
+    from depl_fl.task.losses import load_loss
     from depl_fl.task.training import evaluate_model
 
-    return evaluate_model(variant_model(state, geometry, 0.0), x, y)
+    return evaluate_model(variant_model(state, geometry, 0.0), x, y, loss_fn=load_loss(loss))
 
 
 def initial_state(geometry: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
@@ -100,16 +110,17 @@ def initial_state(geometry: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
 
 
 def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
-                     x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+                     x: np.ndarray, y: np.ndarray, loss: str | None = None) -> tuple[float, float]:
     """Loss and accuracy of the model variant ``compression`` pruned from ``state``.
 
     This is the loss DepL tracks: the loss of the model being trained (the
     full model when ``compression`` is 0). Switching models changes it by a
     jump, which is what the contract's ``loss.switch`` profiles describe.
     """
+    from depl_fl.task.losses import load_loss
     from depl_fl.task.training import evaluate_model
 
-    return evaluate_model(variant_model(state, geometry, compression), x, y)
+    return evaluate_model(variant_model(state, geometry, compression), x, y, loss_fn=load_loss(loss))
 
 
 def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
@@ -127,12 +138,14 @@ def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compr
 
 
 def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
-                x: np.ndarray, y: np.ndarray) -> float:
-    """Standard deviation of the per-sample cross-entropy of variant ``compression`` on ``(x, y)``.
+                x: np.ndarray, y: np.ndarray, loss: str | None = None) -> float:
+    """Standard deviation of the per-sample loss of variant ``compression`` on ``(x, y)``.
 
     ``loss_spread / sqrt(n)`` is the standard error of the mean loss on ``n``
     samples drawn like ``(x, y)``: how far a split's loss may lie from another's.
     """
+    from depl_fl.task.losses import load_loss
     from depl_fl.task.training import per_sample_losses
 
-    return float(np.std(per_sample_losses(variant_model(state, geometry, compression), x, y), ddof=1))
+    model = variant_model(state, geometry, compression)
+    return float(np.std(per_sample_losses(model, x, y, loss_fn=load_loss(loss)), ddof=1))

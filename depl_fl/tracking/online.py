@@ -9,6 +9,15 @@ behind target (predicted quantile above ``target_loss + margin``), ahead of
 target (predicted quantile below ``target_loss - ahead_margin``: the remaining
 plan is more than the target needs, and a re-plan can save energy), periodic.
 
+With ``keep_dependable_plan`` a behind-target re-plan is deferred while the
+remaining plan still passes the planner's own acceptance test from the
+tracked state (:func:`depl_fl.planner.plan_holds`): the Gaussian quantile
+that the behind test reads is more pessimistic than the Monte Carlo judged
+probability the planner accepts plans on (a Student-t oscillation and the
+judged error), so a fresh plan is predicted "behind" from its first round
+and, without the check, the run re-plans every round to a plan of the same
+length.
+
 Why re-plan when ahead too: the observed global loss fluctuates from round to
 round around its trend.  A policy that reacts only to bad rounds adds rounds
 after every upward fluctuation and never gives them back, so every method ends
@@ -52,6 +61,9 @@ from depl_fl.tracking.estimation import (
     switch_estimates,
 )
 
+#: Opening words of the behind-target reason.
+BEHIND = "behind target"
+
 
 @dataclass(frozen=True)
 class ReplanPolicy:
@@ -71,11 +83,16 @@ class ReplanPolicy:
     ahead_margin : float or None
         Re-plan when the predicted quantile is below ``target_loss - ahead_margin``
         (``None``: never for being ahead).  Not on the last round.
+    keep_dependable_plan : bool
+        Defer a behind-target re-plan while the remaining plan passes the
+        planner's acceptance test from the tracked state (see the module
+        docstring); failures, drift, ahead and periodic re-plans are never deferred.
     """
 
     every_rounds: int | None = None
     margin: float = 0.0
     ahead_margin: float | None = None
+    keep_dependable_plan: bool = False
 
     def __post_init__(self) -> None:
         if self.every_rounds is not None and (
@@ -91,6 +108,14 @@ class ReplanPolicy:
                 or not math.isfinite(self.ahead_margin) or self.ahead_margin < 0):
             raise ScenarioError(f"replan ahead_margin: must be a finite number >= 0 or None, "
                                 f"got {self.ahead_margin!r}")
+        if not isinstance(self.keep_dependable_plan, bool):
+            raise ScenarioError(f"replan keep_dependable_plan: must be true or false, "
+                                f"got {self.keep_dependable_plan!r}")
+
+    @staticmethod
+    def deferrable(reason: str | None) -> bool:
+        """Whether ``reason`` (from :meth:`decide`) is the behind-target test, the one that may wait."""
+        return reason is not None and reason.startswith(BEHIND)
 
     def decide(self, round: int, predicted_quantile: float | None, target_loss: float,
                failed_planned_clients: Sequence[str] = (), remaining_rounds: int | None = None) -> str | None:
@@ -123,7 +148,7 @@ class ReplanPolicy:
         if predicted_quantile is not None and not math.isnan(predicted_quantile) \
                 and predicted_quantile > target_loss + margin:
             bound = f"{target_loss:.4g}" + (f" + margin {margin:.4g}" if margin else "")
-            return f"behind target: predicted q={predicted_quantile:.4g} > {bound}"
+            return f"{BEHIND}: predicted q={predicted_quantile:.4g} > {bound}"
         if self.ahead_margin is not None and remaining_rounds != 0 and predicted_quantile is not None \
                 and not math.isnan(predicted_quantile) \
                 and predicted_quantile < target_loss - self.ahead_margin:

@@ -1,0 +1,108 @@
+"""Whether one more exploration round is worth its energy (the exploration's value stop).
+
+After every exploration round the profile fitted so far already gives a
+dependable plan from the model at hand (the target reached with the target
+probability), at predicted energy ``E_plan(L)`` from the validation loss
+``L`` now. One more exploration round costs ``E_round`` (about what the last
+one cost) and buys training progress (the exploration trains the job's
+model): it leaves the model at ``L_next``, the current loss minus the mean
+decrease of the last two exploration rounds, from where the dependable plan
+costs ``E_plan(L_next)``. The exploration stops when the round does not pay
+for itself (a one-step look-ahead):
+
+    E_plan(L) <= E_round + E_plan(L_next).
+
+What the round would teach about the profile has no value in this
+comparison: the plan's spread comes from the task's structural constants
+(the plan regime's oscillation and judged error, measured on a trajectory
+bank), not from the exploration's sample, so one more round does not narrow
+it; the rate the round would refine is re-measured by every later round of
+the plan's own. The rule needs a dependable plan now (no dependable plan:
+explore on) and reads the validation losses only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class ExplorationValue:
+    """The three energies the stop compares, in joules (see module doc)."""
+
+    #: Predicted energy of the dependable plan from the model at hand (inf: no dependable plan).
+    plan_j: float
+    #: Energy of one more exploration round (the last round's).
+    round_j: float
+    #: Predicted energy of the dependable plan from the loss one more round would reach (inf: none).
+    next_plan_j: float
+
+    @property
+    def saving_j(self) -> float:
+        """What one more round is predicted to save on the plan: ``plan_j - next_plan_j``."""
+        return self.plan_j - self.next_plan_j
+
+    def stop(self) -> bool:
+        """True when one more round does not pay for itself: ``plan_j <= round_j + next_plan_j``
+        (and a dependable plan exists now)."""
+        return math.isfinite(self.plan_j) and self.plan_j <= self.round_j + self.next_plan_j
+
+    def to_dict(self) -> dict[str, float]:
+        """The record of a judged round (``profile.values``)."""
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def next_loss(trajectory: Sequence[float]) -> float:
+    """The loss one more exploration round is expected to reach: the last loss minus the mean
+    decrease of the last two rounds (of the last one when only one was run).
+
+    Rounds that did not decrease the loss predict no decrease; never below 0.
+    """
+    losses = [float(v) for v in trajectory]
+    if len(losses) < 2:
+        return max(losses[-1], 0.0) if losses else math.nan
+    recent = losses[-3:]
+    decrease = (recent[0] - recent[-1]) / (len(recent) - 1)
+    return max(losses[-1] - max(decrease, 0.0), 0.0)
+
+
+def plan_energy(plan: Any) -> float:
+    """A plan's predicted energy; ``inf`` when the plan is not dependable."""
+    if not getattr(plan, "feasible", False):
+        return math.inf
+    return float(plan.predicted.get("cost_joules", math.inf))
+
+
+def exploration_value(plan: Callable[[float], Any], *, round_j: float,
+                      trajectory: Sequence[float]) -> ExplorationValue:
+    """The :class:`ExplorationValue` after an exploration round.
+
+    Parameters
+    ----------
+    plan : callable
+        ``plan(loss)``: the job's dependable plan from a model at validation
+        loss ``loss``, with the profile fitted so far and what the exploration
+        left of the deadline (None or an infeasible plan: no dependable plan).
+    round_j : float
+        Energy of one more exploration round.
+    trajectory : sequence of float
+        The worst variant's validation loss before the exploration and after
+        every exploration round so far.
+    """
+    losses = [float(v) for v in trajectory]
+    plan_j = plan_energy(plan(losses[-1]))
+    if not math.isfinite(plan_j):
+        return ExplorationValue(math.inf, float(round_j), math.inf)
+    return ExplorationValue(plan_j, float(round_j), plan_energy(plan(next_loss(losses))))
+
+
+def value_settings(explore: Mapping[str, Any]) -> tuple[bool, int]:
+    """``(enabled, first round)`` of the value stop from ``profile.explore``.
+
+    Enabled with ``stop_when_met`` and ``value_stop`` (both default true); it
+    is judged after round ``value_from_round`` (default 4) and every later one.
+    """
+    enabled = bool(explore.get("stop_when_met", True)) and bool(explore.get("value_stop", True))
+    return enabled, int(explore.get("value_from_round", 4))

@@ -1,0 +1,93 @@
+"""The exploration's value stop and prior in a job on the in-process grid.
+
+The value stop ends the exploration at the first judged round whose recorded
+energies say one more round could not pay for itself, before its minimum
+rounds; the same job without the exploration's stops runs them. A job of another federation (more
+clients) with the first job's profile as its prior explores only its
+``prior_rounds`` and fits the prior's observations with its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("torch")
+
+N = 3
+JOB = ["simulation=inprocess", "profile.explore.rounds=6",
+       "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[2]",
+       "profile.explore.min_points_per_level=2", "profile.explore.value_from_round=2",
+       "target.loss=0.6", "target.prob=0.6", "target.max_rounds=30", "tracking.enabled=false",
+       "output.plot=false", "planner.mc_trajectories=5000"]
+
+
+def _run(tmp: Path, name: str, *extra: str, clients: int = N) -> dict:
+    from clients.client_app import make_client_app
+    from depl_fl.runs.runconfig import compose_config
+    from strategies.inprocess_grid import InProcessGrid
+    from strategies.server_app import run_server
+
+    cfg = compose_config([f"profile.cache_dir={tmp / name / 'cache'}", f"num_clients={clients}", *JOB,
+                          *extra])
+    out = run_server(InProcessGrid(make_client_app(cfg), clients), cfg, tmp / name)
+    return json.loads(Path(out).read_text())
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """The same job with the exploration's stops (the default) and without them."""
+    tmp = tmp_path_factory.mktemp("explore-value")
+    return _run(tmp, "value"), _run(tmp, "plain", "profile.explore.stop_when_met=false")
+
+
+@pytest.fixture(scope="module")
+def prior_job(jobs, tmp_path_factory):
+    """A federation of four clients with the plain job's profile (its results.json) as the prior."""
+    tmp = tmp_path_factory.mktemp("explore-prior")
+    _, plain = jobs
+    results = Path(plain["profile"]["cache_file"]).parent.parent / "results.json"
+    return _run(tmp, "prior", f"profile.prior={results}", "profile.explore.prior_rounds=1",
+                "profile.explore.value_stop=false", clients=4), plain
+
+
+def test_the_exploration_ends_at_the_first_round_one_more_could_not_pay_for(jobs):
+    value, plain = jobs
+    judged = value["profile"]["values"]
+    stop = value["summary"]["profile_value_round"]
+    assert stop is not None and stop < 6, judged
+    assert value["summary"]["profile_met_round"] is None  # the value stop came first
+    assert value["summary"]["profile_rounds"] == stop == value["profile"]["value_round"]
+    assert [v["round"] for v in judged] == list(range(2, stop + 1))  # judged from value_from_round on
+    last = judged[-1]
+    assert last["plan_j"] <= last["round_j"] + last["next_plan_j"]
+    assert all(v["plan_j"] > v["round_j"] + v["next_plan_j"] for v in judged[:-1])
+    # the round's energy is the last exploration round's
+    assert last["round_j"] == pytest.approx(value["rounds"][stop - 1]["energy_j"])
+    # the same rounds as the job without the stop, which runs its minimum rounds
+    assert [r["loss"] for r in value["rounds"][:stop]] == [r["loss"] for r in plain["rounds"][:stop]]
+    assert plain["summary"]["profile_rounds"] == 6 and plain["summary"]["profile_value_round"] is None
+    assert value["summary"]["profile_energy_j"] < plain["summary"]["profile_energy_j"]
+
+
+def test_the_job_then_runs_the_plan_it_judged(jobs):
+    value, _ = jobs
+    s = value["summary"]
+    assert s["status"] == "completed" and s["planned_rounds"] >= 1
+    assert s["total_energy_j"] == pytest.approx(s["profile_energy_j"] + s["cost_j"])
+
+
+def test_a_prior_is_only_calibrated(prior_job):
+    job, plain = prior_job
+    cache = json.loads(Path(job["profile"]["cache_file"]).read_text())
+    own = len(cache["fit_inputs"]["observations"])
+    prior = job["profile"]["prior"]
+    assert prior["observations"] == len(json.loads(Path(plain["profile"]["cache_file"]).read_text())
+                                        ["fit_inputs"]["observations"]) > own
+    assert prior["source"] == plain["profile"]["cache_file"] and prior["rounds"] == 6
+    # the minimum rounds are prior_rounds (1), not rounds (6)
+    assert job["summary"]["profile_rounds"] == 1
+    assert cache["task"] == {"dataset": "digits", "arch": "digits_cnn"}
