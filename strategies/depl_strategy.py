@@ -245,6 +245,8 @@ class DepLStrategy(FedAvg):
         # Run state, filled by start().
         #: Client id -> what its accepted reply of the last aggregated round measured.
         self.reply_measured: dict[str, dict[str, Any]] = {}
+        #: Reply message id -> seconds from the round's push to its arrival (strategies.exchange).
+        self.arrivals: dict[str, float] = {}
         self._profile_end = time.monotonic()
         self.node_of: dict[str, int] = {}
         self.client_of: dict[int, str] = {}
@@ -436,7 +438,11 @@ class DepLStrategy(FedAvg):
         replies = list(replies)
         self._bytes["up"] = sum(_reply_bytes(r) for r in replies)
         accepted = self._screen(server_round, replies)
-        self.reply_measured = {c.cid: reply_measurement(c.metrics) for c in accepted}
+        arrived = {self.sender_of(r): self.arrivals[r.metadata.reply_to_message_id] for r in replies
+                   if r.metadata.reply_to_message_id in self.arrivals}
+        self.reply_measured = {c.cid: {**reply_measurement(c.metrics),
+                                       **({"arrival_s": arrived[c.cid]} if c.cid in arrived else {})}
+                               for c in accepted}
         replied = [c.cid for c in accepted]
         planned = list(self._decision.clients) if self._decision else []
         answered = replied + [r["client"] for r in self._rejected]
@@ -674,7 +680,9 @@ class DepLStrategy(FedAvg):
         compression = float(self.scenario.model(decision.model).compression)
         messages = self.configure_train(server_round, arrays, train_config, grid)
         clock.mark("configure")
-        replies = send_and_receive(grid, messages, self.round_timeout(decision, timeout))
+        self.arrivals = {}
+        replies = send_and_receive(grid, messages, self.round_timeout(decision, timeout),
+                                   arrivals=self.arrivals)
         clock.mark("exchange")
         agg_arrays, agg_metrics = self.aggregate_train(server_round, replies)
         clock.mark("aggregate")

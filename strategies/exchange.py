@@ -10,7 +10,10 @@ round starts a whole period later (docs/DEPLOYMENT.md, "Fast rounds").
 :func:`send_and_receive` asks every ``poll_s`` instead, with the same
 semantics (replies in arrival order, the SuperLink's error replies included,
 those in at the timeout). Other grids (simulation, in process) already
-deliver at once and keep their own ``send_and_receive``.
+deliver at once and keep their own ``send_and_receive``. Where asked, on a
+deployment grid, it also says when each reply arrived (seconds after the push
+began): what a node's part of a round took, its training and transfers
+included, as the server saw it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ def _polls_slowly(grid: Grid) -> bool:
 
 
 def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float,
-                     poll_s: float = REPLY_POLL_S) -> list[Message]:
+                     poll_s: float = REPLY_POLL_S, arrivals: dict[str, float] | None = None) -> list[Message]:
     """Push ``messages`` and return their replies, asking for them every ``poll_s`` seconds.
 
     Parameters
@@ -48,6 +51,11 @@ def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float,
         Seconds to wait for all replies; those in by then are returned.
     poll_s : float
         Seconds between two asks for replies.
+    arrivals : dict or None
+        On a deployment grid, filled with the reply's ``reply_to_message_id``
+        -> seconds from the push to the ask that saw it. Other grids say
+        nothing (an in-process grid runs the clients one after the other
+        inside its call: no reply has an arrival of its own).
 
     Returns
     -------
@@ -56,12 +64,16 @@ def send_and_receive(grid: Grid, messages: Iterable[Message], timeout: float,
     """
     if not _polls_slowly(grid):
         return list(grid.send_and_receive(messages, timeout=timeout))
+    t0 = time.monotonic()
+    arrivals = {} if arrivals is None else arrivals
     pending = {mid for mid in grid.push_messages(messages) if mid}
-    deadline = time.monotonic() + timeout
+    deadline = t0 + timeout
     replies: list[Message] = []
     while pending:
         arrived = list(grid.pull_messages(pending))
         replies += arrived
+        seen = time.monotonic() - t0
+        arrivals.update({r.metadata.reply_to_message_id: seen for r in arrived})
         pending -= {r.metadata.reply_to_message_id for r in arrived}
         left = deadline - time.monotonic()
         if not pending or left <= 0:

@@ -542,7 +542,8 @@ class FederatedProfiler:
             messages += list(strategy.configure_train(server_round, group.start, train_config, grid))
             sent = list(getattr(strategy, "_sent", []))
             prepared.append((strategy._structure, strategy._global_state, sent, dict(strategy._bytes)))
-        replies = send_and_receive(grid, messages, timeout)
+        strategy.arrivals = {}
+        replies = send_and_receive(grid, messages, timeout, arrivals=strategy.arrivals)
         for group, (structure, state, sent, sizes) in zip(groups, prepared, strict=True):
             nodes = {strategy.node_of[c] for c in group.decision.clients}
             strategy._decision, strategy._structure, strategy._global_state = group.decision, structure, state

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -164,3 +165,33 @@ def test_links_faster_than_declared_are_scaled_to_what_the_rounds_show():
     assert fit.overhead_s == 0.0 and fit.link_scale == pytest.approx(0.25 * 0.08 / 0.32, rel=1e-6)
     new, _ = fitted_scenario(scen, fit)
     assert new.cluster("B").bytes_per_s == pytest.approx(scen.cluster("B").bytes_per_s / fit.link_scale)
+
+
+def test_timed_replies_give_each_cluster_its_own_overhead():
+    # B's nodes take 6 s beyond training to pick a message up and answer (a slow CPU), A's 1 s; the
+    # server takes 0.5 s after the last reply. Every exploration round waits for B.
+    scen = _scenario()
+    lag = {"A": 1.0, "B": 6.0}
+
+    def reply(cid, model):
+        cl, n = scen.client(cid).cluster, scen.client(cid).num_samples
+        t = n * TRUE_G[model] / TRUE_F[(cl, 0)]
+        return ReplyCost(cl, 0, model, n, t, arrival_s=t + 2 * scen.model(model).size_bytes
+                         / scen.cluster(cl).bytes_per_s + lag[cl])
+
+    rounds = []
+    for _ in range(4):
+        replies = (reply("c0", "full"), reply("c1", "p50"), reply("c2", "full"))
+        rounds.append(RoundCost(max(r.arrival_s for r in replies) + 0.5, replies))
+    fit = fit_costs(rounds, scen)
+    assert fit.cluster_overhead_s == pytest.approx({"A": 1.5, "B": 6.5})
+    new, _ = fitted_scenario(scen, fit)
+    only_a = RoundDecision(model="full", clients=("c0",), levels={"A": 0})
+    truth = reply("c0", "full").arrival_s + 0.5
+    assert round_time(new, only_a) == pytest.approx(truth, rel=1e-6)
+    # One overhead for every cluster (no arrival times) charges A's round with B's wait.
+    untimed = [RoundCost(r.wall_s, tuple(dataclasses.replace(x, arrival_s=None) for x in r.replies))
+               for r in rounds]
+    common, _ = fitted_scenario(scen, fit_costs(untimed, scen))
+    assert round_time(common, only_a) > truth + 4.0
+    assert fit_costs(untimed, scen).cluster_overhead_s == {}

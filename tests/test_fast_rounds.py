@@ -215,3 +215,11 @@ def test_benchmark_ratios_steps_and_verdicts_per_phase():
     assert "exploration 1.05x (met)" in text and "training 1.50x (NOT met)" in text
     assert "load averages 0.5 / 0.4 / 0.3 before" in text and "`method=full`" in text
     assert "between rounds: write 0.050" in text
+
+
+def test_arrivals_say_when_each_reply_was_seen():
+    grid = ScriptedGrid([0.2, 0.7])
+    arrivals: dict[str, float] = {}
+    send_and_receive(grid, _messages(2), timeout=30, poll_s=0.05, arrivals=arrivals)
+    assert set(arrivals) == {"m0", "m1"}
+    assert 0.2 <= arrivals["m0"] < 0.45 and 0.7 <= arrivals["m1"] < 0.95, arrivals

@@ -15,6 +15,14 @@ nodes, this module fits:
   declared link rates; when the rounds were shorter than those rates allow
   (the links are faster than declared), every link's rate is scaled up by
   ``1 / link_scale`` to what the rounds show and the overhead is 0.
+* ``cluster_overhead_s``: where the server timed each reply's arrival
+  (``arrival_s``, seconds after the round's push), the overhead per cluster:
+  the median of its replies' arrival minus their training and transfer (the
+  node's own part: picking the message up, starting the ClientApp, handling
+  it, on the node's own, maybe slow, CPU) plus the median of the rounds' time
+  after their last arrival (the server's part). A round of fast nodes only
+  then costs less than one that waits for a slow node, which one overhead for
+  every cluster cannot say.
 
 The contract's cost model is ``time = W / flops_per_s + 2 size / bytes_per_s``
 with ``W = epochs * samples * flops_per_sample``; the fit is written into it
@@ -62,6 +70,8 @@ class ReplyCost:
     train_time_s: float
     energy_j: float | None = None
     energy_source: str = "model"
+    #: Seconds from the round's push to the reply's arrival at the server (None: not timed).
+    arrival_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,13 +94,16 @@ class CostFit:
     energy_source: str = "model"
     #: Measured transfer time / declared transfer time (1: the declared links).
     link_scale: float = 1.0
+    #: Cluster -> its round overhead from the replies' arrival times (see the module doc).
+    cluster_overhead_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (results.json ``cost``)."""
         return {"seconds_per_sample": [{"cluster": c, "level": lv, "model": m, "s": s}
                                        for (c, lv, m), s in sorted(self.seconds_per_sample.items())],
                 "watts": [{"cluster": c, "level": lv, "w": w} for (c, lv), w in sorted(self.watts.items())],
-                "overhead_s": self.overhead_s, "link_scale": self.link_scale, "replies": self.replies,
+                "overhead_s": self.overhead_s, "link_scale": self.link_scale,
+                "cluster_overhead_s": dict(sorted(self.cluster_overhead_s.items())), "replies": self.replies,
                 "rounds": self.rounds, "energy_source": self.energy_source}
 
 
@@ -135,7 +148,36 @@ def fit_costs(rounds: Sequence[RoundCost], scenario: Scenario) -> CostFit:
     overhead, scale = _overhead(residuals)
     return CostFit({k: float(median(v)) for k, v in per_cell.items()},
                    {k: float(median(v)) for k, v in per_power.items()},
-                   overhead, count, len(rounds), weakest_source(sources), scale)
+                   overhead, count, len(rounds), weakest_source(sources), scale,
+                   cluster_overheads(rounds, scenario, scale))
+
+
+def _timed(r: ReplyCost) -> bool:
+    return (r.num_samples > 0 and r.train_time_s > 0 and math.isfinite(r.train_time_s)
+            and r.arrival_s is not None and math.isfinite(r.arrival_s))
+
+
+def cluster_overheads(rounds: Sequence[RoundCost], scenario: Scenario,
+                      link_scale: float = 1.0) -> dict[str, float]:
+    """Per cluster: its nodes' median part beyond training and transfer, plus the server's part.
+
+    Only rounds whose every reply was timed count for the server's part
+    (``wall - last arrival``); a cluster none of whose replies was timed is
+    left out (it keeps the one overhead).
+    """
+    lags: dict[str, list[float]] = {}
+    after_last: list[float] = []
+    for rnd in rounds:
+        timed = [r for r in rnd.replies if _timed(r)]
+        for r in timed:
+            lags.setdefault(r.cluster, []).append(
+                float(r.arrival_s) - r.train_time_s - link_scale * transfer_s(scenario, r.cluster, r.model))
+        if timed and len(timed) == len(rnd.replies) and math.isfinite(rnd.wall_s):
+            after_last.append(rnd.wall_s - max(float(r.arrival_s) for r in timed))
+    if not after_last:
+        return {}
+    server = max(float(median(after_last)), 0.0)
+    return {c: max(float(median(v)), 0.0) + server for c, v in lags.items()}
 
 
 def _overhead(residuals: Sequence[tuple[float, float, float]]) -> tuple[float | None, float]:
@@ -220,7 +262,8 @@ def fitted_scenario(scenario: Scenario, fit: CostFit, *, fit_models: bool = True
             report[f"{cl.id}/{i}"] = {"speed": how,
                                       "energy": "measured" if watts is not None else "declared",
                                       "flops_per_s": f, "declared_flops_per_s": lv.flops_per_s}
-        overhead = cl.overhead_s if fit.overhead_s is None else fit.overhead_s
+        common = cl.overhead_s if fit.overhead_s is None else fit.overhead_s
+        overhead = fit.cluster_overhead_s.get(cl.id, common)
         clusters.append(dataclasses.replace(cl, levels=tuple(levels), overhead_s=float(overhead),
                                             bytes_per_s=cl.bytes_per_s / fit.link_scale))
     errors = [abs(math.exp(x[m] - y[(c, lv)]) / s - 1.0) for (c, lv, m), s in cells.items()]
@@ -307,6 +350,10 @@ def round_measurement(replies: Mapping[str, Mapping[str, Any]],
             "bytes_up": int(sum(int(r.get("bytes_up", 0)) for r in replies.values()))}
 
 
+def _finite_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
 def round_cost_of(scenario: Scenario, decisions: Sequence[RoundDecision],
                   replies: Mapping[str, Mapping[str, Any]], wall_s: float) -> RoundCost:
     """A round's :class:`RoundCost`: the replies of the ``decisions``' clients (one per group)."""
@@ -320,5 +367,5 @@ def round_cost_of(scenario: Scenario, decisions: Sequence[RoundDecision],
             level = int(r.get("level", decision.levels.get(client.cluster, 0)))
             out.append(ReplyCost(client.cluster, level, decision.model, client.num_samples,
                                  float(r["train_time_s"]), r.get("energy_j"),
-                                 str(r.get("energy_source", "model"))))
+                                 str(r.get("energy_source", "model")), _finite_or_none(r.get("arrival_s"))))
     return RoundCost(float(wall_s), tuple(out))
