@@ -97,16 +97,22 @@ def _depl_confirmed(ctx: PlanContext, method: str, guarantee: str, seed: int, n:
                     started: float) -> Plan:
     """DepL's plan, confirmed on an independent stream; its fallbacks when that fails.
 
-    In order: DepL's cheapest candidate; else the cheaper of its most probable
-    candidate and plain FedAvg that holds on the independent stream; else an
-    infeasible plan reporting the best probability reached.
+    In order: DepL's cheapest candidate; else its next cheapest dependable
+    candidates (runners-up); else the cheaper of its most probable candidate
+    and plain FedAvg that holds on the independent stream; else an infeasible
+    plan reporting the best probability reached.
     """
-    best, most, info = plan_depl(ctx, guarantee, seed, n)
+    best, most, info, others = plan_depl(ctx, guarantee, seed, n)
     if best is not None:
         plan = finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
         if plan.feasible:
             return plan
         info["cheapest_plan"] = "missed pi on the independent Monte Carlo"
+        for rank, cand in enumerate(others, start=1):
+            plan = finish_plan(ctx, method, cand.rounds, True, started, seed, n,
+                               {**info, "fallback": f"runner-up {rank}"})
+            if plan.feasible:
+                return plan
     confirmed: list[Plan] = []
     if best is not None and most is not None and most.rounds != best.rounds:
         # The cheapest plan sat at pi on the search's stream and missed it on the independent
