@@ -221,7 +221,8 @@ def test_undominated_vertices_match_a_pairwise_reference_on_dense_and_spread_lay
             n = int(rng.integers(2, 80))
             keys = {(int(rng.integers(0, 3)), int(rng.integers(0, spread)), int(rng.integers(0, spread)))
                     for _ in range(n)}
-            model, mean_bin, std_bin = (np.array(col, dtype=np.int64) for col in zip(*sorted(keys)))
+            columns = zip(*sorted(keys), strict=True)
+            model, mean_bin, std_bin = (np.array(col, dtype=np.int64) for col in columns)
             weight = rng.random(model.size).round(2)
             expected = np.array([not any(model[j] == model[i] and mean_bin[j] <= mean_bin[i]
                                          and std_bin[j] <= std_bin[i] and weight[j] < weight[i]
