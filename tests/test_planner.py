@@ -329,7 +329,7 @@ def test_a_cheapest_plan_that_fails_confirmation_falls_back_to_the_most_probable
     info = {"candidate_sets": 1, "sets_planned": 1, "kappa": 1.0, "switches": 0}
     monkeypatch.setattr(planner, "plan_depl", lambda ctx, guarantee, seed, n: (
         Candidate(short, 1.0, targets.target_prob, 1.0),
-        Candidate(list(good.rounds), good.predicted["cost_joules"], 0.99, 2.0), dict(info)))
+        Candidate(list(good.rounds), good.predicted["cost_joules"], 0.99, 2.0), dict(info), []))
     monkeypatch.setattr(planner, "plan_full", lambda ctx, seed, n: (short, False, 0.1))
     plan = make_plan(scen, targets, seed=5)
     assert plan.feasible and plan.rounds == good.rounds
@@ -338,5 +338,13 @@ def test_a_cheapest_plan_that_fails_confirmation_falls_back_to_the_most_probable
     assert plan.extra["planner_info"]["cheapest_plan"] == "missed pi on the independent Monte Carlo"
     # Without a confirmable most probable candidate the answer stays "no dependable plan".
     monkeypatch.setattr(planner, "plan_depl", lambda ctx, guarantee, seed, n: (
-        Candidate(short, 1.0, targets.target_prob, 1.0), Candidate(short, 1.0, 0.5, 2.0), dict(info)))
+        Candidate(short, 1.0, targets.target_prob, 1.0), Candidate(short, 1.0, 0.5, 2.0), dict(info), []))
     assert not make_plan(scen, targets, seed=5).feasible
+    # A dependable runner-up is confirmed before the most probable candidate is tried.
+    monkeypatch.setattr(planner, "plan_depl", lambda ctx, guarantee, seed, n: (
+        Candidate(short, 1.0, targets.target_prob, 1.0), Candidate(short, 1.0, 0.5, 2.0), dict(info),
+        [Candidate(short, 1.0, targets.target_prob, 1.0),
+         Candidate(list(good.rounds), good.predicted["cost_joules"], 0.95, 2.0)]))
+    plan = make_plan(scen, targets, seed=5)
+    assert plan.feasible and plan.rounds == good.rounds
+    assert plan.extra["planner_info"]["fallback"] == "runner-up 2"

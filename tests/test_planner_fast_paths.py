@@ -206,3 +206,27 @@ def test_a_schedule_that_needs_fast_levels_is_priced_at_them():
     # 10 rounds fit 20 s at 4 J; 17 rounds need 14 fast ones: 14 * 10 + 3 * 4 = 152 J > 40 J
     assert (sched.k1, sched.k2) == (4, 6)
     assert cost == pytest.approx(40.0)
+
+
+def test_undominated_vertices_match_a_pairwise_reference_on_dense_and_spread_layers():
+    """The layer's dominance mask (a vertex is dropped when another of its model has both bins
+    lower or equal and a strictly lighter weight) is the same whether it is computed on the bin
+    grid (many vertices) or pairwise (few vertices over a wide bin range)."""
+    from depl_fl.planner.model_selection import _undominated
+
+    rng = np.random.default_rng(7)
+    paths = 0
+    for spread in (8, 5000):
+        for _ in range(50):
+            n = int(rng.integers(2, 80))
+            keys = {(int(rng.integers(0, 3)), int(rng.integers(0, spread)), int(rng.integers(0, spread)))
+                    for _ in range(n)}
+            columns = zip(*sorted(keys), strict=True)
+            model, mean_bin, std_bin = (np.array(col, dtype=np.int64) for col in columns)
+            weight = rng.random(model.size).round(2)
+            expected = np.array([not any(model[j] == model[i] and mean_bin[j] <= mean_bin[i]
+                                         and std_bin[j] <= std_bin[i] and weight[j] < weight[i]
+                                         for j in range(model.size)) for i in range(model.size)])
+            assert (_undominated(model, mean_bin, std_bin, weight) == expected).all()
+            paths += int(not expected.all())
+    assert paths > 0  # some layers do drop vertices

@@ -15,7 +15,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.planner.baselines import plan_expectation, plan_full
 from depl_fl.planner.checking import confirm_seed, finish_plan, probability, required_probability, totals
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.depl import plan_depl
+from depl_fl.planner.depl import Candidate, plan_depl
 from depl_fl.planner.quantile import GUARANTEES, PlanStart, kappa, predict_quantile
 
 METHODS = ("depl", "expectation", "full", "optimum")
@@ -97,16 +97,16 @@ def _depl_confirmed(ctx: PlanContext, method: str, guarantee: str, seed: int, n:
                     started: float) -> Plan:
     """DepL's plan, confirmed on an independent stream; its fallbacks when that fails.
 
-    In order: DepL's cheapest candidate; else the cheaper of its most probable
-    candidate and plain FedAvg that holds on the independent stream; else an
-    infeasible plan reporting the best probability reached.
+    In order: DepL's cheapest candidate; else its next cheapest dependable
+    candidates (runners-up); else the cheaper of its most probable candidate
+    and plain FedAvg that holds on the independent stream; else an infeasible
+    plan reporting the best probability reached.
     """
-    best, most, info = plan_depl(ctx, guarantee, seed, n)
+    best, most, info, others = plan_depl(ctx, guarantee, seed, n)
     if best is not None:
-        plan = finish_plan(ctx, method, best.rounds, True, started, seed, n, info)
-        if plan.feasible:
+        plan = _first_confirmed(ctx, method, [best, *others], started, seed, n, info)
+        if plan is not None:
             return plan
-        info["cheapest_plan"] = "missed pi on the independent Monte Carlo"
     confirmed: list[Plan] = []
     if best is not None and most is not None and most.rounds != best.rounds:
         # The cheapest plan sat at pi on the search's stream and missed it on the independent
@@ -130,6 +130,21 @@ def _depl_confirmed(ctx: PlanContext, method: str, guarantee: str, seed: int, n:
                            probability_override=most.prob)
     return finish_plan(ctx, method, full_rounds, False, started, seed, n, info,
                        probability_override=full_p)
+
+
+def _first_confirmed(ctx: PlanContext, method: str, candidates: Sequence[Candidate], started: float,
+                     seed: int, n: int, info: dict) -> Plan | None:
+    """The first of ``candidates`` (cheapest first) that holds on the independent stream.
+
+    A later one is a runner-up: ``info`` then says the cheapest missed and which one held.
+    """
+    for rank, cand in enumerate(candidates):
+        extra = info if rank == 0 else {**info, "fallback": f"runner-up {rank}"}
+        plan = finish_plan(ctx, method, cand.rounds, True, started, seed, n, extra)
+        if plan.feasible:
+            return plan
+        info["cheapest_plan"] = "missed pi on the independent Monte Carlo"
+    return None
 
 
 def plan_holds(scenario: Scenario, targets: Targets, rounds: Sequence[RoundDecision],

@@ -110,10 +110,14 @@ K1_WINDOW = 6
 # underestimates what a dependable plan of that shape costs, and a plan with more
 # switches (the graph's) saves a few percent at most.
 BOUND_SLACK = 0.1
-# Small instances: pairs that miss the goal at the guarantee's kappa are also scored this much
-# lower, and the best NEAR_SCHEDULES of those searched by Monte Carlo while cheaper than the best plan.
+# Few clients (any round limit: a deadline binds without one): pairs that miss the goal at the
+# guarantee's kappa are also scored this much lower, and the best NEAR_SCHEDULES of those searched
+# by Monte Carlo while cheaper than the best plan.
 OPTIMISM = 0.25
 NEAR_SCHEDULES = 3
+# Dependable candidates confirmed on the independent stream, cheapest first, when the cheapest
+# one misses pi there (it sat at pi on the search's stream, within its Monte Carlo error).
+RUNNERS_UP = 3
 SCHEDULE_TRAJECTORIES = 4000
 SCHEDULE_EXTEND = 3
 SCHEDULE_CHECKS = 6
@@ -448,9 +452,14 @@ def largest_set(ctx: PlanContext) -> ClientSet:
     return ClientSet.from_ids(scen, ids)
 
 
+def few_clients(ctx: PlanContext) -> bool:
+    """Few enough clients to score every set's near-miss schedules too (see ``OPTIMISM``)."""
+    return len(ctx.scenario.clients) <= 12
+
+
 def is_small(ctx: PlanContext) -> bool:
     """Small instances get a wider search (more sets, pairs and switch points checked)."""
-    return len(ctx.scenario.clients) <= 12 and ctx.max_rounds <= 60
+    return few_clients(ctx) and ctx.max_rounds <= 60
 
 
 def _pre_ranked(ctx: PlanContext, sets: list[ClientSet], kappa: float) -> list[ClientSet]:
@@ -529,7 +538,8 @@ def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed:
     pair = (guess.first, guess.second)
     window = range(max(guess.k1 - K1_WINDOW, 1), guess.k1 + K1_WINDOW + 1)
     found = mc_second_block(ctx, pair, ctx.prop.set_terms(cset.ids)[0],
-                            window, ctx.max_rounds, screen, n_search, seed + 31337, clients=cset.ids)
+                            window, rounds_within_deadline(ctx, [opts[m] for m in pair]), screen,
+                            n_search, seed + 31337, clients=cset.ids)
     one_model = pair[0] == pair[1]
     k1s = np.array([0 if one_model else k1 for k1 in found], dtype=float)
     k2s = np.array(list(found.values()), dtype=float)
@@ -546,6 +556,15 @@ def schedule_candidate(ctx: PlanContext, cset: ClientSet, guess: Schedule, seed:
         if cand is not None and (best is None or cand.cost < best.cost):
             best = cand
     return best
+
+
+def rounds_within_deadline(ctx: PlanContext, options: list[list[Option]]) -> int:
+    """The most rounds that can fit the remaining deadline (each at its fastest option), at most
+    the round limit: a longer schedule is never priced, so its Monte Carlo walk is not run."""
+    fastest = min((min(o.time for o in opts) for opts in options if opts), default=0.0)
+    if fastest <= 0:
+        return ctx.max_rounds
+    return max(1, min(ctx.max_rounds, int(math.floor(ctx.deadline * (1.0 + 1e-9) / fastest))))
 
 
 def _extend_until_dependable(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]],
@@ -607,17 +626,18 @@ def _sets_to_plan(ctx: PlanContext, sets: list[ClientSet], scored: list[Scored]
 
 
 def _search_schedules(ctx: PlanContext, scored: list[Scored], seed: int, n_final: int
-                      ) -> tuple[Candidate | None, int]:
+                      ) -> tuple[Candidate | None, int, list[Candidate]]:
     """Monte Carlo switch points of the best predicted schedules of every set and model pair.
 
     Cheapest predicted first, while the prediction may still beat the best
     plan found; then the few schedules that reach the goal only at the
     optimistic multiplier, while cheaper than the best plan. Returns that
-    plan and how many schedules were searched.
+    plan, how many schedules were searched, and every dependable plan found.
     """
     small = is_small(ctx)
     best: Candidate | None = None
     searched = 0
+    found: list[Candidate] = []
     for near, cap, slack in ((False, SCHEDULES_SMALL if small else SCHEDULES_LARGE, BOUND_SLACK),
                              (True, NEAR_SCHEDULES, 0.0)):
         combos = sorted(((cost, i, sched) for i, t in enumerate(scored)
@@ -627,14 +647,20 @@ def _search_schedules(ctx: PlanContext, scored: list[Scored], seed: int, n_final
                 break
             searched += 1
             sc = schedule_candidate(ctx, scored[i].cset, sched, seed, n_final)
+            if sc is not None:
+                found.append(sc)
             if _better(sc, best):
                 best = sc
-    return best, searched
+    return best, searched, found
 
 
 def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
-              ) -> tuple[Candidate | None, Candidate | None, dict]:
-    """Run DepL; returns (best dependable candidate, most probable candidate, info).
+              ) -> tuple[Candidate | None, Candidate | None, dict, list[Candidate]]:
+    """Run DepL; returns (best dependable candidate, most probable candidate, info, runners-up).
+
+    The runners-up are the other dependable candidates found, cheapest first
+    (at most ``RUNNERS_UP``): the plan to confirm next when the cheapest one
+    misses pi on the independent stream.
 
     Why a set is judged by the schedules it enables, every model pair and
     switch point priced under the deadline: with a binding deadline a long
@@ -655,8 +681,8 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     if not sets:  # version 2: no set lies in the profile's measured coverage range
         return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}
     scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0,
-                               k0 - OPTIMISM if is_small(ctx) else None)
-    best, searched = _search_schedules(ctx, scored, seed, n_final)
+                               k0 - OPTIMISM if few_clients(ctx) else None)
+    best, searched, found = _search_schedules(ctx, scored, seed, n_final)
     most: Candidate | None = None
     planned = 0
     for rank, (score, cset) in enumerate(_sets_to_plan(ctx, sets, scored)):
@@ -664,6 +690,8 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
             continue
         planned += 1
         cand, probable = tune_set(ctx, cset, guarantee, seed, n_final)
+        if cand is not None:
+            found.append(cand)
         if _better(cand, best):
             best = cand
         if probable is not None and (most is None or probable.prob > most.prob):
@@ -671,4 +699,15 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     info = {"candidate_sets": len(sets), "sets_planned": planned, "schedules_searched": searched,
             "kappa": best.kappa if best and math.isfinite(best.kappa) else None,
             "switches": switches([r.model for r in best.rounds]) if best else None}
-    return best, most, info
+    return best, most, info, runners_up(found, best)
+
+
+def runners_up(found: list[Candidate], best: Candidate | None) -> list[Candidate]:
+    """The dependable candidates other than ``best``, distinct, cheapest first (``RUNNERS_UP`` at most)."""
+    out: list[Candidate] = []
+    for cand in sorted(found, key=lambda c: c.cost):
+        if len(out) == RUNNERS_UP:
+            break
+        if (best is None or cand.rounds != best.rounds) and all(cand.rounds != o.rounds for o in out):
+            out.append(cand)
+    return out

@@ -224,6 +224,11 @@ def _undominated(model: np.ndarray, mean_bin: np.ndarray, std_bin: np.ndarray,
     with both bins lower or equal.
     """
     groups, inv = np.unique(model, return_inverse=True)
+    if model.size ** 2 <= _grid_cells(inv, groups.size, mean_bin, std_bin):
+        # Few vertices spread over many bins: compare every pair (the same mask, less work).
+        lighter = ((model[None, :] == model[:, None]) & (mean_bin[None, :] <= mean_bin[:, None])
+                   & (std_bin[None, :] <= std_bin[:, None]) & (weight[None, :] < weight[:, None]))
+        return ~lighter.any(axis=1)
     mb_min = np.full(groups.size, np.iinfo(np.int64).max)
     sb_min = mb_min.copy()
     np.minimum.at(mb_min, inv, mean_bin)
@@ -235,3 +240,14 @@ def _undominated(model: np.ndarray, mean_bin: np.ndarray, std_bin: np.ndarray,
     np.minimum.accumulate(grid, axis=1, out=grid)
     np.minimum.accumulate(grid, axis=2, out=grid)
     return weight <= grid[inv, mb, sb]
+
+
+def _grid_cells(inv: np.ndarray, groups: int, mean_bin: np.ndarray, std_bin: np.ndarray) -> int:
+    """Cells of :func:`_undominated`'s grid (models x mean bins x std bins, per-model offsets)."""
+    mb_span = np.zeros(groups, dtype=np.int64)
+    sb_span = np.zeros(groups, dtype=np.int64)
+    for g in range(groups):
+        sel = inv == g
+        mb_span[g] = mean_bin[sel].max() - mean_bin[sel].min()
+        sb_span[g] = std_bin[sel].max() - std_bin[sel].min()
+    return groups * (int(mb_span.max()) + 1) * (int(sb_span.max()) + 1)

@@ -117,7 +117,7 @@ class _Search:
         rounds, ok, _ = plan_full(self.ctx, self.seed, self.n_final)
         if ok:
             self.best_cost, self.best_rounds = totals(self.ctx, rounds)[0], rounds
-        cand, _, _ = plan_depl(self.ctx, "gaussian", self.seed, self.n_final)
+        cand, _, _, _ = plan_depl(self.ctx, "gaussian", self.seed, self.n_final)
         if cand is not None and cand.cost < self.best_cost:
             self.best_cost, self.best_rounds = cand.cost, cand.rounds
 

@@ -157,19 +157,29 @@ def evaluate_model(
     accuracy : float
         Fraction of correctly classified samples.
     """
+    loss_sum, correct, n = 0.0, 0, 0
+    for logits, target in _eval_batches(model, x, y, batch_size):
+        batch_loss, batch_correct = _batch_figures(logits, target, loss_fn)
+        loss_sum, correct, n = loss_sum + batch_loss, correct + batch_correct, n + len(target)
+    return loss_sum / n, correct / n
+
+
+def _eval_batches(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+                  batch_size: int):
+    """``(logits, labels)`` of every evaluation batch (evaluation mode; the caller disables grad)."""
     xt, yt = _as_tensors(x, y)
-    n = xt.shape[0]
-    if n == 0:
+    if xt.shape[0] == 0:
         raise ScenarioError("cannot evaluate on an empty set")
     model.eval()
-    loss_sum, correct = 0.0, 0
-    for i in range(0, n, batch_size):
-        logits = model(xt[i:i + batch_size])
-        target = yt[i:i + batch_size]
-        loss_sum += (float(F.cross_entropy(logits, target, reduction="sum")) if loss_fn is None
-                     else float(loss_fn(logits, target).sum()))
-        correct += int((logits.argmax(dim=1) == target).sum())
-    return loss_sum / n, correct / n
+    for i in range(0, xt.shape[0], batch_size):
+        yield model(xt[i:i + batch_size]), yt[i:i + batch_size]
+
+
+def _batch_figures(logits: torch.Tensor, target: torch.Tensor, loss_fn: LossFn | None) -> tuple[float, int]:
+    """Summed loss (cross-entropy unless ``loss_fn``) and correct predictions of one batch."""
+    loss = (float(F.cross_entropy(logits, target, reduction="sum")) if loss_fn is None
+            else float(loss_fn(logits, target).sum()))
+    return loss, int((logits.argmax(dim=1) == target).sum())
 
 
 @torch.no_grad()
@@ -190,18 +200,10 @@ def evaluate_with_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.n
     losses : ndarray
         Loss of every sample.
     """
-    xt, yt = _as_tensors(x, y)
-    n = xt.shape[0]
-    if n == 0:
-        raise ScenarioError("cannot evaluate on an empty set")
-    model.eval()
-    loss_sum, correct, out = 0.0, 0, []
-    for i in range(0, n, batch_size):
-        logits = model(xt[i:i + batch_size])
-        target = yt[i:i + batch_size]
-        loss_sum += (float(F.cross_entropy(logits, target, reduction="sum")) if loss_fn is None
-                     else float(loss_fn(logits, target).sum()))
-        correct += int((logits.argmax(dim=1) == target).sum())
+    loss_sum, correct, n, out = 0.0, 0, 0, []
+    for logits, target in _eval_batches(model, x, y, batch_size):
+        batch_loss, batch_correct = _batch_figures(logits, target, loss_fn)
+        loss_sum, correct, n = loss_sum + batch_loss, correct + batch_correct, n + len(target)
         out.append(_sample_losses(logits, target, loss_fn))
     return loss_sum / n, correct / n, torch.cat(out).numpy().astype(float)
 
