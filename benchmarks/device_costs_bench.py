@@ -350,7 +350,10 @@ def report(args: argparse.Namespace) -> int:
     aggs = {cost: aggregate(runs, cost, args.prob) for cost in ("measured", "table")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    command = f"python benchmarks/device_costs_bench.py report {' '.join(args.results)} --out {args.out}"
+    tighter = (" --deadlines-left " + " ".join(f"{d:g}" for d in args.deadlines_left)
+               if args.deadlines_left else "")
+    command = (f"python benchmarks/device_costs_bench.py report {' '.join(args.results)}{tighter} "
+               f"--out {args.out}")
     (out / "devices.json").write_text(json.dumps({"command": command, "aggregate": aggs, "runs": runs},
                                                  indent=2) + "\n")
     lines = ["# Planning on measured device costs (loopback, emulated heterogeneous devices)", "",
