@@ -58,6 +58,7 @@ from strategies.robust_aggregation import (
     aggregate_problem,
     bounded_weight,
     combine,
+    norm_rejection,
     norm_threshold,
     update_norm,
     weight_problem,
@@ -496,8 +497,8 @@ class DepLStrategy(FedAvg):
         accepted = []
         for cand in candidates:
             if cand.norm > threshold:
-                self._reject(server_round, cand.cid, f"update norm {cand.norm:.3g} exceeds "
-                             f"{self.aggregation.norm_factor:g} x the reference norm ({threshold:.3g})")
+                self._reject(server_round, cand.cid,
+                             norm_rejection(cand.norm, threshold, self.aggregation.norm_factor))
             else:
                 accepted.append(cand)
         return accepted

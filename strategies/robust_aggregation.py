@@ -140,6 +140,12 @@ def norm_threshold(norms: Sequence[float], history: Sequence[float], factor: flo
     return factor * reference if reference > 0 and math.isfinite(reference) else math.inf
 
 
+def norm_rejection(norm: float, threshold: float, factor: float) -> str:
+    """Why a reply with update norm ``norm`` above ``threshold`` (``factor`` x the reference) is rejected."""
+    return (f"update norm {norm:.3g} exceeds {threshold:.3g} = {factor:g} x the reference norm "
+            f"({threshold / factor:.3g})")
+
+
 def combine(states: Sequence[State], weights: Sequence[float], settings: AggregationSettings
             ) -> dict[str, np.ndarray]:
     """Combine pruned states entry-wise by ``settings.rule`` (float64 result for floating entries).

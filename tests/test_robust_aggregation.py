@@ -28,6 +28,7 @@ from strategies.robust_aggregation import (  # noqa: E402
     aggregate_problem,
     bounded_weight,
     combine,
+    norm_rejection,
     norm_threshold,
 )
 from strategies.server_app import aggregation_settings  # noqa: E402
@@ -101,6 +102,12 @@ def test_one_huge_update_is_rejected_by_norm(kind):
     strategy, seen = _run(_cfg("faults.clients=[c0]", f"faults.kind={kind}"))
     assert "update norm" in _rejected(strategy)["c0"]
     assert _close(seen[1], honest_only)
+
+
+def test_norm_rejection_names_the_threshold_and_the_reference():
+    # The threshold is factor x the reference: 1.63 = 10 x 0.163, not a reference of 1.63.
+    assert norm_rejection(1.71, 1.63, 10.0) == \
+        "update norm 1.71 exceeds 1.63 = 10 x the reference norm (0.163)"
 
 
 def test_all_replies_1e30_leave_the_model_unchanged():
