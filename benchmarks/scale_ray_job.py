@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=ray", "simulation.client_num_cpus=0.5",
-       "profile.explore.max_clients=100", "target.loss=1.6", "target.prob=0.9", "target.max_rounds=30",
-       "output.plot=false", "seed=0", "dataset.seed=0"]
+#: The 1,000-client setting of ``guarantee_scale.sh`` (chosen with ``scale_setting.py``).
+SETTING = ["dataset=synthetic", "model=synthetic_mlp", "dataset.iid=true", "dataset.log_sigma=1.0",
+           "train.lr=0.2", "aggregation.norm_factor=30", "profile.explore.max_clients=100", "target.loss=0.5"]
+JOB = [*SETTING, "simulation=ray", "simulation.client_num_cpus=0.5", "target.prob=0.9", "output.plot=false",
+       "seed=0", "dataset.seed=0"]
 
 
 def job_facts(doc: dict[str, Any]) -> dict[str, Any]:

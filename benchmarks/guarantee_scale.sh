@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The guarantee at 1,000 synthetic clients (docs/SCALE.md): dataset=synthetic model=synthetic_mlp,
+# the setting of benchmarks/scale_setting.py's learning curves (SETTING below), DepL static
+# (tracking.enabled=false) and DepL with tracking, SEEDS seeds per pi, in-process backend.
+# Every job runs (and pays for) its own exploration: one profile cache per arm and pi
+# (a job that finds its federation's profile cached skips the exploration and starts from a
+# fresh model, so two jobs cannot share one exploration).
+# One multirun at a time, seed by seed (each seed's static and tracking jobs at every pi of the
+# pass before the next seed), so a sweep cut short holds the same seeds in every cell:
+#   pass 1: FIRST_PROBS (default 0.9); pass 2: THEN_PROBS (default 0.8,0.95; empty: none).
+#   nice -n 10 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]
+#   REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]    # the reports of what ran
+# Writes benchmarks/results/guarantee_scale/: report.{md,json} (depl-fl report), cells.md
+# (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled over the static jobs),
+# replan.{md,json} (benchmarks/regime_replan.py: every static job's plan re-made, and the training
+# energy method=full plans on the same profile).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+S=${1:-multirun/guarantee_scale}
+SEEDS=${SEEDS:-"range(0,20)"}
+PY=${PYTHON:-.venv/bin/python}
+OUT=${OUT:-benchmarks/results/guarantee_scale}
+setting=(simulation=inprocess dataset=synthetic model=synthetic_mlp num_clients=1000
+         dataset.iid=true dataset.log_sigma=1.0 train.lr=0.2 aggregation.norm_factor=30
+         profile.explore.max_clients=100 target.loss=0.5 output.plot=false)
+cache="profile.cache_dir=$S/cache/t\${tracking.enabled}-p\${target.prob}"
+export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
+pass() {  # pass NAME PROBS: static and tracking at PROBS, seed by seed
+    # A multirun with failed jobs (no dependable plan: recorded in their results.json, counted by the
+    # report) exits non-zero; the next pass runs anyway.
+    "$PY" -m depl_fl.main -m "${setting[@]}" method=depl "seed=$SEEDS" "target.prob=$2" \
+        tracking.enabled=false,true "$cache" "hydra.sweep.dir=$S/$1" > "$S/$1.log" 2>&1 || true
+}
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
+    mkdir -p "$S"
+    pass first "${FIRST_PROBS:-0.9}"
+    if [ -n "${THEN_PROBS-0.8,0.95}" ]; then pass then "${THEN_PROBS-0.8,0.95}"; fi
+fi
+mkdir -p "$OUT"
+"$PY" -m depl_fl.cli report "$S" --out "$OUT"
+"$PY" benchmarks/guarantee_cells.py "scale=$OUT/report.json" --out "$OUT/cells.md"
+"$PY" benchmarks/plan_pit.py --pooled "$S" --out "$OUT/pit.md"
+"$PY" benchmarks/regime_replan.py "$S" --out "$OUT/replan.md" --json "$OUT/replan.json"
