@@ -103,14 +103,21 @@ def fitted_rate(doc: dict, target: float) -> float:
     return float(np.interp(target, run["levels"], run["mean"]))
 
 
+def finished_static(summary: dict) -> bool:
+    """A job without online tracking that ran to its end (a running job's last loss is not final)."""
+    from depl_fl.runs.report import UNFINISHED
+
+    return not summary.get("tracking") and summary.get("status") not in UNFINISHED
+
+
 def cell_rows(sweep: Path) -> dict[float, list[Outcome]]:
-    """Per pi: the outcome of every static job with a plan."""
+    """Per pi: the outcome of every finished static job with a plan."""
     cells: dict[float, list[Outcome]] = {}
     for path in sorted(sweep.rglob("results.json")):
         doc = json.loads(path.read_text())
         summary = doc.get("summary", {})
         actual = summary.get("final_test_loss")
-        if actual is None or doc.get("replans"):
+        if actual is None or doc.get("replans") or not finished_static(summary):
             continue
         samples = predicted_samples(doc, int(summary.get("seed", 0)))
         if samples is None:

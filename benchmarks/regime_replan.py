@@ -37,12 +37,16 @@ import numpy as np
 
 
 def _static_jobs(sweep: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every finished static DepL job with a plan and a profile cache file (a running job is left out)."""
+    from depl_fl.runs.report import UNFINISHED
+
     out = []
     for path in sorted(sweep.rglob("results.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         s = doc.get("summary") or {}
-        if s.get("method") == "depl" and not s.get("tracking") and doc.get("plan") \
-                and s.get("final_test_loss") is not None and (doc.get("profile") or {}).get("cache_file"):
+        if s.get("method") == "depl" and not s.get("tracking") and s.get("status") not in UNFINISHED \
+                and doc.get("plan") and s.get("final_test_loss") is not None \
+                and (doc.get("profile") or {}).get("cache_file"):
             out.append((str(path), doc))
     return out
 

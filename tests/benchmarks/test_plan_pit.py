@@ -195,3 +195,15 @@ def test_the_pooled_report_shows_an_offset_that_rises_with_the_fitted_rate(tmp_p
     assert low[1].strip() == "20" and high[1].strip() == "20"  # 0.1 and 0.15 against a median of 0.125
     assert abs(float(low[2].split()[0])) < 0.7 and float(high[2].split()[0]) > 3.0
     assert float(high[4]) == 1.0 and int(high[6]) == 10
+
+
+def test_tracking_and_unfinished_jobs_are_left_out(tmp_path: Path, capsys) -> None:
+    _write_sweep(tmp_path, 60, 0.0)
+    for name, extra in (("tracked", {"tracking": True}), ("running", {"status": "running"}),
+                        ("stopped", {"status": "interrupted"})):
+        doc = json.loads((tmp_path / "job0" / "results.json").read_text())
+        doc["summary"].update(extra, final_test_loss=50.0)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(doc))
+    assert plan_pit.main([str(tmp_path)]) == 0
+    assert _row(capsys.readouterr().out)[1] == "60"
