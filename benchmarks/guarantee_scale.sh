@@ -13,7 +13,8 @@
 # Writes benchmarks/results/guarantee_scale/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled over the static jobs),
 # replan.{md,json} (benchmarks/regime_replan.py: every static job's plan re-made, and the training
-# energy method=full plans on the same profile).
+# energy method=full plans on the same profile) and, with PERTURB="NAME=VALUE ...", replan-perturbed.{md,json}
+# (the static plans re-made with those plan-regime constants, scored on the jobs' own rounds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${1:-multirun/guarantee_scale}
@@ -41,3 +42,9 @@ mkdir -p "$OUT"
 "$PY" benchmarks/guarantee_cells.py "scale=$OUT/report.json" --out "$OUT/cells.md"
 "$PY" benchmarks/plan_pit.py --pooled "$S" --out "$OUT/pit.md"
 "$PY" benchmarks/regime_replan.py "$S" --out "$OUT/replan.md" --json "$OUT/replan.json"
+if [ -n "${PERTURB:-}" ]; then
+    sets=()
+    for change in $PERTURB; do sets+=(--set "$change"); done
+    "$PY" benchmarks/regime_replan.py "$S" "${sets[@]}" --out "$OUT/replan-perturbed.md" \
+        --json "$OUT/replan-perturbed.json"
+fi
