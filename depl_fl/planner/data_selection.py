@@ -40,7 +40,7 @@ which repairs most of the proxy's error.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -311,18 +311,27 @@ def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
     Version 2: only sets whose label coverage the profile measured
     (:func:`predictable`) -- the planner never extrapolates the loss profile.
     """
+    return list(_candidate_sets(scenario, model_id))
+
+
+def has_candidate_set(scenario: Scenario, model_id: str) -> bool:
+    """Whether :func:`candidate_sets` has a set, found without building the others."""
+    return next(_candidate_sets(scenario, model_id), None) is not None
+
+
+def _candidate_sets(scenario: Scenario, model_id: str) -> Iterator[ClientSet]:
+    """The sets of :func:`candidate_sets`, in its order, one at a time."""
     if len(scenario.clients) <= EXACT_LIMIT:
-        return [ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
-                if _capacity_ok(scenario, ids) and predictable(scenario, ids)]
+        yield from (ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
+                    if _capacity_ok(scenario, ids) and predictable(scenario, ids))
+        return
     seen: set[frozenset[str]] = set()
-    out: list[ClientSet] = []
     for chain in _chains(scenario, model_id):
         for cset in _chain_prefixes(scenario, chain):
             key = frozenset(cset.ids)
             if key not in seen and predictable(scenario, cset.ids):
                 seen.add(key)
-                out.append(cset)
-    return out
+                yield cset
 
 
 def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,
