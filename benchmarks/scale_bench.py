@@ -1,25 +1,37 @@
-"""Server-side time per round and peak memory of DepL against Flower's FedAvg at 100-1,000 clients.
+"""Time per round and peak memory of DepL against Flower's FedAvg at 100-1,000 clients.
 
 Synthetic(1, 1) clients (``dataset=synthetic model=synthetic_mlp``), one
-in-process grid and ClientApp for both strategies: the grid times every
-ClientApp call, so the server's own time is the process's time minus the time
-spent inside the clients (their training, data loading and replies). CPU
-seconds are the figure compared (the machine may be shared); wall seconds are
-reported beside them. DepL's planning and central evaluation are also timed apart. DepL runs the
-whole job: node queries, the plan over all clients, tracking with re-plans
-(and the planner's check of the remaining plan that may defer one), the checks
-of every reply, aggregation, central evaluation (validation, the stop margin
-and test) and the per-round checkpoint. The one-time start-up before the
-first training message (DepL: node queries, scenario, the initial plan, the
-first evaluation; FedAvg: its first evaluation) is shown apart (``setup_cpu_s``,
-DepL's initial plan also alone as ``initial_plan_cpu_s``) and left out of the
-per-round figure; re-plans during training stay in it. FedAvg then trains the same
-number of rounds with as many clients per round as DepL's rounds had on
-average, with the same central evaluation (validation and test). The loss
-profile both use is measured once, by a federated exploration on the smallest
-federation (its cost is not in the figures). Each (strategy, clients) pair runs
-in a fresh process, whose peak RSS is its peak memory; ``rss_start_mb`` is the
-RSS after composing the job and loading the data, before the strategy starts.
+in-process grid and ClientApp for both strategies, in one process: the grid
+runs every client's training inside the server's exchange of the round and
+times every ClientApp call. Per training round it reports the *whole round*
+(the server and the clients' training of that round), the clients' part, and
+the *server* part (the round less the ClientApp calls), split by named parts
+that leave out the parts timed inside them: ``configure`` (the round's
+messages), ``exchange`` (the grid, without the clients), ``aggregation``
+(reply checks and the combination), ``evaluation`` (central), and for DepL
+``tracking`` (the controller's round record, without what follows),
+``planning`` (re-plans), ``plan_check`` (the planner's check of the remaining
+plan that may defer one) and ``checkpoint`` (checkpoint and results.json);
+``other`` is what no part covers. CPU seconds are the figure compared (the
+machine may be shared); wall seconds are reported beside them.
+
+DepL runs the whole job: node queries, the plan over all clients, tracking
+with re-plans, the checks of every reply, aggregation, central evaluation
+(validation, the stop margin and test) and the per-round checkpoint. The
+one-time start-up until the first round is configured (DepL: node queries,
+scenario, the initial plan, the first evaluation; FedAvg: its first
+evaluation) is shown apart (``setup_cpu_s``, DepL's initial plan also alone as
+``initial_plan_cpu_s``) and left out of the per-round figures. FedAvg then
+trains the same number of rounds with as many clients per round as DepL's
+rounds had on average (Flower samples them; its ``random`` is seeded), with
+the same central evaluation of the validation and test splits that DepL
+makes. Which clients train is each strategy's own choice, so the clients'
+part differs: ``samples_per_round`` says how much data the round's clients
+hold. The loss profile both use is measured once, by a federated exploration
+on the smallest federation (its cost is not in the figures). Each (strategy,
+clients) pair runs in a fresh process, whose peak RSS is its peak memory;
+``rss_start_mb`` is the RSS after composing the job and loading the data,
+before the strategy starts.
 
 Usage: ``python benchmarks/scale_bench.py [--clients 100 300 1000] [--out benchmarks/results/scale]
 [--profile benchmarks/results/scale/profile.json]`` writes ``scale.json``, ``scale.md``, ``scale.png``

@@ -40,6 +40,7 @@ which repairs most of the proxy's error.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -51,6 +52,8 @@ from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import ClientSet
 
 EXACT_LIMIT = 10
+#: ``(weak reference to a scenario, model id, its candidate sets)``: see :func:`candidate_sets`.
+_CANDIDATES: tuple[weakref.ref, str, tuple[ClientSet, ...]] | None = None
 
 
 def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
@@ -310,8 +313,16 @@ def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
 
     Version 2: only sets whose label coverage the profile measured
     (:func:`predictable`) -- the planner never extrapolates the loss profile.
+
+    The sets depend on the scenario and the model alone: a re-plan on the same
+    scenario object (every round of a tracked run until a client fails) gets
+    the last call's sets again instead of walking every chain over every client.
     """
-    return list(_candidate_sets(scenario, model_id))
+    global _CANDIDATES
+    cached = _CANDIDATES
+    if cached is None or cached[0]() is not scenario or cached[1] != model_id:
+        cached = _CANDIDATES = (weakref.ref(scenario), model_id, tuple(_candidate_sets(scenario, model_id)))
+    return list(cached[2])
 
 
 def has_candidate_set(scenario: Scenario, model_id: str) -> bool:
