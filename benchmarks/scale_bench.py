@@ -329,8 +329,10 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
         return deliver(msg)
 
     grid.deliver = counted
-    conf = ConfigRecord({"compression": 0.0, "local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0,
-                         "model-id": "full", "level": 0})
+    train = cfg["train"]  # the local training DepL's clients get
+    conf = ConfigRecord({"compression": 0.0, "local-epochs": int(train["local_epochs"]),
+                         "lr": float(train["lr"]), "batch-size": int(train["batch_size"]),
+                         "seed": int(cfg["seed"]), "model-id": "full", "level": 0})
     random.seed(0)
     rss0 = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()

@@ -18,6 +18,7 @@ and pruning that must not change any plan:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -264,3 +265,15 @@ def test_a_start_that_meets_the_target_gets_the_searchs_plan_without_the_search(
         assert "candidate_sets" in searched.extra["planner_info"] and searched.rounds == []
     if fraction > 1.0:
         assert not took and fast.rounds
+
+
+def test_candidate_sets_are_kept_per_scenario_object():
+    scen, _ = scenarios.scaled(60, 6, 80)
+    model = scen.models[0].id
+    first = candidate_sets(scen, model)
+    again = candidate_sets(scen, model)
+    assert again == first and again is not first  # a new list: a caller may reorder it
+    again.clear()
+    assert candidate_sets(scen, model) == first
+    smaller = dataclasses.replace(scen, clients=scen.clients[:30])
+    assert {c for s in candidate_sets(smaller, model) for c in s.ids} <= {c.id for c in scen.clients[:30]}
