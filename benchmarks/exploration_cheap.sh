@@ -15,8 +15,8 @@
 #   OUT/<s>-all/depl    (ALL=1 only) value stop + rate window 0.5 on every client, the option's baseline
 # The -prior and -all folders get a copy of OUT/<s>/full, so every folder is reported against full.
 #   SEEDS=10 FULL_SEEDS=5 FIRST=800 [ALL=1] bash benchmarks/exploration_cheap.sh OUT [SETTING ...]
-# then OUT/<folder>/report.{md,json} (depl-fl report) and
-# benchmarks/results/exploration_cheap/summary.{md,json} (benchmarks/exploration_energy.py).
+# then OUT/<folder>/report.{md,json} (depl-fl report), benchmarks/results/exploration_cheap/summary.{md,json}
+# (benchmarks/exploration_energy.py) and pooled-{cheap,prior,all}.md (benchmarks/plan_pit.py --pooled).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -74,4 +74,16 @@ for name in "${NAMES[@]}"; do
     "$PY" -m depl_fl.cli report "$S/$folder" --out "$S/$folder" > /dev/null
   done
 done
-"$PY" benchmarks/exploration_energy.py "$S" --out benchmarks/results/exploration_cheap/summary
+R=benchmarks/results/exploration_cheap
+"$PY" benchmarks/exploration_energy.py "$S" --out "$R/summary"
+# the share of each arm's static runs above their own predicted 0.9-quantile, pooled over the settings
+for arm in "" -prior -all; do
+  dirs=()
+  for name in "${NAMES[@]}"; do [ -d "$S/$name$arm/depl" ] && dirs+=("$S/$name$arm/depl"); done
+  [ ${#dirs[@]} -gt 0 ] && "$PY" benchmarks/plan_pit.py --pooled "${dirs[@]}" --out "$R/pooled${arm:--cheap}.md"
+done
+for name in "${NAMES[@]}"; do
+  for arm in "" -prior -all; do
+    [ -f "$S/$name$arm/report.md" ] && cp "$S/$name$arm/report.md" "$R/report-$name$arm.md"
+  done
+done
