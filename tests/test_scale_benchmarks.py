@@ -69,6 +69,17 @@ def test_memory_per_node_counts_the_node_processes_only():
     assert s["nodes_per_machine"] == int((9 * 1024 - 400) // 260)
 
 
+def test_the_memory_report_says_the_job_and_its_overrides(tmp_path):
+    samples = [{"supernode": {"count": 2, "rss_kib": 2048, "pss_kib": 1024, "max_rss_kib": 1024}}]
+    doc = {"overrides": ["cost.clock=model"], "returncode": 0, "status": "completed",
+           "job": {"met": True, "final_test_loss": 0.3312, "target_loss": 0.35, "target_prob": 0.9, "rounds": 7,
+                   "profile_rounds": 12, "total_energy_j": 512.25, "wall_s": 600.4},
+           "summary": supernode_memory.summarise(samples, nodes=2, machine_gib=4.0, reserve_gib=1.0)}
+    text = supernode_memory.write_outputs(doc, tmp_path).read_text()
+    assert "`python benchmarks/supernode_memory.py -n 2 cost.clock=model`" in text
+    assert "12 exploration and 7 training rounds, final test loss 0.3312 (target 0.35 at pi 0.9, met: True)" in text
+
+
 def test_a_superexec_started_by_a_supernode_belongs_to_it():
     assert supernode_memory._parent_pid_arg("flower-superexec --insecure --parent-pid 42") == "42"
     assert supernode_memory._parent_pid_arg("flower-superexec --insecure") is None
