@@ -703,8 +703,10 @@ class FederatedProfiler:
         set shift (``profile.plan_regime.enabled: false``)."""
         if regime is not None:
             window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 1.0))
+            cheapest = self.cfg["profile"]["explore"].get("clients", "all") == "cheapest"
             return with_plan_regime(measured, self.trajectories, len(self.records), regime,
-                                    local_steps(self.cfg, properties), self.sem_points, window)
+                                    local_steps(self.cfg, properties), self.sem_points, window,
+                                    rate_at_full=cheapest)
         explore = self.cfg["profile"]["explore"]
         fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)
         return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))

@@ -93,18 +93,21 @@ def test_a_rate_measured_on_a_subset_is_read_at_r_one():
     assert subset["std"] == at_one["std"]
 
 
-def test_with_plan_regime_divides_by_the_window_rounds_r_eff_only():
+def test_with_plan_regime_divides_by_the_window_rounds_r_eff_only_when_asked():
     fitted = {"run": {"p50": {"levels": [1.0, 2.0], "mean": [0.3, 0.2], "std": [0.3, 0.2]}},
               "data_exponent_mean": 0.5, "data_exponent_std": 0.5}
     losses = [2.3, 2.0, 1.4, 0.9, 0.6]
-    every = with_plan_regime(fitted, {"p50": (losses, [1.0] * 4)}, 4, REGIME, 3.125, {}, 0.5)
-    subset = with_plan_regime(fitted, {"p50": (losses, [1.0, 1.0, 0.5, 0.6])}, 4, REGIME, 3.125, {}, 0.5)
+    every = with_plan_regime(fitted, {"p50": (losses, [1.0] * 4)}, 4, REGIME, 3.125, {}, 0.5, True)
+    subset = with_plan_regime(fitted, {"p50": (losses, [1.0, 1.0, 0.5, 0.6])}, 4, REGIME, 3.125, {}, 0.5,
+                              True)
     factor = (0.5**0.31 + 0.6**0.31) / 2  # the last half (2 rounds) only
     ratio = np.array(subset["run"]["p50"]["mean"][2:5]) / np.array(every["run"]["p50"]["mean"][2:5])
     assert np.allclose(ratio, 1.0 / factor)
     first_half = with_plan_regime(fitted, {"p50": (losses, [0.5, 0.5, 1.0, 1.0])}, 4, REGIME, 3.125, {},
-                                  0.5)
+                                  0.5, True)
     assert first_half["run"]["p50"]["mean"] == every["run"]["p50"]["mean"]
+    as_measured = with_plan_regime(fitted, {"p50": (losses, [1.0, 1.0, 0.5, 0.6])}, 4, REGIME, 3.125, {}, 0.5)
+    assert as_measured["run"]["p50"]["mean"] == every["run"]["p50"]["mean"]
 
 
 # ---------------------------------------------------------------------------
