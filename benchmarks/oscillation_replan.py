@@ -19,7 +19,11 @@ reference, :mod:`depl_fl.tracking.oscillation`). Two checks per job:
 
 Jobs without a static plan (no dependable plan after exploring) are counted.
 
-    python benchmarks/oscillation_replan.py SWEEP_DIR [--reference 0.073] [--out FILE.md] [--json FILE.json]
+    python benchmarks/oscillation_replan.py SWEEP_DIR [--reference 0.073] [--set NAME=VALUE ...] \
+        [--out FILE.md] [--json FILE.json]
+
+``--set floor=0.0725`` also changes a plan-regime constant of the widened profile (how the
+learning curve's floor, which one exploration cannot fit, interacts with the wider oscillation).
 
 No job's decision is involved: the script reads the jobs' files only.
 """
@@ -49,8 +53,10 @@ def _samples(scenario: Any, plan_rounds: list[dict[str, Any]], seed: int) -> np.
     return simulate_final_losses(scenario, rounds, SAMPLES, seed)
 
 
-def check_job(doc: dict[str, Any], cache: Path, reference: float) -> dict[str, Any]:
-    """Both checks on one static job (see the module docstring)."""
+def check_job(doc: dict[str, Any], cache: Path, reference: float,
+              changes: dict[str, float] | None = None) -> dict[str, Any]:
+    """Both checks on one static job (see the module docstring); ``changes``: other plan-regime
+    constants of the widened profile (e.g. the floor)."""
     from regime_replan import _key, _planner
 
     from depl_fl.contract.plan import Targets
@@ -64,7 +70,7 @@ def check_job(doc: dict[str, Any], cache: Path, reference: float) -> dict[str, A
     profiler, obs, fresh, props = FederatedProfiler.restored(cfg, cached)
     measured = profiler.measured_fit(obs, fresh, props)
     raw = dict(cfg["profile"]["plan_regime"])
-    widened = PlanRegime.from_config({**raw, "explored_oscillation": reference})
+    widened = PlanRegime.from_config({**raw, **(changes or {}), "explored_oscillation": reference})
     own = PlanRegime.from_config({**raw, "explored_oscillation": None})
 
     def scenario(regime: PlanRegime):
@@ -108,15 +114,17 @@ def _probit_sd(pits: list[float]) -> float:
     return float(np.std(norm.ppf(np.clip(pits, edge, 1.0 - edge)), ddof=1)) if len(pits) > 1 else float("nan")
 
 
-def markdown(rows: list[dict[str, Any]], reference: float, command: str) -> str:
+def markdown(rows: list[dict[str, Any]], reference: float, command: str,
+             changes: dict[str, float] | None = None) -> str:
     """Per pi: the same plans predicted again, and the plans made again."""
     from depl_fl.runs.report import wilson_interval
 
+    changed = "".join(f", {k} = {v:g}" for k, v in (changes or {}).items())
     lines = ["# Static plans with the job's own measured oscillation", "", f"`{command}`", "",
-             f"Reference `explored_oscillation` = {reference:g}. Same plan: each job's recorded static plan "
-             "predicted again with the widened profile, its actual final test loss placed in both "
-             "predictions. Plan made again: the widened profile's plan against the job's own (its outcome "
-             "is not observed).", "",
+             f"Reference `explored_oscillation` = {reference:g}{changed}. Same plan: each job's recorded "
+             "static plan predicted again with the widened profile, its actual final test loss placed in "
+             "both predictions. Plan made again: the widened profile's plan against the job's own "
+             "(its outcome is not observed).", "",
              "| π | static jobs with a plan | oscillation used (median, max) | share above own π-quantile, "
              "job's profile [95% Wilson] | widened | probit sd job's / widened | plans made again feasible | "
              "mean rounds own / again | mean training J own / again |",
@@ -176,22 +184,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep", type=Path)
     parser.add_argument("--reference", type=float, default=0.073)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if not args.reference >= 0.0:
         print(f"error: --reference must be a number >= 0, got {args.reference}", file=sys.stderr)
         return 2
+    changes = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        try:
+            changes[name] = float(value)
+        except ValueError:
+            print(f"error: --set {item!r}: expected NAME=NUMBER", file=sys.stderr)
+            return 2
     jobs = static_jobs(args.sweep) if args.sweep.is_dir() else []
     if not jobs:
         print(f"error: no static DepL job with a profile cache file under {args.sweep}", file=sys.stderr)
         return 2
-    rows = [check_job(doc, cache, args.reference) for doc, cache in jobs]
-    command = f"python benchmarks/oscillation_replan.py {args.sweep} --reference {args.reference:g}"
-    text = markdown(rows, args.reference, command)
+    rows = [check_job(doc, cache, args.reference, changes) for doc, cache in jobs]
+    command = " ".join(["python benchmarks/oscillation_replan.py", str(args.sweep),
+                        f"--reference {args.reference:g}", *[f"--set {s}" for s in args.set]])
+    text = markdown(rows, args.reference, command, changes)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"reference": args.reference, "jobs": rows}, indent=1),
+        args.json.write_text(json.dumps({"reference": args.reference, "changes": changes, "jobs": rows},
+                                        indent=1),
                              encoding="utf-8")
     if args.out is None:
         sys.stdout.write(text)
