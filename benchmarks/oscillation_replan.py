@@ -125,9 +125,9 @@ def markdown(rows: list[dict[str, Any]], reference: float, command: str,
              "static plan predicted again with the widened profile, its actual final test loss placed in "
              "both predictions. Plan made again: the widened profile's plan against the job's own "
              "(its outcome is not observed).", "",
-             "| π | static jobs with a plan | oscillation used (median, max) | share above own π-quantile, "
-             "job's profile [95% Wilson] | widened | probit sd job's / widened | plans made again feasible | "
-             "mean rounds own / again | mean training J own / again |",
+             "| π | static jobs with a plan | oscillation used at the job's steps (median, max) | "
+             "share above own π-quantile, job's profile [95% Wilson] | widened | probit sd job's / widened | "
+             "plans made again feasible | mean rounds own / again | mean training J own / again |",
              "|---|---|---|---|---|---|---|---|---|"]
     for pi in sorted({r["pi"] for r in rows}):
         cell = [r for r in rows if r["pi"] == pi and "pit" in r]
