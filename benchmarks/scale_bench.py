@@ -1,25 +1,37 @@
-"""Server-side time per round and peak memory of DepL against Flower's FedAvg at 100-1,000 clients.
+"""Time per round and peak memory of DepL against Flower's FedAvg at 100-1,000 clients.
 
 Synthetic(1, 1) clients (``dataset=synthetic model=synthetic_mlp``), one
-in-process grid and ClientApp for both strategies: the grid times every
-ClientApp call, so the server's own time is the process's time minus the time
-spent inside the clients (their training, data loading and replies). CPU
-seconds are the figure compared (the machine may be shared); wall seconds are
-reported beside them. DepL's planning and central evaluation are also timed apart. DepL runs the
-whole job: node queries, the plan over all clients, tracking with re-plans
-(and the planner's check of the remaining plan that may defer one), the checks
-of every reply, aggregation, central evaluation (validation, the stop margin
-and test) and the per-round checkpoint. The one-time start-up before the
-first training message (DepL: node queries, scenario, the initial plan, the
-first evaluation; FedAvg: its first evaluation) is shown apart (``setup_cpu_s``,
-DepL's initial plan also alone as ``initial_plan_cpu_s``) and left out of the
-per-round figure; re-plans during training stay in it. FedAvg then trains the same
-number of rounds with as many clients per round as DepL's rounds had on
-average, with the same central evaluation (validation and test). The loss
-profile both use is measured once, by a federated exploration on the smallest
-federation (its cost is not in the figures). Each (strategy, clients) pair runs
-in a fresh process, whose peak RSS is its peak memory; ``rss_start_mb`` is the
-RSS after composing the job and loading the data, before the strategy starts.
+in-process grid and ClientApp for both strategies, in one process: the grid
+runs every client's training inside the server's exchange of the round and
+times every ClientApp call. Per training round it reports the *whole round*
+(the server and the clients' training of that round), the clients' part, and
+the *server* part (the round less the ClientApp calls), split by named parts
+that leave out the parts timed inside them: ``configure`` (the round's
+messages), ``exchange`` (the grid, without the clients), ``aggregation``
+(reply checks and the combination), ``evaluation`` (central), and for DepL
+``tracking`` (the controller's round record, without what follows),
+``planning`` (re-plans), ``plan_check`` (the planner's check of the remaining
+plan that may defer one) and ``checkpoint`` (checkpoint and results.json);
+``other`` is what no part covers. CPU seconds are the figure compared (the
+machine may be shared); wall seconds are reported beside them.
+
+DepL runs the whole job: node queries, the plan over all clients, tracking
+with re-plans, the checks of every reply, aggregation, central evaluation
+(validation, the stop margin and test) and the per-round checkpoint. The
+one-time start-up until the first round is configured (DepL: node queries,
+scenario, the initial plan, the first evaluation; FedAvg: its first
+evaluation) is shown apart (``setup_cpu_s``, DepL's initial plan also alone as
+``initial_plan_cpu_s``) and left out of the per-round figures. FedAvg then
+trains the same number of rounds with as many clients per round as DepL's
+rounds had on average (Flower samples them; its ``random`` is seeded), with
+the same central evaluation of the validation and test splits that DepL
+makes. Which clients train is each strategy's own choice, so the clients'
+part differs: ``samples_per_round`` says how much data the round's clients
+hold. The loss profile both use is measured once, by a federated exploration
+on the smallest federation (its cost is not in the figures). Each (strategy,
+clients) pair runs in a fresh process, whose peak RSS is its peak memory;
+``rss_start_mb`` is the RSS after composing the job and loading the data,
+before the strategy starts.
 
 Usage: ``python benchmarks/scale_bench.py [--clients 100 300 1000] [--out benchmarks/results/scale]
 [--profile benchmarks/results/scale/profile.json]`` writes ``scale.json``, ``scale.md``, ``scale.png``
@@ -59,69 +71,104 @@ def _peak_mb() -> float:
 
 
 class Clock:
-    """Wall and CPU seconds accumulated by named parts of a run."""
+    """Wall and CPU seconds of named parts of a run, each without the timed parts called inside it.
+
+    Parts timed before :meth:`mark_setup` (the first round's configuration)
+    belong to the one-time start-up and are kept apart (``setup_wall``,
+    ``setup_cpu``); those after it to the training rounds (``wall``, ``cpu``).
+    The part ``client`` is every ClientApp call: a client's training, data
+    loading and reply, which the in-process grid runs inside the server's
+    exchange of the round.
+    """
 
     def __init__(self) -> None:
         self.wall: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
+        self.setup_wall: dict[str, float] = {}
+        self.setup_cpu: dict[str, float] = {}
         self.started: tuple[float, float] | None = None
+        self.setup: tuple[float, float] | None = None
+        self._open: list[list[float]] = []
 
     def start(self) -> None:
-        """The strategy starts now: the start-up runs until the first training message."""
+        """The strategy starts now: the start-up runs until the first round is configured."""
         self.started = (time.perf_counter(), time.process_time())
 
     def mark_setup(self) -> None:
-        """The first training message: the server's seconds since :meth:`start` are its start-up."""
-        if self.started is None or "setup" in self.cpu:
+        """The first round is configured now: the seconds since :meth:`start` are the start-up."""
+        if self.started is None or self.setup is not None:
             return
-        self.wall["setup"] = time.perf_counter() - self.started[0] - self.wall.get("client", 0.0)
-        self.cpu["setup"] = time.process_time() - self.started[1] - self.cpu.get("client", 0.0)
+        self.setup = (time.perf_counter() - self.started[0], time.process_time() - self.started[1])
 
     def timed(self, part: str, fn):
-        """``fn`` wrapped so that its calls add to ``part``."""
+        """``fn`` wrapped so that its calls add to ``part`` (less the timed parts inside them)."""
         def wrapper(*args, **kwargs):
             w0, c0 = time.perf_counter(), time.process_time()
+            self._open.append([0.0, 0.0])
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.wall[part] = self.wall.get(part, 0.0) + time.perf_counter() - w0
-                self.cpu[part] = self.cpu.get(part, 0.0) + time.process_time() - c0
+                inner_w, inner_c = self._open.pop()
+                w, c = time.perf_counter() - w0, time.process_time() - c0
+                wall, cpu = (self.wall, self.cpu) if self.setup is not None else (self.setup_wall,
+                                                                                   self.setup_cpu)
+                wall[part] = wall.get(part, 0.0) + w - inner_w
+                cpu[part] = cpu.get(part, 0.0) + c - inner_c
+                if self._open:
+                    self._open[-1][0] += w
+                    self._open[-1][1] += c
         return wrapper
 
 
 def _timed_grid(cfg: dict[str, Any], clock: Clock | None = None):
-    """The in-process grid; with ``clock``, every ClientApp call adds to its part ``client``."""
-    from flwr.app import MessageType
-
+    """The in-process grid; with ``clock``, ClientApp calls add to ``client``, exchanges to ``exchange``."""
     from clients.client_app import make_client_app
     from strategies.inprocess_grid import InProcessGrid
 
     app = make_client_app(cfg)
     if clock is None:
         return InProcessGrid(app, int(cfg["num_clients"]))
-    timed = clock.timed("client", app)
+    grid = InProcessGrid(clock.timed("client", app), int(cfg["num_clients"]))
+    grid.send_and_receive = clock.timed("exchange", grid.send_and_receive)
+    return grid
 
-    def client(message, context):
-        if message.metadata.message_type == MessageType.TRAIN:
-            clock.mark_setup()
-        return timed(message, context)
 
-    return InProcessGrid(client, int(cfg["num_clients"]))
+def _first_round(clock: Clock, fn):
+    """``configure_train`` timed as ``configure``; its first call ends the start-up."""
+    timed = clock.timed("configure", fn)
+
+    def configure(*args, **kwargs):
+        clock.mark_setup()
+        return timed(*args, **kwargs)
+    return configure
 
 
 def _split(clock: Clock, wall: float, cpu: float, rounds: int) -> dict[str, Any]:
-    """Server-side seconds per round: all minus the clients' and the one-time start-up's.
+    """Seconds per training round: the whole round, the clients' part, the server's and its parts.
 
-    The start-up (``setup``: the server's seconds before the first training
-    message; DepL's node queries, scenario, initial plan and first evaluation,
-    FedAvg's first evaluation) is reported apart.
+    The start-up (until the first round is configured: DepL's node queries,
+    scenario, initial plan and first evaluation, FedAvg's first evaluation) is
+    reported apart, the server's part of it as ``setup_cpu_s`` (without the
+    clients' answers to the queries). A training round's server part is the
+    round less the ClientApp calls; ``server_parts`` splits it by the timed
+    parts (``other``: what no part covers, e.g. building the messages' records
+    and the strategy's own loop).
     """
-    server_wall = wall - clock.wall.get("client", 0.0) - clock.wall.get("setup", 0.0)
-    server_cpu = cpu - clock.cpu.get("client", 0.0) - clock.cpu.get("setup", 0.0)
-    parts = {f"{k}_cpu_s": v for k, v in clock.cpu.items() if k != "client"}
-    return {"wall_s": wall, "cpu_s": cpu, "client_wall_s": clock.wall.get("client", 0.0),
-            "client_cpu_s": clock.cpu.get("client", 0.0), "server_wall_s_per_round": server_wall / rounds,
-            "server_cpu_s_per_round": server_cpu / rounds, **parts}
+    setup_w, setup_c = clock.setup if clock.setup is not None else (wall, cpu)
+    train_w, train_c = wall - setup_w, cpu - setup_c
+    client_w, client_c = clock.wall.get("client", 0.0), clock.cpu.get("client", 0.0)
+    server_c = train_c - client_c
+    parts = {k: v / rounds for k, v in sorted(clock.cpu.items()) if k != "client"}
+    parts["other"] = server_c / rounds - sum(parts.values())
+    return {"wall_s": wall, "cpu_s": cpu,
+            "setup_cpu_s": setup_c - clock.setup_cpu.get("client", 0.0),
+            "setup_wall_s": setup_w - clock.setup_wall.get("client", 0.0),
+            "initial_plan_cpu_s": clock.setup_cpu.get("planning", 0.0),
+            "round_cpu_s_per_round": train_c / rounds, "round_wall_s_per_round": train_w / rounds,
+            "client_cpu_s_per_round": client_c / rounds, "client_wall_s_per_round": client_w / rounds,
+            "server_cpu_s_per_round": server_c / rounds,
+            "server_wall_s_per_round": (train_w - client_w) / rounds,
+            "server_parts": parts}
 
 
 def _config(clients: int, extra: list[str]) -> dict[str, Any]:
@@ -169,24 +216,45 @@ def _write_profile_file(cfg: dict[str, Any], loss: dict[str, Any], path: Path) -
     return path
 
 
-def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
-    """One DepL job: its server-side seconds (planning and evaluation apart), rounds, clients per round."""
+def _instrument_depl(clock: Clock) -> None:
+    """Time DepL's parts (this process only): every part of the server's round has its name."""
     import depl_fl.planner
+    import strategies.server_app as server_app
+    from depl_fl.orchestration.controller import RunController
+
+    depl_fl.planner.make_plan = clock.timed("planning", depl_fl.planner.make_plan)
+    depl_fl.planner.plan_holds = clock.timed("plan_check", depl_fl.planner.plan_holds)
+    RunController.record = clock.timed("tracking", RunController.record)
+    make_eval = server_app.make_evaluate_fn
+
+    def timed_eval(cfg):
+        evaluate = make_eval(cfg)
+        timed = clock.timed("evaluation", evaluate)
+        timed.validation_loss = evaluate.validation_loss
+        return timed
+
+    server_app.make_evaluate_fn = timed_eval
+    build = server_app.build_strategy
+
+    def timed_build(*args, **kwargs):
+        if kwargs.get("on_round") is not None:
+            kwargs["on_round"] = clock.timed("checkpoint", kwargs["on_round"])
+        strategy = build(*args, **kwargs)
+        strategy.configure_train = _first_round(clock, strategy.configure_train)
+        strategy.aggregate_train = clock.timed("aggregation", strategy.aggregate_train)
+        return strategy
+
+    server_app.build_strategy = timed_build
+
+
+def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
+    """One DepL job: its seconds per training round (the server's by part), rounds, clients per round."""
     import strategies.server_app as server_app
 
     cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"])
     _warm_data(cfg)
     clock = Clock()
-    make_plan, calls = depl_fl.planner.make_plan, []
-
-    def timed_plan(*args, **kwargs):  # the first call is the one-time plan, the others re-plans
-        calls.append(1)
-        return clock.timed("initial_plan" if len(calls) == 1 else "planning", make_plan)(*args, **kwargs)
-
-    depl_fl.planner.make_plan = timed_plan
-    depl_fl.planner.plan_holds = clock.timed("plan_check", depl_fl.planner.plan_holds)
-    make_eval = server_app.make_evaluate_fn
-    server_app.make_evaluate_fn = lambda c: clock.timed("evaluation", make_eval(c))
+    _instrument_depl(clock)
     grid = _timed_grid(cfg, clock)
     rss0 = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()
@@ -197,15 +265,32 @@ def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
     rounds = [r for r in doc["rounds"] if r.get("phase", "train") == "train"] or doc["rounds"]
     per_round = [len(r["clients"]) for r in rounds]
     kept = sum(1 for r in rounds if (r.get("plan_check") or {}).get("kept"))
+    replans = doc["replans"]
     return {"strategy": "depl", "clients": clients, "rounds": len(rounds),
-            "clients_per_round": statistics.mean(per_round), "replans": doc["summary"].get("replans"),
-            "replans_deferred": kept, "final_test_loss": doc["summary"].get("final_test_loss"),
+            "clients_per_round": statistics.mean(per_round),
+            "samples_per_round": statistics.mean(sum(doc_samples(doc, r["clients"])) for r in rounds),
+            "replans": doc["summary"].get("replans"), "replans_deferred": kept,
+            "replans_infeasible": sum(1 for r in replans if not r.get("feasible", True)),
+            "replan_reasons": [r.get("reason") for r in replans],
+            "final_test_loss": doc["summary"].get("final_test_loss"),
             **_split(clock, wall, cpu, len(rounds)), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb(),
             "load_average": os.getloadavg()[0]}
 
 
+def doc_samples(doc: dict[str, Any], clients: list[str]) -> list[int]:
+    """Training samples of ``clients`` as the results' scenario lists them."""
+    counts = {c["id"]: int(c["num_samples"]) for c in doc["scenario"]["clients"]}
+    return [counts[c] for c in clients]
+
+
 def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
-    """Flower's FedAvg on the same grid: ``rounds`` rounds of ``per_round`` clients, central evaluation."""
+    """Flower's FedAvg on the same grid: ``rounds`` rounds of ``per_round`` clients, central evaluation.
+
+    Flower samples the round's nodes with Python's ``random``; it is seeded here, so a rerun trains
+    the same clients.
+    """
+    import random
+
     from flwr.app import ConfigRecord, MetricRecord
     from flwr.serverapp.strategy import FedAvg
 
@@ -232,16 +317,35 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
     fraction = min(1.0, per_round / clients)
     strategy = FedAvg(fraction_train=fraction, fraction_evaluate=0.0, min_available_nodes=clients,
                       min_train_nodes=max(1, round(per_round)))
+    strategy.configure_train = _first_round(clock, strategy.configure_train)
+    strategy.aggregate_train = clock.timed("aggregation", strategy.aggregate_train)
     grid = _timed_grid(cfg, clock)
-    conf = ConfigRecord({"compression": 0.0, "local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0,
-                         "model-id": "full", "level": 0})
+    trained: list[int] = []
+    deliver = grid.deliver
+
+    def counted(msg):
+        if msg.metadata.message_type == "train":
+            trained.append(int(grid.contexts[msg.metadata.dst_node_id].node_config["partition-id"]))
+        return deliver(msg)
+
+    grid.deliver = counted
+    train = cfg["train"]  # the local training DepL's clients get
+    conf = ConfigRecord({"compression": 0.0, "local-epochs": int(train["local_epochs"]),
+                         "lr": float(train["lr"]), "batch-size": int(train["batch_size"]),
+                         "seed": int(cfg["seed"]), "model-id": "full", "level": 0})
+    random.seed(0)
     rss0 = _rss_mb()
     w0, c0 = time.perf_counter(), time.process_time()
     clock.start()
     strategy.start(grid, state_to_arrays(initial_state(geo, 0)), num_rounds=rounds, train_config=conf,
                    evaluate_fn=clock.timed("evaluation", evaluate))
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    from depl_fl.task.partitions import synthetic_spec
+    from depl_fl.task.synthetic import sample_counts
+
+    counts = sample_counts(synthetic_spec(cfg), clients)
     return {"strategy": "fedavg", "clients": clients, "rounds": rounds, "clients_per_round": per_round,
+            "samples_per_round": sum(counts[p] for p in trained) / rounds,
             **_split(clock, wall, cpu, rounds), "rss_start_mb": rss0, "peak_rss_mb": _peak_mb(),
             "load_average": os.getloadavg()[0]}
 
@@ -267,38 +371,59 @@ def in_child(fn: str, *args: Any) -> Any:
     return result
 
 
+#: The server's parts in the components table, in the order of a round.
+DEPL_PARTS = ("configure", "exchange", "aggregation", "evaluation", "tracking", "planning", "plan_check",
+              "checkpoint", "other")
+FEDAVG_PARTS = ("configure", "exchange", "aggregation", "evaluation", "other")
+
+
+def _ms(value: float) -> str:
+    return f"{1000 * value:.1f}"
+
+
 def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
     """``scale.json``, ``scale.md`` and ``scale.png`` from the measured rows."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale.json").write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=1))
     by = {(r["strategy"], r["clients"]): r for r in rows}
     sizes = sorted({r["clients"] for r in rows})
-    lines = ["# Server-side cost at scale: DepL vs FedAvg (synthetic clients, in-process grid)", "",
-             "Regenerate: `python benchmarks/scale_bench.py` (its docstring says what is timed). "
-             "CPU seconds of the server process minus those spent inside the ClientApp, per training "
-             "round; the one-time start-up before the first training message (DepL: node queries, "
-             "scenario, initial plan, first evaluation) is its own column and not in the per-round "
-             "figure (re-plans and the plan checks during training are). Wall seconds beside "
-             "them; the 1-minute load average of the (shared, 2-core) machine at the end of each run.", "",
-             "| clients | rounds | clients/round | start-up CPU s DepL (initial plan) / FedAvg "
-             "| DepL server CPU s/round (re-planning, plan checks, evaluation) "
-             "| FedAvg server CPU s/round (evaluation) | ratio | DepL / FedAvg server wall s/round "
-             "| DepL / FedAvg peak RSS MB | DepL re-plans (deferred) | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["# Cost per round at scale: DepL vs FedAvg (synthetic clients, in-process grid)", "",
+             "Regenerate: `python benchmarks/scale_bench.py --profile benchmarks/results/scale/profile.json` "
+             "(its docstring says what is timed). CPU seconds per training round of one process that "
+             "runs the server and every client: the *server* part is the round less the ClientApp calls, "
+             "the *whole round* adds the clients' training of that round. The one-time start-up before "
+             "the first round (DepL: node queries, scenario, initial plan, first evaluation) is its own "
+             "column and not in the per-round figures (re-plans and plan checks during training are). "
+             "The 1-minute load average of the (shared, 2-core) machine at the end of each run.", "",
+             "| clients | rounds | clients/round (samples) DepL / FedAvg | server CPU s/round DepL / FedAvg "
+             "| server ratio | whole-round CPU s/round DepL / FedAvg | whole-round ratio "
+             "| start-up CPU s DepL (initial plan) / FedAvg | server wall s/round DepL / FedAvg "
+             "| peak RSS MB DepL / FedAvg | DepL re-plans (infeasible; deferred) | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in sizes:
         d, f = by[("depl", n)], by[("fedavg", n)]
-        ratio = d["server_cpu_s_per_round"] / f["server_cpu_s_per_round"]
-        per = d["rounds"]
         lines.append(
-            f"| {n} | {per} | {d['clients_per_round']:.1f} | {d.get('setup_cpu_s', 0):.2f} "
-            f"({d.get('initial_plan_cpu_s', 0):.2f}) / {f.get('setup_cpu_s', 0):.2f} "
-            f"| {d['server_cpu_s_per_round']:.3f} ({d.get('planning_cpu_s', 0) / per:.3f}, "
-            f"{d.get('plan_check_cpu_s', 0) / per:.3f}, {d.get('evaluation_cpu_s', 0) / per:.3f}) "
-            f"| {f['server_cpu_s_per_round']:.3f} ({f.get('evaluation_cpu_s', 0) / f['rounds']:.3f}) "
-            f"| {ratio:.2f} | {d['server_wall_s_per_round']:.2f} / {f['server_wall_s_per_round']:.2f} "
+            f"| {n} | {d['rounds']} | {d['clients_per_round']:.1f} ({d.get('samples_per_round', 0):.0f}) / "
+            f"{f['clients_per_round']:.1f} ({f.get('samples_per_round', 0):.0f}) "
+            f"| {d['server_cpu_s_per_round']:.4f} / {f['server_cpu_s_per_round']:.4f} "
+            f"| {d['server_cpu_s_per_round'] / f['server_cpu_s_per_round']:.2f} "
+            f"| {d['round_cpu_s_per_round']:.3f} / {f['round_cpu_s_per_round']:.3f} "
+            f"| {d['round_cpu_s_per_round'] / f['round_cpu_s_per_round']:.2f} "
+            f"| {d['setup_cpu_s']:.2f} ({d['initial_plan_cpu_s']:.2f}) / {f['setup_cpu_s']:.2f} "
+            f"| {d['server_wall_s_per_round']:.3f} / {f['server_wall_s_per_round']:.3f} "
             f"| {d['peak_rss_mb']:.0f} / {f['peak_rss_mb']:.0f} "
-            f"| {d['replans']} ({d.get('replans_deferred', 0)}) "
-            f"| {d.get('load_average', float('nan')):.1f} / {f.get('load_average', float('nan')):.1f} |")
+            f"| {d['replans']} ({d.get('replans_infeasible', 0)}; {d.get('replans_deferred', 0)}) "
+            f"| {d['load_average']:.1f} / {f['load_average']:.1f} |")
+    lines += ["", "Server CPU milliseconds per training round by part (`other`: what no part covers: the "
+              "strategy's own loop, building the messages' records, logging):", "",
+              "| clients | strategy | " + " | ".join(DEPL_PARTS) + " | server |",
+              "|---|---|" + "---|" * (len(DEPL_PARTS) + 1)]
+    for n in sizes:
+        for name, parts in (("depl", DEPL_PARTS), ("fedavg", FEDAVG_PARTS)):
+            row = by[(name, n)]
+            cells = [_ms(row["server_parts"].get(k, 0.0)) if k in parts else "-" for k in DEPL_PARTS]
+            total = _ms(row["server_cpu_s_per_round"])
+            lines.append(f"| {n} | {name} | " + " | ".join(cells) + f" | {total} |")
     lines += ["", memory_growth(by, sizes)]
     (out / "scale.md").write_text("\n".join(lines) + "\n")
     _plot(by, sizes, out / "scale.png")
@@ -320,12 +445,14 @@ def _plot(by: dict, sizes: list[int], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(12, 3.6))
     for name, style in (("depl", "o-"), ("fedavg", "s--")):
         ax1.plot(sizes, [by[(name, n)]["server_cpu_s_per_round"] for n in sizes], style, label=name)
-        ax2.plot(sizes, [by[(name, n)]["peak_rss_mb"] for n in sizes], style, label=name)
+        ax2.plot(sizes, [by[(name, n)]["round_cpu_s_per_round"] for n in sizes], style, label=name)
+        ax3.plot(sizes, [by[(name, n)]["peak_rss_mb"] for n in sizes], style, label=name)
     ax1.set(xlabel="clients", ylabel="server CPU seconds per round", ylim=(0, None))
-    ax2.set(xlabel="clients", ylabel="peak RSS (MB)", ylim=(0, None))
+    ax2.set(xlabel="clients", ylabel="whole-round CPU seconds per round", ylim=(0, None))
+    ax3.set(xlabel="clients", ylabel="peak RSS (MB)", ylim=(0, None))
     ax1.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

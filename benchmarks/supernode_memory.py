@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 KINDS = (("warm_worker", "clients.warm_worker"), ("clientapp", "flwr-clientapp"),
          ("supernode", "flower-supernode"), ("serverapp", "flwr-serverapp"),
          ("superlink", "flower-superlink"), ("superexec", "flower-superexec"))
+#: What the report keeps of the job's ``results.json`` summary.
+JOB_KEYS = ("met", "final_test_loss", "target_loss", "target_prob", "rounds", "profile_rounds",
+            "total_energy_j", "wall_s")
 NODE_KINDS = ("supernode", "node_superexec", "warm_worker", "clientapp")
 
 
@@ -135,11 +138,18 @@ def write_outputs(doc: dict, out: Path) -> Path:
     (out / "supernodes.json").write_text(json.dumps(doc, indent=1))
     s = doc["summary"]
     lines = [f"# Memory per SuperNode: loopback deployment of {s['nodes']} SuperNodes", "",
-             f"Regenerate: `python benchmarks/supernode_memory.py -n {s['nodes']}`. Job: "
+             f"Regenerate: `python benchmarks/supernode_memory.py -n {s['nodes']}"
+             f"{''.join(' ' + o for o in doc['overrides'])}`. Job: "
              f"`{' '.join(doc['overrides']) or 'the default job'}`, exit status {doc['returncode']}, "
              f"summary.status {doc['status']}; {s['samples']} samples, one a second.", "",
              "| processes | peak count | peak RSS MiB (sum) | peak PSS MiB (sum) | largest process RSS MiB |",
              "|---|---|---|---|---|"]
+    job = doc.get("job") or {}
+    if job.get("final_test_loss") is not None:
+        lines[4:4] = [f"The job: {job['profile_rounds']} exploration and {job['rounds']} training rounds, "
+                      f"final test loss {job['final_test_loss']:.4f} (target {job['target_loss']:g} at pi "
+                      f"{job['target_prob']:g}, met: {job['met']}), {job['total_energy_j']:.1f} J modelled, "
+                      f"{job['wall_s']:.0f} s wall.", ""]
     for kind, row in s["per_kind"].items():
         lines.append(f"| {kind} | {row['peak_count']} | {row['peak_rss_mib']:.0f} "
                      f"| {row['peak_pss_mib']:.0f} | {row['max_process_rss_mib']:.0f} |")
@@ -183,7 +193,8 @@ def main() -> None:
             stop.set()
             thread.join()
         results = Path(tmp) / "out" / "results.json"
-        status = json.loads(results.read_text())["summary"]["status"] if results.exists() else "missing"
+        job = json.loads(results.read_text())["summary"] if results.exists() else {}
+        status = job.get("status", "missing")
         if rc != 0:
             print((Path(tmp) / "deploy.log").read_text()[-3000:], file=sys.stderr)
             for log_file in sorted((Path(tmp) / "out").rglob("*.log"))[:3]:
@@ -191,6 +202,7 @@ def main() -> None:
         if not samples or not any(s.get("supernode") for s in samples):
             sys.exit("supernode_memory: the deployment never had a SuperNode running; nothing written")
         doc = {"command": cmd[1:], "overrides": args.overrides, "returncode": rc, "status": status,
+               "job": {k: job.get(k) for k in JOB_KEYS},
                "summary": summarise([s for s in samples if s], args.n, args.machine_gib, args.reserve_gib),
                "timeline": samples[:: max(1, len(samples) // 200)]}
     print(write_outputs(doc, args.out))

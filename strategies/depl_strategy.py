@@ -269,6 +269,9 @@ class DepLStrategy(FedAvg):
         self._aggregate_problem: str | None = None
         self._threshold = math.inf
         self._norm_history: deque[float] = deque(maxlen=self.aggregation.history)
+        #: The weight cap's median of the queried counts, and which properties it was taken from.
+        self._median: list[float] = []
+        self._median_of: tuple[int, int] | None = None
 
     def summary(self) -> None:
         """Log the strategy configuration."""
@@ -382,20 +385,22 @@ class DepLStrategy(FedAvg):
         self._bytes = {"down": payload_bytes(arrays) * len(decision.clients), "up": 0}
         messages = []
         self._sent = []
+        # One content per resource level: the planned clients of a cluster get the same record.
+        contents: dict[int, RecordDict] = {}
         for cid in decision.clients:
-            cluster = self.scenario.client(cid).cluster
-            conf = ConfigRecord(dict(config))
-            conf.update({
-                "model-id": decision.model, "compression": float(model.compression),
-                "level": int(decision.levels.get(cluster, 0)),
-                "local-epochs": int(self.train_settings["local-epochs"]),
-                "lr": float(self.train_settings["lr"]),
-                "batch-size": int(self.train_settings["batch-size"]),
-                "server-round": int(server_round), "seed": int(self.train_settings["seed"]),
-            })
-            messages.append(Message(RecordDict({"arrays": arrays, "config": conf}),
-                                    dst_node_id=self.node_of[cid], message_type=MessageType.TRAIN,
-                                    group_id=str(server_round)))
+            level = int(decision.levels.get(self.scenario.client(cid).cluster, 0))
+            if level not in contents:
+                conf = ConfigRecord(dict(config))
+                conf.update({
+                    "model-id": decision.model, "compression": float(model.compression), "level": level,
+                    "local-epochs": int(self.train_settings["local-epochs"]),
+                    "lr": float(self.train_settings["lr"]),
+                    "batch-size": int(self.train_settings["batch-size"]),
+                    "server-round": int(server_round), "seed": int(self.train_settings["seed"]),
+                })
+                contents[level] = RecordDict({"arrays": arrays, "config": conf})
+            messages.append(Message(contents[level], dst_node_id=self.node_of[cid],
+                                    message_type=MessageType.TRAIN, group_id=str(server_round)))
             self._sent.append((messages[-1], cid))
         return messages
 
@@ -470,9 +475,7 @@ class DepLStrategy(FedAvg):
         integers = {name for name, dtype in self.network.dtypes.items()
                     if not np.issubdtype(np.dtype(dtype), np.floating)}
         reference = extract(self._global_state, self._structure)
-        # The weight cap reads the median of every queried count: once per round, not per reply.
-        queried = [float(np.median(np.asarray([int(p["num-samples"]) for p in self.properties.values()],
-                                              dtype=np.float64)))] if self.properties else []
+        queried = self._queried_median()
         candidates: list[Accepted] = []
         for reply in replies:
             cid = self.sender_of(reply)
@@ -501,6 +504,19 @@ class DepLStrategy(FedAvg):
             else:
                 accepted.append(cand)
         return accepted
+
+    def _queried_median(self) -> list[float]:
+        """The median of every queried sample count, as the weight cap reads it (``[]``: none queried).
+
+        Taken once per set of queried clients, not per round: the properties only
+        gain clients (late nodes), so their number says when it is stale.
+        """
+        key = (id(self.properties), len(self.properties))
+        if self._median_of != key:
+            counts = np.asarray([int(p["num-samples"]) for p in self.properties.values()], dtype=np.float64)
+            self._median = [float(np.median(counts))] if self.properties else []
+            self._median_of = key
+        return self._median
 
     def _combine(self, accepted: list[Accepted]) -> dict[str, np.ndarray] | None:
         """The new full model from the accepted replies, or ``None`` (rolled back)."""

@@ -5,6 +5,11 @@ runs ``profile.explore.rounds`` exploration rounds through the Flower grid,
 with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 :meth:`DepLStrategy.aggregate_train`, one FedAvg-round implementation):
 
+* with ``profile.explore.clients: cheapest`` (opt-in) the rounds draw on the
+  clients of the cheapest clusters only (a round of the largest variant
+  costs least per sample there), the clusters a dependable plan trains on
+  when they are enough; the learning curve's rate is then read at ``r = 1``
+  through the rounds' ``r_eff`` (:func:`depl_fl.tracking.learning_curve.ratio_factor`);
 * every round splits the clients into one disjoint, seeded random group per
   model variant (random group sizes, so the rounds see different sample
   fractions ``r`` and the data exponents ``a``/``b`` are identifiable); each
@@ -86,6 +91,7 @@ from depl_fl.contract.semantics import client_energy
 from depl_fl.errors import InfeasibleError
 from depl_fl.orchestration.exploration import (
     ExploreProgress,
+    cheapest_clients,
     cheapest_levels,
     merge_states,
     round_clients,
@@ -308,7 +314,7 @@ class FederatedProfiler:
         scenario = self.provisional_scenario(strategy.properties)
         strategy.scenario = scenario
         levels = cheapest_levels(scenario)
-        clients = sorted(strategy.properties)
+        clients = self._pool(scenario, sorted(strategy.properties), levels)
         self.coverage = LabelCoverage.of_config(self.cfg, strategy.properties)
         switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
         self.sem_points = {m: [tuple(p) for p in pts]
@@ -349,6 +355,19 @@ class FederatedProfiler:
             self.records[-1]["steps_s"] = clock.steps()
             self._announce(k)
         return arrays, observations, state.fresh_loss, max(losses.values())
+
+    def _pool(self, scenario: Scenario, clients: Sequence[str], levels: Mapping[str, int]) -> list[str]:
+        """The clients exploration rounds draw from: all, or with ``profile.explore.clients: cheapest``
+        those of the clusters where a round of the largest variant costs least per sample (at least
+        one client per variant, :func:`depl_fl.orchestration.exploration.cheapest_clients`)."""
+        choice = str(self.cfg["profile"]["explore"].get("clients") or "all")
+        if choice == "all":
+            return list(clients)
+        largest = max(scenario.models, key=lambda m: m.flops_per_sample).id
+        pool = cheapest_clients(scenario, clients, levels, largest, len(self.models))
+        LOG.info("exploration: %d of %d clients (clusters %s, the cheapest per sample)", len(pool),
+                 len(clients), ", ".join(sorted({scenario.client(c).cluster for c in pool})))
+        return pool
 
     def _fresh_progress(self, evaluate_fn: Any, arrays: ArrayRecord) -> ExploreProgress:
         """The start of an exploration: no round done, the fresh model's losses."""
@@ -684,8 +703,10 @@ class FederatedProfiler:
         set shift (``profile.plan_regime.enabled: false``)."""
         if regime is not None:
             window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 1.0))
+            cheapest = self.cfg["profile"]["explore"].get("clients", "all") == "cheapest"
             return with_plan_regime(measured, self.trajectories, len(self.records), regime,
-                                    local_steps(self.cfg, properties), self.sem_points, window)
+                                    local_steps(self.cfg, properties), self.sem_points, window,
+                                    rate_at_full=cheapest)
         explore = self.cfg["profile"]["explore"]
         fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)
         return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))

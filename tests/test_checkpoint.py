@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -93,3 +94,42 @@ def test_mark_interrupted_does_not_undo_completed(tmp_path):
     write_results({"version": 1, "summary": {"status": "completed"}, "rounds": []}, tmp_path, plot=False)
     mark_interrupted(tmp_path)
     assert json.loads((tmp_path / "results.json").read_text())["summary"]["status"] == "completed"
+
+
+def _scenario():
+    from pathlib import Path
+
+    from depl_fl.contract.scenario import scenario_from_dict
+
+    return scenario_from_dict(json.loads((Path(__file__).parent / "data" / "example_scenario.json")
+                                         .read_text()))
+
+
+def test_a_checkpoint_pickles_a_scenario_once_and_loads_the_objects_it_saved(tmp_path):
+    import pickle
+
+    from depl_fl.runs.checkpoint import checkpoint_bytes
+
+    scenario = _scenario()
+    doc = {"scenario": scenario, "controller": {"scenario": scenario, "records": [{"loss": 1.0}]}}
+    back = pickle.loads(checkpoint_bytes(doc))
+    assert back["scenario"] == scenario and back["scenario"] is back["controller"]["scenario"]
+    assert back["controller"]["records"] == [{"loss": 1.0}]
+    assert pickle.loads(checkpoint_bytes(doc))["scenario"] == scenario  # from the kept bytes
+    other = dataclasses.replace(scenario, local_epochs=3)
+    assert pickle.loads(checkpoint_bytes({"scenario": other}))["scenario"].local_epochs == 3
+    save_checkpoint(tmp_path, CFG, {"rounds_done": 1, "scenario": scenario})
+    assert load_checkpoint(tmp_path, CFG)["scenario"] == scenario
+
+
+def test_the_compact_results_text_is_jsons_with_the_scenario_encoded_once():
+    from depl_fl.runs.results import compact_json
+
+    section = {"clients": [{"id": f"c{i}", "num_samples": i} for i in range(5)]}
+    doc = {"version": 1, "summary": {"met": True, "loss": 0.25}, "scenario": section, "config": {"a": [1]}}
+    assert compact_json(doc) == json.dumps(doc, allow_nan=False)
+    assert compact_json(doc) == json.dumps(doc, allow_nan=False)  # from the kept text
+    changed = {**doc, "scenario": {"clients": []}}
+    assert compact_json(changed) == json.dumps(changed, allow_nan=False)
+    with pytest.raises(ValueError):
+        compact_json({**doc, "summary": {"loss": float("nan")}})

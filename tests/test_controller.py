@@ -322,3 +322,16 @@ def test_plan_holds_is_the_planners_acceptance_test(setting):
     short, p_short = plan_holds(scenario, targets, plan.rounds[:1])
     assert not short and p_short < targets.target_prob
     assert plan_holds(scenario, targets, [])[0] is False
+
+
+def test_the_replanning_scenario_is_kept_while_no_client_fails_anew(setting):
+    scenario, targets, plan, planner = setting
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True)
+    assert ctl._replanning_scenario() is scenario
+    ctl.failed_clients.add("c1")
+    first = ctl._replanning_scenario()
+    assert [c.id for c in first.clients] == ["c0", "c2", "c3", "c4", "c5"]
+    assert ctl._replanning_scenario() is first  # the planner's per-scenario checks are not repeated
+    ctl.failed_clients.add("c4")
+    second = ctl._replanning_scenario()
+    assert second is not first and [c.id for c in second.clients] == ["c0", "c2", "c3", "c5"]

@@ -11,11 +11,14 @@ and pruning that must not change any plan:
 * :func:`schedules.second_blocks_all` (all groups, settled states dropped)
   equals :func:`schedules._second_blocks`, one group at a time;
 * the per-call cache of round options returns the fronts ``round_options``
-  computes; the trajectory cache answers a repeated plan as a fresh run.
+  computes; the trajectory cache answers a repeated plan as a fresh run;
+* a start that already meets the target gets the plan of no round without
+  the search, the same plan document as the search's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -230,3 +233,47 @@ def test_undominated_vertices_match_a_pairwise_reference_on_dense_and_spread_lay
             assert (_undominated(model, mean_bin, std_bin, weight) == expected).all()
             paths += int(not expected.all())
     assert paths > 0  # some layers do drop vertices
+
+
+def _plan_document(plan) -> dict:
+    """A plan's document without what says how it was found (``planner_info``, ``planner_seconds``)."""
+    from depl_fl.contract.plan import plan_to_dict
+
+    doc = plan_to_dict(plan)
+    doc.pop("planner_info", None)
+    doc.pop("planner_seconds", None)
+    return doc
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+@pytest.mark.parametrize("fraction", [0.0, 0.9, 1.0, 1.05])
+def test_a_start_that_meets_the_target_gets_the_searchs_plan_without_the_search(index, fraction,
+                                                                              monkeypatch):
+    import depl_fl.planner as planner
+
+    (scen, targets), base = CASES[index]
+    previous = base.previous_model if base is not None else None
+    start = PlanStart(targets.target_loss * fraction, 0.0, previous, 0.0, 2)
+    fast = planner.make_plan(scen, targets, start=start, mc_trajectories=4000)
+    monkeypatch.setattr(planner, "no_round_wins", lambda *args, **kwargs: False)
+    searched = planner.make_plan(scen, targets, start=start, mc_trajectories=4000)
+    assert _plan_document(fast) == _plan_document(searched)
+    took = "shortcut" in fast.extra["planner_info"]
+    if fraction == 0.0:
+        assert took and fast.feasible and fast.rounds == []
+    if took:
+        assert "candidate_sets" in searched.extra["planner_info"] and searched.rounds == []
+    if fraction > 1.0:
+        assert not took and fast.rounds
+
+
+def test_candidate_sets_are_kept_per_scenario_object():
+    scen, _ = scenarios.scaled(60, 6, 80)
+    model = scen.models[0].id
+    first = candidate_sets(scen, model)
+    again = candidate_sets(scen, model)
+    assert again == first and again is not first  # a new list: a caller may reorder it
+    again.clear()
+    assert candidate_sets(scen, model) == first
+    smaller = dataclasses.replace(scen, clients=scen.clients[:30])
+    assert {c for s in candidate_sets(smaller, model) for c in s.ids} <= {c.id for c in scen.clients[:30]}

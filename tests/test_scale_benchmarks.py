@@ -14,47 +14,82 @@ import scale_ray_job  # noqa: E402
 import supernode_memory  # noqa: E402
 
 
-def test_server_time_is_the_run_minus_the_clients():
+class FakeTime:
+    """``perf_counter`` and ``process_time`` that advance only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def process_time(self) -> float:
+        return self.now
+
+
+def test_a_round_splits_into_the_clients_and_the_servers_parts():
     clock = scale_bench.Clock()
-    clock.wall.update({"client": 6.0, "planning": 1.0})
-    clock.cpu.update({"client": 3.0, "planning": 0.5})
-    row = scale_bench._split(clock, wall=10.0, cpu=5.0, rounds=4)
-    assert row["server_wall_s_per_round"] == pytest.approx(1.0)
+    clock.setup = (2.0, 1.0)
+    clock.setup_cpu.update({"client": 0.4, "planning": 0.3})
+    clock.setup_wall.update({"client": 0.5})
+    clock.cpu.update({"client": 3.0, "planning": 0.5, "evaluation": 0.2})
+    clock.wall.update({"client": 6.0})
+    row = scale_bench._split(clock, wall=12.0, cpu=6.0, rounds=4)
+    assert row["round_cpu_s_per_round"] == pytest.approx(1.25)
+    assert row["client_cpu_s_per_round"] == pytest.approx(0.75)
     assert row["server_cpu_s_per_round"] == pytest.approx(0.5)
-    assert row["planning_cpu_s"] == 0.5 and "client_cpu_s" in row
+    assert row["server_wall_s_per_round"] == pytest.approx(1.0)
+    assert row["server_parts"] == pytest.approx({"planning": 0.125, "evaluation": 0.05, "other": 0.325})
+    assert row["setup_cpu_s"] == pytest.approx(0.6) and row["initial_plan_cpu_s"] == pytest.approx(0.3)
 
 
-def test_the_table_compares_equal_client_counts(tmp_path):
-    def row(strategy, n, cpu):
-        return {"strategy": strategy, "clients": n, "rounds": 2, "clients_per_round": 5.0, "replans": 1,
-                "server_cpu_s_per_round": cpu, "server_wall_s_per_round": 2 * cpu, "peak_rss_mb": 100.0 + n,
-                "planning_cpu_s": 0.2, "plan_check_cpu_s": 0.04, "evaluation_cpu_s": 0.1,
-                "initial_plan_cpu_s": 1.5, "setup_cpu_s": 2.0, "replans_deferred": 3}
-    rows = [row("depl", 10, 0.3), row("fedavg", 10, 0.1), row("depl", 30, 0.3), row("fedavg", 30, 0.1)]
+def test_a_part_leaves_out_the_parts_timed_inside_it(monkeypatch):
+    fake = FakeTime()
+    monkeypatch.setattr(scale_bench, "time", fake)
+    clock = scale_bench.Clock()
+
+    def client():
+        fake.now += 3.0
+
+    def exchange():
+        fake.now += 1.0
+        timed_client()
+
+    timed_client = clock.timed("client", client)
+    clock.start()
+    clock.timed("exchange", exchange)()  # a node query: the start-up's
+    fake.now += 0.5
+    configure = scale_bench._first_round(clock, lambda: None)
+    configure()
+    assert clock.setup == (4.5, 4.5) and clock.setup_cpu == {"exchange": 1.0, "client": 3.0}
+    clock.timed("exchange", exchange)()
+    assert clock.cpu == {"configure": 0.0, "exchange": 1.0, "client": 3.0}
+    row = scale_bench._split(clock, wall=fake.now, cpu=fake.now, rounds=1)
+    assert row["setup_cpu_s"] == pytest.approx(1.5) and row["server_cpu_s_per_round"] == pytest.approx(1.0)
+
+
+def _row(strategy, n, server, whole):
+    parts = {"planning": 0.1 * server, "evaluation": 0.5 * server, "other": 0.4 * server}
+    return {"strategy": strategy, "clients": n, "rounds": 2, "clients_per_round": 5.0,
+            "samples_per_round": 500.0, "replans": 1, "replans_infeasible": 1, "replans_deferred": 3,
+            "server_cpu_s_per_round": server, "server_wall_s_per_round": 2 * server,
+            "round_cpu_s_per_round": whole, "peak_rss_mb": 100.0 + n, "setup_cpu_s": 2.0,
+            "initial_plan_cpu_s": 1.5 if strategy == "depl" else 0.0, "server_parts": parts,
+            "load_average": 4.0}
+
+
+def test_the_tables_compare_server_and_whole_round_at_equal_client_counts(tmp_path):
+    rows = [_row("depl", 10, 0.3, 1.2), _row("fedavg", 10, 0.1, 0.6), _row("depl", 30, 0.3, 1.0),
+            _row("fedavg", 30, 0.1, 0.5)]
     rows[2]["peak_rss_mb"] = 150.0
     scale_bench.write_outputs(rows, tmp_path)
     text = (tmp_path / "scale.md").read_text()
-    assert "| 10 | 2 | 5.0 | 2.00 (1.50) / 2.00 | 0.300 (0.100, 0.020, 0.050) | 0.100 (0.050) | 3.00 |" \
-        in text
-    assert "| 1 (3) |" in text
+    assert ("| 10 | 2 | 5.0 (500) / 5.0 (500) | 0.3000 / 0.1000 | 3.00 | 1.200 / 0.600 | 2.00 "
+            "| 2.00 (1.50) / 2.00 | 0.600 / 0.200 | 110 / 110 | 1 (1; 3) | 4.0 / 4.0 |") in text
+    assert "| 10 | depl | 0.0 | 0.0 | 0.0 | 150.0 | 0.0 | 30.0 | 0.0 | 0.0 | 120.0 | 300.0 |" in text
+    assert "| 10 | fedavg | 0.0 | 0.0 | 0.0 | 50.0 | - | - | - | - | 40.0 | 100.0 |" in text
     assert "depl 2.000 (10->30); fedavg 1.000 (10->30)" in text
     assert (tmp_path / "scale.png").stat().st_size > 1000
-
-
-def test_the_start_up_is_not_in_the_per_round_time():
-    clock = scale_bench.Clock()
-    clock.start()
-    clock.mark_setup()  # the first training message, at once
-    first = clock.cpu["setup"]
-    assert 0.0 <= first < 0.5
-    clock.mark_setup()  # only the first one counts
-    assert clock.cpu["setup"] == first
-    clock.cpu.update({"client": 3.0, "initial_plan": 1.0, "planning": 0.5, "setup": 1.2})
-    clock.wall.update({"client": 6.0, "setup": 2.0})
-    row = scale_bench._split(clock, wall=10.0, cpu=5.0, rounds=4)
-    assert row["server_cpu_s_per_round"] == pytest.approx((5.0 - 3.0 - 1.2) / 4)
-    assert row["server_wall_s_per_round"] == pytest.approx(0.5)
-    assert row["setup_cpu_s"] == 1.2 and row["initial_plan_cpu_s"] == 1.0 and row["planning_cpu_s"] == 0.5
 
 
 def test_memory_per_node_counts_the_node_processes_only():
@@ -67,6 +102,18 @@ def test_memory_per_node_counts_the_node_processes_only():
     assert s["per_node_rss_mib"] == pytest.approx(400.0) and s["per_node_pss_mib"] == pytest.approx(260.0)
     assert s["server_side_pss_mib"] == pytest.approx(400.0)
     assert s["nodes_per_machine"] == int((9 * 1024 - 400) // 260)
+
+
+def test_the_memory_report_says_the_job_and_its_overrides(tmp_path):
+    samples = [{"supernode": {"count": 2, "rss_kib": 2048, "pss_kib": 1024, "max_rss_kib": 1024}}]
+    doc = {"overrides": ["cost.clock=model"], "returncode": 0, "status": "completed",
+           "job": {"met": True, "final_test_loss": 0.3312, "target_loss": 0.35, "target_prob": 0.9,
+                   "rounds": 7, "profile_rounds": 12, "total_energy_j": 512.25, "wall_s": 600.4},
+           "summary": supernode_memory.summarise(samples, nodes=2, machine_gib=4.0, reserve_gib=1.0)}
+    text = supernode_memory.write_outputs(doc, tmp_path).read_text()
+    assert "`python benchmarks/supernode_memory.py -n 2 cost.clock=model`" in text
+    assert ("12 exploration and 7 training rounds, final test loss 0.3312 (target 0.35 at pi 0.9, "
+            "met: True)") in text
 
 
 def test_a_superexec_started_by_a_supernode_belongs_to_it():

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-#: Controller attributes that are rebuilt, not restored (notes are logged once the round is saved).
-_NOT_SAVED = ("planner", "notes")
+#: Controller attributes that are rebuilt, not restored (notes are logged once the round is saved,
+#: the re-planning scenario is a cache).
+_NOT_SAVED = ("planner", "notes", "_replanning")
 #: Strategy attributes carried across a restart (the robust aggregation's norm reference).
 STRATEGY_STATE = ("_threshold", "_norm_history")
 

@@ -131,6 +131,8 @@ class RunController:
         self.tracking = bool(tracking) and planner is not None
         #: Progress lines about the last recorded round, logged by the strategy once the round is saved.
         self.notes: list[str] = []
+        #: ``(scenario, failed clients, that scenario without them)`` of the last re-planning scenario.
+        self._replanning: tuple[Scenario, frozenset[str], Scenario] | None = None
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
@@ -260,10 +262,18 @@ class RunController:
         this run: planning on it would risk the guarantee a second time.
         """
         scenario = self._current_scenario()
-        alive = tuple(c for c in scenario.clients if c.id not in self.failed_clients)
-        if not self.failed_clients or not alive:
+        if not self.failed_clients:
             return scenario
-        return dataclasses.replace(scenario, clients=alive)
+        # The same object while nothing changed: the planner's checks and caches are per scenario
+        # object (the range check of every client's data ratio among them).
+        key = (scenario, frozenset(self.failed_clients))
+        cached = self._replanning
+        if cached is not None and cached[0] is key[0] and cached[1] == key[1]:
+            return cached[2]
+        alive = tuple(c for c in scenario.clients if c.id not in self.failed_clients)
+        out = dataclasses.replace(scenario, clients=alive) if alive else scenario
+        self._replanning = (*key, out)
+        return out
 
     def _current_scenario(self) -> Scenario:
         if self.estimator is None or self.estimator.num_observations == 0:

@@ -3,9 +3,10 @@
 :class:`strategies.federated_profiling.FederatedProfiler` drives the exploration
 rounds through the Flower grid; what it computes between two message
 exchanges lives here: the disjoint random client groups of a round, the
-cheapest resource levels, the modelled cost of a round of several groups, the
-weighted merge of the groups' aggregates, and :class:`ExploreProgress`, what a
-checkpoint keeps of an unfinished exploration.
+clients of the cheapest clusters, the cheapest resource levels, the modelled
+cost of a round of several groups, the weighted merge of the groups'
+aggregates, and :class:`ExploreProgress`, what a checkpoint keeps of an
+unfinished exploration.
 """
 
 from __future__ import annotations
@@ -53,6 +54,33 @@ def round_clients(clients: Sequence[str], cap: int | None, rng: np.random.Genera
     if cap is None or len(clients) <= int(cap):
         return list(clients)
     return sorted(clients[i] for i in rng.choice(len(clients), size=int(cap), replace=False))
+
+
+def cheapest_clients(scenario: Scenario, clients: Sequence[str], levels: Mapping[str, int], model: str,
+                     least: int) -> list[str]:
+    """The clients of the clusters whose exploration round costs least per sample, at least ``least``.
+
+    A cluster's cost per sample is what a round of ``model`` on all its
+    ``clients`` costs at ``levels`` (client energies plus the cluster's
+    activation) over their samples. Clusters are taken cheapest first until
+    they hold at least ``least`` clients (every cluster when none does).
+    """
+    by_cluster: dict[str, list[str]] = {}
+    for cid in clients:
+        by_cluster.setdefault(scenario.client(cid).cluster, []).append(cid)
+
+    def per_sample(cluster: str) -> float:
+        members = by_cluster[cluster]
+        energy = sum(client_energy(scenario, c, model, levels[cluster]) for c in members)
+        samples = sum(scenario.client(c).num_samples for c in members)
+        return (energy + scenario.cluster(cluster).activation_joules) / max(samples, 1)
+
+    chosen: list[str] = []
+    for cluster in sorted(by_cluster, key=lambda c: (per_sample(c), c)):
+        chosen += by_cluster[cluster]
+        if len(chosen) >= least:
+            break
+    return sorted(chosen)
 
 
 def cheapest_levels(scenario: Scenario) -> dict[str, int]:

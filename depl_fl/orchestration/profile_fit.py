@@ -52,30 +52,35 @@ def rate_span(losses: Sequence[float], rounds: int, window: float) -> tuple[floa
 def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],
                      rounds: int, regime: Any, steps: float,
                      sem_points: Mapping[str, Sequence[tuple[float, float]]],
-                     rate_window: float = 1.0) -> dict[str, Any]:
+                     rate_window: float = 1.0, rate_at_full: bool = False) -> dict[str, Any]:
     """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
 
     Below ``1.25 L_e`` each variant's run profile is its learning curve through
     its own exploration trajectory (its last ``rate_window`` share of rounds,
-    :func:`rate_span`), the data exponents are the regime's, the
-    judged loss carries ``judged_error`` (the measured ``sem**2 / L`` times the
-    regime's factor), and a set that leaves a class unseen is outside the
-    measured range (``max_uncovered`` 0: on the trajectory bank such sets
-    end above their predicted 0.95-quantile three times as often). The
-    oscillation is the regime's, widened by what the trajectories show beyond
+    :func:`rate_span`; with ``rate_at_full`` the rate at ``r = 1``, over the
+    mean ``r_eff**a`` of those rounds, as an exploration on the cheapest
+    clusters needs; without it the rate as measured, which the plan regime's
+    constants were fitted with, also on explorations of ``max_clients``), the
+    data exponents are the regime's, the judged loss carries ``judged_error``
+    (the measured ``sem**2 / L`` times the regime's factor), and a set that
+    leaves a class unseen is outside the measured range (``max_uncovered`` 0:
+    on the trajectory bank such sets end above their predicted 0.95-quantile three times as often).
+    The oscillation is the regime's, widened by what the trajectories show beyond
     ``regime.explored_oscillation`` (:func:`plan_oscillation`).
     """
-    from depl_fl.tracking.learning_curve import plan_regime_run
+    from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient
 
     oscillation = plan_oscillation(trajectories, regime, steps)
     run = {}
     for model, profile in fitted["run"].items():
-        losses = list(trajectories.get(model, ([], []))[0])
+        losses, ratios = (list(t) for t in trajectories.get(model, ([], [])))
         if len(losses) < 2 or rounds < 1:
             run[model] = dict(profile)
             continue
-        run[model] = plan_regime_run(profile, *rate_span(losses, rounds, rate_window), regime, oscillation)
+        first, last, span = rate_span(losses, rounds, rate_window)
+        factor = ratio_factor(ratios[-span:], regime.rate_exponent) if rate_at_full else 1.0
+        run[model] = plan_regime_run(profile, first, last, span, regime, oscillation, factor)
     out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
            "data_exponent_std": regime.noise_exponent}
     if regime.oscillation_dof is not None:

@@ -82,11 +82,13 @@ def data_fingerprint(properties: Mapping[str, Mapping[str, Any]]) -> list[list[A
 def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> str:
     """Cache key of a federated profile: configuration plus the nodes' data reports.
 
-    ``explore.max_clients: null`` (every client explores) keys as before the option existed.
+    ``explore.max_clients: null`` and ``explore.clients: all`` (every client explores) key as before
+    the options existed.
     """
     explore = cfg["profile"].get("explore")
-    if isinstance(explore, Mapping) and explore.get("max_clients") is None:
-        explore = {k: v for k, v in explore.items() if k != "max_clients"}
+    if isinstance(explore, Mapping):
+        defaults = {"max_clients": None, "clients": "all"}
+        explore = {k: v for k, v in explore.items() if k not in defaults or v != defaults[k]}
     return stable_hash({"config": profile_key(cfg), "explore": explore,
                         "data": data_fingerprint(properties)})
 

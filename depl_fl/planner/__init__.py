@@ -15,7 +15,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.planner.baselines import plan_expectation, plan_full
 from depl_fl.planner.checking import confirm_seed, finish_plan, probability, required_probability, totals
 from depl_fl.planner.context import PlanContext
-from depl_fl.planner.depl import Candidate, plan_depl
+from depl_fl.planner.depl import Candidate, no_round_wins, plan_depl
 from depl_fl.planner.quantile import GUARANTEES, PlanStart, kappa, predict_quantile
 
 METHODS = ("depl", "expectation", "full", "optimum")
@@ -90,7 +90,23 @@ def _plan_with(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
     if method == "optimum":
         from depl_fl.planner.optimum import plan_optimum
         return plan_optimum(ctx, seed, n, started)
-    return _depl_confirmed(ctx, method, guarantee, seed, n, started)
+    return _no_round_plan(ctx, method, guarantee, seed, n, started) \
+        or _depl_confirmed(ctx, method, guarantee, seed, n, started)
+
+
+def _no_round_plan(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,
+                   started: float) -> Plan | None:
+    """The plan of no round when DepL's search would return it (:func:`.depl.no_round_wins`), else None.
+
+    The same plan document as the search's, its ``planner_info`` aside: the
+    cheapest candidate goes through the same confirmation on the independent
+    stream (:func:`.checking.finish_plan`); where it fails there, the search runs.
+    """
+    if not no_round_wins(ctx, guarantee, seed, n):
+        return None
+    plan = finish_plan(ctx, method, [], True, started, seed, n,
+                       {"shortcut": "no round: the start meets the target"})
+    return plan if plan.feasible else None
 
 
 def _depl_confirmed(ctx: PlanContext, method: str, guarantee: str, seed: int, n: int,

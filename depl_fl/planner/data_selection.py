@@ -40,7 +40,8 @@ which repairs most of the proxy's error.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -51,6 +52,8 @@ from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import ClientSet
 
 EXACT_LIMIT = 10
+#: ``(weak reference to a scenario, model id, its candidate sets)``: see :func:`candidate_sets`.
+_CANDIDATES: tuple[weakref.ref, str, tuple[ClientSet, ...]] | None = None
 
 
 def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
@@ -310,19 +313,36 @@ def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
 
     Version 2: only sets whose label coverage the profile measured
     (:func:`predictable`) -- the planner never extrapolates the loss profile.
+
+    The sets depend on the scenario and the model alone: a re-plan on the same
+    scenario object (every round of a tracked run until a client fails) gets
+    the last call's sets again instead of walking every chain over every client.
     """
+    global _CANDIDATES
+    cached = _CANDIDATES
+    if cached is None or cached[0]() is not scenario or cached[1] != model_id:
+        cached = _CANDIDATES = (weakref.ref(scenario), model_id, tuple(_candidate_sets(scenario, model_id)))
+    return list(cached[2])
+
+
+def has_candidate_set(scenario: Scenario, model_id: str) -> bool:
+    """Whether :func:`candidate_sets` has a set, found without building the others."""
+    return next(_candidate_sets(scenario, model_id), None) is not None
+
+
+def _candidate_sets(scenario: Scenario, model_id: str) -> Iterator[ClientSet]:
+    """The sets of :func:`candidate_sets`, in its order, one at a time."""
     if len(scenario.clients) <= EXACT_LIMIT:
-        return [ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
-                if _capacity_ok(scenario, ids) and predictable(scenario, ids)]
+        yield from (ClientSet.from_ids(scenario, ids) for ids in _subsets(scenario)
+                    if _capacity_ok(scenario, ids) and predictable(scenario, ids))
+        return
     seen: set[frozenset[str]] = set()
-    out: list[ClientSet] = []
     for chain in _chains(scenario, model_id):
         for cset in _chain_prefixes(scenario, chain):
             key = frozenset(cset.ids)
             if key not in seen and predictable(scenario, cset.ids):
                 seen.add(key)
-                out.append(cset)
-    return out
+                yield cset
 
 
 def rank_sets(ctx: PlanContext, sets: Sequence[ClientSet], kappa: float,

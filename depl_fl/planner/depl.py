@@ -73,6 +73,7 @@ from depl_fl.planner.checking import (
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import (
     candidate_sets,
+    has_candidate_set,
     predictable,
     rank_sets,
     set_shift_terms,
@@ -125,6 +126,8 @@ SCHEDULE_CHECKS_LARGE = 2
 SCREEN_Z = 2.0
 # A plan with more switches must be this much cheaper per extra switch.
 SWITCH_MARGIN = 0.002
+# The kappa search checks its candidates on the stream of seed + this offset.
+SEARCH_SEED_OFFSET = 7919
 
 
 @dataclass
@@ -244,7 +247,8 @@ class _KappaSearch:
         if rounds is not None:
             key = tuple(r.model for r in rounds)
             if key not in self.seq_cache:
-                self.seq_cache[key] = probability(self.ctx, rounds, self.n_search, self.seed + 7919)
+                self.seq_cache[key] = probability(self.ctx, rounds, self.n_search,
+                                                  self.seed + SEARCH_SEED_OFFSET)
             cand = Candidate(rounds, _cost(self.opts, rounds), self.seq_cache[key], k)
             if self.most_probable is None or cand.prob > self.most_probable.prob:
                 self.most_probable = cand
@@ -652,6 +656,33 @@ def _search_schedules(ctx: PlanContext, scored: list[Scored], seed: int, n_final
             if _better(sc, best):
                 best = sc
     return best, searched, found
+
+
+def no_round_wins(ctx: PlanContext, guarantee: str, seed: int, n_final: int) -> bool:
+    """Whether :func:`plan_depl`'s best plan is the plan of no round, known without the search.
+
+    It is when the start already meets the target by the tests the search
+    applies to that plan: a candidate set exists, the start's predicted
+    quantile at the guarantee's ``kappa`` is at most the target (so
+    :func:`plan_for_set` returns no round on every set), and no round passes
+    the kappa search's Monte Carlo threshold and its final check
+    (:class:`_KappaSearch`, the same seeds and trajectories). Costing nothing,
+    it is then the cheapest dependable candidate, whatever the other sets and
+    schedules give; whether it holds on the independent stream is the caller's
+    check (:func:`depl_fl.planner.checking.finish_plan`), as for any best plan.
+    Re-plans from a tracked state that already meets the target take this
+    path every round once the plan has no round left.
+    """
+    if not has_candidate_set(ctx.scenario, reference_model(ctx)):
+        return False
+    k0 = round(kappa_of(ctx.targets.target_prob, guarantee), 6)
+    if ctx.prop.start_quantile(ctx.start_mean, ctx.start_var, k0) > ctx.targets.target_loss:
+        return False
+    pi = ctx.targets.target_prob
+    n_search = min(SEARCH_TRAJECTORIES, n_final)
+    if probability(ctx, [], n_search, seed + SEARCH_SEED_OFFSET) < required_probability(pi, n_search):
+        return False
+    return probability(ctx, [], n_final, seed) >= required_probability(pi, n_final)
 
 
 def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int

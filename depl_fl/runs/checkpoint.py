@@ -13,13 +13,16 @@ its configuration must equal the checkpointed one except for ``resume``.
 
 from __future__ import annotations
 
+import io
 import pickle
 import random
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from depl_fl.contract.scenario import Scenario
 from depl_fl.diskcache import atomic_write
 from depl_fl.errors import ScenarioError
 
@@ -71,11 +74,44 @@ def set_random_state(state: Mapping[str, Any]) -> None:
     np.random.set_state(state["numpy"])
 
 
+class _CheckpointPickler(pickle.Pickler):
+    """A pickler that writes a :class:`Scenario` from bytes made once per scenario object.
+
+    A job rewrites its checkpoint every round and its scenario (every client)
+    is the largest part of it; a scenario is immutable (a changed one is a new
+    object), so its pickle is kept with it and reused. Unpickling gives the
+    same objects as a plain pickle, one scenario per object pickled.
+    """
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is Scenario:
+            return pickle.loads, (_scenario_bytes(obj),)
+        return NotImplemented
+
+
+#: ``(weak reference to a scenario, its pickle)``: see :class:`_CheckpointPickler`.
+_SCENARIO_BYTES: tuple[weakref.ref, bytes] | None = None
+
+
+def _scenario_bytes(scenario: Scenario) -> bytes:
+    global _SCENARIO_BYTES
+    if _SCENARIO_BYTES is None or _SCENARIO_BYTES[0]() is not scenario:
+        _SCENARIO_BYTES = (weakref.ref(scenario), pickle.dumps(scenario, protocol=5))
+    return _SCENARIO_BYTES[1]
+
+
+def checkpoint_bytes(doc: Any) -> bytes:
+    """``pickle.dumps(doc, protocol=5)``, loading to equal objects, with scenarios pickled once each."""
+    buffer = io.BytesIO()
+    _CheckpointPickler(buffer, protocol=5).dump(doc)
+    return buffer.getvalue()
+
+
 def save_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any], payload: Mapping[str, Any]) -> Path:
     """Atomically write ``payload`` (+ the config and random state) as the job's checkpoint."""
     doc = {"version": CHECKPOINT_VERSION, "config": resumable_config(cfg), "random": random_state(),
            **payload}
-    return atomic_write_bytes(Path(out_dir) / CHECKPOINT_FILE, pickle.dumps(doc, protocol=5))
+    return atomic_write_bytes(Path(out_dir) / CHECKPOINT_FILE, checkpoint_bytes(doc))
 
 
 def load_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class _Explore(Schema):
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
     max_clients: Count | None = None
+    clients: Literal["all", "cheapest"] = "all"
     switch_rounds: list[Count] | None = None
     min_points_per_level: Count = 4
     min_rounds_for_exponents: Count = 12

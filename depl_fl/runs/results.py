@@ -78,6 +78,8 @@ RESULTS_VERSION = 1
 STATUSES = ("running", "completed", "interrupted", "infeasible", "failed")
 #: ``(weak reference to a scenario, its results section)``: see :func:`_scenario_doc`.
 _SCENARIO_DOC: tuple[weakref.ref, dict[str, Any]] | None = None
+#: ``(a scenario section, its compact JSON text)``: see :func:`compact_json`.
+_SCENARIO_TEXT: tuple[dict[str, Any], str] | None = None
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -305,11 +307,31 @@ def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc, allow_nan=False) if compact else json.dumps(doc, indent=2, allow_nan=False)
+    text = compact_json(doc) if compact else json.dumps(doc, indent=2, allow_nan=False)
     path = atomic_write_text(out / "results.json", text + "\n")
     if plot and doc.get("rounds"):
         plot_results(doc, out / "loss.png")
     return path
+
+
+def compact_json(doc: Mapping[str, Any]) -> str:
+    """``json.dumps(doc, allow_nan=False)``, the same text, with the scenario section encoded once.
+
+    The section is the same object from one rewrite to the next while the
+    scenario does not change (:func:`_scenario_doc`); with thousands of
+    clients its text is half of the document's, so it is kept with the
+    section it was made from.
+    """
+    global _SCENARIO_TEXT
+    section = doc.get("scenario")
+    if not isinstance(section, dict) or not all(isinstance(k, str) for k in doc):
+        return json.dumps(doc, allow_nan=False)
+    if _SCENARIO_TEXT is None or _SCENARIO_TEXT[0] is not section:
+        _SCENARIO_TEXT = (section, json.dumps(section, allow_nan=False))
+    parts = (f"{json.dumps(k)}: "
+             + (_SCENARIO_TEXT[1] if k == "scenario" else json.dumps(v, allow_nan=False))
+             for k, v in doc.items())
+    return "{" + ", ".join(parts) + "}"
 
 
 def mark_interrupted(out_dir: str | Path) -> Path:

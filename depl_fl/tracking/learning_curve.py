@@ -197,6 +197,19 @@ def rate_coefficient(first_loss: float, last_loss: float, rounds: int, power: fl
     return max(alpha * end ** (1.0 - power) / effective_time, MIN_RATE)
 
 
+def ratio_factor(ratios: Sequence[float], exponent: float) -> float:
+    """The mean ``r_eff**exponent`` of exploration rounds (1 when every ``r_eff`` is 1 or none is given).
+
+    An exploration on a subset of the clients measures the curve's rate at
+    its own ``r_eff``; rounds on every client (``r_eff`` within ``1e-9`` of 1)
+    measure it at ``r = 1`` exactly.
+    """
+    values = [float(r) for r in ratios if float(r) > 0.0]
+    if not values or all(abs(r - 1.0) <= 1e-9 for r in values):
+        return 1.0
+    return float(np.mean([r ** float(exponent) for r in values]))
+
+
 def curve_levels(last_loss: float, floor: float, count: int = CURVE_LEVELS) -> list[float]:
     """Loss levels of the plan regime: 0, the floor, then ``count`` levels up to ``REGIME_TOP * L_e``.
 
@@ -210,7 +223,8 @@ def curve_levels(last_loss: float, floor: float, count: int = CURVE_LEVELS) -> l
 
 
 def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, last_loss: float,
-                    rounds: int, regime: PlanRegime, oscillation: float) -> dict[str, list[float]]:
+                    rounds: int, regime: PlanRegime, oscillation: float,
+                    ratio_factor: float = 1.0) -> dict[str, list[float]]:
     """One variant's run profile: the learning curve below ``REGIME_TOP * L_e``, the measured levels above.
 
     Parameters
@@ -226,6 +240,11 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
         Structural constants.
     oscillation : float
         ``o`` for this federation's local steps (:meth:`PlanRegime.oscillation_at`).
+    ratio_factor : float, optional
+        The mean ``r_eff**a`` of the exploration rounds the rate is measured on
+        (:func:`ratio_factor`; 1 for rounds on every client): the curve's rate
+        is divided by it, so that it holds at ``r = 1`` as the contract's
+        ``r**a`` scaling reads it.
 
     Returns
     -------
@@ -234,7 +253,7 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
         ``2 eval_std**2 <= std**2`` holds at every level).
     """
     floor = effective_floor(regime.floor, last_loss)
-    rate = rate_coefficient(first_loss, last_loss, rounds, regime.power, floor)
+    rate = rate_coefficient(first_loss, last_loss, rounds, regime.power, floor) / float(ratio_factor)
     levels = curve_levels(last_loss, floor)
     top = levels[-1]
     mean = [rate * max(v - floor, 0.0) ** regime.power for v in levels]
