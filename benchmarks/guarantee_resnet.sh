@@ -3,9 +3,7 @@
 # (model=digits_resnet, depl_fl/task/residual_nets.py) on the bundled digits, 10 clients,
 # Dirichlet alpha 0.5, local lr 0.2, L* = LOSS, pi in {0.8, 0.9, 0.95}.
 #   main:      DepL static (tracking.enabled=false) and DepL with tracking, SEEDS seeds per cell, with
-#              the plan regime's constants as they are (fitted on the digits CNN only) but for the
-#              oscillation, which every job widens by what its own exploration measures beyond the
-#              digits CNN's (depl_fl/tracking/oscillation.py); and full
+#              the plan regime's constants as they are (fitted on the digits CNN only); and full
 #              (FedAvg) on FULL_SEEDS when given (its training energy also comes from re-planning
 #              every static job's profile with method=full: benchmarks/regime_replan.py)
 #   perturbed: DepL static on PERTURBED_SEEDS (none when empty) at pi PERTURBED_PROBS, with the
@@ -15,7 +13,8 @@
 # (static, then perturbed | tracking, then full), then the reports.
 #   nice -n 10 bash benchmarks/guarantee_resnet.sh [SWEEP_DIR]
 # OVERRIDES="KEY=VALUE ..." adds Hydra overrides to every job (e.g.
-# profile.plan_regime.explored_oscillation=null: the constant oscillation, results/.../constant_oscillation/).
+# profile.plan_regime.explored_oscillation=0.073: every job widens the oscillation by what its own
+# exploration measures beyond the digits CNN's, depl_fl/tracking/oscillation.py).
 # Writes benchmarks/results/guarantee_digits_resnet/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled), replan.{md,json}
 # (benchmarks/regime_replan.py) and perturbed/report.{md,json}.

@@ -109,7 +109,8 @@ def test_the_reference_is_checked_in_one_line() -> None:
         with pytest.raises(ScenarioError, match="profile.plan_regime.explored_oscillation") as err:
             compose_config([f"profile.plan_regime.explored_oscillation={value}"])
         assert "\n" not in str(err.value)
-    assert compose_config()["profile"]["plan_regime"]["explored_oscillation"] == 0.073
+    assert compose_config(["profile.plan_regime.explored_oscillation=0.073"])["profile"]["plan_regime"][
+        "explored_oscillation"] == 0.073
 
 
 def _fitted() -> dict:
@@ -136,3 +137,16 @@ def test_the_profile_widens_its_oscillation_where_the_exploration_oscillates_mor
         run = profile["run"]["full"]
         below = [(lv, e) for lv, e in zip(run["levels"], run["eval_std"], strict=True) if lv <= 1.25 * last]
         assert below and all(e == pytest.approx(o * math.sqrt(lv)) for lv, e in below)
+
+
+def test_the_widening_is_opt_in_and_off_keys_the_profile_cache_as_before() -> None:
+    from depl_fl.orchestration.profiling import profile_key
+    from depl_fl.runs.runconfig import compose_config
+
+    cfg = compose_config(["num_clients=3"])
+    assert cfg["profile"]["plan_regime"]["explored_oscillation"] is None
+    regime = {k: v for k, v in cfg["profile"]["plan_regime"].items() if k != "explored_oscillation"}
+    without = {**cfg, "profile": {**cfg["profile"], "plan_regime": regime}}
+    assert profile_key(cfg) == profile_key(without)
+    widened = compose_config(["num_clients=3", "profile.plan_regime.explored_oscillation=0.073"])
+    assert profile_key(widened) != profile_key(cfg)

@@ -35,10 +35,10 @@ development settings of the bundled digits task (``benchmarks/plan_regime/fit.py
 none of the settings docs/RESULTS.md reports). They belong to the task (dataset
 and architecture): another task needs its own bank and fit, and until then
 its static plans carry the digits constants (with tracking, the run's trend
-filter, :mod:`depl_fl.tracking.trend`, follows what the run really does), but
-for the oscillation: a job whose own exploration oscillates more than the
-bank's did widens ``o`` by the excess (:mod:`depl_fl.tracking.oscillation`,
-``explored_oscillation``).
+filter, :mod:`depl_fl.tracking.trend`, follows what the run really does); with
+``explored_oscillation`` set (opt-in), a job whose own exploration oscillates
+more than the bank's did widens ``o`` by the excess
+(:mod:`depl_fl.tracking.oscillation`).
 One job's exploration cannot fit ``f`` and ``p`` itself: it ends near
 ``2 L*``, above the range they shape, and at the measured oscillation their
 least-squares fit spans its whole grid
