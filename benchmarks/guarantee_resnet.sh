@@ -12,6 +12,9 @@
 # Every job runs (and pays for) its own exploration (OWN_CACHE=1). Two multiruns at a time
 # (static, then perturbed | tracking, then full), then the reports.
 #   nice -n 10 bash benchmarks/guarantee_resnet.sh [SWEEP_DIR]
+# OVERRIDES="KEY=VALUE ..." adds Hydra overrides to every job (e.g.
+# profile.plan_regime.explored_oscillation=0.073: every job widens the oscillation by what its own
+# exploration measures beyond the digits CNN's, depl_fl/tracking/oscillation.py).
 # Writes benchmarks/results/guarantee_digits_resnet/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled), replan.{md,json}
 # (benchmarks/regime_replan.py) and perturbed/report.{md,json}.
@@ -25,6 +28,8 @@ OUT=benchmarks/results/guarantee_digits_resnet
 FLOOR=${FLOOR:-0.0725}            # half the digits CNN's 0.145
 OSCILLATION=${OSCILLATION:-0.12}  # three quarters of the digits CNN's 0.16
 setting=(model=digits_resnet num_clients=10 train.lr=0.2 "target.loss=$LOSS" output.plot=false)
+read -r -a extra <<< "${OVERRIDES:-}"
+setting+=("${extra[@]}")
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1 PYTHON="$PY" OWN_CACHE=1 SERIAL=1 REPORT=0
 mkdir -p "$S/main" "$S/perturbed"
 (

@@ -65,11 +65,13 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     (the measured ``sem**2 / L`` times the regime's factor), and a set that
     leaves a class unseen is outside the measured range (``max_uncovered`` 0:
     on the trajectory bank such sets end above their predicted 0.95-quantile three times as often).
+    The oscillation is the regime's, widened by what the trajectories show beyond
+    ``regime.explored_oscillation`` (:func:`plan_oscillation`).
     """
     from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient
 
-    oscillation = regime.oscillation_at(steps)
+    oscillation = plan_oscillation(trajectories, regime, steps)
     run = {}
     for model, profile in fitted["run"].items():
         losses, ratios = (list(t) for t in trajectories.get(model, ([], [])))
@@ -92,6 +94,31 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
              "oscillation %.3g, judged error %.3g)", regime.floor, steps, oscillation,
              out.get("judged_error", 0.0))
     return out
+
+
+def plan_oscillation(trajectories: Mapping[str, tuple[Sequence[float], Any]], regime: Any,
+                     steps: float) -> float:
+    """The plan regime's oscillation coefficient at ``steps`` local steps for this job.
+
+    ``regime.oscillation_at(steps)``, combined with the coefficient the
+    exploration's merged trajectories (``{model: (losses, ratios)}``) measure
+    (:mod:`depl_fl.tracking.oscillation`) when ``regime.explored_oscillation``
+    is set; the constant alone without it or without a second difference.
+    """
+    from depl_fl.tracking.oscillation import combined_oscillation, difference_oscillation
+
+    constant = regime.oscillation_at(steps)
+    if regime.explored_oscillation is None:
+        return constant
+    estimate = difference_oscillation([(t[0], t[1]) for t in trajectories.values()], regime.noise_exponent)
+    if estimate is None:
+        return constant
+    reference = regime.explored_oscillation * regime.steps_factor(steps)
+    used = combined_oscillation(constant, estimate.coefficient, reference)
+    LOG.info("loss profile: oscillation %.3g measured over %d second differences (reference %.3g, "
+             "constant %.3g): plans use %.3g", estimate.coefficient, estimate.differences, reference,
+             constant, used)
+    return used
 
 
 def with_eval_std(fitted: Mapping[str, Any],

@@ -57,13 +57,18 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
     prof = cfg["profile"]
     # model.loss null (cross-entropy) hashes like a model section without the key.
     model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None)}
+    # plan_regime.explored_oscillation null (the constant oscillation) hashes like a section without it.
+    regime = prof.get("plan_regime")
+    if isinstance(regime, Mapping) and regime.get("explored_oscillation", 0) is None:
+        regime = {k: v for k, v in regime.items() if k != "explored_oscillation"}
     relevant = {
         "version": PROFILE_VERSION,
         "dataset": cfg["dataset"], "model": model, "num_clients": cfg["num_clients"],
         "partition": cfg["partition"], "train": cfg["train"],
-        "profile": {k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
-                                             "subset_fractions", "data_exponent_mean",
-                                             "data_exponent_std", "spread_horizon", "plan_regime")},
+        "profile": {**{k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
+                                                "subset_fractions", "data_exponent_mean",
+                                                "data_exponent_std", "spread_horizon")},
+                    "plan_regime": regime},
     }
     return stable_hash(relevant)
 

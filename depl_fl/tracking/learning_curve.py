@@ -35,7 +35,10 @@ development settings of the bundled digits task (``benchmarks/plan_regime/fit.py
 none of the settings docs/RESULTS.md reports). They belong to the task (dataset
 and architecture): another task needs its own bank and fit, and until then
 its static plans carry the digits constants (with tracking, the run's trend
-filter, :mod:`depl_fl.tracking.trend`, follows what the run really does).
+filter, :mod:`depl_fl.tracking.trend`, follows what the run really does); with
+``explored_oscillation`` set (opt-in), a job whose own exploration oscillates
+more than the bank's did widens ``o`` by the excess
+(:mod:`depl_fl.tracking.oscillation`).
 One job's exploration cannot fit ``f`` and ``p`` itself: it ends near
 ``2 L*``, above the range they shape, and at the measured oscillation their
 least-squares fit spans its whole grid
@@ -87,6 +90,11 @@ class PlanRegime:
     oscillation_dof : float or None
         The oscillation of the last round is Student-t with these degrees of
         freedom (> 2; heavier upper tail than a normal, as measured) or normal (None).
+    explored_oscillation : float or None
+        The reference ``m_ref`` (at ``reference_steps``) the oscillation a job's
+        own exploration measures is compared with: the excess widens the plan's
+        oscillation (:mod:`depl_fl.tracking.oscillation`); None: ``oscillation``
+        as it is.
     """
 
     power: float
@@ -98,6 +106,7 @@ class PlanRegime:
     reference_steps: float
     judged_error_factor: float
     oscillation_dof: float | None = None
+    explored_oscillation: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.power > 1.0 and math.isfinite(self.power)):
@@ -114,6 +123,10 @@ class PlanRegime:
         if dof is not None and not (dof > 2.0 and math.isfinite(dof)):
             raise ScenarioError("profile.plan_regime.oscillation_dof: must be null or a number > 2, "
                                 f"got {dof!r}")
+        ref = self.explored_oscillation
+        if ref is not None and not (ref >= 0.0 and math.isfinite(ref)):
+            raise ScenarioError("profile.plan_regime.explored_oscillation: must be null or a number >= 0, "
+                                f"got {ref!r}")
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> PlanRegime:
@@ -123,17 +136,22 @@ class PlanRegime:
         missing = [n for n in names if raw.get(n) is None]
         if missing:
             raise ScenarioError(f"profile.plan_regime: missing {', '.join(missing)}")
-        dof = raw.get("oscillation_dof")
         try:
-            values = {n: float(raw[n]) for n in names}
-            values["oscillation_dof"] = None if dof is None else float(dof)
+            values: dict[str, float | None] = {n: float(raw[n]) for n in names}
+            for name in ("oscillation_dof", "explored_oscillation"):
+                values[name] = None if raw.get(name) is None else float(raw[name])
         except (TypeError, ValueError):
             raise ScenarioError("profile.plan_regime: every constant must be a number") from None
         return cls(**values)
 
     def oscillation_at(self, local_steps: float) -> float:
         """``o (steps / reference_steps)**gamma``: the oscillation coefficient for ``local_steps``."""
-        return self.oscillation * (max(local_steps, 1e-9) / self.reference_steps) ** self.steps_exponent
+        return self.oscillation * self.steps_factor(local_steps)
+
+    def steps_factor(self, local_steps: float) -> float:
+        """``(steps / reference_steps)**gamma``: how the oscillation at ``local_steps`` compares with the
+        reference steps'."""
+        return (max(local_steps, 1e-9) / self.reference_steps) ** self.steps_exponent
 
 
 def effective_floor(floor: float, last_loss: float) -> float:
