@@ -40,7 +40,6 @@ which repairs most of the proxy's error.
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -48,12 +47,13 @@ import numpy as np
 from depl_fl.contract.coverage import is_predictable
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import set_coverage
+from depl_fl.identity_memo import LastObjectMemo
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.resources import ClientSet
 
 EXACT_LIMIT = 10
-#: ``(weak reference to a scenario, model id, its candidate sets)``: see :func:`candidate_sets`.
-_CANDIDATES: tuple[weakref.ref, str, tuple[ClientSet, ...]] | None = None
+#: The candidate sets of the last scenario object and model asked about: see :func:`candidate_sets`.
+_CANDIDATES: LastObjectMemo[tuple[ClientSet, ...]] = LastObjectMemo()
 
 
 def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
@@ -318,11 +318,7 @@ def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
     scenario object (every round of a tracked run until a client fails) gets
     the last call's sets again instead of walking every chain over every client.
     """
-    global _CANDIDATES
-    cached = _CANDIDATES
-    if cached is None or cached[0]() is not scenario or cached[1] != model_id:
-        cached = _CANDIDATES = (weakref.ref(scenario), model_id, tuple(_candidate_sets(scenario, model_id)))
-    return list(cached[2])
+    return list(_CANDIDATES.get(scenario, lambda: tuple(_candidate_sets(scenario, model_id)), model_id))
 
 
 def has_candidate_set(scenario: Scenario, model_id: str) -> bool:

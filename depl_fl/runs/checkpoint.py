@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import pickle
 import random
-import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,6 +24,7 @@ import numpy as np
 from depl_fl.contract.scenario import Scenario
 from depl_fl.diskcache import atomic_write
 from depl_fl.errors import ScenarioError
+from depl_fl.identity_memo import LastObjectMemo
 
 CHECKPOINT_FILE = "checkpoint.pkl"
 CHECKPOINT_VERSION = 1
@@ -89,15 +89,12 @@ class _CheckpointPickler(pickle.Pickler):
         return NotImplemented
 
 
-#: ``(weak reference to a scenario, its pickle)``: see :class:`_CheckpointPickler`.
-_SCENARIO_BYTES: tuple[weakref.ref, bytes] | None = None
+#: The pickle of the last scenario object written: see :class:`_CheckpointPickler`.
+_SCENARIO_BYTES: LastObjectMemo[bytes] = LastObjectMemo()
 
 
 def _scenario_bytes(scenario: Scenario) -> bytes:
-    global _SCENARIO_BYTES
-    if _SCENARIO_BYTES is None or _SCENARIO_BYTES[0]() is not scenario:
-        _SCENARIO_BYTES = (weakref.ref(scenario), pickle.dumps(scenario, protocol=5))
-    return _SCENARIO_BYTES[1]
+    return _SCENARIO_BYTES.get(scenario, lambda: pickle.dumps(scenario, protocol=5))
 
 
 def checkpoint_bytes(doc: Any) -> bytes:

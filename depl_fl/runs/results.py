@@ -68,16 +68,16 @@ from __future__ import annotations
 
 import json
 import math
-import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
+from depl_fl.identity_memo import LastObjectMemo
 from depl_fl.runs.checkpoint import atomic_write_text
 
 RESULTS_VERSION = 1
 STATUSES = ("running", "completed", "interrupted", "infeasible", "failed")
-#: ``(weak reference to a scenario, its results section)``: see :func:`_scenario_doc`.
-_SCENARIO_DOC: tuple[weakref.ref, dict[str, Any]] | None = None
+#: The results section of the last scenario object written: see :func:`_scenario_doc`.
+_SCENARIO_DOC: LastObjectMemo[dict[str, Any]] = LastObjectMemo()
 #: ``(a scenario section, its compact JSON text)``: see :func:`compact_json`.
 _SCENARIO_TEXT: tuple[dict[str, Any], str] | None = None
 
@@ -240,14 +240,11 @@ def _scenario_doc(scenario: Any) -> dict[str, Any] | None:
     reference (not in the scenario, which a checkpoint pickles). Shared
     between documents: read only.
     """
-    global _SCENARIO_DOC
+    from depl_fl.contract.scenario import scenario_to_dict
+
     if scenario is None:
         return None
-    if _SCENARIO_DOC is None or _SCENARIO_DOC[0]() is not scenario:
-        from depl_fl.contract.scenario import scenario_to_dict
-
-        _SCENARIO_DOC = (weakref.ref(scenario), _finite_or_none(scenario_to_dict(scenario)))
-    return _SCENARIO_DOC[1]
+    return _SCENARIO_DOC.get(scenario, lambda: _finite_or_none(scenario_to_dict(scenario)))
 
 
 def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
