@@ -631,6 +631,9 @@ class DepLStrategy(FedAvg):
         from depl_fl.planner import PlanStart
 
         assert self.scenario is not None
+        trend = getattr(self.profiler, "start_trend", None)
+        if trend is not None:  # the exploration's trend: a fitted level with the fit's uncertainty
+            return PlanStart(loss_mean=self.scenario.loss.initial, loss_std=float(trend["std"]))
         sem = self._initial_sem()
         if sem is None or self.scenario.loss.judged_error:  # the judged loss carries the offset
             return None
@@ -642,7 +645,8 @@ class DepLStrategy(FedAvg):
                              planner=self.plan_fn, tracking=self.tracking,
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
                              spike_tail_prob=self.spike_tail_prob,
-                             loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift)
+                             loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift,
+                             start_trend=getattr(self.profiler, "start_trend", None))
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""

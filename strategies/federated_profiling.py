@@ -103,7 +103,9 @@ from depl_fl.orchestration.exploration import (
 from depl_fl.orchestration.label_coverage import LabelCoverage
 from depl_fl.orchestration.profile_fit import (
     anchor_at_zero,
+    exploration_trends,
     local_steps,
+    plan_oscillation,
     plan_regime_of,
     with_eval_std,
     with_measured_sem,
@@ -209,12 +211,15 @@ class FederatedProfiler:
         self.round_costs: list[Any] = []
         #: Run every level in turn (set by the server for ``cost.source=measured``).
         self.measure_levels = False
+        #: With ``profile.plan_regime.anchor: trend``: where the plan starts, the worst variant's trend at
+        #: the exploration's end, ``{"mean", "std"}`` (None: at the measured loss).
+        self.start_trend: dict[str, float] | None = None
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
                         "progress", "loss_sem", "round_costs", "loss_margin", "met_round",
-                        "met_model", "value_round", "values")
+                        "met_model", "value_round", "values", "start_trend")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -284,8 +289,10 @@ class FederatedProfiler:
             "observations": len(observations), "cost": self.cost_when_made,
             "data": data_fingerprint(strategy.properties)}, "task": task_of(self.cfg),
             "fit_inputs": self.fit_inputs(observations, fresh_loss)})
-        # The job continues from the exploration model: the plan starts at its (worst-variant) loss.
-        self.loss_doc = {**fitted, "initial": current_loss}
+        # The job continues from the exploration model: the plan starts at its (worst-variant) loss,
+        # or its trend (anchor trend).
+        start = current_loss if self.start_trend is None else self.start_trend["mean"]
+        self.loss_doc = {**fitted, "initial": start}
         strategy.targets = self._remaining(strategy.targets)
         LOG.info("loss profile: %d exploration rounds, %.4g J, %.4g s modelled; loss %.4f -> %.4f; "
                  "cached at %s",
@@ -704,9 +711,15 @@ class FederatedProfiler:
         if regime is not None:
             window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 1.0))
             cheapest = self.cfg["profile"]["explore"].get("clients", "all") == "cheapest"
-            return with_plan_regime(measured, self.trajectories, len(self.records), regime,
-                                    local_steps(self.cfg, properties), self.sem_points, window,
-                                    rate_at_full=cheapest)
+            steps = local_steps(self.cfg, properties)
+            oscillation = plan_oscillation(self.trajectories, regime, steps)
+            trends = exploration_trends(self.trajectories, regime, oscillation, cheapest) \
+                if regime.anchor == "trend" else {}
+            worst = max(trends.values(), key=lambda t: t.level, default=None)
+            self.start_trend = None if worst is None else {"mean": worst.level, "std": worst.level_std}
+            return with_plan_regime(measured, self.trajectories, len(self.records), regime, steps,
+                                    self.sem_points, window, rate_at_full=cheapest,
+                                    oscillation=oscillation, trends=trends)
         explore = self.cfg["profile"]["explore"]
         fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)
         return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))

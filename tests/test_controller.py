@@ -335,3 +335,14 @@ def test_the_replanning_scenario_is_kept_while_no_client_fails_anew(setting):
     ctl.failed_clients.add("c4")
     second = ctl._replanning_scenario()
     assert second is not first and [c.id for c in second.clients] == ["c0", "c2", "c3", "c5"]
+
+
+def test_a_plan_from_the_explorations_trend_starts_the_trend_filter_there(setting):
+    scenario, targets, plan, planner = setting
+    plain = RunController(scenario, targets, plan, planner=planner, tracking=True)
+    assert plain.trend is None
+    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
+                        start_trend={"mean": 1.9, "std": 0.2})
+    assert ctl.trend is not None and ctl.trend.mean == 1.9 and ctl.trend.var == pytest.approx(0.04)
+    start = ctl._start(2.3, None, None, ctl.trend)  # a prediction before the first round: from the trend
+    assert start.loss_mean == pytest.approx(1.9)

@@ -84,6 +84,10 @@ class RunController:
         from the last rounds' replies and re-plans, :mod:`depl_fl.tracking.device_costs`).
     drift : DriftTest, optional
         The drift test of ``clock="wall"`` (default ``DriftTest()``).
+    start_trend : mapping, optional
+        ``{"mean", "std"}`` of the trend the plan starts from (the exploration's
+        fitted trend, :mod:`depl_fl.tracking.exploration_trend`): the trend filter
+        starts there instead of at the first measured loss.
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
@@ -91,7 +95,8 @@ class RunController:
                  tracking: bool = False, replan_policy: Any = None,
                  track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2,
                  label_coverage: Any = None, loss_sem: float | None = None,
-                 loss_margin: float | None = None, clock: str = "model", drift: Any = None) -> None:
+                 loss_margin: float | None = None, clock: str = "model", drift: Any = None,
+                 start_trend: Mapping[str, float] | None = None) -> None:
         if clock not in ("model", "wall"):
             raise ValueError(f"clock must be 'model' or 'wall', got {clock!r}")
         self.scenario = scenario
@@ -125,6 +130,8 @@ class RunController:
         #: The trend under the oscillating measured loss (:mod:`depl_fl.tracking.trend`): predictions
         #: and re-plans start from it, the decision to stop reads the measured loss.
         self.trend: trend_filter.Trend | None = None
+        if start_trend is not None:  # the plan starts at the exploration's fitted trend, not its last loss
+            self.trend = trend_filter.Trend(float(start_trend["mean"]), float(start_trend["std"]) ** 2)
         self.label_coverage = label_coverage
         self.loss_sem = _finite_or_none(loss_sem)
         self.loss_margin = _finite_or_none(loss_margin)

@@ -52,7 +52,9 @@ def rate_span(losses: Sequence[float], rounds: int, window: float) -> tuple[floa
 def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],
                      rounds: int, regime: Any, steps: float,
                      sem_points: Mapping[str, Sequence[tuple[float, float]]],
-                     rate_window: float = 1.0, rate_at_full: bool = False) -> dict[str, Any]:
+                     rate_window: float = 1.0, rate_at_full: bool = False,
+                     oscillation: float | None = None,
+                     trends: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
 
     Below ``1.25 L_e`` each variant's run profile is its learning curve through
@@ -66,12 +68,18 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     leaves a class unseen is outside the measured range (``max_uncovered`` 0:
     on the trajectory bank such sets end above their predicted 0.95-quantile three times as often).
     The oscillation is the regime's, widened by what the trajectories show beyond
-    ``regime.explored_oscillation`` (:func:`plan_oscillation`).
+    ``regime.explored_oscillation`` (:func:`plan_oscillation`; ``oscillation``
+    when given). With ``regime.anchor`` ``"trend"`` a variant's curve starts
+    at its trajectory's fitted trend with the fitted rate (``trends``, else
+    :func:`exploration_trends`), where one is fitted.
     """
     from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient
 
-    oscillation = plan_oscillation(trajectories, regime, steps)
+    if oscillation is None:
+        oscillation = plan_oscillation(trajectories, regime, steps)
+    if trends is None and regime.anchor == "trend":
+        trends = exploration_trends(trajectories, regime, oscillation, rate_at_full)
     run = {}
     for model, profile in fitted["run"].items():
         losses, ratios = (list(t) for t in trajectories.get(model, ([], [])))
@@ -79,7 +87,12 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
             run[model] = dict(profile)
             continue
         first, last, span = rate_span(losses, rounds, rate_window)
+        trend = (trends or {}).get(model)
         factor = ratio_factor(ratios[-span:], regime.rate_exponent) if rate_at_full else 1.0
+        if trend is not None:
+            run[model] = plan_regime_run(profile, first, trend.level, span, regime, oscillation, factor,
+                                         floor=trend.floor)
+            continue
         run[model] = plan_regime_run(profile, first, last, span, regime, oscillation, factor)
     out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
            "data_exponent_std": regime.noise_exponent}
@@ -93,6 +106,33 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     LOG.info("loss profile: plan regime from the exploration's last losses (floor %.3g, %.3g local steps, "
              "oscillation %.3g, judged error %.3g)", regime.floor, steps, oscillation,
              out.get("judged_error", 0.0))
+    return out
+
+
+def exploration_trends(trajectories: Mapping[str, tuple[Sequence[float], Any]], regime: Any,
+                       oscillation: float, rate_at_full: bool = False) -> dict[str, Any]:
+    """Every variant's trend at the exploration's end (:mod:`depl_fl.tracking.exploration_trend`).
+
+    ``{model: ExplorationTrend}`` for the variants whose trajectory
+    (``{model: (losses, ratios)}``) is long enough to fit; the floor is the
+    regime's at the trajectory's last loss, the residuals are in units of the
+    job's ``oscillation``; with ``rate_at_full`` the rate holds at ``r = 1``.
+    """
+    from depl_fl.tracking.exploration_trend import fit_exploration_trend
+    from depl_fl.tracking.learning_curve import effective_floor
+
+    out = {}
+    for model, (losses, ratios) in trajectories.items():
+        if len(losses) < 2:
+            continue
+        floor = effective_floor(regime.floor, float(losses[-1]))
+        trend = fit_exploration_trend(losses, regime.power, floor, oscillation,
+                                      ratios if rate_at_full else None, regime.rate_exponent)
+        if trend is not None:
+            out[model] = trend
+            LOG.info("loss profile: %s's trend at the exploration's end %.4g +- %.3g (last loss %.4g), "
+                     "rate %.3g from round %d", model, trend.level, trend.level_std, float(losses[-1]),
+                     trend.rate, trend.window_start)
     return out
 
 

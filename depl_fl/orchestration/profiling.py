@@ -50,17 +50,21 @@ from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_conf
 
 LOG = logging.getLogger("depl_fl.profiling")
 PROFILE_VERSION = 9
+#: Plan-regime keys whose default value hashes like a section without the key (caches stay valid).
+REGIME_DEFAULTS: dict[str, Any] = {"explored_oscillation": None, "anchor": "last"}
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
     """Cache key: hash of the configuration parts that determine the loss evolution."""
     prof = cfg["profile"]
-    # model.loss null (cross-entropy) hashes like a model section without the key.
-    model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None)}
-    # plan_regime.explored_oscillation null (the constant oscillation) hashes like a section without it.
+    # model.loss null (cross-entropy) hashes like a model section without the key; model.regime is hashed
+    # through the profile.plan_regime values it gives.
+    model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None) and k != "regime"}
+    # plan_regime.explored_oscillation null (the constant oscillation) and anchor last (the last measured
+    # loss) hash like a section without them.
     regime = prof.get("plan_regime")
-    if isinstance(regime, Mapping) and regime.get("explored_oscillation", 0) is None:
-        regime = {k: v for k, v in regime.items() if k != "explored_oscillation"}
+    if isinstance(regime, Mapping):
+        regime = {k: v for k, v in regime.items() if not (k in REGIME_DEFAULTS and REGIME_DEFAULTS[k] == v)}
     relevant = {
         "version": PROFILE_VERSION,
         "dataset": cfg["dataset"], "model": model, "num_clients": cfg["num_clients"],

@@ -77,6 +77,7 @@ class _PlanRegime(Schema):
     oscillation_dof: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=2)] | None = None
     rate_window: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)] = 1.0
     explored_oscillation: NonNegative | None = None
+    anchor: Literal["last", "trend"] = "last"
 
 
 class _Profile(Schema):

@@ -80,8 +80,11 @@ _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "prof
                "profile.subset_fractions", "profile.spread_horizon")
 _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
                      "reference_steps", "judged_error_factor", "oscillation_dof", "rate_window",
-                     "explored_oscillation")
+                     "explored_oscillation", "anchor")
 _MISSING = object()
+#: Keys whose ``conf/`` value comes from the chosen model's config (``conf/model/<name>.yaml``).
+MODEL_DEFAULTED = {"profile.plan_regime.explored_oscillation": "model.regime.explored_oscillation",
+                   "profile.plan_regime.anchor": "model.regime.anchor"}
 
 #: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.
 PLAN_OPTIONS: dict[str, frozenset[str]] = {
@@ -285,6 +288,20 @@ def first_difference(value: Any, default: Any, prefix: str) -> str | None:
     return None if value == default else prefix
 
 
+def with_model_defaults(defaults: Mapping[str, Any], cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``defaults`` with the keys whose ``conf/`` value is the chosen model's (:data:`MODEL_DEFAULTED`)
+    at that model's value: a key at its model's value is not set."""
+    regime = dict(_value(defaults, "profile.plan_regime", None) or {})
+    for key, source in MODEL_DEFAULTED.items():
+        value = _get(cfg, source)
+        if value is not _MISSING:
+            regime[key.rsplit(".", 1)[1]] = value
+    if not regime:
+        return defaults
+    profile = {**_value(defaults, "profile", {}), "plan_regime": regime}
+    return {**defaults, "profile": profile}
+
+
 def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
                      entry: str | None = None) -> list[tuple[str, ModeRule, str]]:
     """The set keys that the chosen mode does not read, as ``(key, rule, mode)``, in table order.
@@ -298,6 +315,7 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
     entry : str, optional
         :data:`HYDRA_JOB`, :data:`FLWR_RUN` or ``None`` (entry-point rules skipped).
     """
+    defaults = with_model_defaults(defaults, cfg)
     out = []
     for rule in RULES:
         mode = rule.mode(cfg, entry)

@@ -63,6 +63,8 @@ CURVE_LEVELS = 10
 REGIME_TOP = 1.25
 #: Smallest rate coefficient (an exploration that made no progress plans with almost none).
 MIN_RATE = 1e-6
+#: Where a plan's learning curve starts (:attr:`PlanRegime.anchor`).
+ANCHORS = ("last", "trend")
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,12 @@ class PlanRegime:
         own exploration measures is compared with: the excess widens the plan's
         oscillation (:mod:`depl_fl.tracking.oscillation`); None: ``oscillation``
         as it is.
+    anchor : str
+        Where a plan's learning curve starts: ``"last"``, the exploration's last
+        measured loss and the rate through it; ``"trend"``, the curve fitted
+        through the exploration's trajectory with the job's own oscillation
+        (:mod:`depl_fl.tracking.exploration_trend`), its end level with the
+        fit's uncertainty.
     """
 
     power: float
@@ -107,6 +115,7 @@ class PlanRegime:
     judged_error_factor: float
     oscillation_dof: float | None = None
     explored_oscillation: float | None = None
+    anchor: str = "last"
 
     def __post_init__(self) -> None:
         if not (self.power > 1.0 and math.isfinite(self.power)):
@@ -127,6 +136,9 @@ class PlanRegime:
         if ref is not None and not (ref >= 0.0 and math.isfinite(ref)):
             raise ScenarioError("profile.plan_regime.explored_oscillation: must be null or a number >= 0, "
                                 f"got {ref!r}")
+        if self.anchor not in ANCHORS:
+            raise ScenarioError(f"profile.plan_regime.anchor: must be one of {', '.join(ANCHORS)}, "
+                                f"got {self.anchor!r}")
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> PlanRegime:
@@ -142,7 +154,7 @@ class PlanRegime:
                 values[name] = None if raw.get(name) is None else float(raw[name])
         except (TypeError, ValueError):
             raise ScenarioError("profile.plan_regime: every constant must be a number") from None
-        return cls(**values)
+        return cls(**values, anchor=str(raw.get("anchor") or "last"))
 
     def oscillation_at(self, local_steps: float) -> float:
         """``o (steps / reference_steps)**gamma``: the oscillation coefficient for ``local_steps``."""
@@ -224,7 +236,8 @@ def curve_levels(last_loss: float, floor: float, count: int = CURVE_LEVELS) -> l
 
 def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, last_loss: float,
                     rounds: int, regime: PlanRegime, oscillation: float,
-                    ratio_factor: float = 1.0) -> dict[str, list[float]]:
+                    ratio_factor: float = 1.0, rate: float | None = None,
+                    floor: float | None = None) -> dict[str, list[float]]:
     """One variant's run profile: the learning curve below ``REGIME_TOP * L_e``, the measured levels above.
 
     Parameters
@@ -245,6 +258,12 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
         (:func:`ratio_factor`; 1 for rounds on every client): the curve's rate
         is divided by it, so that it holds at ``r = 1`` as the contract's
         ``r**a`` scaling reads it.
+    rate : float, optional
+        The curve's ``c`` as fitted elsewhere (the exploration's trend,
+        :mod:`depl_fl.tracking.exploration_trend`; ``ratio_factor`` then
+        unused); None: through ``first_loss`` and ``last_loss``.
+    floor : float, optional
+        The floor that fit used; None: :func:`effective_floor` at ``last_loss``.
 
     Returns
     -------
@@ -252,8 +271,10 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
         ``levels``, ``mean``, ``std``, ``eval_std`` (contract version 2:
         ``2 eval_std**2 <= std**2`` holds at every level).
     """
-    floor = effective_floor(regime.floor, last_loss)
-    rate = rate_coefficient(first_loss, last_loss, rounds, regime.power, floor) / float(ratio_factor)
+    if floor is None:
+        floor = effective_floor(regime.floor, last_loss)
+    if rate is None:
+        rate = rate_coefficient(first_loss, last_loss, rounds, regime.power, floor) / float(ratio_factor)
     levels = curve_levels(last_loss, floor)
     top = levels[-1]
     mean = [rate * max(v - floor, 0.0) ** regime.power for v in levels]
