@@ -23,7 +23,8 @@ PY=${PYTHON:-.venv/bin/python}
 OUT=${OUT:-benchmarks/results/guarantee_scale}
 setting=(simulation=inprocess dataset=synthetic model=synthetic_mlp num_clients=1000
          dataset.iid=true dataset.log_sigma=1.0 train.lr=0.2 aggregation.norm_factor=30
-         profile.explore.max_clients=100 target.loss=0.5 output.plot=false)
+         profile.explore.max_clients=100 target.loss=0.5 output.plot=false
+         profile.plan_regime.anchor=last profile.plan_regime.explored_oscillation=null)
 cache="profile.cache_dir=$S/cache/t\${tracking.enabled}-p\${target.prob}"
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 pass() {  # pass NAME PROBS: static and tracking at PROBS, seed by seed

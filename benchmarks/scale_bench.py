@@ -194,6 +194,8 @@ def measure_profile(out: Path) -> str:
     cache = out / "cache"
     cfg = _config(100, ["profile.explore.rounds=4", "profile.explore.max_rounds=4",
                         "profile.explore.switch_rounds=[2,4]", "target.max_rounds=1",
+                        # the digits CNN's plan-regime constants as they are, as the committed profile
+                        "profile.plan_regime.anchor=last", "profile.plan_regime.explored_oscillation=null",
                         f"profile.cache_dir={cache}"])
     try:  # the profile is written once the exploration ends; one planned round is enough
         run_server(_timed_grid(cfg), cfg, out / "explore")

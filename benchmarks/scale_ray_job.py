@@ -26,7 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 #: The 1,000-client setting of ``guarantee_scale.sh`` (chosen with ``scale_setting.py``).
 SETTING = ["dataset=synthetic", "model=synthetic_mlp", "dataset.iid=true", "dataset.log_sigma=1.0",
-           "train.lr=0.2", "aggregation.norm_factor=30", "profile.explore.max_clients=100", "target.loss=0.5"]
+           "train.lr=0.2", "aggregation.norm_factor=30", "profile.explore.max_clients=100", "target.loss=0.5",
+           # the digits CNN's plan-regime constants as they are, as the committed figures were measured
+           "profile.plan_regime.anchor=last", "profile.plan_regime.explored_oscillation=null"]
 JOB = [*SETTING, "simulation=ray", "simulation.client_num_cpus=0.5", "target.prob=0.9", "output.plot=false",
        "seed=0", "dataset.seed=0"]
 

@@ -115,3 +115,45 @@ def test_the_profile_starts_its_curve_at_the_trend_not_at_a_dip() -> None:
     assert top == pytest.approx(1.25 * trends["full"].level)
     assert max(lv for lv in last_run["run"]["full"]["levels"] if lv <= 1.25 * losses[-1] + 1e-9) \
         == pytest.approx(1.25 * losses[-1])
+
+
+def test_each_network_says_how_its_plans_read_the_regime_and_an_override_wins() -> None:
+    def regime(*overrides: str) -> tuple:
+        section = compose_config(list(overrides))["profile"]["plan_regime"]
+        return section["anchor"], section["explored_oscillation"]
+
+    assert regime() == ("last", None)  # the digits CNN the constants were fitted on
+    assert regime("model=digits_cnn_all") == ("last", None)
+    for model in ("digits_resnet", "alexnet_like", "mobilenet_like"):
+        assert regime(f"model={model}") == ("trend", 0.073), model
+    assert regime("model=custom", "model.factory=tests.user_nets:mlp") == ("trend", 0.073)
+    assert regime("model=digits_resnet", "profile.plan_regime.anchor=last",
+                  "profile.plan_regime.explored_oscillation=null") == ("last", None)
+    # the model's own choice is no setting: in-process profiling (which reads neither) takes it silently
+    inprocess = compose_config(["model=digits_resnet", "profile.source=inprocess"])
+    assert inprocess["model"]["regime"]["anchor"] == "trend"
+    with pytest.raises(ScenarioError, match="profile.plan_regime.anchor=last: not read when profile.source"):
+        compose_config(["model=digits_resnet", "profile.source=inprocess", "profile.plan_regime.anchor=last"])
+
+
+def test_the_exploration_hands_the_plan_its_trend_on_a_network_that_reads_it() -> None:
+    from depl_fl.orchestration.profile_fit import plan_regime_of
+    from strategies.federated_profiling import FederatedProfiler
+
+    losses = list(_plateau_then_curve())
+    losses[-1] -= 0.35  # stopped on a dip
+    run = {"levels": [0.6, 1.2, 2.3], "mean": [0.1, 0.2, 0.1], "std": [0.1, 0.2, 0.1], "eval_std": [0.05] * 3}
+    measured = {"initial": 2.3, "run": {"full": dict(run), "p50": dict(run)}, "data_exponent_mean": 0.5,
+                "data_exponent_std": 0.5}
+    props = {f"c{i}": {"num-samples": 100} for i in range(4)}
+    starts = {}
+    for model in ("digits_cnn", "digits_resnet"):
+        cfg = compose_config([f"model={model}", "num_clients=4"])
+        profiler = FederatedProfiler(cfg, None)
+        profiler.trajectories = {m: (list(losses), [1.0] * (len(losses) - 1)) for m in ("full", "p50")}
+        profiler.records, profiler.sem_points = [{}] * (len(losses) - 1), {}
+        profiler.finish_fit(measured, props, plan_regime_of(cfg))
+        starts[model] = profiler.start_trend
+    assert starts["digits_cnn"] is None  # the plan starts at the measured loss
+    trend = starts["digits_resnet"]
+    assert trend is not None and trend["mean"] > losses[-1] + 0.2 and trend["std"] > 0.0
