@@ -28,6 +28,9 @@ changed at a time (the plan itself is not made again):
     oscillation (``--bank-median``, at the reference steps) replaced by the job's own ``m``.
 ``no oscillation``
     only the judged error spreads the final loss.
+``oscillation at reference steps``
+    the oscillation without the plan regime's growth with the local SGD steps
+    (``(steps / reference_steps)**gamma`` removed): what the constant predicts on the bank's steps.
 ``no coverage``
     every set at its plain data ratio ``r`` instead of ``c_S r`` (rate and oscillation).
 ``trend start``
@@ -68,7 +71,8 @@ SAMPLES = 4000
 #: local steps (benchmarks/results/plan_regime/oscillation.md, "bank, pooled").
 BANK_MEDIAN_OSCILLATION = 0.041
 TERMS = ("model", "no judged error", "normal oscillation", "own oscillation",
-         "oscillation with own excess", "no oscillation", "no coverage", "trend start")
+         "oscillation with own excess", "oscillation at reference steps", "no oscillation", "no coverage",
+         "trend start")
 
 
 def _rounds(plan_rounds: list[dict[str, Any]]) -> list[Any]:
@@ -153,6 +157,7 @@ def variant_losses(doc: dict[str, Any], cached: dict[str, Any] | None,
         reference = bank_median * osc["steps_factor"]
         combined = math.sqrt(max(osc["constant"] ** 2 - reference ** 2 + osc["measured"] ** 2, 0.0))
         out["oscillation with own excess"] = (scaled_oscillation(loss, combined / osc["constant"]), None)
+        out["oscillation at reference steps"] = (scaled_oscillation(loss, 1.0 / osc["steps_factor"]), None)
     if cached is not None and "fit_inputs" in cached:
         trend = trend_scenario(doc, cached)
         if trend is not None:
@@ -286,8 +291,11 @@ def cell_lines(label: str, pi: float, rows: list[dict[str, Any]]) -> tuple[list[
                                       "probit_sd": sd, "predicted_quantile": pred_q, "actual_quantile": own_q,
                                       "plan_quantile_median": float(np.median(
                                           [r["terms"][term]["quantile"] for r in have])) / target}
+            centre = float(np.median([r["actual"] / r["terms"][term]["median"] for r in have
+                                      if r["terms"][term]["median"] > 0.0]))
+            figures["terms"][term]["actual_over_predicted_median"] = centre
             term_rows.append(f"| {label} | {pi:g} | {term} | {len(have)} | {above}/{len(have)} "
-                             f"(promise ≤ {1 - pi:.2f}) | {mean:+.2f} | {sd:.2f} | "
+                             f"(promise ≤ {1 - pi:.2f}) | {mean:+.2f} | {sd:.2f} | {centre:.2f} | "
                              f"{pred_q / target:.2f} | {own_q / pred_q:.2f} |")
         figures["actual_quantile"] = actual_q
     return [source], term_rows, figures
@@ -308,12 +316,13 @@ def markdown(sweeps: list[Path], cells: list[tuple[list[str], list[str], dict]],
     lines += ["", "**Terms**: each planned job's recorded plan predicted again with one term changed "
               "(the module docstring says how). Above: runs above their own predicted π-quantile. "
               "Probit: mean (above 0: worse than predicted) and sd (below 1: predictions too wide) of the "
-              "runs' PIT. Predicted / L\\*: the π-quantile of the cell's pooled predictions; actual / "
-              "predicted: the runs' empirical π-quantile over it (1 when the term set is calibrated; "
-              "below 1: the predictions are too cautious).", "",
+              "runs' PIT. Actual / predicted median: the median over runs of the final test loss over "
+              "its own predicted median (the centre). Predicted / L\\*: the π-quantile of the cell's pooled "
+              "predictions; actual / predicted: the runs' empirical π-quantile over it (1 when the term set "
+              "is calibrated; below 1: the predictions are too cautious).", "",
               "| setting | π | term | runs | above own π-quantile | probit mean | probit sd | "
-              "predicted π-quantile / L* | actual / predicted |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "actual / predicted median (median) | predicted π-quantile / L* | actual / predicted |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [line for c in cells for line in c[1]]
     return "\n".join(lines) + "\n"
 

@@ -9,10 +9,10 @@
 #   c14a06: 14 clients, alpha 0.6, L* 0.35
 #
 #   bash benchmarks/calibration_sweep.sh [OUT] [SETTING ...]
-# Options (environment): SEEDS (default "range(500,520)"), PROBS (default 0.8,0.9,0.95),
+# Options (environment): SEEDS (default "range(500,520)"), PROBS (default 0.9,0.95,0.8: run in that order),
 # OPTS (extra overrides of every job, e.g. an opt-in model change), RESULTS (where the reports, cells
 # and decomposition go; default benchmarks/results/calibration/status_quo).
-# A setting whose folder already holds results is not run again (delete it to rerun).
+# A setting and pi whose folder already holds results is not run again (delete it to rerun).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHON=${PYTHON:-.venv/bin/python}
@@ -27,16 +27,23 @@ declare -A SETTING=(
 )
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(c6a07 c9a03 c14a06)
-mkdir -p "$S" "$RESULTS"
-cells=()
 for name in "${NAMES[@]}"; do
   [ -n "${SETTING[$name]:-}" ] || { echo "error: unknown setting $name" >&2; exit 2; }
-  # shellcheck disable=SC2206
-  over=(${SETTING[$name]})
-  if [ -z "$(find "$S/$name/depl" -name results.json 2>/dev/null | head -1)" ]; then
-    ARMS=depl-static OWN_CACHE=1 SERIAL=1 REPORT=0 nice -n 10 bash benchmarks/guarantee_sweep.sh \
-      "$S/$name" "${SEEDS:-range(500,520)}" output.plot=false "${over[@]}" "${OPTS[@]}"
-  fi
+done
+mkdir -p "$S" "$RESULTS"
+# pi by pi over every setting (0.9 first): an interrupted sweep leaves whole cells of every setting
+IFS=, read -r -a probs <<< "${PROBS:-0.9,0.95,0.8}"
+for pi in "${probs[@]}"; do
+  for name in "${NAMES[@]}"; do
+    # shellcheck disable=SC2206
+    over=(${SETTING[$name]})
+    [ -n "$(find "$S/$name/p$pi/depl" -name results.json 2>/dev/null | head -1)" ] && continue
+    PROBS=$pi ARMS=depl-static OWN_CACHE=1 SERIAL=1 REPORT=0 nice -n 10 bash benchmarks/guarantee_sweep.sh \
+      "$S/$name/p$pi" "${SEEDS:-range(500,520)}" output.plot=false "${over[@]}" "${OPTS[@]}"
+  done
+done
+cells=()
+for name in "${NAMES[@]}"; do
   "$PYTHON" -m depl_fl.cli report "$S/$name" --out "$RESULTS/$name" > /dev/null
   cells+=("$name=$RESULTS/$name/report.json")
 done

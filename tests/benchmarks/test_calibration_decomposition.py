@@ -78,6 +78,10 @@ def test_the_jobs_own_oscillation_replaces_the_constant_in_proportion() -> None:
     excess = terms["oscillation with own excess"][0]["run"]["full"]["eval_std"]
     factor = np.sqrt(0.2**2 - 0.041**2 + 0.05**2) / 0.2
     assert excess == pytest.approx([factor * v for v in doc["scenario"]["loss"]["run"]["full"]["eval_std"]])
+    grown = dec.variant_losses(doc, cached=None, osc={**osc, "steps_factor": 1.6}, bank_median=0.041)
+    at_reference = grown["oscillation at reference steps"][0]["run"]["full"]["eval_std"]
+    constant = doc["scenario"]["loss"]["run"]["full"]["eval_std"]
+    assert at_reference == pytest.approx([v / 1.6 for v in constant])
 
 
 def test_a_cell_splits_jobs_met_in_exploration_from_planned_ones(tmp_path: Path) -> None:
