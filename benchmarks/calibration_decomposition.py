@@ -28,6 +28,12 @@ changed at a time (the plan itself is not made again):
     oscillation (``--bank-median``, at the reference steps) replaced by the job's own ``m``.
 ``no oscillation``
     only the judged error spreads the final loss.
+``curve error beside own oscillation``
+    ``sqrt(o_ref**2 - m_med**2 + m**2)`` with ``o_ref`` the constant at the reference steps: the
+    constant's variance read as the learning curve's error (not growing with the local steps)
+    plus the bank's median oscillation, the latter replaced by the job's own ``m`` at its steps.
+``oscillation without the set's size``
+    the final oscillation without ``r_eff**-b`` of the plan's last set (``data_exponent_std`` 0).
 ``oscillation at reference steps``
     the oscillation without the plan regime's growth with the local SGD steps
     (``(steps / reference_steps)**gamma`` removed): what the constant predicts on the bank's steps.
@@ -70,9 +76,9 @@ SAMPLES = 4000
 #: The median oscillation coefficient the trajectory bank's 80 explorations measure, at the reference
 #: local steps (benchmarks/results/plan_regime/oscillation.md, "bank, pooled").
 BANK_MEDIAN_OSCILLATION = 0.041
-TERMS = ("model", "no judged error", "normal oscillation", "own oscillation",
-         "oscillation with own excess", "oscillation at reference steps", "no oscillation", "no coverage",
-         "trend start")
+TERMS = ("model", "no judged error", "normal oscillation", "own oscillation", "oscillation with own excess",
+         "curve error beside own oscillation", "oscillation at reference steps",
+         "oscillation without the set's size", "no oscillation", "no coverage", "trend start")
 
 
 def _rounds(plan_rounds: list[dict[str, Any]]) -> list[Any]:
@@ -158,6 +164,10 @@ def variant_losses(doc: dict[str, Any], cached: dict[str, Any] | None,
         combined = math.sqrt(max(osc["constant"] ** 2 - reference ** 2 + osc["measured"] ** 2, 0.0))
         out["oscillation with own excess"] = (scaled_oscillation(loss, combined / osc["constant"]), None)
         out["oscillation at reference steps"] = (scaled_oscillation(loss, 1.0 / osc["steps_factor"]), None)
+        curve = osc["constant"] / osc["steps_factor"]
+        beside = math.sqrt(max(curve ** 2 - bank_median ** 2, 0.0) + osc["measured"] ** 2)
+        out["curve error beside own oscillation"] = (scaled_oscillation(loss, beside / osc["constant"]), None)
+    out["oscillation without the set's size"] = ({**loss, "data_exponent_std": 0.0}, None)
     if cached is not None and "fit_inputs" in cached:
         trend = trend_scenario(doc, cached)
         if trend is not None:

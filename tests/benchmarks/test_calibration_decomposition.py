@@ -53,13 +53,15 @@ def test_scaling_the_oscillation_keeps_the_walks_own_spread() -> None:
 def test_each_term_changes_the_prediction_the_way_it_says() -> None:
     doc = _doc()
     terms = dec.variant_losses(doc, cached=None, osc=None, bank_median=0.041)
-    assert set(terms) == {"model", "no judged error", "normal oscillation", "no oscillation", "no coverage"}
+    assert set(terms) == {"model", "no judged error", "normal oscillation", "no oscillation", "no coverage",
+                          "oscillation without the set's size"}
     q = {t: np.quantile(dec.predicted(doc, loss, start, 0, plain_ratio=t == "no coverage"), 0.9)
          for t, (loss, start) in terms.items()}
     spread = {t: np.std(dec.predicted(doc, loss, start, 0, plain_ratio=t == "no coverage"))
               for t, (loss, start) in terms.items()}
     assert spread["no judged error"] < spread["model"]
     assert spread["no oscillation"] < spread["no judged error"]
+    assert spread["oscillation without the set's size"] < spread["model"]  # the set has r < 1
     assert q["no oscillation"] < q["model"]
     # a normal oscillation of the same variance has a higher 0.9-quantile than the Student-t one
     assert q["normal oscillation"] > q["model"]
@@ -82,6 +84,9 @@ def test_the_jobs_own_oscillation_replaces_the_constant_in_proportion() -> None:
     at_reference = grown["oscillation at reference steps"][0]["run"]["full"]["eval_std"]
     constant = doc["scenario"]["loss"]["run"]["full"]["eval_std"]
     assert at_reference == pytest.approx([v / 1.6 for v in constant])
+    beside = grown["curve error beside own oscillation"][0]["run"]["full"]["eval_std"]
+    factor = np.sqrt((0.2 / 1.6) ** 2 - 0.041**2 + 0.05**2) / 0.2
+    assert beside == pytest.approx([factor * v for v in constant])
 
 
 def test_a_cell_splits_jobs_met_in_exploration_from_planned_ones(tmp_path: Path) -> None:
