@@ -118,3 +118,16 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
     assert f"| {tmp_path.name} | 0.9 | 1 |" in text  # one row per sweep folder and pi
     saved = json.loads((tmp_path / "out" / "dec.json").read_text())
     assert saved["jobs"][0]["terms"]["model"]["quantile"] > 0.0
+
+
+def test_the_bank_check_refuses_a_bank_without_the_settings(tmp_path: Path, capsys) -> None:
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration_bank_check.py"
+    spec = importlib.util.spec_from_file_location("calibration_bank_check", path)
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    (tmp_path / "d1").mkdir()
+    assert check.main([str(tmp_path), "--settings", "d1,d2"]) == 2
+    assert "has no folder for every setting" in capsys.readouterr().err
+    assert check.main([str(tmp_path), "--settings", "d1"]) == 2  # a setting folder without jobs
+    assert "no bank job" in capsys.readouterr().err
