@@ -41,6 +41,7 @@ from depl_fl.contract.plan import Plan, RoundDecision, Targets, shortfall_text
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.orchestration.controller import Planner, RunController
+from depl_fl.orchestration.npy_arrays import array_of
 from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
 from depl_fl.runs.step_clock import StepClock
 from depl_fl.task.pruning import (
@@ -89,8 +90,8 @@ def client_id_of(partition_id: int) -> str:
 
 
 def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
-    """An ArrayRecord as a dict of numpy arrays."""
-    return {k: v.numpy() for k, v in record.items()}
+    """An ArrayRecord as a dict of numpy arrays (each equal to ``Array.numpy()``'s)."""
+    return {k: array_of(v) for k, v in record.items()}
 
 
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
