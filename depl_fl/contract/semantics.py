@@ -546,6 +546,8 @@ def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
     """``P[N(0, std**2) <= gap]`` elementwise (a step function where ``std`` is 0 or None)."""
     if std is None:
         return (gap >= 0.0).astype(float)
+    if np.all(std > 0.0):  # the common case: the same quotients without the masks
+        return ndtr(gap / std)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(std > 0.0, gap / np.where(std > 0.0, std, 1.0), np.where(gap >= 0.0, np.inf, -np.inf))
     return ndtr(z)
