@@ -199,9 +199,15 @@ def test_the_normal_probability_below_a_gap_is_the_masked_quotients_bit_for_bit(
         assert np.array_equal(_normal_below(gap, std), masked)
     std = np.abs(rng.normal(size=500))
     std[:50] = 0.0  # no spread: a step at the gap
+    std[50] = np.nan
     got = _normal_below(gap[0], std)
     assert np.array_equal(got[:50], (gap[0, :50] >= 0.0).astype(float))
-    assert np.array_equal(got[50:], ndtr(gap[0, 50:] / std[50:]))
+    assert np.array_equal(got[51:], ndtr(gap[0, 51:] / std[51:])) and got[50] in (0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # the masked formula, step included
+        for gaps, spread in ((gap[0], std), (gap, std[None, :]), (np.float64(-0.5), np.float64(0.0))):
+            masked = np.where(spread > 0.0, gaps / np.where(spread > 0.0, spread, 1.0),
+                              np.where(gaps >= 0.0, np.inf, -np.inf))
+            assert np.array_equal(_normal_below(gaps, spread), ndtr(masked))
     assert np.array_equal(_normal_below(gap, None), (gap >= 0.0).astype(float))
 
 
