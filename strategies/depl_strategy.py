@@ -112,9 +112,10 @@ def _metric(record: MetricRecord | None, key: str) -> float | None:
 def _reply_bytes(reply: Message) -> int:
     """Array bytes a reply carried (0 for an error reply or one without arrays)."""
     try:
-        if reply.has_error() or not reply.has_content() or "arrays" not in reply.content.array_records:
+        if reply.has_error() or not reply.has_content():
             return 0
-        return payload_bytes(reply.content.array_records["arrays"])
+        records = reply.content.array_records  # a new view on every access: taken once
+        return payload_bytes(records["arrays"]) if "arrays" in records else 0
     except Exception:  # a malformed reply carries nothing usable; it is rejected later
         return 0
 
