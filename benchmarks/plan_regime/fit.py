@@ -13,10 +13,11 @@ that leave a class unseen are left out (the plan regime's ``max_uncovered`` 0
 keeps plans off them).
 
     python benchmarks/plan_regime/fit.py BANK_DIR [--settings d1,d2,d3,d4] [--fit] \
-        [--out benchmarks/results/plan_regime]
+        [--overrides "model=digits_resnet"] [--out benchmarks/results/plan_regime]
 
 Without ``--fit`` the configured constants (``conf/config.yaml``,
-``profile.plan_regime``) are checked, next to the exploration-only profile
+``profile.plan_regime``, composed with ``--overrides``: another network's
+``model.regime``) are checked, next to the exploration-only profile
 (``plan_regime.enabled: false``); with ``--fit`` they are optimised first
 (Nelder-Mead over power, floor, rate_exponent, noise_exponent, oscillation
 and judged_error_factor; steps_exponent and reference_steps stay fixed).
@@ -206,13 +207,15 @@ def main() -> None:
     parser.add_argument("--settings", default="d1,d2,d3,d4")
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--overrides", default="",
+                        help="Hydra overrides the constants are composed with (e.g. model=digits_resnet)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan_regime"))
     args = parser.parse_args()
     from depl_fl.runs.runconfig import compose_config
 
     settings = args.settings.split(",")
     JOBS.extend(load_jobs(args.bank, settings))
-    configured = dict(compose_config([])["profile"]["plan_regime"])
+    configured = dict(compose_config(args.overrides.split())["profile"]["plan_regime"])
     with get_context("fork").Pool(args.processes) as pool:
         values = optimise(configured, pool) if args.fit else configured
         checks = [("exploration-only profile (plan_regime.enabled: false)", coverage_table(JOBS, None),

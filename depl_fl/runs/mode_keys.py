@@ -82,9 +82,6 @@ _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscil
                      "reference_steps", "judged_error_factor", "oscillation_dof", "rate_window",
                      "explored_oscillation", "anchor")
 _MISSING = object()
-#: Keys whose ``conf/`` value comes from the chosen model's config (``conf/model/<name>.yaml``).
-MODEL_DEFAULTED = {"profile.plan_regime.explored_oscillation": "model.regime.explored_oscillation",
-                   "profile.plan_regime.anchor": "model.regime.anchor"}
 
 #: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.
 PLAN_OPTIONS: dict[str, frozenset[str]] = {
@@ -289,15 +286,12 @@ def first_difference(value: Any, default: Any, prefix: str) -> str | None:
 
 
 def with_model_defaults(defaults: Mapping[str, Any], cfg: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``defaults`` with the keys whose ``conf/`` value is the chosen model's (:data:`MODEL_DEFAULTED`)
-    at that model's value: a key at its model's value is not set."""
-    regime = dict(_value(defaults, "profile.plan_regime", None) or {})
-    for key, source in MODEL_DEFAULTED.items():
-        value = _get(cfg, source)
-        if value is not _MISSING:
-            regime[key.rsplit(".", 1)[1]] = value
-    if not regime:
+    """``defaults`` with the plan-regime keys the chosen model gives (``model.regime``, whose values
+    ``conf/profile/default.yaml`` takes) at that model's value: a key at its model's value is not set."""
+    own = _value(cfg, "model.regime", None)
+    if not isinstance(own, Mapping) or not own:
         return defaults
+    regime = {**(_value(defaults, "profile.plan_regime", None) or {}), **own}
     profile = {**_value(defaults, "profile", {}), "plan_regime": regime}
     return {**defaults, "profile": profile}
 
