@@ -70,8 +70,9 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     The oscillation is the regime's, widened by what the trajectories show beyond
     ``regime.explored_oscillation`` (:func:`plan_oscillation`; ``oscillation``
     when given). With ``regime.anchor`` ``"trend"`` a variant's curve starts
-    at its trajectory's fitted trend with the fitted rate (``trends``, else
-    :func:`exploration_trends`), where one is fitted.
+    at its trajectory's fitted trend (``trends``, else :func:`exploration_trends`),
+    where one is fitted; its rate is read between the fresh loss and that trend,
+    as the constants were fitted with the rate between two trajectory points.
     """
     from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient

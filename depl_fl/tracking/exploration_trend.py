@@ -24,6 +24,10 @@ loss is still within one oscillation of the fresh loss, which the power-law
 curve does not have). The uncertainty of the end level comes from the fit's
 Gauss-Newton covariance; a plan starts from the end level with that spread.
 Every input is the job's own: its trajectory and its measured oscillation.
+The plan regime reads its rate between the fresh loss and this level, as its
+constants were fitted with (:func:`depl_fl.orchestration.profile_fit.with_plan_regime`);
+the fitted ``c`` shapes the fit only: read without the fresh model's plateau
+it is faster, and plans made with it on the residual network were too short.
 """
 
 from __future__ import annotations
