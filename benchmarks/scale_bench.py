@@ -249,13 +249,16 @@ def _instrument_depl(clock: Clock) -> None:
     server_app.build_strategy = timed_build
 
 
-def run_depl(clients: int, profile: str, out: Path) -> dict[str, Any]:
-    """One DepL job: its seconds per training round (the server's by part), rounds, clients per round."""
+def run_depl(clients: int, profile: str, out: Path, clock: Clock | None = None) -> dict[str, Any]:
+    """One DepL job: its seconds per training round (the server's by part), rounds, clients per round.
+
+    ``clock`` (default a new :class:`Clock`) times the parts; a subclass may do more at its marks.
+    """
     import strategies.server_app as server_app
 
     cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"])
     _warm_data(cfg)
-    clock = Clock()
+    clock = Clock() if clock is None else clock
     _instrument_depl(clock)
     grid = _timed_grid(cfg, clock)
     rss0 = _rss_mb()

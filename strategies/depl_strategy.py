@@ -41,6 +41,7 @@ from depl_fl.contract.plan import Plan, RoundDecision, Targets, shortfall_text
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.orchestration.controller import Planner, RunController
+from depl_fl.orchestration.npy_arrays import array_of
 from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
 from depl_fl.runs.step_clock import StepClock
 from depl_fl.task.pruning import (
@@ -89,8 +90,8 @@ def client_id_of(partition_id: int) -> str:
 
 
 def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
-    """An ArrayRecord as a dict of numpy arrays."""
-    return {k: v.numpy() for k, v in record.items()}
+    """An ArrayRecord as a dict of numpy arrays (each equal to ``Array.numpy()``'s)."""
+    return {k: array_of(v) for k, v in record.items()}
 
 
 def state_to_arrays(state: Mapping[str, np.ndarray]) -> ArrayRecord:
@@ -111,9 +112,10 @@ def _metric(record: MetricRecord | None, key: str) -> float | None:
 def _reply_bytes(reply: Message) -> int:
     """Array bytes a reply carried (0 for an error reply or one without arrays)."""
     try:
-        if reply.has_error() or not reply.has_content() or "arrays" not in reply.content.array_records:
+        if reply.has_error() or not reply.has_content():
             return 0
-        return payload_bytes(reply.content.array_records["arrays"])
+        records = reply.content.array_records  # a new view on every access: taken once
+        return payload_bytes(records["arrays"]) if "arrays" in records else 0
     except Exception:  # a malformed reply carries nothing usable; it is rejected later
         return 0
 

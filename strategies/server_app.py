@@ -330,7 +330,9 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
     """``on_round(strategy, arrays, loss)``: checkpoint, then results.json with status running."""
     from depl_fl.orchestration.checkpointing import strategy_payload
     from depl_fl.runs.checkpoint import save_checkpoint
-    from depl_fl.runs.results import build_results, write_results
+    from depl_fl.runs.results import RoundsMemo, build_results, write_results
+
+    memo = RoundsMemo()
 
     def on_round(strategy: DepLStrategy, arrays: ArrayRecord, loss: float) -> None:
         with RESULTS_LOCK:
@@ -340,8 +342,8 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
             payload = strategy_payload(strategy, arrays_to_state(arrays), loss, wall_s=wall)
             save_checkpoint(out_dir, cfg, payload)
             write_results(build_results(strategy, cfg, wall_s=wall, status="running",
-                                        resumed_from=strategy.resumed_from), out_dir, plot=False,
-                          compact=True)
+                                        resumed_from=strategy.resumed_from, rounds_memo=memo), out_dir,
+                          plot=False, compact=True, rounds_memo=memo)
 
     return on_round
 

@@ -133,3 +133,30 @@ def test_the_compact_results_text_is_jsons_with_the_scenario_encoded_once():
     assert compact_json(changed) == json.dumps(changed, allow_nan=False)
     with pytest.raises(ValueError):
         compact_json({**doc, "summary": {"loss": float("nan")}})
+
+
+def test_every_rewrite_of_the_rounds_is_the_whole_documents_text_earlier_rounds_encoded_once():
+    from depl_fl.runs.results import RoundsMemo, _finite_or_none, compact_json, job_rounds
+
+    memo = RoundsMemo()
+    profile = [{"round": 1, "loss": 2.0, "groups": [{"model": "full"}]}]
+    train: list[dict] = []
+
+    def check() -> list[dict]:
+        rounds = memo.section(profile, train)
+        assert rounds == _finite_or_none(job_rounds(profile, train))
+        doc = {"summary": {"rounds": len(train)}, "rounds": rounds, "scenario": {"clients": []}}
+        assert compact_json(doc, memo) == json.dumps(doc, allow_nan=False)
+        return rounds
+
+    check()
+    for k in range(1, 4):
+        train.append({"round": k, "loss": 1.0 / k, "loss_margin": float("nan"), "replied": ["c1"]})
+        first = check()
+        train[-1]["steps_s"] = {"write": 0.01}  # the last round changes once it is written
+        second = check()
+        assert second[-1]["steps_s"] == {"write": 0.01}
+        assert all(a is b for a, b in zip(first[:-1], second[:-1], strict=True))  # final: reused
+        assert second[-1]["round"] == k + 1 and second[-1]["loss_margin"] is None
+    train[0] = {**train[0], "loss": 9.0}  # another record at a kept place (a resumed job's) is made again
+    assert check()[1]["loss"] == 9.0

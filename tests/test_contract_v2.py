@@ -187,6 +187,30 @@ def test_judged_probabilities_of_many_walks_equal_one_at_a_time() -> None:
         assert many.tolist() == one and len(set(one)) == 5
 
 
+def test_the_normal_probability_below_a_gap_is_the_masked_quotients_bit_for_bit() -> None:
+    from scipy.special import ndtr
+
+    from depl_fl.contract.semantics import _normal_below
+
+    rng = np.random.default_rng(4)
+    gap = rng.normal(size=(32, 500))
+    for std in (np.abs(rng.normal(size=(1, 500))) + 1e-3, np.abs(rng.normal(size=(32, 500))) + 1e-3):
+        masked = ndtr(np.where(std > 0.0, gap / np.where(std > 0.0, std, 1.0), 0.0))
+        assert np.array_equal(_normal_below(gap, std), masked)
+    std = np.abs(rng.normal(size=500))
+    std[:50] = 0.0  # no spread: a step at the gap
+    std[50] = np.nan
+    got = _normal_below(gap[0], std)
+    assert np.array_equal(got[:50], (gap[0, :50] >= 0.0).astype(float))
+    assert np.array_equal(got[51:], ndtr(gap[0, 51:] / std[51:])) and got[50] in (0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # the masked formula, step included
+        for gaps, spread in ((gap[0], std), (gap, std[None, :]), (np.float64(-0.5), np.float64(0.0))):
+            masked = np.where(spread > 0.0, gaps / np.where(spread > 0.0, spread, 1.0),
+                              np.where(gaps >= 0.0, np.inf, -np.inf))
+            assert np.array_equal(_normal_below(gaps, spread), ndtr(masked))
+    assert np.array_equal(_normal_below(gap, None), (gap >= 0.0).astype(float))
+
+
 def test_sets_outside_the_measured_coverage_make_a_plan_invalid(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture) -> None:
     doc = _doc(label_shares=[1, 1, 1, 1], min_coverage=0.8, max_uncovered=0.0)

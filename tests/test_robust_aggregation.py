@@ -206,3 +206,38 @@ def test_node_config_faults_and_a_bad_node_do_not_abort_the_job():
     assert "NaN" in rejected["c0"] and "faults kind" in rejected["c2"]
     assert len(strategy.controller.records) == 2
     assert all(np.all(np.isfinite(v)) for v in seen[2].values())
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(12, dtype=np.float32).reshape(3, 4), np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+    np.array(7, dtype=np.int64), np.array([True, False]), np.array([1 + 2j], dtype=np.complex64),
+    np.array([1.5, np.nan, np.inf], dtype=">f8"), np.zeros((0, 3), dtype=np.float32),
+    np.array([[1, 2]], dtype=np.uint8)])
+def test_a_reply_array_reads_as_array_numpy_reads_it(array):
+    from flwr.app import Array
+
+    from depl_fl.orchestration.npy_arrays import array_of
+
+    record = Array(array)
+    for _ in range(2):  # the header parsed, then found again
+        got, want = array_of(record), record.numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.flags.f_contiguous == want.flags.f_contiguous and got.flags.writeable
+        assert np.array_equal(got, want, equal_nan=True) and not np.shares_memory(got, want)
+
+
+def test_an_unreadable_reply_array_fails_as_np_load_fails():
+    import io
+
+    from depl_fl.orchestration.npy_arrays import npy_loads
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(10, dtype=np.float64))
+    data = buffer.getvalue()
+    for bad in (data[:-8], b"not an array at all", data[:6] + b"\x09\x00" + data[8:]):
+        with pytest.raises(ValueError):
+            npy_loads(bad)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        buffer = io.BytesIO()
+        np.save(buffer, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+        npy_loads(buffer.getvalue())

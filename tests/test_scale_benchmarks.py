@@ -137,3 +137,24 @@ def test_the_ray_job_record_counts_each_phase(tmp_path):
     facts.update(process_wall_s=120.5, load_average=3.0, command="python -m depl_fl.main x")
     scale_ray_job.write(facts, tmp_path)
     assert "| process_wall_s | 120.5 |" in (tmp_path / "ray_job.md").read_text()
+
+
+def test_the_round_profile_ranks_functions_by_their_share_of_the_servers_time(tmp_path):
+    import scale_round_profile
+
+    root = str(scale_round_profile.ROOT)
+    stats = {(f"{root}/depl_fl/a.py", 3, "plan"): (4, 4, 0.6, 0.9, {}),
+             (f"{root}/depl_fl/b.py", 7, "check"): (8, 8, 0.3, 0.3, {}),
+             ("~", 0, "<built-in method numpy.sum>"): (2, 2, 0.1, 0.1, {})}
+    funcs = scale_round_profile.top_functions(stats, rounds=2, top=2)
+    assert funcs["profiled_ms_per_round"] == pytest.approx(500.0)
+    assert [r["function"] for r in funcs["by_own"]] == ["depl_fl/a.py:3(plan)", "depl_fl/b.py:7(check)"]
+    assert funcs["by_own"][0]["share"] == pytest.approx(0.6) and funcs["by_own"][1]["calls_per_round"] == 4
+    assert funcs["by_inclusive"][0]["share"] == pytest.approx(0.9)
+    row = _row("depl", 1000, 0.2, 1.0)
+    row.update(replans=3, replans_infeasible=0, replans_deferred=1, clients_per_round=16.0)
+    doc = {"clients": 1000, "commit": "abc", "command": "python benchmarks/scale_round_profile.py",
+           "plain": row, "profiled": {"row": row, "functions": funcs}}
+    text = scale_round_profile.write_outputs(doc, tmp_path).read_text()
+    assert "| evaluation | 100.0 | 50% |" in text and "| **server** | **200.0** | 100% |" in text
+    assert "| `depl_fl/a.py:3(plan)` | 2.0 | 300.00 | 450.00 | 60.0% |" in text

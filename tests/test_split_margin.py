@@ -120,3 +120,18 @@ def test_one_evaluation_pass_gives_the_figures_of_the_two_passes_bit_for_bit():
         assert (loss, acc) == evaluate_model(model, x, y, batch_size=512, loss_fn=loss_fn)
         assert np.array_equal(losses, per_sample_losses(model, x, y, batch_size=512, loss_fn=loss_fn))
         assert losses.shape == (1300,)
+
+
+def test_the_shared_log_softmax_gives_cross_entropys_figures_bit_for_bit():
+    torch = pytest.importorskip("torch")
+    from torch.nn import functional as F
+
+    from depl_fl.task.training import _cross_entropy_sum_and_samples
+
+    gen = torch.Generator().manual_seed(3)
+    for rows, classes, scale in ((512, 10, 1.0), (377, 10, 40.0), (64, 2, 5.0), (1000, 62, 0.01)):
+        logits = torch.randn(rows, classes, generator=gen) * scale
+        target = torch.randint(0, classes, (rows,), generator=gen)
+        total, per_sample = _cross_entropy_sum_and_samples(logits, target)
+        assert total == float(F.cross_entropy(logits, target, reduction="sum"))
+        assert torch.equal(per_sample, F.cross_entropy(logits, target, reduction="none"))

@@ -546,8 +546,14 @@ def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
     """``P[N(0, std**2) <= gap]`` elementwise (a step function where ``std`` is 0 or None)."""
     if std is None:
         return (gap >= 0.0).astype(float)
+    positive = std > 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(std > 0.0, gap / np.where(std > 0.0, std, 1.0), np.where(gap >= 0.0, np.inf, -np.inf))
+        if positive.all():
+            return ndtr(gap / std)
+        z = np.asarray(gap / np.where(positive, std, 1.0))
+    # Only the few elements without spread get the step, not a whole array of infinities.
+    step = np.broadcast_to(~positive, z.shape)
+    z[step] = np.where(np.broadcast_to(gap, z.shape)[step] >= 0.0, np.inf, -np.inf)
     return ndtr(z)
 
 

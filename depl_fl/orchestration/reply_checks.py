@@ -16,6 +16,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from depl_fl.orchestration.npy_arrays import array_of
+
 WEIGHT_KEY = "num-examples"
 
 
@@ -102,9 +104,11 @@ def unpack_reply(msg: Any) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]
         return None, None, "reply without content"
     content = msg.content
     state = None
-    if "arrays" in content.array_records:
-        state = {k: v.numpy() for k, v in content.array_records["arrays"].items()}
-    metrics = dict(content.metric_records["metrics"]) if "metrics" in content.metric_records else None
+    records = content.array_records  # a new view on every access: taken once
+    if "arrays" in records:
+        state = {k: array_of(v) for k, v in records["arrays"].items()}
+    metric_records = content.metric_records  # a new view on every access: taken once
+    metrics = dict(metric_records["metrics"]) if "metrics" in metric_records else None
     return state, metrics, None
 
 

@@ -13,7 +13,7 @@ from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
 from depl_fl.planner.limits import check_ranges
-from depl_fl.planner.quantile import LossPropagator, PlanStart, start_moments
+from depl_fl.planner.quantile import LossPropagator, PlanStart, propagator_for, start_moments
 from depl_fl.planner.resources import ClientSet, Option, round_options
 from depl_fl.planner.trajectories import TrajectoryCache
 
@@ -104,7 +104,7 @@ class PlanContext:
         limit = targets.max_rounds if targets.max_rounds is not None else DEFAULT_MAX_ROUNDS + done
         span = abs(mean - targets.target_loss)
         width = eta * max(span, 0.05 * max(mean, targets.target_loss, 1e-3)) / 4.0
-        return cls(scenario, targets, start, LossPropagator(scenario),
+        return cls(scenario, targets, start, propagator_for(scenario),
                    targets.deadline_s - elapsed, max(limit - done, 0), mean, var, previous,
                    width, float(eta))
 

@@ -54,6 +54,8 @@ from depl_fl.planner.resources import ClientSet
 EXACT_LIMIT = 10
 #: The candidate sets of the last scenario object and model asked about: see :func:`candidate_sets`.
 _CANDIDATES: LastObjectMemo[tuple[ClientSet, ...]] = LastObjectMemo()
+#: Whether the last scenario object and model asked about have a candidate set: see :func:`has_candidate_set`.
+_HAS_CANDIDATE: LastObjectMemo[bool] = LastObjectMemo()
 
 
 def rounds_needed(ctx: PlanContext, model: str, ratios: np.ndarray, kappa: float,
@@ -322,8 +324,14 @@ def candidate_sets(scenario: Scenario, model_id: str) -> list[ClientSet]:
 
 
 def has_candidate_set(scenario: Scenario, model_id: str) -> bool:
-    """Whether :func:`candidate_sets` has a set, found without building the others."""
-    return next(_candidate_sets(scenario, model_id), None) is not None
+    """Whether :func:`candidate_sets` has a set, found without building the others.
+
+    Known once per scenario object and model: the first set still walks the
+    greedy chains over every client (each a sort of the clients), and a
+    tracked run asks before every re-plan.
+    """
+    return _HAS_CANDIDATE.get(scenario, lambda: next(_candidate_sets(scenario, model_id), None) is not None,
+                              model_id)
 
 
 def _candidate_sets(scenario: Scenario, model_id: str) -> Iterator[ClientSet]:

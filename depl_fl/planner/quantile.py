@@ -41,6 +41,7 @@ from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import coverage_gap, effective_ratio, set_coverage
 from depl_fl.errors import ScenarioError
+from depl_fl.identity_memo import LastObjectMemo
 
 GUARANTEES = ("gaussian", "cantelli")
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -479,6 +480,22 @@ def start_moments(scenario: Scenario, start: PlanStart | None) -> tuple[float, f
     return start.loss_mean, start.loss_std ** 2, start.previous_model
 
 
+#: The propagator of the last scenario object asked about: see :func:`propagator_for`.
+_PROPAGATOR: LastObjectMemo[LossPropagator] = LastObjectMemo()
+
+
+def propagator_for(scenario: Scenario) -> LossPropagator:
+    """The :class:`LossPropagator` of ``scenario``, one per scenario object.
+
+    Its figures depend on the scenario alone (a scenario is immutable; a changed
+    one is a new object) and its caches are keyed by their arguments, so every
+    planning call and prediction on the same scenario shares one instead of
+    rebuilding the profiles' hinge tables each time (a tracked run predicts and
+    may re-plan every round).
+    """
+    return _PROPAGATOR.get(scenario, lambda: LossPropagator(scenario))
+
+
 def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
               start: PlanStart | None = None,
               propagator: LossPropagator | None = None, judged: bool = True) -> tuple[float, float]:
@@ -489,7 +506,7 @@ def propagate(scenario: Scenario, rounds: Sequence[RoundDecision],
     with ``loss.set_shift`` a round on a set other than the previous round's
     (the first: ``start.previous_clients``) adds the set-shift jump's moments.
     """
-    prop = propagator or LossPropagator(scenario)
+    prop = propagator or propagator_for(scenario)
     mean, var, previous = start_moments(scenario, start)
     trained_on = start.previous_clients if start is not None else None
     ratios: dict[tuple[str, ...], float] = {}

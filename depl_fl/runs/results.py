@@ -180,16 +180,67 @@ def job_rounds(profile_records: list[Mapping[str, Any]], train_records: list[Map
                ) -> list[dict[str, Any]]:
     """All round records of a job: profile rounds first, then the training rounds numbered after them."""
     offset = len(profile_records)
-    return ([{**r, "phase": "profile"} for r in profile_records]
-            + [{**r, "phase": "train", "round": int(r["round"]) + offset} for r in train_records])
+    return ([job_round(r, "profile", offset) for r in profile_records]
+            + [job_round(r, "train", offset) for r in train_records])
+
+
+def job_round(record: Mapping[str, Any], phase: str, offset: int) -> dict[str, Any]:
+    """One round record as results.json lists it (a training round numbered after ``offset``)."""
+    if phase == "profile":
+        return {**record, "phase": "profile"}
+    return {**record, "phase": "train", "round": int(record["round"]) + offset}
+
+
+class RoundsMemo:
+    """A job's round records as results.json lists them, and their JSON text, made once per final record.
+
+    results.json is rewritten after every round, and re-encoding every earlier
+    round each time makes a job's writes grow with the square of its rounds. A
+    record is final once a later round is recorded (the strategy adds the last
+    round's step timings after the round is written), so every record but the
+    last is converted and encoded once and reused while it is the same object
+    at the same place; the last one is made again on every write. One memo per
+    job (the rewrites of one output folder).
+    """
+
+    def __init__(self) -> None:
+        #: Per final record: ``(the source record, its phase and offset, the results dict, its text)``.
+        self._made: list[tuple[Mapping[str, Any], tuple[str, int], dict[str, Any], str]] = []
+        self._texts: dict[int, str] = {}
+
+    def section(self, profile_records: list[Mapping[str, Any]],
+                train_records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """:func:`job_rounds` with non-finite figures as None, final records reused."""
+        offset = len(profile_records)
+        sources = [(r, ("profile", offset)) for r in profile_records] + \
+            [(r, ("train", offset)) for r in train_records]
+        out = []
+        for i, (record, key) in enumerate(sources):
+            made = self._made[i] if i < len(self._made) else None
+            if made is not None and made[0] is record and made[1] == key:
+                out.append(made[2])
+                continue
+            converted = _finite_or_none(job_round(record, *key))
+            if i < len(sources) - 1:  # final: kept (what followed a replaced record is made again)
+                del self._made[i:]
+                self._made.append((record, key, converted, json.dumps(converted, allow_nan=False)))
+            out.append(converted)
+        self._texts = {id(m[2]): m[3] for m in self._made}
+        return out
+
+    def text(self, rounds: list[Any]) -> str:
+        """``json.dumps(rounds, allow_nan=False)``, the kept records' text reused."""
+        return "[" + ", ".join(self._texts.get(id(r)) or json.dumps(r, allow_nan=False) for r in rounds) + "]"
 
 
 def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, status: str = "completed",
-                  resumed_from: int | None = None) -> dict[str, Any]:
+                  resumed_from: int | None = None, rounds_memo: RoundsMemo | None = None) -> dict[str, Any]:
     """The results document of a :class:`strategies.depl_strategy.DepLStrategy` run.
 
     ``status`` is one of :data:`STATUSES`; ``resumed_from`` the last completed
     round before a restart (``None`` when the job never restarted).
+    ``rounds_memo`` (the job's rewrites after every round) reuses the final
+    round records made for the last document (the same document).
     """
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
@@ -207,8 +258,7 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
                         replans=len(ctrl.replans) if ctrl is not None else 0, wall_s=wall_s,
                         initial_test_loss=getattr(strategy, "initial_test_loss", None))
     summary.update(profile_summary(profile, summary["cost_j"], summary["time_s"]))
-    all_rounds = job_rounds(profile_records, train)
-    summary["measured"] = measured_summary(all_rounds)
+    summary["measured"] = measured_summary(profile_records + train)
     summary["elapsed_s"] = float(train[-1]["elapsed_s"]) if train else None
     offset = len(profile_records)
     summary.update(status=status, resumed_from=resumed_from,
@@ -218,7 +268,7 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
         "version": RESULTS_VERSION,
         "seed": int(cfg["seed"]),
         "summary": summary,
-        "rounds": all_rounds,
+        "rounds": None,
         "profile": profile,
         "cost": getattr(strategy, "cost_report", None),
         "replans": ([{**r, "round": int(r["round"]) + offset} for r in ctrl.replans]
@@ -227,6 +277,8 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
         "scenario": None,
         "config": dict(cfg),
     })
+    doc["rounds"] = (rounds_memo.section(profile_records, train) if rounds_memo is not None
+                     else _finite_or_none(job_rounds(profile_records, train)))
     doc["scenario"] = _scenario_doc(strategy.scenario)
     return doc
 
@@ -294,30 +346,32 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True,
-                  compact: bool = False) -> Path:
+                  compact: bool = False, rounds_memo: RoundsMemo | None = None) -> Path:
     """Atomically write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path.
 
     ``compact``: without indentation (the same document). The rewrite after
     every round uses it: an indented dump goes through json's pure-Python
     encoder, and the document grows with every round (0.16 s a round after
-    120 rounds); the job's last write is indented.
+    120 rounds); the job's last write is indented. ``rounds_memo``: the memo
+    ``doc`` was built with, whose kept round texts a compact write reuses.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = compact_json(doc) if compact else json.dumps(doc, indent=2, allow_nan=False)
+    text = compact_json(doc, rounds_memo) if compact else json.dumps(doc, indent=2, allow_nan=False)
     path = atomic_write_text(out / "results.json", text + "\n")
     if plot and doc.get("rounds"):
         plot_results(doc, out / "loss.png")
     return path
 
 
-def compact_json(doc: Mapping[str, Any]) -> str:
+def compact_json(doc: Mapping[str, Any], rounds_memo: RoundsMemo | None = None) -> str:
     """``json.dumps(doc, allow_nan=False)``, the same text, with the scenario section encoded once.
 
     The section is the same object from one rewrite to the next while the
     scenario does not change (:func:`_scenario_doc`); with thousands of
     clients its text is half of the document's, so it is kept with the
-    section it was made from.
+    section it was made from. With ``rounds_memo`` the final round records'
+    texts are reused as well (:class:`RoundsMemo`).
     """
     global _SCENARIO_TEXT
     section = doc.get("scenario")
@@ -325,10 +379,15 @@ def compact_json(doc: Mapping[str, Any]) -> str:
         return json.dumps(doc, allow_nan=False)
     if _SCENARIO_TEXT is None or _SCENARIO_TEXT[0] is not section:
         _SCENARIO_TEXT = (section, json.dumps(section, allow_nan=False))
-    parts = (f"{json.dumps(k)}: "
-             + (_SCENARIO_TEXT[1] if k == "scenario" else json.dumps(v, allow_nan=False))
-             for k, v in doc.items())
-    return "{" + ", ".join(parts) + "}"
+
+    def text(key: str, value: Any) -> str:
+        if key == "scenario":
+            return _SCENARIO_TEXT[1]  # type: ignore[index]
+        if key == "rounds" and rounds_memo is not None and isinstance(value, list):
+            return rounds_memo.text(value)
+        return json.dumps(value, allow_nan=False)
+
+    return "{" + ", ".join(f"{json.dumps(k)}: {text(k, v)}" for k, v in doc.items()) + "}"
 
 
 def mark_interrupted(out_dir: str | Path) -> Path:

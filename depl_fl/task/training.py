@@ -202,10 +202,28 @@ def evaluate_with_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.n
     """
     loss_sum, correct, n, out = 0.0, 0, 0, []
     for logits, target in _eval_batches(model, x, y, batch_size):
-        batch_loss, batch_correct = _batch_figures(logits, target, loss_fn)
+        if loss_fn is None:
+            batch_loss, losses = _cross_entropy_sum_and_samples(logits, target)
+            batch_correct = int((logits.argmax(dim=1) == target).sum())
+        else:
+            batch_loss, batch_correct = _batch_figures(logits, target, loss_fn)
+            losses = _sample_losses(logits, target, loss_fn)
         loss_sum, correct, n = loss_sum + batch_loss, correct + batch_correct, n + len(target)
-        out.append(_sample_losses(logits, target, loss_fn))
+        out.append(losses)
     return loss_sum / n, correct / n, torch.cat(out).numpy().astype(float)
+
+
+def _cross_entropy_sum_and_samples(logits: torch.Tensor, target: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """Summed and per-sample cross-entropy of a batch from one log-softmax.
+
+    ``F.cross_entropy`` of class targets is ``F.nll_loss`` of the log-softmax
+    (that is how torch computes it), so both figures equal the two
+    ``F.cross_entropy`` calls bit for bit; the log-softmax, the costly part,
+    is taken once.
+    """
+    log_probs = F.log_softmax(logits, dim=1)
+    return float(F.nll_loss(log_probs, target, reduction="sum")), F.nll_loss(log_probs, target,
+                                                                             reduction="none")
 
 
 @torch.no_grad()
