@@ -51,29 +51,15 @@ def spread_factor(job, regime, bank_median: float) -> tuple[float, float]:
 def outcomes(job, regime, factor: float) -> list[tuple[float, np.ndarray]]:
     """``(actual test loss, predicted samples)`` of every usable policy and horizon, spread scaled."""
     from calibration_decomposition import scaled_oscillation
-    from fit import HORIZONS, TRAJECTORIES
+    from fit import scenario_predictions
 
-    from depl_fl.contract.plan import RoundDecision
     from depl_fl.contract.scenario import scenario_from_dict
-    from depl_fl.contract.semantics import iter_round_losses, judged_losses, set_coverage
 
     loss = job.profiler.finish_fit(job.measured, job.properties, regime)
     doc = dict(job.scenario_doc)
     doc["loss"] = {**scaled_oscillation(loss, factor), "initial": job.scenario_doc["loss"]["initial"]}
-    scen = scenario_from_dict(doc)
-    out = []
-    for index, run in enumerate(job.runs):
-        cov = set_coverage(scen, tuple(run["clients"]))
-        if cov is not None and cov[1] > 0.0:
-            continue
-        horizons = [k for k in HORIZONS if k <= len(run["test"])]
-        rounds = [RoundDecision(run["model"], tuple(run["clients"]), {})] * max(horizons)
-        rng = np.random.default_rng(1000 + index)
-        for k, walk in enumerate(iter_round_losses(scen, rounds, TRAJECTORIES, rng,
-                                                   start_loss=run["start_loss"]), start=1):
-            if k in horizons:
-                out.append((float(run["test"][k - 1]), judged_losses(scen, rounds[k - 1], walk.copy(), rng)))
-    return out
+    return [(float(run["test"][k - 1]), samples)
+            for run, k, samples in scenario_predictions(job, scenario_from_dict(doc))]
 
 
 def row(label: str, pairs: list[tuple[float, np.ndarray]]) -> str:

@@ -89,10 +89,15 @@ def load_jobs(bank: str | Path, settings: list[str]) -> list[Job]:
 def predictions(job: Job, regime, rate_factor: float = 1.0) -> list[tuple[dict, int, np.ndarray]]:
     """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job`` (its learning
     curve's rate scaled by ``rate_factor``, as :meth:`Job.scenario`)."""
+    return scenario_predictions(job, job.scenario(regime, rate_factor))
+
+
+def scenario_predictions(job: Job, scen) -> list[tuple[dict, int, np.ndarray]]:
+    """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job`` under the
+    scenario ``scen`` (the job's, with a profile of the caller's)."""
     from depl_fl.contract.plan import RoundDecision
     from depl_fl.contract.semantics import iter_round_losses, judged_losses, set_coverage
 
-    scen = job.scenario(regime, rate_factor)
     out = []
     for index, run in enumerate(job.runs):
         cov = set_coverage(scen, tuple(run["clients"]))
