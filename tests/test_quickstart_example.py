@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,17 @@ pytest.importorskip("flwr")
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "examples" / "quickstart-depl"
+
+
+def _stop_processes_naming(marker: str) -> None:
+    """Terminate this machine's processes whose command line names ``marker`` (Linux /proc)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            pid = int(cmdline.parent.name)
+            if pid != os.getpid() and marker in cmdline.read_bytes().decode(errors="replace"):
+                os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
+            continue
 
 
 @pytest.mark.slow
@@ -28,8 +40,11 @@ def test_quickstart_depl_runs_under_flwr_run(tmp_path):
            "PATH": os.pathsep.join([str(Path(os.sys.executable).parent), os.environ.get("PATH", "")])}
     flwr = Path(os.sys.executable).with_name("flwr")
     run_config = f'out-file="{out}" cache-dir="{tmp_path / "cache"}"'
-    proc = subprocess.run([str(flwr), "run", ".", "local", "--stream", "--run-config", run_config],
-                          cwd=APP, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        proc = subprocess.run([str(flwr), "run", ".", "local", "--stream", "--run-config", run_config],
+                              cwd=APP, env=env, capture_output=True, text=True, timeout=900)
+    finally:  # flwr leaves its local SuperLink running; a later run on this machine would reuse it
+        _stop_processes_naming(str(home))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert out.exists(), (proc.stdout + proc.stderr)[-3000:]
     doc = json.loads(out.read_text())
