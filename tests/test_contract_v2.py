@@ -18,6 +18,7 @@ from depl_fl.contract.semantics import (
     judged_losses,
     judged_probabilities,
     judged_probability,
+    judged_reaches,
     plan_errors,
     set_coverage,
     simulate_final_losses,
@@ -185,6 +186,48 @@ def test_judged_probabilities_of_many_walks_equal_one_at_a_time() -> None:
         many = judged_probabilities(scenario, rounds[-1], walks, 1.8)
         one = [judged_probability(scenario, rounds[-1], walk, 1.8) for walk in walks]
         assert many.tolist() == one and len(set(one)) == 5
+
+
+def test_judged_reaches_is_the_comparison_of_the_judged_probabilities_row_by_row() -> None:
+    doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
+    doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
+    doc["loss"]["judged_error"] = 0.01
+    for dof in (None, 3.4):
+        doc["loss"]["eval_dof"] = dof
+        scenario = scenario_from_dict(doc)
+        rounds = _rounds(("c2",), 4)
+        walks = np.stack([simulate_final_losses(scenario, rounds, 2_001, seed, judged=False)
+                          for seed in range(6)])
+        probs = judged_probabilities(scenario, rounds[-1], walks, 2.2)
+        assert 0.05 < probs.min() < probs.max() < 0.95 and len(set(probs)) == 6
+        # Far from every row (decided on the first slices), at each row's own figure and one
+        # rounding step either side of it (decided on the mean of all the terms).
+        needs = [0.0, 0.01, 0.5, 0.99, 1.0, *probs, *np.nextafter(probs, 2.0), *np.nextafter(probs, -1.0)]
+        for need in needs:
+            assert judged_reaches(scenario, rounds[-1], walks, 2.2, need).tolist() \
+                == (probs >= need).tolist(), (dof, need)
+
+
+def test_judged_reaches_decides_a_clear_row_on_its_first_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    import depl_fl.contract.semantics as semantics
+
+    doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
+    doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
+    doc["loss"]["eval_dof"] = 3.4
+    scenario = scenario_from_dict(doc)
+    rounds = _rounds(("c2",), 4)
+    walk = simulate_final_losses(scenario, rounds, 4_000, 3, judged=False)[None, :]
+    seen: list[int] = []
+    terms = semantics._judged_terms
+    monkeypatch.setattr(semantics, "_judged_terms",
+                        lambda f, w, t, p: seen.append(w.size) or terms(f, w, t, p))
+    prob = float(judged_probabilities(scenario, rounds[-1], walk, 2.2)[0])
+    seen.clear()
+    assert not judged_reaches(scenario, rounds[-1], walk, 2.2, (1.0 + prob) / 2.0)[0]
+    assert sum(seen) < walk.size  # rejected before every trajectory's terms were computed
+    seen.clear()
+    assert judged_reaches(scenario, rounds[-1], walk, 2.2, prob)[0]
+    assert sum(seen) == walk.size  # at the row's own figure: every term, each once
 
 
 def test_the_normal_probability_below_a_gap_is_the_masked_quotients_bit_for_bit() -> None:

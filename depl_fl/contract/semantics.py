@@ -524,22 +524,76 @@ def judged_probabilities(scenario: Scenario, last: RoundDecision | None, walks: 
         return np.array([float(np.mean(walk <= target)) for walk in walks])
     if target < 0.0:
         return np.zeros(len(walks))
-    points = None
-    if fmap.dof is not None:
-        points = stdtrit(fmap.dof, (np.arange(T_QUADRATURE) + 0.5) / T_QUADRATURE)
-        points = points * math.sqrt((fmap.dof - 2.0) / fmap.dof)
-    return np.array([_judged_row(fmap, walk, target, points) for walk in walks])
+    points = _quadrature_points(fmap)
+    return np.array([float(np.mean(_judged_terms(fmap, walk, target, points))) for walk in walks])
 
 
-def _judged_row(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> float:
-    """``P[judged loss <= target]`` of one walk under a non-identity final map."""
+def judged_reaches(scenario: Scenario, last: RoundDecision | None, walks: np.ndarray, target: float,
+                   need: float) -> np.ndarray:
+    """``judged_probabilities(scenario, last, walks, target) >= need``, row by row, deciding early.
+
+    Each row's probability is a mean of terms in [0, 1] (one per trajectory,
+    or per trajectory and quadrature point). The terms are computed a slice
+    of trajectories at a time (``DECIDE_SLICES`` slices); once the terms
+    summed so far put the mean at least ``DECIDE_MARGIN`` above ``need``
+    (the rest counted as 0) or below it (the rest counted as 1), the row is
+    decided. A row the bounds leave open is judged on the mean of all its
+    terms, the same numbers :func:`judged_probabilities` averages, so every
+    answer equals that comparison's.
+    """
+    fmap = final_map(scenario, last)
+    if fmap is None or target < 0.0:
+        return judged_probabilities(scenario, last, walks, target) >= need
+    points = _quadrature_points(fmap)
+    return np.array([_row_reaches(fmap, walk, target, points, need) for walk in walks], dtype=bool)
+
+
+#: Slices of a row's trajectories between the early decisions of :func:`judged_reaches`.
+DECIDE_SLICES = 8
+#: How far a bound must clear the threshold to decide a row early: far above the rounding
+#: error of a sum in another order (about 1e-16 times the number of terms).
+DECIDE_MARGIN = 1e-9
+
+
+def _row_reaches(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None,
+                 need: float) -> bool:
+    """Whether one walk's judged probability reaches ``need`` (see :func:`judged_reaches`)."""
+    n = walk.size
+    per = 1 if points is None else points.size
+    step = max(1, -(-n // DECIDE_SLICES))
+    parts: list[np.ndarray] = []
+    total = 0.0
+    for lo in range(0, n, step):
+        part = _judged_terms(fmap, walk[lo:lo + step], target, points)
+        parts.append(part)
+        total += float(part.sum())
+        rest = n - min(lo + step, n)
+        if total / (per * n) >= need + DECIDE_MARGIN:
+            return True
+        if (total + per * rest) / (per * n) < need - DECIDE_MARGIN:
+            return False
+    # Elementwise operations only: the slices' terms are those of the whole row, bit for bit.
+    return float(np.mean(np.concatenate(parts, axis=-1))) >= need
+
+
+def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
+    """The Student-t oscillation's standardised quantile points (None: normal noise)."""
+    if fmap.dof is None:
+        return None
+    points = stdtrit(fmap.dof, (np.arange(T_QUADRATURE) + 0.5) / T_QUADRATURE)
+    return points * math.sqrt((fmap.dof - 2.0) / fmap.dof)
+
+
+def _judged_terms(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> np.ndarray:
+    """The terms whose mean is ``P[judged loss <= target]`` of one walk under a non-identity final map:
+    one per trajectory, or per quadrature point (rows) and trajectory (columns)."""
     gap = target - fmap.mean_part(walk)
     if points is None:
-        return float(np.mean(_normal_below(gap, fmap.noise_std(walk))))
+        return _normal_below(gap, fmap.noise_std(walk))
     osc = fmap.oscillation_std(walk)
     judged = fmap.judged_std(walk)
     shifted = gap[None, :] - osc[None, :] * points[:, None]
-    return float(np.mean(_normal_below(shifted, None if judged is None else judged[None, :])))
+    return _normal_below(shifted, None if judged is None else judged[None, :])
 
 
 def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import judged_probability, simulate_final_losses
+from depl_fl.contract.semantics import judged_reaches, simulate_final_losses
 from depl_fl.planner.checking import (
     SEARCH_TRAJECTORIES,
     decisions,
@@ -383,7 +383,7 @@ def single_model_plan(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Op
                                            previous_model=previous, judged=False,
                                            previous_clients=trained_on)
             previous, trained_on = model, cset.ids
-            if judged_probability(ctx.scenario, probe, losses, ctx.targets.target_loss) >= need:
+            if judged_reaches(ctx.scenario, probe, losses[None, :], ctx.targets.target_loss, need)[0]:
                 seq = [model] * k
                 alloc = allocate_levels(seq, opts, ctx.deadline)
                 if alloc is None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import final_map, judged_probabilities
+from depl_fl.contract.semantics import final_map, judged_reaches
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import start_moments_of
 from depl_fl.planner.resources import Option, block_costs
@@ -315,7 +315,9 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
     switch points is not blurred by independent noise. Version 2: ``r`` is
     the set's ``r_eff`` and ``clients`` (the set) gives the final map; the
     probability is the judged loss's, the evaluation noise integrated out
-    (:func:`depl_fl.contract.semantics.judged_probability`).
+    (:func:`depl_fl.contract.semantics.judged_probability`), each compared with
+    ``need`` as soon as that comparison is decided
+    (:func:`depl_fl.contract.semantics.judged_reaches`).
     """
     m1, m2 = pair
     scen = ctx.scenario
@@ -350,10 +352,10 @@ def mc_second_block(ctx: PlanContext, pair: tuple[str, str], r: float, k1_values
             break
         rows[live] = _run(scen, m2, rows[live], scale, rng)
         if walk_only:
-            probs = np.mean(rows[live] <= target, axis=1)
+            reached = np.mean(rows[live] <= target, axis=1) >= need
         else:
-            probs = judged_probabilities(scen, last, rows[live], target)
-        for i in live[probs >= need]:
+            reached = judged_reaches(scen, last, rows[live], target, need)
+        for i in live[reached]:
             result[k1s[i]] = k2
             open_[i] = False
     return result
