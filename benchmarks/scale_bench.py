@@ -270,11 +270,13 @@ def run_depl(clients: int, profile: str, out: Path, clock: Clock | None = None) 
     rounds = [r for r in doc["rounds"] if r.get("phase", "train") == "train"] or doc["rounds"]
     per_round = [len(r["clients"]) for r in rounds]
     kept = sum(1 for r in rounds if (r.get("plan_check") or {}).get("kept"))
+    skipped = sum(1 for r in rounds if r.get("replan_skipped"))
     replans = doc["replans"]
     return {"strategy": "depl", "clients": clients, "rounds": len(rounds),
             "clients_per_round": statistics.mean(per_round),
             "samples_per_round": statistics.mean(sum(doc_samples(doc, r["clients"])) for r in rounds),
             "replans": doc["summary"].get("replans"), "replans_deferred": kept,
+            "replans_skipped": skipped,
             "replans_infeasible": sum(1 for r in replans if not r.get("feasible", True)),
             "replan_reasons": [r.get("reason") for r in replans],
             "final_test_loss": doc["summary"].get("final_test_loss"),
@@ -403,7 +405,7 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
              "| clients | rounds | clients/round (samples) DepL / FedAvg | server CPU s/round DepL / FedAvg "
              "| server ratio | whole-round CPU s/round DepL / FedAvg | whole-round ratio "
              "| start-up CPU s DepL (initial plan) / FedAvg | server wall s/round DepL / FedAvg "
-             "| peak RSS MB DepL / FedAvg | DepL re-plans (infeasible; deferred) | load |",
+             "| peak RSS MB DepL / FedAvg | DepL re-plans (infeasible; deferred; skipped) | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in sizes:
         d, f = by[("depl", n)], by[("fedavg", n)]
@@ -417,7 +419,8 @@ def write_outputs(rows: list[dict[str, Any]], out: Path) -> None:
             f"| {d['setup_cpu_s']:.2f} ({d['initial_plan_cpu_s']:.2f}) / {f['setup_cpu_s']:.2f} "
             f"| {d['server_wall_s_per_round']:.3f} / {f['server_wall_s_per_round']:.3f} "
             f"| {d['peak_rss_mb']:.0f} / {f['peak_rss_mb']:.0f} "
-            f"| {d['replans']} ({d.get('replans_infeasible', 0)}; {d.get('replans_deferred', 0)}) "
+            f"| {d['replans']} ({d.get('replans_infeasible', 0)}; {d.get('replans_deferred', 0)}; "
+            f"{d.get('replans_skipped', 0)}) "
             f"| {d['load_average']:.1f} / {f['load_average']:.1f} |")
     lines += ["", "Server CPU milliseconds per training round by part (`other`: what no part covers: the "
               "strategy's own loop, building the messages' records, logging):", "",

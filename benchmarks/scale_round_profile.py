@@ -165,7 +165,8 @@ def write_outputs(doc: dict[str, Any], out: Path) -> Path:
              "functions; cProfile's cost per call inflates them, so read their shares).", "",
              f"Plain run: {plain['rounds']} training rounds, {plain['clients_per_round']:.1f} clients per "
              f"round, {plain['replans']} re-plans ({plain['replans_infeasible']} infeasible; "
-             f"{plain['replans_deferred']} deferred), load average {plain['load_average']:.1f} (1 min, "
+             f"{plain['replans_deferred']} deferred; {plain.get('replans_skipped', 0)} skipped after an "
+             f"infeasible one), load average {plain['load_average']:.1f} (1 min, "
              f"shared 2-core machine).", "", "## Parts (plain run)", "", *parts_table(plain), "",
              f"## Functions (profiled run: {funcs['profiled_ms_per_round']:.1f} ms per round under cProfile, "
              f"{1000 * profiled['server_cpu_s_per_round']:.1f} ms by the parts' clock)", "",

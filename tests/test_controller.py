@@ -346,3 +346,76 @@ def test_a_plan_from_the_explorations_trend_starts_the_trend_filter_there(settin
     assert ctl.trend is not None and ctl.trend.mean == 1.9 and ctl.trend.var == pytest.approx(0.04)
     start = ctl._start(2.3, None, None, ctl.trend)  # a prediction before the first round: from the trend
     assert start.loss_mean == pytest.approx(1.9)
+
+
+def _plan_regime_setting():
+    """The setting's federation with a plan-regime profile (judged error: no online refit, so the
+    planner's scenario stays the same object from round to round)."""
+    doc = json.loads(DATA.read_text())
+    base = doc["clusters"][0]
+    doc["clusters"] = [dict(base, id="A"), dict(base, id="B", activation_joules=5.0)]
+    doc["clients"] = [{"id": f"c{i}", "cluster": "AB"[i % 2], "num_samples": 150 + 10 * i}
+                      for i in range(6)]
+    doc["loss"].pop("reference_samples", None)
+    for profile in doc["loss"]["run"].values():
+        profile["eval_std"] = [0.5 * s for s in profile["std"]]
+    doc["loss"]["eval_dof"] = 3.4
+    doc["loss"]["judged_error"] = 5e-5
+    doc["version"] = 2
+    scenario = scenario_from_dict(doc)
+    targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0, max_rounds=7)
+    return scenario, targets, make_plan(scenario, targets, method="depl", seed=0)
+
+
+def _counting(calls):
+    def planner(scn, tgt, start):
+        calls.append(start)
+        return make_plan(scn, tgt, method="depl", seed=0, start=start)
+    return planner
+
+
+def _run_rounds(ctl, losses):
+    recs = []
+    for before, after in losses:
+        decision = ctl.next_decision()
+        recs.append(ctl.record(decision, before, after, accuracy=0.1, wall_s=0.1,
+                               replied=list(decision.clients), rejected=[]))
+    return recs
+
+
+# Slow progress, then none: the re-plan of round 4 finds no dependable plan within the round limit.
+STALLING = [(2.3, 2.28), (2.28, 2.3), (2.3, 2.31), (2.31, 2.33)]
+
+
+def test_after_an_infeasible_replan_one_from_a_start_no_better_is_skipped_and_recorded():
+    scenario, targets, plan = _plan_regime_setting()
+    assert plan.feasible and scenario.loss.judged_error
+    calls: list = []
+    ctl = RunController(scenario, targets, plan, planner=_counting(calls), tracking=True,
+                        replan_policy=ReplanPolicy())
+    recs = _run_rounds(ctl, [*STALLING, (2.33, 2.35)])
+    assert [r["feasible"] for r in ctl.replans] == [True, True, True, False] and len(calls) == 4
+    fourth, fifth = recs[3], recs[4]
+    assert fourth["at_risk"] is True and "replan_skipped" not in fourth
+    assert fifth["predicted_quantile"] > targets.target_loss and fifth["at_risk"] is True
+    assert fifth["replan_skipped"] == {"reason": fifth["replan_skipped"]["reason"],
+                                       "infeasible_since_round": 4}
+    assert fifth["replan_skipped"]["reason"].startswith("behind target")
+    assert fifth["replanned"] is False and len(ctl.replans) == 4
+    assert any("not re-planned" in note for note in ctl.take_notes())
+    # What the skipped re-plan would have found: no dependable plan either.
+    skipped = ctl._start(fifth["tracked_loss"], fifth["model"], fifth["clients"], ctl.trend)
+    assert skipped.loss_mean >= calls[-1].loss_mean
+    assert make_plan(scenario, targets, method="depl", seed=0, start=skipped).feasible is False
+
+
+@pytest.mark.parametrize("loss", [2.1, 1.9])
+def test_a_replan_from_a_better_start_after_an_infeasible_one_runs(loss):
+    scenario, targets, plan = _plan_regime_setting()
+    calls: list = []
+    ctl = RunController(scenario, targets, plan, planner=_counting(calls), tracking=True,
+                        replan_policy=ReplanPolicy())
+    fifth = _run_rounds(ctl, [*STALLING, (2.33, loss)])[-1]
+    assert ctl.replans[3]["feasible"] is False
+    assert calls[-1].loss_mean < calls[-2].loss_mean  # a better start: the planner is asked again
+    assert len(calls) == 5 and "replan_skipped" not in fifth

@@ -140,6 +140,8 @@ class RunController:
         self.notes: list[str] = []
         #: ``(scenario, failed clients, that scenario without them)`` of the last re-planning scenario.
         self._replanning: tuple[Scenario, frozenset[str], Scenario] | None = None
+        #: ``(round, planner's scenario, start)`` of the last re-plan, while it found no dependable plan.
+        self._infeasible: tuple[int, Scenario, Any] | None = None
         self.estimator = None
         self.policy = replan_policy
         if self.tracking:
@@ -400,7 +402,8 @@ class RunController:
                                         failed_planned_clients=failed,
                                         remaining_rounds=len(remaining))
             reason = self._time_drift(rec, remaining) or reason
-            if reason is not None and not self._plan_still_holds(rec, reason):
+            if reason is not None and not self._plan_still_holds(rec, reason) \
+                    and not self._replan_cannot_help(rec, reason):
                 self._replan(rec, reason, self.rounds[k + 1:])
         if not self.tracking and failed and rec["predicted_quantile"] > self.targets.target_loss:
             self.at_risk = True  # a client was lost and nothing can re-plan around it
@@ -542,14 +545,39 @@ class RunController:
                               f"planner's check (probability {prob:.4g}): kept")
         return bool(holds)
 
+    def _replan_cannot_help(self, rec: dict[str, Any], reason: str) -> bool:
+        """Whether a re-plan is skipped: the last one found no dependable plan from a start no worse.
+
+        With the same planner scenario (the same loss model and clients) and a
+        start no better (:func:`depl_fl.planner.no_better_start`: loss and its
+        spread not lower, no more time or rounds left, the same previous model
+        and clients), the planner's feasibility being monotone in the start, it
+        finds none again: the current plan goes on at risk, as after the
+        infeasible re-plan. The round record says so (``replan_skipped``).
+        """
+        if self._infeasible is None or not self.at_risk:
+            return False
+        from depl_fl.planner import no_better_start
+
+        round_no, scenario, earlier = self._infeasible
+        start = self._start(rec["tracked_loss"], rec["model"], rec["clients"], self.trend)
+        if self._replanning_scenario() is not scenario or not no_better_start(start, earlier):
+            return False
+        rec["replan_skipped"] = {"reason": reason, "infeasible_since_round": round_no}
+        self.notes.append(f"round {rec['round']}: {reason}, but the re-plan of round {round_no} found no "
+                          "dependable plan from a better start: not re-planned (at risk)")
+        return True
+
     def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
         from depl_fl.tracking.online import ReplanRecord
 
         assert self.planner is not None
         start = self._start(rec["tracked_loss"], rec["model"], rec["clients"], self.trend)
+        scenario = self._replanning_scenario()
+        self._infeasible = None
         t0 = time.perf_counter()
         try:
-            new = self.planner(self._replanning_scenario(), self.targets, start)
+            new = self.planner(scenario, self.targets, start)
         except Exception as exc:
             # Deliberately broad: hours of training must not be lost to a failed
             # re-plan; the current plan goes on and the failure is logged and recorded.
@@ -578,6 +606,8 @@ class RunController:
         # An infeasible re-plan means no dependable continuation exists: keep the current
         # plan (still the cheapest known continuation) rather than stopping, at risk.
         self.at_risk = not feasible
+        if not feasible:
+            self._infeasible = (rec["round"], scenario, start)
         if feasible:
             self.rounds = self.rounds[: self.rounds_done] + list(new.rounds)
             rec["replanned"] = True

@@ -20,7 +20,8 @@ from depl_fl.planner.quantile import GUARANTEES, PlanStart, kappa, predict_quant
 
 METHODS = ("depl", "expectation", "full", "optimum")
 
-__all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "plan_holds", "predict_quantile"]
+__all__ = ["METHODS", "GUARANTEES", "PlanStart", "kappa", "make_plan", "no_better_start", "plan_holds",
+           "predict_quantile"]
 
 
 def make_plan(scenario: Scenario, targets: Targets, method: str = "depl", eta: float | None = None,
@@ -189,3 +190,24 @@ def plan_holds(scenario: Scenario, targets: Targets, rounds: Sequence[RoundDecis
         return False, float("nan")
     p = probability(ctx, rounds, n, confirm_seed(seed))
     return p >= required_probability(targets.target_prob, n), p
+
+
+def no_better_start(later: PlanStart, earlier: PlanStart) -> bool:
+    """Whether ``later`` is a start no better than ``earlier`` for :func:`make_plan`'s feasibility.
+
+    No lower loss mean or spread, no less time or fewer rounds used, the same
+    previous model and client set. With the same scenario and targets, DepL's
+    feasibility is monotone in these inputs: from a start no better than one
+    without a dependable plan, the planner finds none either. Why: a higher
+    start loss or spread moves the Monte Carlo trajectories' final losses up
+    or wider while the target stays, so every candidate's probability of
+    ending below it falls, and less time or fewer rounds left only take plans
+    away from every search and fallback (the FedAvg plan's rounds included).
+    The planner is a search over Monte Carlo estimates, so this is checked
+    rather than proved: ``tests/test_planner_monotone.py`` sweeps a grid of
+    starts and fails where feasibility is not monotone.
+    """
+    return (later.loss_mean >= earlier.loss_mean and later.loss_std >= earlier.loss_std
+            and later.elapsed_s >= earlier.elapsed_s and later.rounds_done >= earlier.rounds_done
+            and later.previous_model == earlier.previous_model
+            and later.previous_clients == earlier.previous_clients)
