@@ -72,6 +72,7 @@ def _row(strategy, n, server, whole):
     parts = {"planning": 0.1 * server, "evaluation": 0.5 * server, "other": 0.4 * server}
     return {"strategy": strategy, "clients": n, "rounds": 2, "clients_per_round": 5.0,
             "samples_per_round": 500.0, "replans": 1, "replans_infeasible": 1, "replans_deferred": 3,
+            "replans_skipped": 2,
             "server_cpu_s_per_round": server, "server_wall_s_per_round": 2 * server,
             "round_cpu_s_per_round": whole, "peak_rss_mb": 100.0 + n, "setup_cpu_s": 2.0,
             "initial_plan_cpu_s": 1.5 if strategy == "depl" else 0.0, "server_parts": parts,
@@ -85,7 +86,7 @@ def test_the_tables_compare_server_and_whole_round_at_equal_client_counts(tmp_pa
     scale_bench.write_outputs(rows, tmp_path)
     text = (tmp_path / "scale.md").read_text()
     assert ("| 10 | 2 | 5.0 (500) / 5.0 (500) | 0.3000 / 0.1000 | 3.00 | 1.200 / 0.600 | 2.00 "
-            "| 2.00 (1.50) / 2.00 | 0.600 / 0.200 | 110 / 110 | 1 (1; 3) | 4.0 / 4.0 |") in text
+            "| 2.00 (1.50) / 2.00 | 0.600 / 0.200 | 110 / 110 | 1 (1; 3; 2) | 4.0 / 4.0 |") in text
     assert "| 10 | depl | 0.0 | 0.0 | 0.0 | 150.0 | 0.0 | 30.0 | 0.0 | 0.0 | 120.0 | 300.0 |" in text
     assert "| 10 | fedavg | 0.0 | 0.0 | 0.0 | 50.0 | - | - | - | - | 40.0 | 100.0 |" in text
     assert "depl 2.000 (10->30); fedavg 1.000 (10->30)" in text
