@@ -549,7 +549,7 @@ def judged_reaches(scenario: Scenario, last: RoundDecision | None, walks: np.nda
 
 
 #: Slices of a row's trajectories between the early decisions of :func:`judged_reaches`.
-DECIDE_SLICES = 8
+DECIDE_SLICES = 32
 #: How far a bound must clear the threshold to decide a row early: far above the rounding
 #: error of a sum in another order (about 1e-16 times the number of terms).
 DECIDE_MARGIN = 1e-9

@@ -12,6 +12,7 @@ import numpy as np
 from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
+from depl_fl.identity_memo import LastObjectMemo
 from depl_fl.planner.limits import check_ranges
 from depl_fl.planner.quantile import LossPropagator, PlanStart, propagator_for, start_moments
 from depl_fl.planner.resources import ClientSet, Option, round_options
@@ -25,6 +26,9 @@ DEFAULT_MAX_ROUNDS = 1000
 ETA_MIN = 1e-3
 ETA_AUTO_MIN = 0.05
 ETA_AUTO_MAX = 0.2
+# Round options by (client ids, model) of the last scenario object planned on: they depend on the
+# scenario alone, and a tracked run re-plans on the same object every round until a client fails.
+_OPTIONS: LastObjectMemo[dict[tuple[tuple[str, ...], str], list[Option]]] = LastObjectMemo()
 
 
 def auto_eta(scenario: Scenario, targets: Targets, start_mean: float) -> float:
@@ -62,8 +66,7 @@ class PlanContext:
     # Expanded graphs already built, by (data ratio, edges, round price): see plan_for_set.
     graphs: dict[tuple, Any] = field(init=False, repr=False, default_factory=dict)
     # Pareto fronts of round options already computed, by (client ids, model): see options().
-    _options: dict[tuple[tuple[str, ...], str], list[Option]] = field(init=False, repr=False,
-                                                                     default_factory=dict)
+    _options: dict[tuple[tuple[str, ...], str], list[Option]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # A partial, not a bound method: no reference cycle, so the cache is
@@ -72,6 +75,7 @@ class PlanContext:
         self.mc_cache = TrajectoryCache(self.scenario, self.previous,
                                         partial(_start_losses, self.start_mean, std),
                                         previous_clients=self.previous_clients)
+        self._options = _OPTIONS.get(self.scenario, dict)
 
     def start_losses(self, n: int, rng: np.random.Generator) -> np.ndarray | float:
         """Initial losses of ``n`` trajectories (a draw from ``rng`` when the start loss is uncertain)."""
@@ -79,9 +83,10 @@ class PlanContext:
         return _start_losses(self.start_mean, std, n, rng)
 
     def options(self, cset: ClientSet, model: str) -> list[Option]:
-        """:func:`.resources.round_options` of ``model`` on ``cset``, computed once per planning call.
+        """:func:`.resources.round_options` of ``model`` on ``cset``, computed once per scenario object.
 
-        The list is shared between callers: read it, do not modify it.
+        The list is shared between callers (and the planning calls on the same
+        scenario object): read it, do not modify it.
         """
         key = (cset.ids, model)
         opts = self._options.get(key)

@@ -62,7 +62,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from depl_fl.contract.plan import RoundDecision
+from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import judged_reaches, simulate_final_losses
+from depl_fl.identity_memo import LastObjectMemo
 from depl_fl.planner.checking import (
     SEARCH_TRAJECTORIES,
     decisions,
@@ -128,6 +130,9 @@ SCREEN_Z = 2.0
 SWITCH_MARGIN = 0.002
 # The kappa search checks its candidates on the stream of seed + this offset.
 SEARCH_SEED_OFFSET = 7919
+
+
+_LARGEST: LastObjectMemo[ClientSet] = LastObjectMemo()
 
 
 @dataclass
@@ -446,8 +451,11 @@ def trim(ctx: PlanContext, cset: ClientSet, opts: dict[str, list[Option]], cand:
 
 
 def largest_set(ctx: PlanContext) -> ClientSet:
-    """The ``max_clients`` largest clients of every cluster."""
-    scen = ctx.scenario
+    """The ``max_clients`` largest clients of every cluster (found once per scenario object)."""
+    return _LARGEST.get(ctx.scenario, lambda: _largest_set(ctx.scenario))
+
+
+def _largest_set(scen: Scenario) -> ClientSet:
     ids: list[str] = []
     for cluster in scen.clusters:
         members = sorted((c for c in scen.clients if c.cluster == cluster.id),
