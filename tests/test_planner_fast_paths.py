@@ -10,7 +10,7 @@ and pruning that must not change any plan:
   :func:`rounds_needed`, one model at a time;
 * :func:`schedules.second_blocks_all` (all groups, settled states dropped)
   equals :func:`schedules._second_blocks`, one group at a time;
-* the per-call cache of round options returns the fronts ``round_options``
+* the per-scenario cache of round options returns the fronts ``round_options``
   computes; the trajectory cache answers a repeated plan as a fresh run;
 * a start that already meets the target gets the plan of no round without
   the search, the same plan document as the search's.
@@ -126,10 +126,32 @@ def test_second_blocks_all_equal_one_group_at_a_time(index):
 def test_cached_round_options_are_the_fronts():
     scen, targets = scenarios.paper_like(0.9)
     ctx = PlanContext.build(scen, targets, None, None)
+    later = PlanContext.build(scen, targets, PlanStart(1.5, 0.1, scen.models[0].id, 10.0, 2), None)
     for cset in candidate_sets(scen, scen.models[0].id)[::7]:
         for model in scen.models:
             assert ctx.options(cset, model.id) == round_options(scen, cset, model.id)
             assert ctx.options(cset, model.id) is ctx.options(cset, model.id)
+            # A re-plan on the same scenario object from another start reads the same fronts.
+            assert later.options(cset, model.id) is ctx.options(cset, model.id)
+
+
+def test_round_options_and_the_largest_set_are_made_again_for_another_scenario_object():
+    from depl_fl.planner.depl import largest_set
+
+    scen, targets = scenarios.scaled(60, 6, 80)
+    ctx = PlanContext.build(scen, targets, None, None)
+    cset = candidate_sets(scen, scen.models[0].id)[0]
+    model = scen.models[0].id
+    cheaper = dataclasses.replace(scen, clusters=tuple(
+        dataclasses.replace(c, activation_joules=c.activation_joules + 7.0) for c in scen.clusters))
+    other = PlanContext.build(cheaper, targets, None, None)
+    assert other.options(cset, model) == round_options(cheaper, cset, model)
+    assert other.options(cset, model) != ctx.options(cset, model)
+    assert largest_set(ctx) is largest_set(PlanContext.build(scen, targets, None, None))
+    fewer = dataclasses.replace(scen, clients=scen.clients[:30])
+    kept = {c.id for c in scen.clients[:30]}
+    assert set(largest_set(PlanContext.build(fewer, targets, None, None)).ids) <= kept
+    assert not set(largest_set(ctx).ids) <= kept
 
 
 def test_trajectory_cache_repeats_evicted_sequences_bit_for_bit():
