@@ -419,3 +419,15 @@ def test_a_replan_from_a_better_start_after_an_infeasible_one_runs(loss):
     assert ctl.replans[3]["feasible"] is False
     assert calls[-1].loss_mean < calls[-2].loss_mean  # a better start: the planner is asked again
     assert len(calls) == 5 and "replan_skipped" not in fifth
+
+
+def test_the_checkpoint_leaves_out_the_last_infeasible_replan():
+    from depl_fl.orchestration.checkpointing import controller_state
+
+    scenario, targets, plan = _plan_regime_setting()
+    ctl = RunController(scenario, targets, plan, planner=_counting([]), tracking=True,
+                        replan_policy=ReplanPolicy())
+    _run_rounds(ctl, STALLING)
+    assert ctl._infeasible is not None and ctl._infeasible[0] == 4
+    state = controller_state(ctl)
+    assert "_infeasible" not in state and "records" in state

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 #: Controller attributes that are rebuilt, not restored (notes are logged once the round is saved,
-#: the re-planning scenario is a cache).
-_NOT_SAVED = ("planner", "notes", "_replanning")
+#: the re-planning scenario is a cache, and the last infeasible re-plan's start is read only with
+#: that same scenario object, which a restored run does not have: it re-plans once more instead).
+_NOT_SAVED = ("planner", "notes", "_replanning", "_infeasible")
 #: Strategy attributes carried across a restart (the robust aggregation's norm reference).
 STRATEGY_STATE = ("_threshold", "_norm_history")
 
