@@ -159,3 +159,55 @@ def test_the_round_profile_ranks_functions_by_their_share_of_the_servers_time(tm
     text = scale_round_profile.write_outputs(doc, tmp_path).read_text()
     assert "| evaluation | 100.0 | 50% |" in text and "| **server** | **200.0** | 100% |" in text
     assert "| `depl_fl/a.py:3(plan)` | 2.0 | 300.00 | 450.00 | 60.0% |" in text
+
+
+def test_the_replay_sums_each_calls_least_time_per_training_round_and_says_whether_answers_match(tmp_path):
+    import replan_replay
+
+    def turn(times, same=True):
+        kinds = ["make_plan", "plan_holds", "make_plan", "make_plan"]
+        calls = [{"call": k, "cpu_s": t, "same_answer": same} for k, t in zip(kinds, times, strict=True)]
+        return {"calls": calls, "load_average": 2.0}
+
+    summary = replan_replay.summarize([turn([0.30, 0.01, 0.05, 0.04]), turn([0.20, 0.02, 0.06, 0.03])],
+                                      rounds=2)
+    assert summary["make_plan"]["calls"] == 3 and summary["plan_holds"]["calls"] == 1
+    assert summary["make_plan"]["initial_ms"] == pytest.approx(200.0)
+    assert summary["make_plan"]["ms_per_round"] == pytest.approx((50.0 + 30.0) / 2)
+    assert summary["plan_holds"]["ms_per_round"] == pytest.approx(5.0) and summary["same_answers"] is True
+    assert replan_replay.summarize([turn([0.3, 0.01, 0.05, 0.04], same=False)], 2)["same_answers"] is False
+    job = {"rounds": 2, "replans": 2, "replans_infeasible": 1, "replans_deferred": 0, "replans_skipped": 1,
+           "load_average": 3.0, "planning_ms_per_round": 41.0, "plan_check_ms_per_round": 2.5}
+    doc = {"clients": 10, "repeats": 2, "job": job, "command": "python benchmarks/replan_replay.py",
+           "codes": {"this checkout": summary, "before": summary}}
+    text = replan_replay.write_outputs(doc, tmp_path).read_text()
+    assert "| this checkout | 200 | 2, 40.0 | 1, 5.0 | yes | 2.0-2.0 |" in text
+    assert "1 skipped after an infeasible one" in text and "planning 41.0 ms" in text
+
+
+def test_a_replay_answer_is_the_plan_document_without_its_measured_seconds():
+    import dataclasses
+
+    import replan_replay
+
+    from depl_fl.contract.plan import Plan
+
+    plan = Plan("depl", True, [], {"probability": 0.9}, planner_seconds=1.0, extra={"eta": 0.1})
+    again = dataclasses.replace(plan, planner_seconds=2.0)
+    assert replan_replay.answer_key("make_plan", plan) == replan_replay.answer_key("make_plan", again)
+    assert replan_replay.answer_key("make_plan", plan) != replan_replay.answer_key(
+        "make_plan", dataclasses.replace(plan, feasible=False))
+    assert replan_replay.answer_key("plan_holds", (False, float("nan"))) == (False, None)
+
+
+def test_the_replay_refuses_bad_input_with_status_2(monkeypatch, capsys, tmp_path):
+    import replan_replay
+
+    monkeypatch.setattr(sys, "argv", ["replan_replay.py", "--clients", "0"])
+    with pytest.raises(SystemExit) as stop:
+        replan_replay.main()
+    assert stop.value.code == 2 and "--clients >= 1" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["replan_replay.py", "--before", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        replan_replay.main()
+    assert stop.value.code == 2
