@@ -348,6 +348,27 @@ def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], flo
     return on_round
 
 
+#: Threads of numpy's and scipy's BLAS while the server runs the job (the in-process clients share it).
+SERVER_BLAS_THREADS = 1
+
+
+def server_blas_threads() -> Any:
+    """A context in which numpy's and scipy's OpenBLAS use ``SERVER_BLAS_THREADS`` threads.
+
+    The server's numpy work (aggregation, Monte Carlo planning, the stop
+    margin) is on arrays too small to gain from a BLAS thread pool, while
+    OpenBLAS's idle pool threads keep spinning after every call it makes:
+    at 1,000 clients that spinning was as much CPU time as the server's own
+    work on a 2-core machine (docs/SCALE.md, "Re-planning cost"). The
+    same results: the decisions and losses of the scale benchmark's job are
+    bit for bit those with the default pool. Torch's threads (local training,
+    evaluation) are not BLAS pools this touches.
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=SERVER_BLAS_THREADS, user_api="blas")
+
+
 def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
                plan: Plan | None = None, deployment: bool = False) -> Path:
     """Run the whole DepL job on ``grid`` and write ``results.json`` (+ plot) into ``out_dir``.
@@ -382,7 +403,9 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     initial = state_to_arrays(initial_state(geometry(cfg), int(cfg["seed"])))
     evaluate = make_evaluate_fn(cfg)
     try:
-        strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]), evaluate_fn=evaluate)
+        with server_blas_threads():
+            strategy.start(grid, initial, timeout=float(cfg["server"]["round_timeout_s"]),
+                           evaluate_fn=evaluate)
     except KeyboardInterrupt:
         interrupt_job(out_dir)
         raise
