@@ -28,7 +28,8 @@ def test_where_the_plateau_ends_and_how_many_rounds_follow():
     assert first_below_plateau(DESCENDING, 0.2) == 1
     assert rounds_past_plateau(DESCENDING, 0.2) == 4
     late = [2.30, 2.29, 2.28, 1.90, 1.50]
-    assert (first_below_plateau(late, 0.2), plateau_end(late, 0.2), rounds_past_plateau(late, 0.2)) == (3, 2, 2)
+    assert first_below_plateau(late, 0.2) == 3
+    assert (plateau_end(late, 0.2), rounds_past_plateau(late, 0.2)) == (2, 2)
     assert first_below_plateau([], 0.2) is None
     # the band is one oscillation: a smaller one ends the same plateau earlier
     assert rounds_past_plateau(PLATEAU, 0.02) == 3
@@ -61,7 +62,7 @@ def _profiler(trajectory: list[float]):
                           "profile.explore.value_from_round=2"])
     profiler = FederatedProfiler(cfg, None, scenario_of=lambda properties, loss: None)
     profiler.records = [{"loss_before": before, "loss": after, "energy_j": 7.0}
-                        for before, after in zip(trajectory[:-1], trajectory[1:])]
+                        for before, after in zip(trajectory[:-1], trajectory[1:], strict=True)]
     profiler.trajectories = {m: (list(trajectory), [1.0] * (len(trajectory) - 1)) for m in profiler.models}
     cost = {"cost_joules": 100.0}
     profiler._fit = lambda observations, fresh, properties: {}
