@@ -6,6 +6,11 @@
 #   g8a07:  8 clients, Dirichlet alpha 0.7, L* 0.40
 #   g11a04: 11 clients, alpha 0.4, L* 0.45
 #   g6a06:  6 clients, alpha 0.6, L* 0.40
+# and three more, fixed after the guard's first version had been measured on the three above and before
+# any result of its second (the plateau read from the first trained round):
+#   f7a08:  7 clients, alpha 0.8, L* 0.40
+#   f9a05:  9 clients, alpha 0.5, L* 0.45
+#   f5a09:  5 clients, alpha 0.9, L* 0.40
 # Arms per setting (one Hydra multirun each, nice -n 10, one at a time):
 #   OUT/<s>/depl           the frugal exploration, static plans (tracking off), seeds FIRST..FIRST+SEEDS-1
 #   OUT/<s>-tracking/depl  the same with tracking on (it stops training once the target is met)
@@ -28,6 +33,9 @@ declare -A SETTING=(
   [g8a07]="num_clients=8 partition.alpha=0.7 target.loss=0.4"
   [g11a04]="num_clients=11 partition.alpha=0.4 target.loss=0.45"
   [g6a06]="num_clients=6 partition.alpha=0.6 target.loss=0.4"
+  [f7a08]="num_clients=7 partition.alpha=0.8 target.loss=0.4"
+  [f9a05]="num_clients=9 partition.alpha=0.5 target.loss=0.45"
+  [f5a09]="num_clients=5 partition.alpha=0.9 target.loss=0.4"
 )
 COMMON=(simulation=inprocess output.plot=false target.prob=0.9)
 

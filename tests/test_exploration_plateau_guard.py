@@ -17,7 +17,7 @@ from depl_fl.orchestration.exploration_value import value_judged
 from depl_fl.tracking.plateau import first_below_plateau, plateau_end, rate_measurable, rounds_past_plateau
 
 #: Band at the fresh loss 2.3 with oscillation 0.2: 0.2 sqrt(2.3) = 0.303.
-PLATEAU = [2.30, 2.29, 2.27, 2.25, 2.23, 2.20]
+PLATEAU = [2.30, 2.29, 2.27, 2.25, 2.23, 2.20, 2.19]
 DESCENDING = [2.30, 1.90, 1.55, 1.30, 1.12]
 
 
@@ -32,7 +32,7 @@ def test_where_the_plateau_ends_and_how_many_rounds_follow():
     assert (plateau_end(late, 0.2), rounds_past_plateau(late, 0.2)) == (2, 2)
     assert first_below_plateau([], 0.2) is None
     # the band is one oscillation: a smaller one ends the same plateau earlier
-    assert rounds_past_plateau(PLATEAU, 0.02) == 3
+    assert rounds_past_plateau(PLATEAU, 0.02) == 4
 
 
 def test_the_rate_is_measurable_three_rounds_after_the_plateau():
@@ -47,8 +47,17 @@ def test_the_rate_is_measurable_three_rounds_after_the_plateau():
 def test_the_value_stop_is_judged_only_off_the_plateau():
     assert not value_judged(PLATEAU, 0.2)
     assert value_judged(DESCENDING, 0.2)
-    # the h10a10-like stop: an exploration at 2.23 after four rounds from 2.30 is still on the plateau
+    # an exploration at 2.23 after four rounds from 2.30 is still on the plateau
     assert not value_judged([2.30, 2.31, 2.28, 2.26, 2.23], 0.16)
+
+
+def test_the_plateau_is_read_from_the_first_trained_round():
+    # an untrained network above the chance level: its first round falls onto the plateau and stays
+    on_plateau = [3.16, 2.24, 2.16, 2.27, 2.24]
+    assert rate_measurable(on_plateau, 0.23)  # measured from the fresh loss it would have left it
+    assert not value_judged(on_plateau, 0.23)
+    assert not value_judged([*on_plateau, 1.85, 1.60], 0.23)  # left it, two rounds ago
+    assert value_judged([*on_plateau, 1.85, 1.60, 1.42], 0.23)
 
 
 def _profiler(trajectory: list[float]):

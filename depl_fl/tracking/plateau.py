@@ -7,7 +7,8 @@ measurable only from the rounds after it. Two readers share this definition:
 the trend fitted through an exploration (:mod:`depl_fl.tracking.exploration_trend`
 starts its window at the plateau's last round) and the exploration's value stop
 (:mod:`depl_fl.orchestration.exploration_value` judges no round before the rate
-is measurable, as a plan from the plateau extrapolates a rate it never saw).
+is measurable, as a plan from the plateau extrapolates a rate it never saw; it
+reads the trajectory from the first trained round on).
 
 The band is one oscillation at the fresh loss, ``o sqrt(L_0)``, with ``o`` the
 job's oscillation coefficient (``eval_std = o sqrt(L)``).
