@@ -22,7 +22,7 @@ N = 3
 JOB = ["simulation=inprocess", "profile.explore.rounds=6",
        "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[2]",
        "profile.explore.min_points_per_level=2", "profile.explore.value_from_round=2",
-       "target.loss=0.6", "target.prob=0.6", "target.max_rounds=30", "tracking.enabled=false",
+       "target.loss=0.25", "target.prob=0.6", "target.max_rounds=30", "tracking.enabled=false",
        "output.plot=false", "planner.mc_trajectories=5000"]
 
 
