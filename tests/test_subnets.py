@@ -39,6 +39,7 @@ NETS = {
     "group_norm": TaskGeometry("tests.user_nets:group_norm_net", 10, 1, 8),
     "channels_last": TaskGeometry("tests.user_nets:channels_last_net", 10, 1, 8),
     "lazy_mlp": TaskGeometry("tests.user_nets:lazy_mlp", 10, 1, 8),
+    "per_channel": TaskGeometry("tests.user_nets:per_channel_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -319,3 +320,11 @@ def test_a_layer_norm_over_channels_and_space_is_refused_in_one_line():
         check_variants(geo, network_layout(geo), (0.0, 0.5))
     message = str(err.value)
     assert "\n" not in message and "cannot be pruned structurally" in message and "'conv'" in message
+
+
+def test_multi_head_attention_is_refused_in_one_line_naming_it():
+    geo = TaskGeometry("tests.user_nets:tiny_transformer", 10, 1, 8)
+    with pytest.raises(ScenarioError) as err:
+        network_layout(geo)
+    message = str(err.value)
+    assert "\n" not in message and "'encoder.self_attn'" in message and "MultiheadAttention" in message

@@ -1,5 +1,5 @@
 """Networks a user might bring: ResNet-, MobileNetV2-, ConvNeXt-style, GroupNorm with squeeze-and-excitation,
-MLPs (one with a lazy layer), concat and Flower's quickstart ``Net``.
+PReLU and InstanceNorm, a transformer layer (refused), MLPs (one with a lazy layer), concat and Flower's quickstart ``Net``.
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
 expects (torchvision does not import beside this torch, so they are defined here).
@@ -257,3 +257,44 @@ class SpatialLayerNormNet(nn.Module):
 def spatial_layer_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`SpatialLayerNormNet` (8x8 inputs)."""
     return SpatialLayerNormNet(num_classes, in_channels)
+
+
+class PerChannelNet(nn.Module):
+    """PReLU and InstanceNorm (per-channel parameters), a layer applied twice, average pooling, flatten."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 12, 3, padding=1)
+        self.act = nn.PReLU(12)
+        self.norm = nn.InstanceNorm2d(12, affine=True)
+        self.twice = nn.Conv2d(12, 12, 3, padding=1)
+        self.fc = nn.Linear(12 * 4 * 4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.norm(self.act(self.stem(x)))
+        x = F.elu(self.twice(F.elu(self.twice(x))))
+        return self.fc(torch.flatten(F.avg_pool2d(x, 2), 1))
+
+
+def per_channel_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`PerChannelNet` (8x8 inputs)."""
+    return PerChannelNet(num_classes, in_channels)
+
+
+class TinyTransformer(nn.Module):
+    """Patch embedding and one transformer encoder layer (multi-head attention)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(in_channels, 16, 2, stride=2)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        tokens = self.patch(x).flatten(2).transpose(1, 2)
+        return self.head(self.encoder(tokens).mean(dim=1))
+
+
+def tiny_transformer(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`TinyTransformer` (8x8 inputs)."""
+    return TinyTransformer(num_classes, in_channels)
