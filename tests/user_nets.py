@@ -1,5 +1,6 @@
 """Networks a user might bring: ResNet-, MobileNetV2-, ConvNeXt-style, GroupNorm with squeeze-and-excitation,
-PReLU and InstanceNorm, a transformer layer (refused), MLPs (one with a lazy layer), concat and Flower's quickstart ``Net``.
+PReLU and InstanceNorm, a transformer layer (refused), MLPs (one with a lazy layer), concat and
+Flower's quickstart ``Net``.
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
 expects (torchvision does not import beside this torch, so they are defined here).
