@@ -56,9 +56,9 @@ def _planner(cfg: dict[str, Any], method: str):
 
     planner = cfg["planner"]
 
-    def plan(scenario, targets):
+    def plan(scenario, targets, start=None):
         return make_plan(scenario, targets, method=method, eta=float(planner["eta"]),
-                         guarantee=str(planner["guarantee"]), seed=int(cfg["seed"]), start=None,
+                         guarantee=str(planner["guarantee"]), seed=int(cfg["seed"]), start=start,
                          mc_trajectories=int(planner["mc_trajectories"]))
     return plan
 
@@ -72,6 +72,7 @@ def replan(doc: dict[str, Any], changes: dict[str, float]) -> dict[str, Any]:
     """The job's plan re-made with its own and with the changed constants, and full's plan."""
     from depl_fl.contract.plan import Targets
     from depl_fl.contract.scenario import scenario_from_dict
+    from depl_fl.planner import PlanStart
     from depl_fl.tracking.learning_curve import PlanRegime
     from strategies.federated_profiling import FederatedProfiler
 
@@ -82,17 +83,24 @@ def replan(doc: dict[str, Any], changes: dict[str, float]) -> dict[str, Any]:
     raw = cfg["profile"]["plan_regime"]
 
     def scenario(values: dict[str, Any]):
+        """The scenario and the plan's start (the exploration's trend with its uncertainty, as the
+        strategy starts a plan, when the regime anchors there; else the recorded initial loss)."""
         loss = profiler.finish_fit(measured, props, PlanRegime.from_config(values))
+        trend = profiler.start_trend
         scen = dict(doc["scenario"])
-        scen["loss"] = {**loss, "initial": doc["scenario"]["loss"]["initial"]}
-        return scenario_from_dict(scen)
+        initial = doc["scenario"]["loss"]["initial"] if trend is None else float(trend["mean"])
+        scen["loss"] = {**loss, "initial": initial}
+        start = None if trend is None else PlanStart(loss_mean=initial, loss_std=float(trend["std"]))
+        return scenario_from_dict(scen), start
 
     t = cfg["target"]
     targets = Targets(float(t["loss"]), float(t["prob"]), float(t["deadline_s"]) - float(s["profile_time_s"]),
                       None if t.get("max_rounds") is None else int(t["max_rounds"]))
-    own = _planner(cfg, "depl")(scenario(raw), targets)
-    changed = _planner(cfg, "depl")(scenario({**raw, **changes}), targets)
-    full = _planner(cfg, "full")(scenario(raw), targets)
+    own_scenario, own_start = scenario(raw)
+    own = _planner(cfg, "depl")(own_scenario, targets, own_start)
+    changed_scenario, changed_start = scenario({**raw, **changes})
+    changed = _planner(cfg, "depl")(changed_scenario, targets, changed_start)
+    full = _planner(cfg, "full")(own_scenario, targets, own_start)
     train = [r for r in doc["rounds"] if r.get("phase") == "train"]
     explored = [r for r in doc["rounds"] if r.get("phase") == "profile"]
     job = _key(doc["plan"]["rounds"])

@@ -40,7 +40,9 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   plan from the model at hand costs no more than that round plus the
   dependable plan from the loss the round would reach
   (:mod:`depl_fl.orchestration.exploration_value`; the energies judged are in
-  ``profile.values``); the job then plans from there;
+  ``profile.values``); the job then plans from there. It is not judged while
+  the exploration is on the fresh model's plateau (the learning curve's rate
+  is not measurable there, :func:`~depl_fl.orchestration.exploration_value.value_judged`);
 * with ``profile.prior`` (another federation's profile of the same network and
   dataset, :mod:`depl_fl.orchestration.profile_prior`) the prior's
   observations join the fit and the exploration only calibrates them: at least
@@ -447,13 +449,20 @@ class FederatedProfiler:
                         fresh_loss: float) -> bool:
         """Whether one more exploration round cannot pay for itself (the value stop; sets
         :attr:`value_round`): :mod:`depl_fl.orchestration.exploration_value` on the profile fitted
-        from the rounds so far, judged from ``profile.explore.value_from_round`` on."""
+        from the rounds so far, judged from ``profile.explore.value_from_round`` on, once the
+        trajectory has left the fresh model's plateau (:func:`value_judged`)."""
         from depl_fl.errors import DeplError
-        from depl_fl.orchestration.exploration_value import exploration_value, value_settings
+        from depl_fl.orchestration.exploration_value import exploration_value, value_judged, value_settings
 
         enabled, first = value_settings(self.cfg["profile"]["explore"])
         first = 1 if self.prior is not None else first  # the prior is a profile already
         if not enabled or done < max(first, 1) or self.scenario_of is None or not self.records:
+            return False
+        trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]
+        oscillation = self._plateau_oscillation(strategy.properties)
+        if oscillation is None or not value_judged(trajectory, oscillation):
+            LOG.info("exploration round %d: on the fresh model's plateau (loss %.4g from %.4g, oscillation "
+                     "%s): no value judgement", done, trajectory[-1], trajectory[0], oscillation)
             return False
         try:
             fitted = self._fit(observations, fresh_loss, strategy.properties)
@@ -461,7 +470,6 @@ class FederatedProfiler:
         except DeplError as exc:  # no profile or no time left yet: explore on
             LOG.info("exploration round %d: no value judgement (%s)", done, exc)
             return False
-        trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]
         value = exploration_value(self._value_planner(strategy, fitted, targets), trajectory=trajectory,
                                   round_j=float(self.records[-1]["energy_j"]))
         self.values.append({"round": done, **value.to_dict()})
@@ -471,6 +479,22 @@ class FederatedProfiler:
                      "would save %.4g J of it; exploring ends", done, value.plan_j, value.round_j,
                      value.saving_j)
         return value.stop()
+
+    def _plateau_oscillation(self, properties: Mapping[str, Mapping[str, Any]]) -> float | None:
+        """The oscillation coefficient the value stop's plateau guard reads: the one this job's plans
+        use (:func:`depl_fl.orchestration.profile_fit.plan_oscillation` on the plan regime's constants,
+        also where the plan regime is disabled); None without those constants (no value judgement)."""
+        from depl_fl.errors import DeplError
+        from depl_fl.tracking.learning_curve import PlanRegime
+
+        raw = self.cfg["profile"].get("plan_regime")
+        try:
+            regime = PlanRegime.from_config(raw) if raw else None
+        except DeplError:
+            regime = None
+        if regime is None:
+            return None
+        return plan_oscillation(self.trajectories, regime, local_steps(self.cfg, properties))
 
     def _value_planner(self, strategy: Any, fitted: Mapping[str, Any], targets: Targets) -> Any:
         """``plan(loss)`` for the value stop: the job's planner on ``fitted`` starting at ``loss``."""

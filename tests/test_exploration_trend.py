@@ -15,8 +15,9 @@ import pytest
 from depl_fl.errors import ScenarioError
 from depl_fl.orchestration.profile_fit import exploration_trends, with_plan_regime
 from depl_fl.runs.runconfig import compose_config
-from depl_fl.tracking.exploration_trend import fit_exploration_trend, plateau_end, trend_curve
+from depl_fl.tracking.exploration_trend import fit_exploration_trend, trend_curve
 from depl_fl.tracking.learning_curve import PlanRegime
+from depl_fl.tracking.plateau import plateau_end
 
 REGIME = PlanRegime(power=1.08, floor=0.145, rate_exponent=0.31, noise_exponent=0.55, oscillation=0.16,
                     steps_exponent=0.6, reference_steps=3.125, judged_error_factor=0.75, oscillation_dof=3.4,

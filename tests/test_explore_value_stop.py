@@ -1,10 +1,11 @@
 """The exploration's value stop and prior in a job on the in-process grid.
 
-The value stop ends the exploration at the first judged round whose recorded
-energies say one more round could not pay for itself, before its minimum
-rounds; the same job without the exploration's stops runs them. A job of another federation (more
-clients) with the first job's profile as its prior explores only its
-``prior_rounds`` and fits the prior's observations with its own.
+The value stop ends the exploration at the first judged round (off the fresh
+model's plateau) whose recorded energies say one more round could not pay for
+itself, before its minimum rounds; the same job without the exploration's
+stops runs them. A job of another federation (more clients) with the first
+job's profile as its prior explores only its ``prior_rounds`` and fits the
+prior's observations with its own.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ N = 3
 JOB = ["simulation=inprocess", "profile.explore.rounds=6",
        "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[2]",
        "profile.explore.min_points_per_level=2", "profile.explore.value_from_round=2",
-       "target.loss=0.6", "target.prob=0.6", "target.max_rounds=30", "tracking.enabled=false",
+       "target.loss=0.25", "target.prob=0.6", "target.max_rounds=30", "tracking.enabled=false",
        "output.plot=false", "planner.mc_trajectories=5000"]
 
 
@@ -62,7 +63,10 @@ def test_the_exploration_ends_at_the_first_round_one_more_could_not_pay_for(jobs
     assert stop is not None and stop < 6, judged
     assert value["summary"]["profile_met_round"] is None  # the value stop came first
     assert value["summary"]["profile_rounds"] == stop == value["profile"]["value_round"]
-    assert [v["round"] for v in judged] == list(range(2, stop + 1))  # judged from value_from_round on
+    # judged from value_from_round on, once the trajectory left the fresh model's plateau (a level and a
+    # rate need three rounds after the first trained one)
+    rounds = [v["round"] for v in judged]
+    assert rounds == list(range(rounds[0], stop + 1)) and rounds[0] >= 4
     last = judged[-1]
     assert last["plan_j"] <= last["round_j"] + last["next_plan_j"]
     assert all(v["plan_j"] > v["round_j"] + v["next_plan_j"] for v in judged[:-1])

@@ -110,3 +110,11 @@ def test_cluster_assignment_follows_fractions():
     assert cluster_assignment(3, classes).count("B") == 2
     with pytest.raises(ScenarioError):
         validate({**compose_config([]), "clusters": {"classes": {"A": {"fraction": 0}}}})
+
+
+def test_the_frugal_profile_is_the_default_one_with_the_three_exploration_options():
+    frugal = compose_config(["profile=frugal"])["profile"]
+    spelled = compose_config(["profile.explore.clients=cheapest", "profile.explore.value_stop=true",
+                              "profile.plan_regime.rate_window=0.5"])["profile"]
+    assert frugal == spelled
+    assert frugal != compose_config([])["profile"]

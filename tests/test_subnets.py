@@ -18,7 +18,7 @@ import torch
 from depl_fl.errors import ScenarioError
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.models import get_state, set_state
-from depl_fl.task.slicing import aggregate, extract, npy_bytes, scatter, silence
+from depl_fl.task.slicing import aggregate, extract, kept_width, npy_bytes, scatter, silence
 from depl_fl.task.subnets import (
     UserNetwork,
     build_skeleton,
@@ -27,6 +27,7 @@ from depl_fl.task.subnets import (
     example_batch,
     full_network,
     network_layout,
+    without_channel_statistics,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,10 @@ NETS = {
     "mobilenet_v2": TaskGeometry("tests.user_nets:mobilenet_v2_tiny", 10, 3, 16),
     "mlp": TaskGeometry("tests.user_nets:mlp", 10, 1, 8),
     "concat": TaskGeometry("tests.user_nets:concat_net", 10, 1, 8),
+    "group_norm": TaskGeometry("tests.user_nets:group_norm_net", 10, 1, 8),
+    "channels_last": TaskGeometry("tests.user_nets:channels_last_net", 10, 1, 8),
+    "lazy_mlp": TaskGeometry("tests.user_nets:lazy_mlp", 10, 1, 8),
+    "per_channel": TaskGeometry("tests.user_nets:per_channel_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -97,9 +102,11 @@ def test_subnetwork_computes_the_full_network_with_dropped_channels_silenced(net
     plain = full_network(geo)
     set_state(plain, full)
     x = example_batch((geo.in_channels, geo.image_size, geo.image_size), batch=4)
+    # GroupNorm and LayerNorm statistics count silenced channels as zeros: compare their affine parts.
+    small, big = without_channel_statistics(small.eval()), without_channel_statistics(big.eval())
     with torch.no_grad():
-        torch.testing.assert_close(small.eval()(x), big.eval()(x), rtol=1e-4, atol=1e-5)
-        assert not torch.allclose(plain.eval()(x), small(x), atol=1e-4)  # silencing mattered
+        torch.testing.assert_close(small(x), big(x), rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(without_channel_statistics(plain.eval())(x), small(x), atol=1e-4)
     assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in plain.parameters())
 
 
@@ -264,3 +271,60 @@ def test_torch_pruning_canary_depthwise_and_flatten_index_mapping():
     dg = tp.DependencyGraph().build_dependency(dw, example_inputs=torch.zeros(1, 3, 8, 8), verbose=False)
     dg.get_pruning_group(dw[0], tp.prune_conv_out_channels, [0, 5]).prune()
     assert dw[1].groups == 6 and dw[1].weight.shape == (6, 1, 3, 3) and dw[2].in_channels == 6
+
+
+def test_kept_widths_are_multiples_of_a_group_norms_groups():
+    assert [kept_width(24, c) for c in (0.0, 0.5, 0.75)] == [24, 12, 6]
+    assert [kept_width(24, c, 8) for c in (0.0, 0.5, 0.75, 0.9)] == [24, 16, 8, 8]
+    assert kept_width(6, 0.5, 3) == 3 and kept_width(6, 0.4, 2) == 4
+
+
+@pytest.mark.parametrize("compression", [0.5, 0.75])
+def test_group_norm_variants_keep_whole_groups_and_check(compression):
+    geo = NETS["group_norm"]
+    layout = network_layout(geo)
+    stem = next(g for g in layout.groups if g.root == "stem")
+    assert stem.width == 24 and stem.multiple == 4
+    small = build_skeleton(geo, compression)
+    assert small.norm.num_channels == kept_width(24, compression, 4) and small.norm.num_groups == 4
+    assert small.norm.num_channels == {0.5: 12, 0.75: 8}[compression]
+    check_variants(geo, layout, (0.0, compression))  # raises when a variant is not the silenced network
+
+
+def test_group_norm_statistics_make_the_plain_comparison_differ():
+    """Without the affine reduction the silenced full network is not the sub-network (statistics)."""
+    geo = NETS["group_norm"]
+    full = _trained_like(geo, seed=2)
+    layout = network_layout(geo)
+    structure = layout.structure(full, 0.5)
+    small = build_skeleton(geo, 0.5)
+    set_state(small, extract(full, structure))
+    big = full_network(geo)
+    set_state(big, silence(full, layout, structure))
+    x = example_batch((1, 8, 8), batch=4)
+    with torch.no_grad():
+        assert not torch.allclose(small.eval()(x), big.eval()(x), atol=1e-4)
+
+
+def test_lazy_layers_are_materialised_from_the_seed():
+    geo = NETS["lazy_mlp"]
+    a, b, c = (get_state(full_network(geo, seed=s)) for s in (3, 3, 4))
+    assert a["1.weight"].shape == (48, 64)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["1.weight"], c["1.weight"])
+
+
+def test_a_layer_norm_over_channels_and_space_is_refused_in_one_line():
+    geo = TaskGeometry("tests.user_nets:spatial_layer_norm_net", 10, 1, 8)
+    with pytest.raises(ScenarioError) as err:
+        check_variants(geo, network_layout(geo), (0.0, 0.5))
+    message = str(err.value)
+    assert "\n" not in message and "cannot be pruned structurally" in message and "'conv'" in message
+
+
+def test_multi_head_attention_is_refused_in_one_line_naming_it():
+    geo = TaskGeometry("tests.user_nets:tiny_transformer", 10, 1, 8)
+    with pytest.raises(ScenarioError) as err:
+        network_layout(geo)
+    message = str(err.value)
+    assert "\n" not in message and "'encoder.self_attn'" in message and "MultiheadAttention" in message

@@ -1,4 +1,6 @@
-"""Networks a user might bring: ResNet-, MobileNetV2-style, MLP, concat and Flower's quickstart ``Net``.
+"""Networks a user might bring: ResNet-, MobileNetV2-, ConvNeXt-style, GroupNorm with squeeze-and-excitation,
+PReLU and InstanceNorm, a transformer layer (refused), MLPs (one with a lazy layer), concat and
+Flower's quickstart ``Net``.
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
 expects (torchvision does not import beside this torch, so they are defined here).
@@ -172,3 +174,128 @@ class QuickstartNet8(nn.Module):
 def quickstart_net_8(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`QuickstartNet8` (8x8 inputs)."""
     return QuickstartNet8(num_classes, in_channels)
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation: the channels scaled by a gate computed from their means."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.reduce = nn.Conv2d(channels, max(channels // 4, 1), 1)
+        self.expand = nn.Conv2d(max(channels // 4, 1), channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        gate = torch.sigmoid(self.expand(F.relu(self.reduce(F.adaptive_avg_pool2d(x, 1)))))
+        return x * gate
+
+
+class GroupNormNet(nn.Module):
+    """GroupNorm (4 groups), squeeze-and-excitation, a depthwise conv and a 1x1-conv classifier."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 24, 3, padding=1, bias=False)
+        self.norm = nn.GroupNorm(4, 24)
+        self.se = SqueezeExcite(24)
+        self.dw = nn.Conv2d(24, 24, 3, padding=1, groups=24)
+        self.pw = nn.Conv2d(24, 16, 1)
+        self.head = nn.Conv2d(16, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.se(F.relu(self.norm(self.stem(x))))
+        x = F.relu(self.pw(F.relu(self.dw(x))))
+        return torch.flatten(F.adaptive_avg_pool2d(self.head(x), 1), 1)
+
+
+def group_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`GroupNormNet`."""
+    return GroupNormNet(num_classes, in_channels)
+
+
+class ChannelsLastNet(nn.Module):
+    """A ConvNeXt-style block: depthwise conv, LayerNorm and MLP on channels-last features, residual."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 16, 2, stride=2)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.norm = nn.LayerNorm(16)
+        self.up = nn.Linear(16, 32)
+        self.down = nn.Linear(32, 16)
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.stem(x)
+        y = self.down(F.gelu(self.up(self.norm(self.dw(x).permute(0, 2, 3, 1)))))
+        return self.head((x + y.permute(0, 3, 1, 2)).mean(dim=(2, 3)))
+
+
+def channels_last_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ChannelsLastNet`."""
+    return ChannelsLastNet(num_classes, in_channels)
+
+
+def lazy_mlp(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """An MLP whose first layer learns its input size at the first forward (``nn.LazyLinear``)."""
+    return nn.Sequential(nn.Flatten(), nn.LazyLinear(48, bias=False), nn.ReLU(),
+                         nn.Linear(48, 24, bias=False), nn.BatchNorm1d(24), nn.ReLU(),
+                         nn.Linear(24, num_classes))
+
+
+class SpatialLayerNormNet(nn.Module):
+    """A LayerNorm over channels and space: its shape hard-codes the channel count."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 8, 3, padding=1)
+        self.norm = nn.LayerNorm([8, 8, 8])
+        self.fc = nn.Linear(8, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.fc(F.relu(self.norm(self.conv(x))).mean(dim=(2, 3)))
+
+
+def spatial_layer_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`SpatialLayerNormNet` (8x8 inputs)."""
+    return SpatialLayerNormNet(num_classes, in_channels)
+
+
+class PerChannelNet(nn.Module):
+    """PReLU and InstanceNorm (per-channel parameters), a layer applied twice, average pooling, flatten."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 12, 3, padding=1)
+        self.act = nn.PReLU(12)
+        self.norm = nn.InstanceNorm2d(12, affine=True)
+        self.twice = nn.Conv2d(12, 12, 3, padding=1)
+        self.fc = nn.Linear(12 * 4 * 4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.norm(self.act(self.stem(x)))
+        x = F.elu(self.twice(F.elu(self.twice(x))))
+        return self.fc(torch.flatten(F.avg_pool2d(x, 2), 1))
+
+
+def per_channel_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`PerChannelNet` (8x8 inputs)."""
+    return PerChannelNet(num_classes, in_channels)
+
+
+class TinyTransformer(nn.Module):
+    """Patch embedding and one transformer encoder layer (multi-head attention)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(in_channels, 16, 2, stride=2)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        tokens = self.patch(x).flatten(2).transpose(1, 2)
+        return self.head(self.encoder(tokens).mean(dim=1))
+
+
+def tiny_transformer(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`TinyTransformer` (8x8 inputs)."""
+    return TinyTransformer(num_classes, in_channels)

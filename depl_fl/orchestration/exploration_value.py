@@ -19,6 +19,16 @@ bank), not from the exploration's sample, so one more round does not narrow
 it; the rate the round would refine is re-measured by every later round of
 the plan's own. The rule needs a dependable plan now (no dependable plan:
 explore on) and reads the validation losses only.
+
+It is not judged while the exploration is still on the fresh model's plateau
+(:func:`value_judged`): there the learning curve's rate cannot be read (the
+trajectory has not left one oscillation of the plateau, or has left it for
+fewer rounds than a level and a rate need, :mod:`depl_fl.tracking.plateau`),
+and a plan from there extrapolates a rate measured on rounds that barely
+moved the loss: long plans that a few more cheap rounds would have shortened.
+The plateau is read from the first trained round on: the untrained network's
+own loss is no point of it (it can lie far above the level the first round
+falls to, where the plateau sits: 3.16 and then 2.24, 2.16, 2.27, 2.24).
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
+
+from depl_fl.tracking.plateau import rate_measurable
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,18 @@ def exploration_value(plan: Callable[[float], Any], *, round_j: float,
     if not math.isfinite(plan_j):
         return ExplorationValue(math.inf, float(round_j), math.inf)
     return ExplorationValue(plan_j, float(round_j), plan_energy(plan(next_loss(losses))))
+
+
+def value_judged(trajectory: Sequence[float], oscillation: float) -> bool:
+    """Whether the value stop may judge the exploration after its last round.
+
+    ``trajectory`` is the validation loss before the exploration and after every round. From the
+    first round's loss ``L_1`` on (the untrained network's loss is no point of the plateau), it has
+    left the plateau (one ``oscillation * sqrt(L_1)`` below ``L_1``) for enough rounds to read a
+    learning curve's rate (:func:`depl_fl.tracking.plateau.rate_measurable`); ``oscillation`` is the
+    job's ``o`` of ``eval_std = o sqrt(L)``, the one its plans use.
+    """
+    return rate_measurable([float(v) for v in trajectory][1:], float(oscillation))
 
 
 def value_settings(explore: Mapping[str, Any]) -> tuple[bool, int]:

@@ -75,17 +75,32 @@ class ChannelGroup:
         Number of channels.
     offset : int
         Global id of the group's channel 0.
+    multiple : int
+        A variant keeps a multiple of this many channels (the number of
+        groups of a GroupNorm the channels pass through; 1 without one).
     """
 
     root: str
     width: int
     offset: int
+    multiple: int = 1
+
+    def kept(self, compression: float) -> int:
+        """Channels a variant keeps: :func:`kept_width`, rounded to a multiple of ``multiple``."""
+        return kept_width(self.width, compression, self.multiple)
 
 
-def kept_width(width: int, compression: float) -> int:
-    """Number of channels kept out of ``width`` (round half up, at least 1)."""
+def kept_width(width: int, compression: float, multiple: int = 1) -> int:
+    """Number of channels kept out of ``width`` (round half up, at least 1).
+
+    With ``multiple`` > 1 (a GroupNorm's number of groups, which divides
+    ``width``) the nearest multiple of it, at least ``multiple``.
+    """
     check_compression(compression)
-    return max(1, min(width, int(np.floor((1.0 - compression) * width + 0.5 + 1e-9))))
+    kept = max(1, min(width, int(np.floor((1.0 - compression) * width + 0.5 + 1e-9))))
+    if multiple <= 1:
+        return kept
+    return max(multiple, min(width, multiple * int(np.floor(kept / multiple + 0.5 + 1e-9))))
 
 
 def check_compression(compression: float) -> None:
@@ -150,7 +165,7 @@ class SubnetLayout:
 
     def widths(self, compression: float) -> tuple[int, ...]:
         """Channels kept per group by a variant."""
-        return tuple(kept_width(g.width, compression) for g in self.groups)
+        return tuple(g.kept(compression) for g in self.groups)
 
     def _group_of(self) -> np.ndarray:
         return np.repeat(np.arange(len(self.groups)), [g.width for g in self.groups])
@@ -181,7 +196,7 @@ class SubnetLayout:
         for g in self.groups:
             sl = slice(g.offset, g.offset + g.width)
             order = np.lexsort((np.arange(g.width), -norms[sl], silent[sl]))
-            keep.append(np.sort(order[:kept_width(g.width, compression)]).astype(np.int64))
+            keep.append(np.sort(order[:g.kept(compression)]).astype(np.int64))
         return tuple(keep)
 
     def index_of(self, keep: tuple[np.ndarray, ...], compression: float) -> SubnetIndex:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,20 @@ def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
               if len(g[0].idxs) >= 2]
     return dg, groups
+
+
+def _group_multiple(group: Any) -> int:
+    """The number of groups of every GroupNorm the group's channels pass through, as one multiple.
+
+    A GroupNorm of ``G`` groups needs a channel count divisible by ``G``, so a
+    variant keeps a multiple of their least common multiple (1 without one).
+    """
+    multiple = 1
+    for item in group.items:
+        module = item.dep.target.module
+        if isinstance(module, nn.GroupNorm):
+            multiple = math.lcm(multiple, int(module.num_groups))
+    return multiple
 
 
 def _own_entries(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -235,7 +250,7 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
                                         "channel groups in a way DepL cannot slice")
                 owner[where] = ids
                 reads[(full, dim)] = reads.get((full, dim), False) or is_reader
-        out_groups.append(ChannelGroup(root, width, offset))
+        out_groups.append(ChannelGroup(root, width, offset, _group_multiple(group)))
         offset += width
     axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
                  for (entry, dim), owner in sorted(owners.items()))
@@ -282,18 +297,41 @@ def _name(net: Network) -> str:
 
 
 def full_network(net: Network, seed: int | None = None) -> nn.Module:
-    """The full network of a task geometry or a user's network (seeded when ``seed`` is given)."""
-    if isinstance(net, UserNetwork):
-        with torch.random.fork_rng(devices=[]):
-            if seed is not None:
-                torch.manual_seed(int(seed))
-            model = net.build()
-        if not isinstance(model, nn.Module):
-            raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
-        return model
+    """The full network of a task geometry or a user's network (seeded when ``seed`` is given).
+
+    Lazy layers (``nn.LazyLinear``, ``nn.LazyConv2d``, ...) are materialised by
+    one forward of the example input, from the same seed.
+    """
     from depl_fl.task.factory import build_network
 
-    return build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(int(seed))
+        if isinstance(net, UserNetwork):
+            model = net.build()
+            if not isinstance(model, nn.Module):
+                raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
+        else:
+            model = build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
+        _materialise_lazy(model, input_shape_of(net))
+    return model
+
+
+def _materialise_lazy(model: nn.Module, sample_shape: tuple[int, ...]) -> None:
+    """Give lazy layers their shapes with one evaluation-mode forward of an example batch of two."""
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    if not any(isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in model.modules()):
+        return
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(example_batch(sample_shape, batch=2))
+    except Exception as exc:  # user code: report it in one line
+        raise ScenarioError(f"model {type(model).__name__}: its lazy layers cannot be initialised on an "
+                            f"input of shape {tuple(sample_shape)} ({_first_line(exc)})") from None
+    finally:
+        model.train(was_training)
 
 
 @functools.lru_cache(maxsize=16)
@@ -321,11 +359,12 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
         dg, groups = _groups(model, example_batch(input_shape_of(net)))
         names = {module: name for name, module in model.named_modules()}
         modules = dict(model.named_modules())
-        roots = [(names[g[0].dep.target.module], g[0].dep.handler, len(g[0].idxs)) for g in groups]
-        current = {root: width for root, _, width in roots}
+        roots = [(names[g[0].dep.target.module], g[0].dep.handler, len(g[0].idxs), _group_multiple(g))
+                 for g in groups]
+        current = {root: width for root, _, width, _ in roots}
         for compression in todo:
-            for root, handler, width in roots:
-                k = kept_width(width, compression)
+            for root, handler, width, multiple in roots:
+                k = kept_width(width, compression, multiple)
                 if k < current[root]:
                     dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
                     current[root] = k
@@ -389,10 +428,10 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
         try:
             _load(sub, extract(state, structure))
             with torch.no_grad():
-                got = sub.eval()(x)
+                got = without_channel_statistics(sub.eval())(x)
             _load(probe, silence(state, layout, structure))
             with torch.no_grad():
-                want = probe(x)
+                want = without_channel_statistics(probe)(x)
             ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
             problem = None if ok else "its sub-network computes another function than the silenced network"
         except Exception as exc:  # the pruned forward itself fails
@@ -400,11 +439,59 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
         finally:
             sub.train()
         if problem is not None:
-            layer = _breaking_layer(geo, layout) or "?"
+            layer = _breaking_layer(geo, layout)
+            if layer is None:
+                raise ScenarioError(f"model {_name(geo)}: cannot be pruned structurally: {problem} at "
+                                    f"compression {compression:g}")
             raise ScenarioError(
                 f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
                 f"{layer!r} loses output channels ({problem}); compute sizes from the tensor "
                 "(e.g. torch.flatten(x, 1)) instead of hard-coding them")
+
+
+class _ElementAffine(nn.Module):
+    """A normalisation layer's elementwise affine part alone: ``x * weight + bias``.
+
+    With ``channel_dim`` the weight lies on dimension 1 (GroupNorm's
+    channels), else on the trailing dimensions (LayerNorm's ``normalized_shape``).
+    """
+
+    def __init__(self, weight: torch.Tensor | None, bias: torch.Tensor | None, channel_dim: bool) -> None:
+        super().__init__()
+        self.weight, self.bias, self.channel_dim = weight, bias, channel_dim
+
+    def _shaped(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.channel_dim:
+            return t.reshape(1, -1, *([1] * (x.dim() - 2)))
+        return t
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight is not None:
+            x = x * self._shaped(self.weight, x)
+        if self.bias is not None:
+            x = x + self._shaped(self.bias, x)
+        return x
+
+
+def without_channel_statistics(model: nn.Module) -> nn.Module:
+    """``model`` with every GroupNorm and LayerNorm reduced to its elementwise affine part (a copy).
+
+    These layers normalise with statistics over several channels: a silenced
+    channel still counts (as zeros) in the full network's statistics and is
+    absent from the sub-network's, so the two compute different functions by
+    construction, not by a slicing error. Without the statistics the
+    comparison checks the slicing alone. ``model`` itself is returned when it
+    has no such layer.
+    """
+    if not any(isinstance(m, (nn.GroupNorm, nn.LayerNorm)) for m in model.modules()):
+        return model
+    out = copy.deepcopy(model)
+    for name, module in list(out.named_modules()):
+        if isinstance(module, (nn.GroupNorm, nn.LayerNorm)):
+            affine = _ElementAffine(module.weight, module.bias, isinstance(module, nn.GroupNorm))
+            parent_name, _, child = name.rpartition(".")
+            setattr(out.get_submodule(parent_name) if parent_name else out, child, affine)
+    return out
 
 
 def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
@@ -419,7 +506,8 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
         if not match:
             continue
         g = match[0]
-        dg.get_pruning_group(g[0].dep.target.module, g[0].dep.handler, [group.width - 1]).prune()
+        dropped = list(range(group.width - group.multiple, group.width))
+        dg.get_pruning_group(g[0].dep.target.module, g[0].dep.handler, dropped).prune()
         try:
             with torch.no_grad():
                 out = net(x)

@@ -21,7 +21,7 @@ at the window's first round and ``c``, are fitted by robust least squares
 oscillation the job itself measured at that loss (``o sqrt(T)``). The window
 starts at the last round of the fresh model's plateau (the first rounds whose
 loss is still within one oscillation of the fresh loss, which the power-law
-curve does not have). The uncertainty of the end level comes from the fit's
+curve does not have; :mod:`depl_fl.tracking.plateau`). The uncertainty of the end level comes from the fit's
 Gauss-Newton covariance; a plan starts from the end level with that spread.
 Every input is the job's own: its trajectory and its measured oscillation.
 The plan regime reads its rate between the fresh loss and this level, as its
@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
+
+from depl_fl.tracking.plateau import ROUNDS_PAST_PLATEAU, plateau_end
 
 #: Starting values of ``log c`` the fit tries (the cost surface has shallow local minima).
 LOG_RATE_STARTS = (-6.0, -4.0, -2.0, -1.0, 0.0)
@@ -69,15 +71,6 @@ class ExplorationTrend:
     rate: float
     window_start: int
     floor: float
-
-
-def plateau_end(losses: Sequence[float], oscillation: float) -> int:
-    """The last round of the fresh model's plateau: the round before the first loss more than one
-    oscillation (``oscillation * sqrt(L_0)``) below the fresh loss ``L_0`` (0 when the first round is)."""
-    values = np.asarray(losses, dtype=float)
-    band = float(oscillation) * math.sqrt(max(float(values[0]), 0.0))
-    below = np.flatnonzero(values < values[0] - band)
-    return max(int(below[0]) - 1, 0) if below.size else 0
 
 
 def trend_curve(level: float, rate: float, factors: Sequence[float], power: float,
@@ -115,7 +108,7 @@ def fit_exploration_trend(losses: Sequence[float], power: float, floor: float, o
     Returns
     -------
     ExplorationTrend or None
-        None when fewer than three rounds follow the plateau (nothing to fit a
+        None when fewer than ``ROUNDS_PAST_PLATEAU`` (3) rounds follow the plateau (nothing to fit a
         level and a rate to) or ``oscillation`` is not positive.
     """
     values = np.asarray(losses, dtype=float)
@@ -123,7 +116,7 @@ def fit_exploration_trend(losses: Sequence[float], power: float, floor: float, o
         return None
     start = plateau_end(values, oscillation)
     window = values[start:]
-    if window.size < 4:
+    if window.size - 1 < ROUNDS_PAST_PLATEAU:
         return None
     factors = [1.0] * (window.size - 1)
     if ratios is not None:

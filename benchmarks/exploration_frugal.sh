@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# DepL's total energy (exploration + training) against full's with the frugal exploration: the
+# exploration on the cheapest clusters (profile.explore.clients=cheapest), the value stop (judged only
+# once the trajectory has left the fresh model's plateau) and the rate window 0.5, with static plans and
+# with tracking, on settings no option was chosen on (fixed before any result): pi 0.9, in-process.
+#   g8a07:  8 clients, Dirichlet alpha 0.7, L* 0.40
+#   g11a04: 11 clients, alpha 0.4, L* 0.45
+#   g6a06:  6 clients, alpha 0.6, L* 0.40
+# and three more, fixed after the guard's first version had been measured on the three above and before
+# any result of its second (the plateau read from the first trained round):
+#   f7a08:  7 clients, alpha 0.8, L* 0.40
+#   f9a05:  9 clients, alpha 0.5, L* 0.45
+#   f5a09:  5 clients, alpha 0.9, L* 0.40
+# Arms per setting (one Hydra multirun each, nice -n 10, one at a time):
+#   OUT/<s>/depl           the frugal exploration, static plans (tracking off), seeds FIRST..FIRST+SEEDS-1
+#   OUT/<s>-tracking/depl  the same with tracking on (it stops training once the target is met)
+#   OUT/<s>/full           plain FedAvg (its own default exploration), FULL_SEEDS seeds from FIRST
+# OUT/<s>-tracking gets a copy of OUT/<s>/full, so both arms are reported against the same full jobs.
+#   SEEDS=10 FULL_SEEDS=5 FIRST=900 bash benchmarks/exploration_frugal.sh OUT [SETTING ...]
+# then OUT/<folder>/report.{md,json} (depl-fl report), RESULTS/summary.{md,json} (benchmarks/exploration_energy.py;
+# RESULTS defaults to benchmarks/results/exploration_frugal) and RESULTS/pooled-static.md
+# (benchmarks/plan_pit.py --pooled, static arm).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+mkdir -p "${1:-multirun/exploration-frugal}"
+S=$(cd "${1:-multirun/exploration-frugal}" && pwd)
+N=${SEEDS:-10}
+NF=${FULL_SEEDS:-5}
+F=${FIRST:-900}
+FRUGAL=(profile.explore.value_stop=true profile.plan_regime.rate_window=0.5 profile.explore.clients=cheapest)
+declare -A SETTING=(
+  [g8a07]="num_clients=8 partition.alpha=0.7 target.loss=0.4"
+  [g11a04]="num_clients=11 partition.alpha=0.4 target.loss=0.45"
+  [g6a06]="num_clients=6 partition.alpha=0.6 target.loss=0.4"
+  [f7a08]="num_clients=7 partition.alpha=0.8 target.loss=0.4"
+  [f9a05]="num_clients=9 partition.alpha=0.5 target.loss=0.45"
+  [f5a09]="num_clients=5 partition.alpha=0.9 target.loss=0.4"
+)
+COMMON=(simulation=inprocess output.plot=false target.prob=0.9)
+
+multirun() {  # multirun FOLDER CACHE LOG SEEDS OVERRIDES...
+  local dir=$1 cache=$2 log=$3 seeds=$4
+  shift 4
+  [ -n "$(find "$dir" -name results.json 2>/dev/null | head -1)" ] && return 0
+  nice -n 10 "$PY" -m depl_fl.main -m "${COMMON[@]}" "$@" "seed=$seeds" profile.cache_dir="$cache" \
+      hydra.sweep.dir="$dir" > "$log" 2>&1 || true
+}
+
+NAMES=("${@:2}")
+[ ${#NAMES[@]} -eq 0 ] && NAMES=(g8a07 g11a04 g6a06)
+for name in "${NAMES[@]}"; do
+  [ -n "${SETTING[$name]:-}" ] || { echo "exploration_frugal: unknown setting $name" >&2; exit 2; }
+done
+for name in "${NAMES[@]}"; do
+  # shellcheck disable=SC2206
+  over=(${SETTING[$name]})
+  seeds="range($F,$((F + N)))"
+  multirun "$S/$name/depl" "$S/$name/cache-depl" "$S/$name.depl.log" "$seeds" method=depl "${over[@]}" \
+      "${FRUGAL[@]}" tracking.enabled=false
+  mkdir -p "$S/$name-tracking"
+  multirun "$S/$name-tracking/depl" "$S/$name-tracking/cache" "$S/$name.tracking.log" "$seeds" method=depl \
+      "${over[@]}" "${FRUGAL[@]}" tracking.enabled=true
+  multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" method=full \
+      "${over[@]}" tracking.enabled=false
+  rm -rf "$S/$name-tracking/full" && cp -r "$S/$name/full" "$S/$name-tracking/full"
+  for folder in "$name" "$name-tracking"; do
+    "$PY" -m depl_fl.cli report "$S/$folder" --out "$S/$folder" > /dev/null
+  done
+done
+R=${RESULTS:-benchmarks/results/exploration_frugal}
+mkdir -p "$R"
+"$PY" benchmarks/exploration_energy.py "$S" --out "$R/summary"
+# the share of the static runs above their own predicted 0.9-quantile, pooled over the settings
+dirs=()
+for name in "${NAMES[@]}"; do [ -d "$S/$name/depl" ] && dirs+=("$S/$name/depl"); done
+[ ${#dirs[@]} -gt 0 ] && "$PY" benchmarks/plan_pit.py --pooled "${dirs[@]}" --out "$R/pooled-static.md"
+for name in "${NAMES[@]}"; do
+  for arm in "" -tracking; do
+    [ -f "$S/$name$arm/report.md" ] && cp "$S/$name$arm/report.md" "$R/report-$name$arm.md"
+  done
+done

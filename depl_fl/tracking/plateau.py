@@ -1,0 +1,57 @@
+"""The fresh model's plateau at the start of an exploration trajectory.
+
+A fresh model's first rounds barely move its loss: the trajectory sits within
+the job's own oscillation of the fresh loss before the power-law learning curve
+starts (which has no such plateau). A learning curve's level and rate are
+measurable only from the rounds after it. Two readers share this definition:
+the trend fitted through an exploration (:mod:`depl_fl.tracking.exploration_trend`
+starts its window at the plateau's last round) and the exploration's value stop
+(:mod:`depl_fl.orchestration.exploration_value` judges no round before the rate
+is measurable, as a plan from the plateau extrapolates a rate it never saw; it
+reads the trajectory from the first trained round on).
+
+The band is one oscillation at the fresh loss, ``o sqrt(L_0)``, with ``o`` the
+job's oscillation coefficient (``eval_std = o sqrt(L)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+#: Rounds after the plateau's last round that a learning curve's level and rate need (two parameters
+#: and one residual).
+ROUNDS_PAST_PLATEAU = 3
+
+
+def first_below_plateau(losses: Sequence[float], oscillation: float) -> int | None:
+    """The first round whose loss lies more than one oscillation (``oscillation * sqrt(L_0)``) below the
+    fresh loss ``L_0 = losses[0]``; None while every loss is within the band (still on the plateau)."""
+    values = np.asarray(losses, dtype=float)
+    if values.size == 0:
+        return None
+    band = float(oscillation) * math.sqrt(max(float(values[0]), 0.0))
+    below = np.flatnonzero(values < values[0] - band)
+    return int(below[0]) if below.size else None
+
+
+def plateau_end(losses: Sequence[float], oscillation: float) -> int:
+    """The last round of the fresh model's plateau: the round before the first loss more than one
+    oscillation below the fresh loss (0 when the first round is, or when no round is)."""
+    first = first_below_plateau(losses, oscillation)
+    return max(first - 1, 0) if first is not None else 0
+
+
+def rounds_past_plateau(losses: Sequence[float], oscillation: float) -> int:
+    """How many rounds follow the plateau's last round (0 while the trajectory is still on it)."""
+    if first_below_plateau(losses, oscillation) is None:
+        return 0
+    return len(losses) - 1 - plateau_end(losses, oscillation)
+
+
+def rate_measurable(losses: Sequence[float], oscillation: float) -> bool:
+    """Whether the trajectory has left the plateau by :data:`ROUNDS_PAST_PLATEAU` rounds or more (a
+    learning curve's level and rate can be read from it)."""
+    return rounds_past_plateau(losses, oscillation) >= ROUNDS_PAST_PLATEAU
