@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 
 from depl_fl.contract.plan import Targets
-from depl_fl.contract.scenario import scenario_from_dict
 from depl_fl.orchestration.controller import RunController
 from depl_fl.planner import make_plan
 from depl_fl.tracking.online import ReplanPolicy
-
-DATA = Path(__file__).parent / "data" / "example_scenario.json"
+from tests.two_clusters import two_cluster_scenario
 
 
 @pytest.fixture()
 def setting():
-    doc = json.loads(DATA.read_text())
-    base = doc["clusters"][0]
-    doc["clusters"] = [dict(base, id="A"), dict(base, id="B", activation_joules=5.0)]
-    doc["clients"] = [{"id": f"c{i}", "cluster": "AB"[i % 2], "num_samples": 150 + 10 * i}
-                      for i in range(6)]
-    doc["loss"].pop("reference_samples", None)
-    scenario = scenario_from_dict(doc)
+    scenario = two_cluster_scenario()
     targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0)
 
     def planner(scn, tgt, start):
@@ -351,18 +341,7 @@ def test_a_plan_from_the_explorations_trend_starts_the_trend_filter_there(settin
 def _plan_regime_setting():
     """The setting's federation with a plan-regime profile (judged error: no online refit, so the
     planner's scenario stays the same object from round to round)."""
-    doc = json.loads(DATA.read_text())
-    base = doc["clusters"][0]
-    doc["clusters"] = [dict(base, id="A"), dict(base, id="B", activation_joules=5.0)]
-    doc["clients"] = [{"id": f"c{i}", "cluster": "AB"[i % 2], "num_samples": 150 + 10 * i}
-                      for i in range(6)]
-    doc["loss"].pop("reference_samples", None)
-    for profile in doc["loss"]["run"].values():
-        profile["eval_std"] = [0.5 * s for s in profile["std"]]
-    doc["loss"]["eval_dof"] = 3.4
-    doc["loss"]["judged_error"] = 5e-5
-    doc["version"] = 2
-    scenario = scenario_from_dict(doc)
+    scenario = two_cluster_scenario(plan_regime=True)
     targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0, max_rounds=7)
     return scenario, targets, make_plan(scenario, targets, method="depl", seed=0)
 

@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
 
 import pytest
 
 from depl_fl.contract.plan import Targets
-from depl_fl.contract.scenario import scenario_from_dict
 from depl_fl.planner import PlanStart, make_plan, no_better_start
-
-DATA = Path(__file__).parent / "data" / "example_scenario.json"
-
-
-def _scenario(plan_regime: bool):
-    doc = json.loads(DATA.read_text())
-    base = doc["clusters"][0]
-    doc["clusters"] = [dict(base, id="A"), dict(base, id="B", activation_joules=5.0)]
-    doc["clients"] = [{"id": f"c{i}", "cluster": "AB"[i % 2], "num_samples": 150 + 10 * i}
-                      for i in range(6)]
-    doc["loss"].pop("reference_samples", None)
-    if plan_regime:  # evaluation oscillation (Student-t) and judged error, as a measured profile has
-        for profile in doc["loss"]["run"].values():
-            profile["eval_std"] = [0.5 * s for s in profile["std"]]
-        doc["loss"]["eval_dof"] = 3.4
-        doc["loss"]["judged_error"] = 5e-5
-        doc["version"] = 2
-    return scenario_from_dict(doc)
+from tests.two_clusters import two_cluster_scenario
 
 
 @pytest.mark.parametrize("plan_regime", [False, True])
 def test_no_start_that_is_no_better_than_an_infeasible_one_is_feasible(plan_regime: bool) -> None:
-    scenario = _scenario(plan_regime)
+    scenario = two_cluster_scenario(plan_regime)
     assert bool(scenario.loss.judged_error) is plan_regime
     assert (scenario.loss.eval_dof is not None) is plan_regime
     targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0, max_rounds=12)

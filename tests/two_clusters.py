@@ -1,0 +1,32 @@
+"""The example scenario's federation on two clusters (A, and B with an activation cost) and six clients.
+
+``plan_regime=True`` gives it what a measured plan-regime profile has: an
+evaluation oscillation (Student-t, ``eval_dof``) and a judged error (contract
+version 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from depl_fl.contract.scenario import Scenario, scenario_from_dict
+
+DATA = Path(__file__).parent / "data" / "example_scenario.json"
+
+
+def two_cluster_scenario(plan_regime: bool = False) -> Scenario:
+    """The example scenario with clusters A and B and clients ``c0..c5`` (150-200 samples)."""
+    doc = json.loads(DATA.read_text())
+    base = doc["clusters"][0]
+    doc["clusters"] = [dict(base, id="A"), dict(base, id="B", activation_joules=5.0)]
+    doc["clients"] = [{"id": f"c{i}", "cluster": "AB"[i % 2], "num_samples": 150 + 10 * i}
+                      for i in range(6)]
+    doc["loss"].pop("reference_samples", None)
+    if plan_regime:
+        for profile in doc["loss"]["run"].values():
+            profile["eval_std"] = [0.5 * s for s in profile["std"]]
+        doc["loss"]["eval_dof"] = 3.4
+        doc["loss"]["judged_error"] = 5e-5
+        doc["version"] = 2
+    return scenario_from_dict(doc)
