@@ -173,7 +173,10 @@ def test_judged_probability_integrates_the_evaluation_noise() -> None:
         assert np.mean(judged <= target) == pytest.approx(exact, abs=0.01)
 
 
-def test_judged_probabilities_of_many_walks_equal_one_at_a_time() -> None:
+def _noisy_walks(trajectories: int, seeds: int):
+    """Per oscillation kind (normal, Student-t): the scenario, a 4-round plan on c2 and ``seeds``
+    rows of ``trajectories`` walk losses, under a map with evaluation noise and judged error
+    (with the Student-t degrees of freedom, None for normal)."""
     doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
     doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
     doc["loss"]["judged_error"] = 0.01
@@ -181,23 +184,20 @@ def test_judged_probabilities_of_many_walks_equal_one_at_a_time() -> None:
         doc["loss"]["eval_dof"] = dof
         scenario = scenario_from_dict(doc)
         rounds = _rounds(("c2",), 4)
-        walks = np.stack([simulate_final_losses(scenario, rounds, 2_000, seed, judged=False)
-                          for seed in range(5)])
+        walks = np.stack([simulate_final_losses(scenario, rounds, trajectories, seed, judged=False)
+                          for seed in range(seeds)])
+        yield dof, scenario, rounds, walks
+
+
+def test_judged_probabilities_of_many_walks_equal_one_at_a_time() -> None:
+    for _, scenario, rounds, walks in _noisy_walks(2_000, 5):
         many = judged_probabilities(scenario, rounds[-1], walks, 1.8)
         one = [judged_probability(scenario, rounds[-1], walk, 1.8) for walk in walks]
         assert many.tolist() == one and len(set(one)) == 5
 
 
 def test_judged_reaches_is_the_comparison_of_the_judged_probabilities_row_by_row() -> None:
-    doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
-    doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
-    doc["loss"]["judged_error"] = 0.01
-    for dof in (None, 3.4):
-        doc["loss"]["eval_dof"] = dof
-        scenario = scenario_from_dict(doc)
-        rounds = _rounds(("c2",), 4)
-        walks = np.stack([simulate_final_losses(scenario, rounds, 2_001, seed, judged=False)
-                          for seed in range(6)])
+    for dof, scenario, rounds, walks in _noisy_walks(2_001, 6):
         probs = judged_probabilities(scenario, rounds[-1], walks, 2.2)
         assert 0.05 < probs.min() < probs.max() < 0.95 and len(set(probs)) == 6
         # Far from every row (decided on the first slices), at each row's own figure and one
