@@ -40,6 +40,7 @@ NETS = {
     "channels_last": TaskGeometry("tests.user_nets:channels_last_net", 10, 1, 8),
     "lazy_mlp": TaskGeometry("tests.user_nets:lazy_mlp", 10, 1, 8),
     "per_channel": TaskGeometry("tests.user_nets:per_channel_net", 10, 1, 8),
+    "resnext": TaskGeometry("tests.user_nets:resnext_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -328,3 +329,40 @@ def test_multi_head_attention_is_refused_in_one_line_naming_it():
         network_layout(geo)
     message = str(err.value)
     assert "\n" not in message and "'encoder.self_attn'" in message and "MultiheadAttention" in message
+
+
+@pytest.mark.parametrize("compression", [0.5, 0.75])
+def test_a_grouped_convolution_keeps_equal_blocks_and_whole_group_norm_groups(compression):
+    geo = NETS["resnext"]
+    layout = network_layout(geo)
+    into = next(g for g in layout.groups if g.root == "reduce.0")   # read by the grouped conv
+    out = next(g for g in layout.groups if g.root == "grouped")     # written by it, through GroupNorm(8)
+    assert (into.width, into.blocks, into.multiple) == (8, 4, 1)
+    assert (out.width, out.blocks, out.multiple) == (8, 4, 2)
+    small = build_skeleton(geo, compression)
+    kept = {0.5: 16, 0.75: 8}[compression]
+    assert small.grouped.groups == 4 and small.grouped.in_channels == small.reduce[0].out_channels == kept
+    assert small.grouped.out_channels == small.norm.num_channels == kept and small.norm.num_groups == 8
+    structure = layout.structure(_trained_like(geo, seed=1), compression)
+    rows = structure.index["reduce.0.weight"][0]      # the reduce conv's kept output channels
+    blocks = rows.reshape(4, -1) - 8 * np.arange(4)[:, None]
+    assert np.all(blocks == blocks[0])                # the same positions in every block of 8
+    check_variants(geo, layout, (0.0, compression))   # raises when a variant is not the silenced network
+
+
+def test_a_channel_shuffle_is_refused_in_one_line():
+    geo = TaskGeometry("tests.user_nets:channel_shuffle_net", 10, 1, 8)
+    with pytest.raises(ScenarioError) as err:
+        check_variants(geo, network_layout(geo), (0.0, 0.5))
+    message = str(err.value)
+    assert "\n" not in message and "cannot be pruned structurally" in message and "channel shuffle" in message
+
+
+def test_a_network_without_prunable_channels_is_refused_in_one_line():
+    geo = TaskGeometry("tests.user_nets:row_gru", 10, 1, 8)
+    layout = network_layout(geo)
+    assert layout.groups == ()
+    check_variants(geo, layout, (0.0,))               # the full network alone is fine
+    with pytest.raises(ScenarioError) as err:
+        check_variants(geo, layout, (0.0, 0.5))
+    assert "\n" not in str(err.value) and "model.compressions=[0]" in str(err.value)
