@@ -366,3 +366,31 @@ def test_a_network_without_prunable_channels_is_refused_in_one_line():
     with pytest.raises(ScenarioError) as err:
         check_variants(geo, layout, (0.0, 0.5))
     assert "\n" not in str(err.value) and "model.compressions=[0]" in str(err.value)
+
+
+def test_a_network_that_cannot_take_the_datasets_input_is_refused_in_one_line():
+    def too_deep() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3),
+                                   torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3), torch.nn.Flatten(),
+                                   torch.nn.Linear(4, 10))
+
+    with pytest.raises(ScenarioError) as err:
+        network_layout(UserNetwork(too_deep, (1, 8, 8), "too_deep"))
+    message = str(err.value)
+    assert "\n" not in message and "forward fails on an input of shape (1, 8, 8)" in message
+
+
+def test_a_network_returning_more_than_logits_is_refused_in_one_line():
+    class TwoOutputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.head = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Linear(8, 10)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            features = torch.relu(self.conv(x)).mean((2, 3))
+            return self.head(features), features
+
+    with pytest.raises(ScenarioError) as err:
+        network_layout(UserNetwork(TwoOutputs, (1, 8, 8), "two_outputs"))
+    message = str(err.value)
+    assert "\n" not in message and "one tensor of logits" in message and "got tuple" in message

@@ -95,7 +95,28 @@ def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
     return ran[-1][0]
 
 
+def _check_forward(model: nn.Module, x: torch.Tensor) -> None:
+    """One line unless the full network maps the example batch to one tensor with a row per sample.
+
+    A forward that fails on the dataset's input (too small an image for its
+    poolings, a wrong channel count) is the user's network, not a tracing
+    problem, and is reported as such.
+    """
+    name = type(model).__name__
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as exc:  # user code: report it in one line
+        raise ScenarioError(f"model {name}: its forward fails on an input of shape {tuple(x.shape[1:])} "
+                            f"({_first_line(exc)})") from None
+    if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != x.shape[0]:
+        got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"shape {tuple(out.shape)}"
+        raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
+                            f"(batch {x.shape[0]}), got {got}")
+
+
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
+    _check_forward(model, x)
     try:
         return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
     except Exception as exc:  # a network torch-pruning cannot trace
