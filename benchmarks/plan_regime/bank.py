@@ -10,7 +10,9 @@ trajectory is an honest draw of "this model on this set for K rounds".
 
 Policies: ``standard`` = p50 and full on every client and on cluster B, p50 on
 cluster A; ``subsets`` = 8 seeded random client sets of 2..n-1 clients (6 with
-p50, 2 with full).
+p50, 2 with full); ``small`` = the set sizes plans use on a large federation:
+the 10, 20 and 40 clients with the most training data (p50) and the 20 of them
+(full), and seeded random sets of 10, 20 and 40 clients (p50) and of 80 (full).
 
     python benchmarks/plan_regime/bank.py --name d1 --seeds 100-119 --policies standard \\
         --overrides "num_clients=8 partition.alpha=0.5 target.loss=0.4" [--out benchmarks/plan_regime/bank]
@@ -50,6 +52,8 @@ def policy_plan(model: str, which: str, rounds: int):
     def plan_fn(scenario, targets, start):  # noqa: ARG001 - the planner's signature
         if which == "all":
             ids = [c.id for c in scenario.clients]
+        elif which.startswith("top"):
+            ids = largest_clients(scenario, int(which[3:]))
         elif which in {c.cluster for c in scenario.clients}:
             ids = [c.id for c in scenario.clients if c.cluster == which]
         else:
@@ -60,6 +64,24 @@ def policy_plan(model: str, which: str, rounds: int):
                     predicted={"cost_joules": 0.0, "time_s": 0.0, "loss_quantile": 0.0, "probability": 1.0})
 
     return plan_fn
+
+
+def largest_clients(scenario, k: int) -> list[str]:
+    """The ``k`` clients with the most training samples (ties: the earlier client)."""
+    order = sorted(range(len(scenario.clients)), key=lambda i: (-scenario.clients[i].num_samples, i))
+    return [scenario.clients[i].id for i in order[:k]]
+
+
+def small_policies(seed: int, num_clients: int) -> list[tuple[str, str, str]]:
+    """(model, set, label): largest 10/20/40 clients (p50) and 20 (full); random 10/20/40 (p50), 80 (full)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed * 7 + 2)
+    out = [("p50", f"top{k}", f"top{k}") for k in (10, 20, 40)] + [("full", "top20", "top20")]
+    for size, model in ((10, "p50"), (20, "p50"), (40, "p50"), (80, "full")):
+        ids = sorted(int(j) for j in rng.choice(num_clients, size=min(size, num_clients), replace=False))
+        out.append((model, "+".join(f"c{j}" for j in ids), f"random{size}"))
+    return out
 
 
 def subset_policies(seed: int, num_clients: int) -> list[tuple[str, str]]:
@@ -107,6 +129,14 @@ def run_policy(overrides: list[str], model: str, which: str, rounds: int, folder
             "sem": [r.get("loss_sem") for r in train]}
 
 
+def policies_of(kind: str, seed: int, num_clients: int) -> list[tuple[str, str, str]]:
+    """(model, set, label) of every policy of ``kind`` for one seed; the label names its file."""
+    if kind == "small":
+        return small_policies(seed, num_clients)
+    pairs = STANDARD if kind == "standard" else subset_policies(seed, num_clients)
+    return [(model, which, which) for model, which in pairs]
+
+
 def seeds_of(text: str) -> list[int]:
     """``100-119`` or ``1,2,5``."""
     if "-" in text:
@@ -120,7 +150,7 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--overrides", default="")
     parser.add_argument("--seeds", required=True)
-    parser.add_argument("--policies", choices=("standard", "subsets"), default="standard")
+    parser.add_argument("--policies", choices=("standard", "subsets", "small"), default="standard")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "plan_regime" / "bank"))
     args = parser.parse_args()
@@ -131,13 +161,13 @@ def main() -> None:
         folder = Path(args.out) / args.name / f"seed{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         n = int(compose_config(overrides)["num_clients"])
-        policies = STANDARD if args.policies == "standard" else subset_policies(seed, n)
-        for model, which in policies:
-            target = folder / f"{model}_{which}.json"
+        for model, which, label in policies_of(args.policies, seed, n):
+            target = folder / f"{model}_{label}.json"
             if target.exists():
                 continue
             t0 = time.time()
             record = run_policy(overrides, model, which, args.rounds, folder)
+            record["set"] = label
             target.write_text(json.dumps({"setting": args.name, "seed": seed, "overrides": args.overrides,
                                           **record}))
             print(f"{args.name} seed {seed} {model}:{which} {time.time() - t0:.0f}s "
