@@ -9,6 +9,11 @@
 # pass before the next seed), so a sweep cut short holds the same seeds in every cell:
 #   pass 1: FIRST_PROBS (default 0.9); pass 2: THEN_PROBS (default 0.8,0.95; empty: none).
 #   nice -n 10 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]
+# REGIME: the plan-regime overrides (default: the digits CNN's constants, as the committed sweep in
+# benchmarks/results/guarantee_scale/ ran; REGIME= : the synthetic MLP's own, conf/model/synthetic_mlp.yaml).
+# The sweep with the network's own constants (seeds 20-39, pi 0.9 first):
+#   REGIME= SEEDS="range(20,40)" OUT=benchmarks/results/guarantee_scale/own_constants \
+#   nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_own
 #   REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]    # the reports of what ran
 # Writes benchmarks/results/guarantee_scale/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled over the static jobs),
@@ -25,12 +30,15 @@ setting=(simulation=inprocess dataset=synthetic model=synthetic_mlp num_clients=
          dataset.iid=true dataset.log_sigma=1.0 train.lr=0.2 aggregation.norm_factor=30
          profile.explore.max_clients=100 target.loss=0.5 output.plot=false
          profile.plan_regime.anchor=last profile.plan_regime.explored_oscillation=null)
+DIGITS="++model.regime={power:1.080,floor:0.145,rate_exponent:0.310,noise_exponent:0.550,oscillation:0.160,\
+judged_error_factor:0.754,oscillation_dof:3.40}"
+read -r -a regime <<< "${REGIME-$DIGITS}"
 cache="profile.cache_dir=$S/cache/t\${tracking.enabled}-p\${target.prob}"
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 pass() {  # pass NAME PROBS: static and tracking at PROBS, seed by seed
     # A multirun with failed jobs (no dependable plan: recorded in their results.json, counted by the
     # report) exits non-zero; the next pass runs anyway.
-    "$PY" -m depl_fl.main -m "${setting[@]}" method=depl "seed=$SEEDS" "target.prob=$2" \
+    "$PY" -m depl_fl.main -m "${setting[@]}" ${regime[@]+"${regime[@]}"} method=depl "seed=$SEEDS" "target.prob=$2" \
         tracking.enabled=false,true "$cache" "hydra.sweep.dir=$S/$1" > "$S/$1.log" 2>&1 || true
 }
 if [ "${REPORT_ONLY:-0}" != 1 ]; then

@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SETTING = ["dataset=synthetic", "model=synthetic_mlp", "dataset.iid=true", "dataset.log_sigma=1.0",
            "train.lr=0.2", "aggregation.norm_factor=30", "profile.explore.max_clients=100", "target.loss=0.5",
            # the digits CNN's plan-regime constants as they are, as the committed figures were measured
+           "++model.regime={power:1.080,floor:0.145,rate_exponent:0.310,noise_exponent:0.550,oscillation:0.160,"
+           "judged_error_factor:0.754,oscillation_dof:3.40}",
            "profile.plan_regime.anchor=last", "profile.plan_regime.explored_oscillation=null"]
 JOB = [*SETTING, "simulation=ray", "simulation.client_num_cpus=0.5", "target.prob=0.9", "output.plot=false",
        "seed=0", "dataset.seed=0"]
