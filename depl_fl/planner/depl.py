@@ -718,7 +718,7 @@ def plan_depl(ctx: PlanContext, guarantee: str, seed: int, n_final: int
     k0 = kappa_of(ctx.targets.target_prob, guarantee)
     sets = candidate_sets(ctx.scenario, reference_model(ctx))
     if not sets:  # version 2: no set lies in the profile's measured coverage range
-        return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}
+        return None, None, {"candidate_sets": 0, "sets_planned": 0, "kappa": None, "switches": None}, []
     scored = whole_plan_scores(ctx, _pre_ranked(ctx, sets, k0), k0,
                                k0 - OPTIMISM if few_clients(ctx) else None)
     best, searched, found = _search_schedules(ctx, scored, seed, n_final)
