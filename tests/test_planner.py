@@ -262,6 +262,22 @@ def test_unreachable_target_is_infeasible_with_best_probability(small):
         assert plan_errors(scen, plan.rounds, hard) == []
 
 
+def test_no_client_set_in_the_measured_coverage_range_is_a_plan_not_a_crash(small, monkeypatch):
+    import depl_fl.planner.depl as depl
+
+    scen, targets = small
+    monkeypatch.setattr(depl, "candidate_sets", lambda *_: [])
+    plan = make_plan(scen, targets, method="depl", seed=5)
+    assert plan.method == "depl"
+    info = plan.extra["planner_info"]
+    assert info["candidate_sets"] == 0
+    if plan.feasible:  # the fallback to plain FedAvg, confirmed as every plan is
+        assert info["fallback"] == "full"
+        assert plan.predicted["probability"] >= targets.target_prob
+    else:
+        assert 0.0 <= plan.predicted["probability"] < targets.target_prob
+
+
 def test_replanning_from_a_start_state_respects_remaining_budget(small):
     scen, targets = small
     m = scen.models[1].id
