@@ -25,6 +25,7 @@ import numpy as np
 from scipy.special import ndtr, stdtrit
 
 from depl_fl.contract import coverage as coverage_math
+from depl_fl.contract import draws
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
@@ -448,10 +449,11 @@ class FinalMap:
         return np.sqrt(sum(v * v for v in parts))
 
     def standard_oscillation(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Draws of ``O / std(O)``: standard normal, or Student-t scaled to variance 1."""
+        """Draws of ``O / std(O)``: standard normal (read-only, see :mod:`.draws`), or Student-t
+        scaled to variance 1."""
         if self.dof is None:
-            return rng.standard_normal(shape)
-        return rng.standard_t(self.dof, shape) * math.sqrt((self.dof - 2.0) / self.dof)
+            return draws.standard_normal(rng, shape)
+        return draws.standard_t(rng, self.dof, shape) * math.sqrt((self.dof - 2.0) / self.dof)
 
 
 def final_map(scenario: Scenario, last: RoundDecision | None) -> FinalMap | None:
@@ -489,12 +491,12 @@ def judged_losses(scenario: Scenario, last: RoundDecision | None, walk: np.ndarr
     if fmap.dof is None:
         std = fmap.noise_std(walk)
         if std is not None:
-            out += std * rng.standard_normal(walk.shape)
+            out += std * draws.standard_normal(rng, walk.shape)
     else:
         out += fmap.oscillation_std(walk) * fmap.standard_oscillation(rng, walk.shape)
         judged = fmap.judged_std(walk)
         if judged is not None:
-            out += judged * rng.standard_normal(walk.shape)
+            out += judged * draws.standard_normal(rng, walk.shape)
     return np.maximum(out, 0.0, out=out)
 
 
@@ -603,12 +605,34 @@ def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
     positive = std > 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         if positive.all():
-            return ndtr(gap / std)
+            return _ndtr(np.asarray(gap / std))
         z = np.asarray(gap / np.where(positive, std, 1.0))
     # Only the few elements without spread get the step, not a whole array of infinities.
     step = np.broadcast_to(~positive, z.shape)
     z[step] = np.where(np.broadcast_to(gap, z.shape)[step] >= 0.0, np.inf, -np.inf)
-    return ndtr(z)
+    return _ndtr(z)
+
+
+#: ``ndtr`` is exactly 1.0 from about 8.29 up and exactly 0.0 from about -37.68 down (the
+#: complement underflows): beyond these, with a margin, the step gives the same doubles.
+NDTR_ONE = 8.5
+NDTR_ZERO = -38.5
+
+
+def _ndtr(z: np.ndarray) -> np.ndarray:
+    """``scipy.special.ndtr(z)`` bit for bit, evaluated only where it is neither exactly 0 nor 1.
+
+    A judged error far smaller than the gaps puts most terms of
+    :func:`_judged_terms` deep in the tails, where the step is the answer.
+    """
+    inside = ~((z >= NDTR_ONE) | (z <= NDTR_ZERO))  # NaN stays inside: ndtr gives it back
+    count = int(np.count_nonzero(inside))
+    if 2 * count > z.size:
+        return ndtr(z)
+    out = (z >= NDTR_ONE).astype(float)
+    if count:
+        out[inside] = ndtr(z[inside])
+    return out
 
 
 class _InterpTable:
@@ -709,7 +733,7 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
             trained_on = members
         mu, sigma = interp(losses)
         # L -= mu * r**a + sigma * r**-b * X, in place, same operation order.
-        x = rng.standard_normal(len(losses))
+        x = draws.standard_normal(rng, len(losses))
         sigma *= std_scale
         sigma *= x
         mu *= mean_scale
@@ -738,8 +762,7 @@ def _model_jump(scenario: Scenario, index: int, decision: RoundDecision, previou
 
 def _add_normal(losses: np.ndarray, mean: float, std: float, rng: np.random.Generator) -> None:
     """``L += mean + std * Y`` in place, ``Y`` standard normal (same operations as the formula)."""
-    y = rng.standard_normal(len(losses))
-    y *= std
+    y = draws.standard_normal(rng, len(losses)) * std
     y += mean
     losses += y
 
