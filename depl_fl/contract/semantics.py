@@ -534,48 +534,61 @@ def judged_reaches(scenario: Scenario, last: RoundDecision | None, walks: np.nda
                    need: float) -> np.ndarray:
     """``judged_probabilities(scenario, last, walks, target) >= need``, row by row, deciding early.
 
-    Each row's probability is a mean of terms in [0, 1] (one per trajectory,
-    or per trajectory and quadrature point). The terms are computed a slice
-    of trajectories at a time (``DECIDE_SLICES`` slices); once the terms
-    summed so far put the mean at least ``DECIDE_MARGIN`` above ``need``
-    (the rest counted as 0) or below it (the rest counted as 1), the row is
-    decided. A row the bounds leave open is judged on the mean of all its
-    terms, the same numbers :func:`judged_probabilities` averages, so every
-    answer equals that comparison's.
+    Each row's probability is a mean of terms ``ndtr(z)`` in [0, 1] (one per
+    trajectory, or per trajectory and quadrature point). The standardised
+    gaps ``z`` of a whole row come first: where ``ndtr`` is exactly 1 or 0
+    (:func:`_ndtr`) the term is known without it. The other terms are
+    computed ``DECIDE_SLICES`` slices at a time; once the terms known so far
+    put the mean at least ``DECIDE_MARGIN`` above ``need`` (the rest counted
+    as 0) or below it (the rest counted as 1), the row is decided. A row the
+    bounds leave open is judged on the mean of all its terms, the same
+    numbers :func:`judged_probabilities` averages, so every answer equals that
+    comparison's.
     """
     fmap = final_map(scenario, last)
     if fmap is None or target < 0.0:
         return judged_probabilities(scenario, last, walks, target) >= need
     points = _quadrature_points(fmap)
-    return np.array([_row_reaches(fmap, walk, target, points, need) for walk in walks], dtype=bool)
+    return np.array([_row_reaches(_judged_scores(fmap, walk, target, points), need) for walk in walks],
+                    dtype=bool)
 
 
-#: Slices of a row's trajectories between the early decisions of :func:`judged_reaches`.
-DECIDE_SLICES = 32
+#: Slices of a row's open terms (those ``ndtr`` is computed for) between the early decisions of
+#: :func:`judged_reaches`.
+DECIDE_SLICES = 8
 #: How far a bound must clear the threshold to decide a row early: far above the rounding
 #: error of a sum in another order (about 1e-16 times the number of terms).
 DECIDE_MARGIN = 1e-9
 
 
-def _row_reaches(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None,
-                 need: float) -> bool:
-    """Whether one walk's judged probability reaches ``need`` (see :func:`judged_reaches`)."""
-    n = walk.size
-    per = 1 if points is None else points.size
-    step = max(1, -(-n // DECIDE_SLICES))
-    parts: list[np.ndarray] = []
-    total = 0.0
-    for lo in range(0, n, step):
-        part = _judged_terms(fmap, walk[lo:lo + step], target, points)
-        parts.append(part)
-        total += float(part.sum())
-        rest = n - min(lo + step, n)
-        if total / (per * n) >= need + DECIDE_MARGIN:
+def _row_reaches(z: np.ndarray, need: float) -> bool:
+    """Whether the mean of ``ndtr(z)`` reaches ``need`` (see :func:`judged_reaches`)."""
+    ones = z >= NDTR_ONE
+    inside = ~(ones | (z <= NDTR_ZERO))
+    open_z = z[inside]  # NaN stays open: it makes the mean NaN, which reaches nothing
+    count = z.size
+    low = float(np.count_nonzero(ones))
+    high = low + open_z.size
+    decidable = not np.isnan(open_z).any()
+    step = max(1, -(-open_z.size // DECIDE_SLICES))
+    values: list[np.ndarray] = []
+    for lo in range(0, open_z.size + 1, step):
+        if decidable and low / count >= need + DECIDE_MARGIN:
             return True
-        if (total + per * rest) / (per * n) < need - DECIDE_MARGIN:
+        if decidable and high / count < need - DECIDE_MARGIN:
             return False
-    # Elementwise operations only: the slices' terms are those of the whole row, bit for bit.
-    return float(np.mean(np.concatenate(parts, axis=-1))) >= need
+        if lo == open_z.size:
+            break
+        part = ndtr(open_z[lo:lo + step])
+        values.append(part)
+        total = float(part.sum())
+        low += total
+        high -= part.size - total
+    # Elementwise only: the terms are those of the whole row, bit for bit (see _ndtr).
+    terms = ones.astype(float)
+    if values:
+        terms[inside] = np.concatenate(values)
+    return float(np.mean(terms)) >= need
 
 
 def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
@@ -589,28 +602,38 @@ def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
 def _judged_terms(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> np.ndarray:
     """The terms whose mean is ``P[judged loss <= target]`` of one walk under a non-identity final map:
     one per trajectory, or per quadrature point (rows) and trajectory (columns)."""
+    return _ndtr(_judged_scores(fmap, walk, target, points))
+
+
+def _judged_scores(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> np.ndarray:
+    """The standardised gaps ``z`` of :func:`_judged_terms` (the terms are ``ndtr(z)``)."""
     gap = target - fmap.mean_part(walk)
     if points is None:
-        return _normal_below(gap, fmap.noise_std(walk))
+        return _standard_scores(gap, fmap.noise_std(walk))
     osc = fmap.oscillation_std(walk)
     judged = fmap.judged_std(walk)
     shifted = gap[None, :] - osc[None, :] * points[:, None]
-    return _normal_below(shifted, None if judged is None else judged[None, :])
+    return _standard_scores(shifted, None if judged is None else judged[None, :])
 
 
 def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
     """``P[N(0, std**2) <= gap]`` elementwise (a step function where ``std`` is 0 or None)."""
+    return _ndtr(_standard_scores(gap, std))
+
+
+def _standard_scores(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
+    """``gap / std``, and +-inf by the sign of ``gap`` (NaN: -inf) where ``std`` is 0 or None."""
     if std is None:
-        return (gap >= 0.0).astype(float)
+        return np.where(gap >= 0.0, np.inf, -np.inf)
     positive = std > 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         if positive.all():
-            return _ndtr(np.asarray(gap / std))
+            return np.asarray(gap / std)
         z = np.asarray(gap / np.where(positive, std, 1.0))
     # Only the few elements without spread get the step, not a whole array of infinities.
     step = np.broadcast_to(~positive, z.shape)
     z[step] = np.where(np.broadcast_to(gap, z.shape)[step] >= 0.0, np.inf, -np.inf)
-    return _ndtr(z)
+    return z
 
 
 #: ``ndtr`` is exactly 1.0 from about 8.29 up and exactly 0.0 from about -37.68 down (the
