@@ -663,9 +663,10 @@ class _InterpTable:
 
     ``np.interp`` returns the end values outside ``levels``, the node value on
     a node and ``slope_j * (x - x_j) + y_j`` inside segment ``j``, with
-    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. Clamping ``x`` to the
-    levels and giving the last node a zero slope reproduces all three cases
-    with one segment search for both profiles.
+    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. With few levels, clamping
+    ``x`` to the levels and giving the last node a zero slope reproduces all
+    three cases with one segment search (by comparisons) for every profile;
+    with more, ``np.interp`` itself runs per profile.
     """
 
     def __init__(self, levels: Sequence[float], mean: Sequence[float], std: Sequence[float],
@@ -684,13 +685,12 @@ class _InterpTable:
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lv = self.levels
+        if lv.size > 8:
+            return self._interp_each(x)
         xc = np.clip(x, lv[0], lv[-1])
-        if lv.size <= 8:  # few levels: comparisons beat a binary search
-            seg = np.zeros(x.shape, dtype=np.intp)
-            for k in range(1, lv.size):
-                seg += xc >= lv[k]
-        else:
-            seg = np.searchsorted(lv, xc, side="right") - 1
+        seg = np.zeros(x.shape, dtype=np.intp)  # few levels: comparisons beat a binary search
+        for k in range(1, lv.size):
+            seg += xc >= lv[k]
         t = xc - lv.take(seg)
         mu = self.mean_slope.take(seg)
         mu *= t
@@ -700,6 +700,17 @@ class _InterpTable:
         sigma += self.std.take(seg)
         if self.eval is not None:
             ev = self.eval_slope.take(seg) * t + self.eval.take(seg)
+            sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
+        return mu, sigma
+
+    def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Many levels: ``np.interp`` per profile. Its search starts from the previous element's
+        segment, and a walk's losses crowd into a few segments, so three searches of that kind
+        cost less than one binary search per element and the gathers of the fused form."""
+        mu = np.interp(x, self.levels, self.mean)
+        sigma = np.interp(x, self.levels, self.std)
+        if self.eval is not None:
+            ev = np.interp(x, self.levels, self.eval)
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
 
