@@ -15,6 +15,7 @@ The arrays returned are read-only and shared: compute into new arrays.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -56,14 +57,13 @@ def kept_bytes() -> int:
 
 
 def _draw(rng: np.random.Generator, kind: tuple, shape: int | tuple[int, ...], make) -> np.ndarray:
-    size = int(np.prod(shape))
+    dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     bitgen = rng.bit_generator
-    if size < MIN_SIZE or type(bitgen) is not np.random.PCG64:
+    if math.prod(dims) < MIN_SIZE or type(bitgen) is not np.random.PCG64:
         return make()
     state = bitgen.state
     inner = state["state"]
-    key = (kind, tuple(np.atleast_1d(shape).tolist()), inner["state"], inner["inc"], state["has_uint32"],
-           state["uinteger"])
+    key = (kind, dims, inner["state"], inner["inc"], state["has_uint32"], state["uinteger"])
     with _lock:
         hit = _kept.get(key)
         if hit is not None:

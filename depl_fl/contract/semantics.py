@@ -535,60 +535,112 @@ def judged_reaches(scenario: Scenario, last: RoundDecision | None, walks: np.nda
     """``judged_probabilities(scenario, last, walks, target) >= need``, row by row, deciding early.
 
     Each row's probability is a mean of terms ``ndtr(z)`` in [0, 1] (one per
-    trajectory, or per trajectory and quadrature point). The standardised
-    gaps ``z`` of a whole row come first: where ``ndtr`` is exactly 1 or 0
-    (:func:`_ndtr`) the term is known without it. The other terms are
-    computed ``DECIDE_SLICES`` slices at a time; once the terms known so far
-    put the mean at least ``DECIDE_MARGIN`` above ``need`` (the rest counted
-    as 0) or below it (the rest counted as 1), the row is decided. A row the
-    bounds leave open is judged on the mean of all its terms, the same
-    numbers :func:`judged_probabilities` averages, so every answer equals that
-    comparison's.
+    trajectory, or per trajectory and quadrature point). The terms are
+    computed a slice of trajectories at a time (``DECIDE_SLICES`` slices),
+    ``ndtr`` only off its exact tails (:func:`_ndtr`); once the terms summed
+    so far put the mean at least ``DECIDE_MARGIN`` above ``need`` (the rest
+    counted as 0) or below it (the rest counted as 1), the row is decided. A
+    row the bounds leave open is judged on the mean of all its terms, the
+    same numbers :func:`judged_probabilities` averages, so every answer
+    equals that comparison's.
     """
     fmap = final_map(scenario, last)
     if fmap is None or target < 0.0:
         return judged_probabilities(scenario, last, walks, target) >= need
     points = _quadrature_points(fmap)
-    return np.array([_row_reaches(_judged_scores(fmap, walk, target, points), need) for walk in walks],
-                    dtype=bool)
+    return np.array([_row_reaches(fmap, walk, target, points, need) for walk in walks], dtype=bool)
 
 
-#: Slices of a row's open terms (those ``ndtr`` is computed for) between the early decisions of
-#: :func:`judged_reaches`.
+#: Slices of a row's trajectories between the early decisions of :func:`judged_reaches`.
 DECIDE_SLICES = 8
 #: How far a bound must clear the threshold to decide a row early: far above the rounding
 #: error of a sum in another order (about 1e-16 times the number of terms).
 DECIDE_MARGIN = 1e-9
 
 
-def _row_reaches(z: np.ndarray, need: float) -> bool:
-    """Whether the mean of ``ndtr(z)`` reaches ``need`` (see :func:`judged_reaches`)."""
-    ones = z >= NDTR_ONE
-    inside = ~(ones | (z <= NDTR_ZERO))
-    open_z = z[inside]  # NaN stays open: it makes the mean NaN, which reaches nothing
-    count = z.size
-    low = float(np.count_nonzero(ones))
-    high = low + open_z.size
-    decidable = not np.isnan(open_z).any()
-    step = max(1, -(-open_z.size // DECIDE_SLICES))
-    values: list[np.ndarray] = []
-    for lo in range(0, open_z.size + 1, step):
-        if decidable and low / count >= need + DECIDE_MARGIN:
+def _row_reaches(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None,
+                 need: float) -> bool:
+    """Whether one walk's judged probability reaches ``need`` (see :func:`judged_reaches`)."""
+    n = walk.size
+    count = n * (1 if points is None else points.size)
+    step = max(1, -(-n // DECIDE_SLICES))
+    band = _open_bands(fmap, walk, target, points)
+    low, high = (0.0, float(count)) if band is None else (float(band.first.sum()), float(band.stop.sum()))
+    for lo in range(0, n + 1, step):
+        if low / count >= need + DECIDE_MARGIN:
             return True
-        if decidable and high / count < need - DECIDE_MARGIN:
+        if high / count < need - DECIDE_MARGIN:
             return False
-        if lo == open_z.size:
+        if lo >= n:
             break
-        part = ndtr(open_z[lo:lo + step])
-        values.append(part)
-        total = float(part.sum())
+        if band is None:
+            z = _judged_scores(fmap, walk[lo:lo + step], target, points)
+            ones = z >= NDTR_ONE
+            values = ndtr(z[~(ones | (z <= NDTR_ZERO))])  # a NaN makes the bounds NaN
+            low += float(np.count_nonzero(ones))
+            high -= z.size - float(np.count_nonzero(ones))
+        else:
+            values = ndtr(band.scores(lo, lo + step, points))
+            high -= values.size
+        total = float(values.sum())
         low += total
-        high -= part.size - total
-    # Elementwise only: the terms are those of the whole row, bit for bit (see _ndtr).
-    terms = ones.astype(float)
-    if values:
-        terms[inside] = np.concatenate(values)
-    return float(np.mean(terms)) >= need
+        high += total
+    # Within the margin of need: the mean of the terms, as judged_probabilities takes it.
+    return float(np.mean(_judged_terms(fmap, walk, target, points))) >= need
+
+
+#: How much larger than the judged spread a trajectory's gaps may be for :func:`_open_bands`: the
+#: split then moves by less than 1e-6 in the standardised gap, far inside the margins of
+#: NDTR_ONE and NDTR_ZERO (NaN and infinite gaps fail the test too).
+SPLIT_SCALE = 1e9
+
+
+@dataclass(frozen=True)
+class _Bands:
+    """Per trajectory of a walk, the quadrature points whose judged term is open (see :func:`_open_bands`)."""
+
+    gap: np.ndarray
+    osc: np.ndarray
+    judged: np.ndarray
+    first: np.ndarray   # terms before it are exactly 1
+    stop: np.ndarray    # terms from it on are exactly 0
+
+    def scores(self, lo: int, hi: int, points: np.ndarray) -> np.ndarray:
+        """The standardised gaps of the open terms of trajectories ``lo:hi``, as :func:`_judged_scores`
+        computes them (the same operations on the same numbers)."""
+        first, sizes = self.first[lo:hi], self.stop[lo:hi] - self.first[lo:hi]
+        rows = np.repeat(np.arange(lo, lo + first.size), sizes)
+        starts = np.cumsum(sizes) - sizes
+        cols = np.arange(rows.size) - np.repeat(starts - first, sizes)
+        shifted = self.gap[rows] - self.osc[rows] * points[cols]
+        return shifted / self.judged[rows]
+
+
+def _open_bands(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None
+                ) -> _Bands | None:
+    """Where each trajectory's Student-t terms are neither exactly 1 nor exactly 0 (None: not known).
+
+    With a positive oscillation and judged-error spread, a trajectory's
+    standardised gap ``(gap - osc * p_j) / judged`` falls with the quadrature
+    point ``p_j`` (ascending), so its terms are 1 up to a point, then open,
+    then 0. Where a term's gap lies within rounding of :data:`NDTR_ONE` or
+    :data:`NDTR_ZERO`, ``ndtr`` gives the same 1 or 0 on either side, so the
+    split may be found by solving for ``p`` instead of computing every gap.
+    """
+    if points is None or fmap.judged_error <= 0.0:
+        return None
+    gap = target - fmap.mean_part(walk)
+    osc = fmap.oscillation_std(walk)
+    judged = fmap.judged_std(walk)
+    if osc is None or judged is None or not (np.all(osc > 0.0) and np.all(judged > 0.0)):
+        return None
+    # Rounding moves a solved split by a few ulps of these magnitudes: far below a judged spread.
+    if not np.all(np.abs(gap) + osc * float(np.abs(points).max()) < SPLIT_SCALE * judged):
+        return None
+    with np.errstate(over="ignore"):
+        first = np.searchsorted(points, (gap - NDTR_ONE * judged) / osc, side="right")
+        stop = np.searchsorted(points, (gap - NDTR_ZERO * judged) / osc, side="left")
+    return _Bands(gap, osc, judged, first, np.maximum(stop, first))
 
 
 def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
