@@ -289,3 +289,25 @@ def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
     for k, losses in enumerate(prefixes, start=1):
         assert np.array_equal(losses, simulate_final_losses(scen, rounds[:k], 500, 3))
     assert not np.array_equal(prefixes[0], prefixes[1])
+
+
+def test_a_known_start_loss_gives_the_walk_of_an_array_of_that_loss_bit_for_bit(monkeypatch) -> None:
+    import depl_fl.contract.semantics as semantics
+
+    levels = list(np.linspace(0.0, 3.0, 12))  # many levels: np.interp per profile
+    scen = _scenario(run={"half": {"levels": levels, "mean": list(np.linspace(0.0, 0.2, 12)),
+                                   "std": list(np.linspace(0.01, 0.1, 12))},
+                          "full": {"levels": [0.0, 3.0], "mean": [0.1, 0.05], "std": [0.02, 0.03]}})
+    rounds = [RoundDecision("half", ("a1", "b1"), {}) for _ in range(3)]
+    sizes: list[int] = []
+    profile_at = semantics._profile_at
+    monkeypatch.setattr(semantics, "_profile_at",
+                        lambda interp, losses, equal: sizes.append(1 if equal else losses.size)
+                        or profile_at(interp, losses, equal))
+    for previous in (None, "full"):  # "full": the first round switches, a draw before it
+        known = simulate_final_losses(scen, rounds, 3000, 8, start_loss=1.7, previous_model=previous)
+        spread = simulate_final_losses(scen, rounds, 3000, 8, start_loss=np.full(3000, 1.7),
+                                       previous_model=previous)
+        assert np.array_equal(known, spread) and np.unique(known).size > 100
+    # The known start's first round interpolates one loss; with a switch, every trajectory.
+    assert sizes == [1, 3000, 3000, 3000, 3000, 3000] + [3000] * 6

@@ -807,6 +807,8 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
     shift = scenario.loss.set_shift
     trained_on = frozenset(c.id for c in scenario.clients) if previous_clients is None \
         else frozenset(previous_clients)
+    # Every trajectory starts from one known loss: until a draw is added they are all equal.
+    equal = start_loss is None or np.ndim(start_loss) == 0
     for index, decision in enumerate(rounds):
         model = decision.model
         jump = _model_jump(scenario, index, decision, previous)
@@ -817,7 +819,8 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
             if gap > 0.0:
                 _add_normal(losses, shift.mean * gap, shift.std * gap, rng)
             trained_on = members
-        mu, sigma = interp(losses)
+        mu, sigma = _profile_at(interp, losses, equal and jump is None and shift is None)
+        equal = False
         # L -= mu * r**a + sigma * r**-b * X, in place, same operation order.
         x = draws.standard_normal(rng, len(losses))
         sigma *= std_scale
@@ -828,6 +831,15 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
         np.maximum(losses, 0.0, out=losses)
         previous = model
         yield losses
+
+
+def _profile_at(interp: Any, losses: np.ndarray, equal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``interp(losses)`` (new arrays); where every loss is ``equal``, from the first one alone
+    (interpolation is elementwise: the same numbers)."""
+    if not equal:
+        return interp(losses)
+    mu, sigma = interp(losses[:1])
+    return np.full(losses.shape, mu[0]), np.full(losses.shape, sigma[0])
 
 
 def _model_jump(scenario: Scenario, index: int, decision: RoundDecision, previous: str | None) -> Any:
