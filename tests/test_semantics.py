@@ -274,6 +274,11 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
         mu, sigma = _InterpTable(tuple(levels), tuple(mean), tuple(std))(x)
         assert np.array_equal(mu, np.interp(x, levels, mean))
         assert np.array_equal(sigma, np.interp(x, levels, std))
+        if n_levels > 1:  # every value inside one segment (its left node included)
+            inner = np.append(rng.uniform(levels[-2], levels[-1], 500), levels[-2])
+            mu, sigma = _InterpTable(tuple(levels), tuple(mean), tuple(std))(inner)
+            assert np.array_equal(mu, np.interp(inner, levels, mean))
+            assert np.array_equal(sigma, np.interp(inner, levels, std))
 
 
 def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:

@@ -758,11 +758,33 @@ class _InterpTable:
     def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Many levels: ``np.interp`` per profile. Its search starts from the previous element's
         segment, and a walk's losses crowd into a few segments, so three searches of that kind
-        cost less than one binary search per element and the gathers of the fused form."""
+        cost less than one binary search per element and the gathers of the fused form. Where
+        every loss lies inside one segment (most rounds of a re-plan), its formula alone."""
+        inside = self._one_segment(x)
+        if inside is not None:
+            return inside
         mu = np.interp(x, self.levels, self.mean)
         sigma = np.interp(x, self.levels, self.std)
         if self.eval is not None:
             ev = np.interp(x, self.levels, self.eval)
+            sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
+        return mu, sigma
+
+    def _one_segment(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """``np.interp``'s ``slope_j * (x - x_j) + y_j`` of segment ``j`` when every ``x`` lies in
+        ``[x_j, x_{j+1})`` (on ``x_j`` it is ``y_j``, as ``np.interp`` returns); else None (NaN too)."""
+        if x.size == 0:
+            return None
+        lv = self.levels
+        low, high = x.min(), x.max()
+        j = int(np.searchsorted(lv, low, side="right")) - 1
+        if not (0 <= j < lv.size - 1 and lv[j] <= low and high < lv[j + 1]):
+            return None
+        t = x - lv[j]
+        mu = self.mean_slope[j] * t + self.mean[j]
+        sigma = self.std_slope[j] * t + self.std[j]
+        if self.eval is not None:
+            ev = self.eval_slope[j] * t + self.eval[j]
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
 
