@@ -316,3 +316,17 @@ def test_a_known_start_loss_gives_the_walk_of_an_array_of_that_loss_bit_for_bit(
         assert np.array_equal(known, spread) and np.unique(known).size > 100
     # The known start's first round interpolates one loss; with a switch, every trajectory.
     assert sizes == [1, 3000, 3000, 3000, 3000, 3000] + [3000] * 6
+
+
+def test_interpolation_inside_one_segment_is_numpys_bit_for_bit() -> None:
+    from depl_fl.contract.semantics import _interp
+
+    rng = np.random.default_rng(12)
+    for _ in range(50):
+        levels = tuple(float(v) for v in np.sort(rng.uniform(0.0, 3.0, 12)))
+        values = tuple(float(v) for v in rng.uniform(0.0, 0.2, 12))
+        j = int(rng.integers(0, 11))
+        inside = np.append(rng.uniform(levels[j], levels[j + 1], 300), levels[j])
+        across = rng.uniform(-1.0, 4.0, 300)
+        for x in (inside, across, inside[:10]):
+            assert np.array_equal(_interp(x, levels, values), np.interp(x, levels, values))

@@ -433,7 +433,8 @@ class FinalMap:
         """Standard deviation of ``O`` per trajectory (None without oscillation)."""
         if self.eval_profile is None:
             return None
-        return self.eval_profile.eval_std_at(walk) * self.eval_scale
+        profile = self.eval_profile
+        return _interp(walk, profile.levels, profile.eval_std) * self.eval_scale
 
     def judged_std(self, walk: np.ndarray) -> np.ndarray | None:
         """Standard deviation of ``E`` per trajectory (None without a judged error)."""
@@ -708,6 +709,19 @@ def _ndtr(z: np.ndarray) -> np.ndarray:
     if count:
         out[inside] = ndtr(z[inside])
     return out
+
+
+def _interp(x: np.ndarray, xp: Sequence[float], fp: Sequence[float]) -> np.ndarray:
+    """``np.interp(x, xp, fp)`` (the same numbers): by one segment's formula where every ``x``
+    lies inside it (see :meth:`_InterpTable._one_segment`), else ``np.interp`` itself."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 1 and x.size >= 64 and len(xp) > 1:
+        low, high = x.min(), x.max()
+        j = int(np.searchsorted(xp, low, side="right")) - 1
+        if 0 <= j < len(xp) - 1 and xp[j] <= low and high < xp[j + 1]:
+            slope = (float(fp[j + 1]) - float(fp[j])) / (float(xp[j + 1]) - float(xp[j]))
+            return slope * (x - float(xp[j])) + float(fp[j])
+    return np.interp(x, xp, fp)
 
 
 class _InterpTable:
