@@ -1,8 +1,9 @@
 """Memory per SuperNode (with its warm worker) in a loopback deployment, and how many fit one machine.
 
 Runs ``scripts/deploy_loopback.sh -n N`` (the default job with ``profile=thorough``, unless
-overrides are given; ``profile=thorough`` is added unless they name a profile) and samples, once a second, the resident (RSS) and proportional (PSS:
-shared pages split among the processes sharing them) memory of every process
+overrides are given; ``profile=thorough`` is added unless they name a profile) and samples,
+once a second, the resident (RSS) and proportional (PSS: shared pages split among the
+processes sharing them) memory of every process
 of that deployment: the SuperLink, the ServerApp, the SuperExec processes, each
 SuperNode, the ClientApp shims it starts per message and each node's warm
 worker (found by the node cache folder this run gives them, as they run
