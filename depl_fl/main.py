@@ -33,7 +33,6 @@ from omegaconf import DictConfig
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError
 from depl_fl.processes import descendants, hand_to_reaper
-from depl_fl.runs.exploration_choice import resolve_exploration
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, prepare, to_plain
@@ -51,15 +50,10 @@ def _quiet_flower() -> None:
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
-    """Run one job of a validated plain config; returns the results.json path.
-
-    The exploration options that follow tracking are resolved here too (a no-op on a
-    config from :func:`depl_fl.runs.runconfig.prepare`), so the job runs and records values.
-    """
+    """Run one job of a validated plain config; returns the results.json path."""
     from depl_fl.task.losses import check_loss, loss_spec
     from depl_fl.task.partitions import geometry
 
-    cfg = resolve_exploration(cfg)
     check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
     if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
         from depl_fl.runs.checkpoint import load_checkpoint

@@ -5,7 +5,7 @@ runs ``profile.explore.rounds`` exploration rounds through the Flower grid,
 with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 :meth:`DepLStrategy.aggregate_train`, one FedAvg-round implementation):
 
-* with ``profile.explore.clients: cheapest`` (opt-in) the rounds draw on the
+* with ``profile.explore.clients: cheapest`` (the default with tracking) the rounds draw on the
   clients of the cheapest clusters only (a round of the largest variant
   costs least per sample there), the clusters a dependable plan trains on
   when they are enough; the learning curve's rate is then read at ``r = 1``

@@ -102,3 +102,21 @@ def test_a_hydra_job_refuses_a_bad_word_in_one_line(tmp_path):
     assert lines == ["depl-fl: config profile.explore.value_stop=maybe: must be true, false or auto"], \
         proc.stderr[-3000:]
     assert not (tmp_path / ".depl_cache").exists()
+
+
+@pytest.mark.parametrize("tracking,chosen", [("true", FRUGAL), ("false", THOROUGH)])
+def test_a_job_records_the_resolved_values(tmp_path, tracking, chosen):
+    """A Hydra job's results.json says which exploration it ran, never auto."""
+    import json
+
+    pytest.importorskip("flwr")
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "depl_fl.main", "simulation=inprocess", "num_clients=3",
+                           "target.loss=2.5", "output.plot=false", f"tracking.enabled={tracking}",
+                           f"hydra.run.dir={tmp_path / 'job'}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "job" / "results.json").read_text())
+    assert _chosen(doc["config"]) == chosen
+    assert doc["summary"]["profile_rounds"] >= 1
