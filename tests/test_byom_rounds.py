@@ -29,7 +29,7 @@ from strategies.server_app import make_evaluate_fn  # noqa: E402
 N = 3
 FACTORIES = {"resnet": "tests.user_nets:resnet_tiny", "mobilenet_v2": "tests.user_nets:mobilenet_v2_tiny",
              "mlp": "tests.user_nets:mlp", "group_norm": "tests.user_nets:group_norm_net",
-             "channels_last": "tests.user_nets:channels_last_net"}
+             "channels_last": "tests.user_nets:channels_last_net", "resnext": "tests.user_nets:resnext_net"}
 LOSS = {"initial": 2.3, "run": {m: {"levels": [0.1, 2.3], "mean": [0.01, 0.3], "std": [0.01, 0.05]}
                                 for m in ("full", "p50")},
         "switch": [{"from": "full", "to": "p50", "mean": 0.1, "std": 0.05},

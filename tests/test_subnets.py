@@ -40,6 +40,7 @@ NETS = {
     "channels_last": TaskGeometry("tests.user_nets:channels_last_net", 10, 1, 8),
     "lazy_mlp": TaskGeometry("tests.user_nets:lazy_mlp", 10, 1, 8),
     "per_channel": TaskGeometry("tests.user_nets:per_channel_net", 10, 1, 8),
+    "resnext": TaskGeometry("tests.user_nets:resnext_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -314,12 +315,16 @@ def test_lazy_layers_are_materialised_from_the_seed():
     assert not np.array_equal(a["1.weight"], c["1.weight"])
 
 
-def test_a_layer_norm_over_channels_and_space_is_refused_in_one_line():
-    geo = TaskGeometry("tests.user_nets:spatial_layer_norm_net", 10, 1, 8)
+@pytest.mark.parametrize(("factory", "names"), [
+    ("spatial_layer_norm_net", "'conv'"),        # a LayerNorm over channels and space hard-codes the count
+    ("channel_shuffle_net", "channel shuffle"),  # channels reordered between layers
+])
+def test_a_network_whose_variants_are_not_its_sub_networks_is_refused_in_one_line(factory, names):
+    geo = TaskGeometry(f"tests.user_nets:{factory}", 10, 1, 8)
     with pytest.raises(ScenarioError) as err:
         check_variants(geo, network_layout(geo), (0.0, 0.5))
     message = str(err.value)
-    assert "\n" not in message and "cannot be pruned structurally" in message and "'conv'" in message
+    assert "\n" not in message and "cannot be pruned structurally" in message and names in message
 
 
 def test_multi_head_attention_is_refused_in_one_line_naming_it():
@@ -328,3 +333,60 @@ def test_multi_head_attention_is_refused_in_one_line_naming_it():
         network_layout(geo)
     message = str(err.value)
     assert "\n" not in message and "'encoder.self_attn'" in message and "MultiheadAttention" in message
+
+
+@pytest.mark.parametrize("compression", [0.5, 0.75])
+def test_a_grouped_convolution_keeps_equal_blocks_and_whole_group_norm_groups(compression):
+    geo = NETS["resnext"]
+    layout = network_layout(geo)
+    into = next(g for g in layout.groups if g.root == "reduce.0")   # read by the grouped conv
+    out = next(g for g in layout.groups if g.root == "grouped")     # written by it, through GroupNorm(8)
+    assert (into.width, into.blocks, into.multiple) == (8, 4, 1)
+    assert (out.width, out.blocks, out.multiple) == (8, 4, 2)
+    small = build_skeleton(geo, compression)
+    kept = {0.5: 16, 0.75: 8}[compression]
+    assert small.grouped.groups == 4 and small.grouped.in_channels == small.reduce[0].out_channels == kept
+    assert small.grouped.out_channels == small.norm.num_channels == kept and small.norm.num_groups == 8
+    structure = layout.structure(_trained_like(geo, seed=1), compression)
+    rows = structure.index["reduce.0.weight"][0]      # the reduce conv's kept output channels
+    blocks = rows.reshape(4, -1) - 8 * np.arange(4)[:, None]
+    assert np.all(blocks == blocks[0])                # the same positions in every block of 8
+    check_variants(geo, layout, (0.0, compression))   # raises when a variant is not the silenced network
+
+
+def test_a_network_without_prunable_channels_is_refused_in_one_line():
+    geo = TaskGeometry("tests.user_nets:row_gru", 10, 1, 8)
+    layout = network_layout(geo)
+    assert layout.groups == ()
+    check_variants(geo, layout, (0.0,))               # the full network alone is fine
+    with pytest.raises(ScenarioError) as err:
+        check_variants(geo, layout, (0.0, 0.5))
+    assert "\n" not in str(err.value) and "model.compressions=[0]" in str(err.value)
+
+
+def test_a_network_that_cannot_take_the_datasets_input_is_refused_in_one_line():
+    def too_deep() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3),
+                                   torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3), torch.nn.Flatten(),
+                                   torch.nn.Linear(4, 10))
+
+    with pytest.raises(ScenarioError) as err:
+        network_layout(UserNetwork(too_deep, (1, 8, 8), "too_deep"))
+    message = str(err.value)
+    assert "\n" not in message and "forward fails on an input of shape (1, 8, 8)" in message
+
+
+def test_a_network_returning_more_than_logits_is_refused_in_one_line():
+    class TwoOutputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.head = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Linear(8, 10)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            features = torch.relu(self.conv(x)).mean((2, 3))
+            return self.head(features), features
+
+    with pytest.raises(ScenarioError) as err:
+        network_layout(UserNetwork(TwoOutputs, (1, 8, 8), "two_outputs"))
+    message = str(err.value)
+    assert "\n" not in message and "one tensor of logits" in message and "got tuple" in message

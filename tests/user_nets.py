@@ -1,6 +1,6 @@
-"""Networks a user might bring: ResNet-, MobileNetV2-, ConvNeXt-style, GroupNorm with squeeze-and-excitation,
-PReLU and InstanceNorm, a transformer layer (refused), MLPs (one with a lazy layer), concat and
-Flower's quickstart ``Net``.
+"""Networks a user might bring: ResNet-, ResNeXt-, MobileNetV2-, ConvNeXt-style, GroupNorm with
+squeeze-and-excitation, PReLU and InstanceNorm, MLPs (one with a lazy layer), concat and Flower's
+quickstart ``Net``; refused: a transformer layer, a channel shuffle and a GRU.
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
 expects (torchvision does not import beside this torch, so they are defined here).
@@ -299,3 +299,68 @@ class TinyTransformer(nn.Module):
 def tiny_transformer(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`TinyTransformer` (8x8 inputs)."""
     return TinyTransformer(num_classes, in_channels)
+
+
+class ResNeXtNet(nn.Module):
+    """A ResNeXt-style bottleneck: a grouped 3x3 conv (4 groups) with GroupNorm (8 groups), a residual add."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16))
+        self.reduce = nn.Sequential(nn.Conv2d(16, 32, 1, bias=False), nn.BatchNorm2d(32))
+        self.grouped = nn.Conv2d(32, 32, 3, padding=1, groups=4, bias=False)
+        self.norm = nn.GroupNorm(8, 32)
+        self.expand = nn.Sequential(nn.Conv2d(32, 16, 1, bias=False), nn.BatchNorm2d(16))
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.stem(x))
+        y = F.relu(self.norm(self.grouped(F.relu(self.reduce(x)))))
+        x = F.relu(x + self.expand(y))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def resnext_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ResNeXtNet`."""
+    return ResNeXtNet(num_classes, in_channels)
+
+
+class ChannelShuffleNet(nn.Module):
+    """ShuffleNet's channel shuffle between a grouped 1x1 conv and a depthwise conv (refused)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 12, 3, padding=1)
+        self.grouped = nn.Conv2d(12, 12, 1, groups=3)
+        self.dw = nn.Conv2d(12, 12, 3, padding=1, groups=12)
+        self.head = nn.Linear(12, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.grouped(F.relu(self.stem(x))))
+        b, c, h, w = x.shape
+        x = x.view(b, 3, c // 3, h, w).transpose(1, 2).reshape(b, c, h, w)
+        return self.head(F.relu(self.dw(x)).mean((2, 3)))
+
+
+def channel_shuffle_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ChannelShuffleNet`."""
+    return ChannelShuffleNet(num_classes, in_channels)
+
+
+class RowGRU(nn.Module):
+    """The image's rows as a sequence through a GRU: no convolution or linear channel to prune."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.gru = nn.GRU(in_channels * 8, 16, batch_first=True)
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, c, h, w = x.shape
+        out, _ = self.gru(x.permute(0, 2, 1, 3).reshape(b, h, c * w))
+        return self.head(out[:, -1])
+
+
+def row_gru(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`RowGRU` (8x8 inputs)."""
+    return RowGRU(num_classes, in_channels)

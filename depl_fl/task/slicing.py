@@ -69,25 +69,42 @@ class ChannelGroup:
 
     Attributes
     ----------
+    A grouped convolution (``groups`` G > 1, not depthwise) the channels pass
+    through splits them into G blocks that must stay equal: it reads each
+    block with one weight slice. So channels ``c`` and ``c + width`` (and
+    ``c + 2 width``, ...) are one *tied* channel, kept or dropped together
+    (as torch-pruning prunes grouped convolutions); ``width`` counts tied
+    channels and ``blocks`` the channels tied into each.
+
+    Attributes
+    ----------
     root : str
         Name of the layer whose output channels define the group.
     width : int
-        Number of channels.
+        Number of (tied) channels.
     offset : int
         Global id of the group's channel 0.
     multiple : int
-        A variant keeps a multiple of this many channels (the number of
-        groups of a GroupNorm the channels pass through; 1 without one).
+        A variant keeps a multiple of this many tied channels (so that every
+        GroupNorm the channels pass through keeps whole groups; 1 without one).
+    blocks : int
+        Channels tied into one (the least common multiple of the groups of the
+        grouped convolutions the channels pass through; 1 without one).
     """
 
     root: str
     width: int
     offset: int
     multiple: int = 1
+    blocks: int = 1
 
     def kept(self, compression: float) -> int:
-        """Channels a variant keeps: :func:`kept_width`, rounded to a multiple of ``multiple``."""
+        """Tied channels a variant keeps: :func:`kept_width`, rounded to a multiple of ``multiple``."""
         return kept_width(self.width, compression, self.multiple)
+
+    def kept_channels(self, compression: float) -> int:
+        """Channels a variant keeps in the network itself (tied ones counted ``blocks`` times)."""
+        return self.kept(compression) * self.blocks
 
 
 def kept_width(width: int, compression: float, multiple: int = 1) -> int:

@@ -95,7 +95,28 @@ def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
     return ran[-1][0]
 
 
+def _check_forward(model: nn.Module, x: torch.Tensor) -> None:
+    """One line unless the full network maps the example batch to one tensor with a row per sample.
+
+    A forward that fails on the dataset's input (too small an image for its
+    poolings, a wrong channel count) is the user's network, not a tracing
+    problem, and is reported as such.
+    """
+    name = type(model).__name__
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as exc:  # user code: report it in one line
+        raise ScenarioError(f"model {name}: its forward fails on an input of shape {tuple(x.shape[1:])} "
+                            f"({_first_line(exc)})") from None
+    if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != x.shape[0]:
+        got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"shape {tuple(out.shape)}"
+        raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
+                            f"(batch {x.shape[0]}), got {got}")
+
+
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
+    _check_forward(model, x)
     try:
         return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
     except Exception as exc:  # a network torch-pruning cannot trace
@@ -124,6 +145,41 @@ def _group_multiple(group: Any) -> int:
         if isinstance(module, nn.GroupNorm):
             multiple = math.lcm(multiple, int(module.num_groups))
     return multiple
+
+
+def _conv_blocks(module: Any) -> int:
+    """The groups of a grouped (not depthwise) convolution; 1 for any other layer."""
+    groups = int(getattr(module, "groups", 1)) if isinstance(module, nn.modules.conv._ConvNd) else 1
+    return groups if 1 < groups < int(module.in_channels) else 1
+
+
+def _group_blocks(group: Any) -> int:
+    """Channels tied into one: the least common multiple of the grouped convolutions' groups.
+
+    A grouped convolution reads (or writes) each of its G channel blocks with
+    its own slice of one weight, so a variant must drop the same positions in
+    every block (:class:`depl_fl.task.slicing.ChannelGroup`).
+    """
+    blocks = 1
+    for item in group.items:
+        blocks = math.lcm(blocks, _conv_blocks(item.dep.target.module))
+    return blocks
+
+
+def _tied_shape(group: Any) -> tuple[int, int, int]:
+    """``(tied width, tied multiple, blocks)`` of a torch-pruning group.
+
+    A GroupNorm of G groups needs ``kept x blocks`` divisible by G.
+    """
+    blocks = _group_blocks(group)
+    multiple = _group_multiple(group)
+    return len(group[0].idxs) // blocks, multiple // math.gcd(multiple, blocks), blocks
+
+
+def _kept_channels(group: Any, compression: float) -> int:
+    """Channels of the torch-pruning ``group`` a variant keeps (see :func:`_tied_shape`)."""
+    width, multiple, blocks = _tied_shape(group)
+    return kept_width(width, compression, multiple) * blocks
 
 
 def _own_entries(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -229,7 +285,7 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     probed: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
     for group in groups:
         root = _root_name(dg, group, names, order)
-        width = len(group[0].idxs)
+        width, multiple, blocks = _tied_shape(group)
         for item in group.items:
             module = item.dep.target.module
             if not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
@@ -241,16 +297,19 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
             is_reader = bool(dg.is_in_channel_pruning_fn(handler))
             for entry, dim in probed[key]:
                 full = f"{name}.{entry}" if name else entry
-                owner = owners.setdefault((full, dim), np.full(shapes[full][dim], -1, dtype=np.int64))
-                ids = offset + np.asarray(item.root_idxs, dtype=np.int64)
+                size = shapes[full][dim]
+                owner = owners.setdefault((full, dim), np.full(size, -1, dtype=np.int64))
+                ids = offset + np.asarray(item.root_idxs, dtype=np.int64) % width
                 where = np.asarray(item.idxs, dtype=np.int64)
+                if is_reader and _conv_blocks(module) > 1:
+                    where = where % size  # a grouped convolution reads every block with one weight slice
                 clash = (owner[where] >= 0) & (owner[where] != ids)
                 if np.any(clash):
                     raise ScenarioError(f"layer {name!r}: {entry} dimension {dim} is shared by two "
                                         "channel groups in a way DepL cannot slice")
                 owner[where] = ids
                 reads[(full, dim)] = reads.get((full, dim), False) or is_reader
-        out_groups.append(ChannelGroup(root, width, offset, _group_multiple(group)))
+        out_groups.append(ChannelGroup(root, width, offset, multiple, blocks))
         offset += width
     axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
                  for (entry, dim), owner in sorted(owners.items()))
@@ -359,12 +418,11 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
         dg, groups = _groups(model, example_batch(input_shape_of(net)))
         names = {module: name for name, module in model.named_modules()}
         modules = dict(model.named_modules())
-        roots = [(names[g[0].dep.target.module], g[0].dep.handler, len(g[0].idxs), _group_multiple(g))
-                 for g in groups]
-        current = {root: width for root, _, width, _ in roots}
+        roots = [(names[g[0].dep.target.module], g[0].dep.handler, g) for g in groups]
+        current = {root: len(g[0].idxs) for root, _, g in roots}
         for compression in todo:
-            for root, handler, width, multiple in roots:
-                k = kept_width(width, compression, multiple)
+            for root, handler, group in roots:
+                k = _kept_channels(group, compression)
                 if k < current[root]:
                     dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
                     current[root] = k
@@ -410,9 +468,19 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
     ScenarioError
         Naming the layer whose output channels the network cannot lose.
     """
+    if not layout.groups and any(c > 0 for c in compressions):
+        raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned, so every "
+                            "compressed variant would be the full network; use model.compressions=[0]")
     prepare_skeletons(geo, tuple(compressions))
     with one_thread():
         _check_variants(geo, layout, compressions, seed)
+
+
+#: What to change when a pruned forward fails (a size written into the forward).
+SIZE_HINT = "compute sizes from the tensor (e.g. torch.flatten(x, 1)) instead of hard-coding them"
+#: What to change when a pruned forward runs but computes another function.
+REORDER_HINT = ("a forward that reorders channels outside its layers (e.g. a channel shuffle) "
+                "cannot lose channels")
 
 
 def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
@@ -434,19 +502,19 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
                 want = without_channel_statistics(probe)(x)
             ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
             problem = None if ok else "its sub-network computes another function than the silenced network"
+            hint = REORDER_HINT if got.shape == want.shape else SIZE_HINT
         except Exception as exc:  # the pruned forward itself fails
-            problem = _first_line(exc)
+            problem, hint = _first_line(exc), SIZE_HINT
         finally:
             sub.train()
         if problem is not None:
             layer = _breaking_layer(geo, layout)
             if layer is None:
                 raise ScenarioError(f"model {_name(geo)}: cannot be pruned structurally: {problem} at "
-                                    f"compression {compression:g}")
+                                    f"compression {compression:g}; {hint}")
             raise ScenarioError(
                 f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
-                f"{layer!r} loses output channels ({problem}); compute sizes from the tensor "
-                "(e.g. torch.flatten(x, 1)) instead of hard-coding them")
+                f"{layer!r} loses output channels ({problem}); {hint}")
 
 
 class _ElementAffine(nn.Module):
@@ -506,7 +574,8 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
         if not match:
             continue
         g = match[0]
-        dropped = list(range(group.width - group.multiple, group.width))
+        width, dropped_width = group.width * group.blocks, group.multiple * group.blocks
+        dropped = list(range(width - dropped_width, width))
         dg.get_pruning_group(g[0].dep.target.module, g[0].dep.handler, dropped).prune()
         try:
             with torch.no_grad():
