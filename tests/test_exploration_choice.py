@@ -43,6 +43,14 @@ def test_auto_is_frugal_with_tracking_and_thorough_without():
     assert resolve_exploration(resolved, tracking=False) == resolved  # a resolved config stays as it is
 
 
+def test_measured_device_costs_explore_every_cluster():
+    measured = {**AUTO_CFG, "cost": {"source": "measured"}}
+    assert _chosen(resolve_exploration(measured)) == {**FRUGAL, "clients": "all"}
+    assert _chosen(resolve_exploration(AUTO_CFG, measured=True)) == {**FRUGAL, "clients": "all"}
+    assert _chosen(resolve_exploration({**measured, "tracking": {"enabled": False}})) == THOROUGH
+    assert exploration_values(True, measured=True) == {**FRUGAL, "clients": "all"}
+
+
 def test_explicit_values_are_kept_whatever_tracking_says():
     cfg = copy.deepcopy(AUTO_CFG)
     cfg["profile"]["explore"].update(clients="all", value_stop=False)
@@ -82,6 +90,7 @@ def test_frugal_and_thorough_force_their_exploration():
 
 def test_a_resolved_config_validates_again():
     validate(compose_config([]))
+    validate(compose_config(["cost.source=measured"]))
     validate(compose_config(["tracking.enabled=false", "profile.source=inprocess"]))
     validate(compose_config(["profile.source=inprocess"]))  # auto is no setting: pilots ignore it
 

@@ -7,8 +7,9 @@ the frugal exploration (the cheapest clusters, the value stop, the rate from
 the exploration's last half), without it to the thorough one (every client, no
 value stop, the rate from the whole exploration). A value stop makes the plan
 from few rounds; tracking re-plans when the run leaves that plan, a static plan
-has no such correction. ``profile=frugal`` and ``profile=thorough`` give the
-values themselves, whatever tracking says.
+has no such correction. With ``cost.source=measured`` every cluster explores
+(its costs are measured there). ``profile=frugal`` and ``profile=thorough``
+give the values themselves, whatever tracking says.
 
 A job records the resolved values: the entry points resolve the composed
 configuration before they validate and run it. Pure Python.
@@ -41,9 +42,22 @@ _ALLOWED = {"clients": "all, cheapest or auto", "value_stop": "true, false or au
 _WORDS = {"clients": ("all", "cheapest"), "value_stop": (), "rate_window": ()}
 
 
-def exploration_values(tracking: bool) -> dict[str, Any]:
-    """The values ``auto`` stands for: :data:`FRUGAL` with tracking, :data:`THOROUGH` without."""
-    return dict(FRUGAL if tracking else THOROUGH)
+def exploration_values(tracking: bool, measured: bool = False) -> dict[str, Any]:
+    """The values ``auto`` stands for: :data:`FRUGAL` with tracking, :data:`THOROUGH` without.
+
+    With ``measured`` (``cost.source=measured``: the plan runs on the device costs the exploration
+    measures) every cluster explores, so that every cluster's costs are measured, not declared.
+    """
+    values = dict(FRUGAL if tracking else THOROUGH)
+    if measured:
+        values["clients"] = THOROUGH["clients"]
+    return values
+
+
+def measures_costs(cfg: Mapping[str, Any]) -> bool:
+    """``cost.source=measured`` in a plain configuration (absent: the declared table)."""
+    cost = cfg.get("cost")
+    return isinstance(cost, Mapping) and str(cost.get("source", "table")) == "measured"
 
 
 def tracking_enabled(cfg: Mapping[str, Any]) -> bool:
@@ -52,7 +66,8 @@ def tracking_enabled(cfg: Mapping[str, Any]) -> bool:
     return bool(tracking.get("enabled", False)) if isinstance(tracking, Mapping) else False
 
 
-def resolve_exploration(cfg: Mapping[str, Any], tracking: bool | None = None) -> dict[str, Any]:
+def resolve_exploration(cfg: Mapping[str, Any], tracking: bool | None = None,
+                        measured: bool | None = None) -> dict[str, Any]:
     """``cfg`` with every ``auto`` of :data:`FOLLOWS_TRACKING` replaced by the value tracking picks.
 
     Parameters
@@ -61,6 +76,8 @@ def resolve_exploration(cfg: Mapping[str, Any], tracking: bool | None = None) ->
         A plain run configuration; left untouched.
     tracking : bool, optional
         Resolve as if ``tracking.enabled`` were this (default: ``cfg``'s own).
+    measured : bool, optional
+        Resolve as if ``cost.source=measured`` were this (default: ``cfg``'s own).
 
     Returns
     -------
@@ -74,7 +91,8 @@ def resolve_exploration(cfg: Mapping[str, Any], tracking: bool | None = None) ->
         One line for another word in one of these options, e.g.
         ``config profile.explore.value_stop=sometimes: must be true, false or auto``.
     """
-    values = exploration_values(tracking_enabled(cfg) if tracking is None else tracking)
+    values = exploration_values(tracking_enabled(cfg) if tracking is None else tracking,
+                                measures_costs(cfg) if measured is None else measured)
     out = dict(cfg)
     for path, key in FOLLOWS_TRACKING:
         section = _section(cfg, path)

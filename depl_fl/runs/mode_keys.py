@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depl_fl.errors import ScenarioError
-from depl_fl.runs.exploration_choice import resolve_exploration, tracking_enabled
+from depl_fl.runs.exploration_choice import measures_costs, resolve_exploration, tracking_enabled
 
 #: Entry points that check a configuration (``None``: a library call, e.g. a test or benchmark).
 HYDRA_JOB = "a Hydra job (depl_fl/main.py)"
@@ -316,7 +316,8 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
         :data:`HYDRA_JOB`, :data:`FLWR_RUN` or ``None`` (entry-point rules skipped).
     """
     cfg = resolve_exploration(cfg)
-    defaults = resolve_exploration(with_model_defaults(defaults, cfg), tracking=tracking_enabled(cfg))
+    defaults = resolve_exploration(with_model_defaults(defaults, cfg), tracking=tracking_enabled(cfg),
+                                   measured=measures_costs(cfg))
     out = []
     for rule in RULES:
         mode = rule.mode(cfg, entry)
