@@ -9,7 +9,7 @@ DepL's total over full's (mean, and the median job's; the goal: at most
 and per method the coverage P[L <= L*] with its 95% Wilson interval and the
 calibration (empirical pi-quantile of the final test losses / L*) with its
 95% bootstrap interval. Then the share of DepL's static runs above their own
-plan's predicted pi-quantile, pooled over the settings
+plan's predicted pi-quantile, pooled over the static settings
 (``benchmarks/plan_pit.py --pooled``). Reads results only.
 
     python benchmarks/exploration_energy.py SWEEP --out PREFIX
@@ -93,21 +93,24 @@ def guarantee_cell(c: dict[str, Any] | None) -> str:
 def markdown(rows: list[dict[str, Any]], pooled: str, command: str) -> str:
     lines = ["# DepL's total energy against full's, on settings nothing was tuned on", "",
              f"    {command}", "",
-             "pi 0.9, `simulation=inprocess`, modelled joules (means per job; the median column: the "
+             "DepL at the row's pi, full (tracking off) at pi 0.9, `simulation=inprocess`, modelled joules "
+             "(means per job; the median column: the "
              "median job's total over full's mean total). Plans: static (`tracking.enabled=false`) or "
              "tracking (re-planned, stops training once the target is met). Coverage: share of runs "
-             "whose final test loss <= L*, 95% Wilson interval; calibration: empirical 0.9-quantile "
+             "whose final test loss <= L*, 95% Wilson interval; calibration: empirical pi-quantile "
              "of the final test losses / L*, 95% bootstrap interval (< 1 over-cautious).", "",
-             "| setting | plans | clients | alpha | L* | DepL exploration J | DepL training J | DepL total J "
+             "| setting | plans | clients | alpha | L* | pi | DepL exploration J | DepL training J "
+             "| DepL total J "
              "| full training J | full total J | DepL total / full total | median / full total "
              "| DepL total / full training | exploration rounds (mean) | met in exploration | value stops |",
-             "|---" * 16 + "|"]
+             "|---" * 17 + "|"]
     for r in rows:
         d, f = r["depl"] or {}, r["full"] or {}
         lines.append(
             f"| {r['setting']} | {r.get('plans') or '-'} | {r.get('num_clients', '-')} | "
             f"{r.get('alpha', '-')} | "
-            f"{r.get('target_loss', '-')} | {_f(d.get('profile_energy_mean_j'))} | "
+            f"{r.get('target_loss', '-')} | {r.get('target_prob', '-')} | "
+            f"{_f(d.get('profile_energy_mean_j'))} | "
             f"{_f(d.get('energy_mean_j'))} | {_f(d.get('total_energy_mean_j'))} | "
             f"{_f(f.get('energy_mean_j'))} | {_f(f.get('total_energy_mean_j'))} | "
             f"{_f(r.get('total_vs_full_total'), '.3f')} | {_f(r.get('total_vs_full_total_median'), '.3f')} | "
@@ -136,9 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exploration_energy: no <setting>/report.json under {args.sweep}", file=sys.stderr)
         return 2
     rows = [setting_row(f) for f in folders]
-    pit = subprocess.run([sys.executable, str(Path(__file__).with_name("plan_pit.py")), "--pooled",
-                          *[str(f / "depl") for f in folders]], capture_output=True, text=True, check=False)
-    pooled = pit.stdout if pit.returncode == 0 else f"(plan_pit.py failed: {pit.stderr.strip()[-300:]})"
+    static = [f for f, r in zip(folders, rows, strict=True) if r.get("plans") == "static"]
+    pooled = "(no static arm in this sweep)"
+    if static:
+        pit = subprocess.run([sys.executable, str(Path(__file__).with_name("plan_pit.py")), "--pooled",
+                              *[str(f / "depl") for f in static]],
+                             capture_output=True, text=True, check=False)
+        pooled = pit.stdout if pit.returncode == 0 else f"(plan_pit.py failed: {pit.stderr.strip()[-300:]})"
     command = f"python benchmarks/exploration_energy.py {args.sweep} --out {args.out}"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"command": command, "settings": rows}

@@ -34,7 +34,9 @@ SWEEP=${1:-multirun/guarantee}
 SEEDS=${2:-"range(0,30)"}
 PY=${PYTHON:-.venv/bin/python}
 ARMS=${ARMS:-"depl expectation full"}
-common=(simulation=inprocess partition.alpha=0.5 "target.prob=${PROBS:-0.8,0.9,0.95}" "${@:3}")
+# profile=thorough: the exploration these figures were measured with (the default profile explores
+# frugally where tracking is on: conf/profile/default.yaml).
+common=(simulation=inprocess partition.alpha=0.5 "target.prob=${PROBS:-0.8,0.9,0.95}" profile=thorough "${@:3}")
 has() { [[ " $ARMS " == *" $1 "* ]]; }
 cache() {  # cache METHOD: the profile cache override of one arm (the default cache without OWN_CACHE)
     CACHE=()

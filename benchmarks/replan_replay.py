@@ -8,9 +8,10 @@ checkout and keeps every call of ``make_plan`` (the initial plan and each
 re-plan) and ``plan_holds`` (the check of the remaining plan) with its answer;
 then each checkout in ``--code`` (this one by default; ``--before DIR`` adds a
 checkout of earlier code, e.g. ``git worktree add DIR <commit>``) replays
-every call ``--repeats`` times, in turns, and reports the least CPU seconds
-of each call, and whether every answer equals the job's (the plan documents
-apart from their measured ``planner_seconds``, and the checks' verdicts).
+the calls in the job's order, ``--repeats`` passes, in turns, and reports the
+least CPU seconds of each call, and whether every answer equals the job's (the
+plan documents apart from their measured ``planner_seconds``, and the checks'
+verdicts). Every pass starts without kept Monte Carlo draws, as the job did.
 
 Re-plans the job skipped (tracking's skip after an infeasible re-plan) are not
 among the calls; the job's round records count them.
@@ -76,19 +77,30 @@ def answer_key(name: str, answer: Any) -> Any:
 
 
 def replay(path: Path, repeats: int) -> dict[str, Any]:
-    """Each recorded call ``repeats`` times on the planner of ``sys.path``: least CPU seconds, same answer."""
+    """The recorded calls in their order, ``repeats`` passes, on the planner of ``sys.path``: each
+    call's least CPU seconds over the passes, and whether it gave the job's answer in every pass.
+
+    Each pass starts as the job did, without kept Monte Carlo draws
+    (:mod:`depl_fl.contract.draws`, where the code has it): a call reads only
+    the draws the calls before it in the job kept, not those of its own earlier pass.
+    """
     import depl_fl.planner as planner
 
+    try:
+        from depl_fl.contract import draws
+    except ImportError:  # code from before the draws were kept
+        draws = None
     calls = pickle.loads(path.read_bytes())
-    rows = []
-    for name, args, kwargs, answer in calls:
-        best, same = math.inf, True
-        for _ in range(repeats):
+    best, same = [math.inf] * len(calls), [True] * len(calls)
+    for _ in range(repeats):
+        if draws is not None:
+            draws.clear()
+        for i, (name, args, kwargs, answer) in enumerate(calls):
             t0 = time.process_time()
             got = getattr(planner, name)(*args, **kwargs)
-            best = min(best, time.process_time() - t0)
-            same = same and answer_key(name, got) == answer_key(name, answer)
-        rows.append({"call": name, "cpu_s": best, "same_answer": same})
+            best[i] = min(best[i], time.process_time() - t0)
+            same[i] = same[i] and answer_key(name, got) == answer_key(name, answer)
+    rows = [{"call": c[0], "cpu_s": b, "same_answer": ok} for c, b, ok in zip(calls, best, same, strict=True)]
     return {"planner": planner.__file__, "calls": rows, "load_average": os.getloadavg()[0]}
 
 

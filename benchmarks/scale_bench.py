@@ -195,7 +195,9 @@ def measure_profile(out: Path) -> str:
     from strategies.server_app import run_server
 
     cache = out / "cache"
-    cfg = _config(100, ["profile.explore.rounds=4", "profile.explore.max_rounds=4",
+    # profile=thorough: the exploration the committed figures were measured with
+    # (the default explores frugally with tracking)
+    cfg = _config(100, ["profile=thorough", "profile.explore.rounds=4", "profile.explore.max_rounds=4",
                         "profile.explore.switch_rounds=[2,4]", "target.max_rounds=1",
                         # the digits CNN's plan-regime constants as they are, as the committed profile
                         "profile.plan_regime.anchor=last", "profile.plan_regime.explored_oscillation=null",

@@ -19,7 +19,9 @@ TN=${TRACK_SEEDS:-20}  # tracking seeds 100..100+TN-1, in two halves
 HALF=$((100 + TN / 2))
 TLAST=$((100 + TN))
 mkdir -p "$S"
-common=(simulation=inprocess output.plot=false method=depl)
+# profile=thorough: the exploration these figures were measured with (the default profile explores
+# frugally where tracking is on: conf/profile/default.yaml).
+common=(simulation=inprocess output.plot=false method=depl profile=thorough)
 g8=(partition.alpha=1.0 num_clients=8 target.loss=0.3)
 g20=(partition.alpha=0.4 num_clients=20 target.loss=0.4)
 run() {  # run NAME ARM SEED_FIRST SEED_LAST OVERRIDES...  (PROBS: the target probabilities)

@@ -21,7 +21,9 @@ S=${1:-multirun/settings}
 N=${SEEDS:-40}
 H=$((N / 2))
 mkdir -p "$S"
-common=(simulation=inprocess "target.prob=0.8,0.9,0.95" output.plot=false method=depl)
+# profile=thorough: the exploration these figures were measured with (the default profile explores
+# frugally where tracking is on: conf/profile/default.yaml).
+common=(simulation=inprocess "target.prob=0.8,0.9,0.95" output.plot=false method=depl profile=thorough)
 static() {  # static NAME OVERRIDES...
     local name=$1; shift
     "$PY" -m depl_fl.main -m "${common[@]}" "$@" "seed=range(0,$N)" tracking.enabled=false \

@@ -19,9 +19,12 @@ FIRST=${FIRST:-200}
 N=${SEEDS:-40}
 N16=${G16_SEEDS:-20}
 mkdir -p "$S"
+# profile=thorough: the exploration these figures were measured with (the default profile explores
+# frugally where tracking is on: conf/profile/default.yaml).
 sweep() {  # sweep NAME ARM SEEDS OVERRIDES...   (ARM: tracking or static)
     local name=$1 arm=$2 n=$3; shift 3
     "$PY" -m depl_fl.main -m simulation=inprocess "target.prob=0.8,0.9,0.95" output.plot=false method=depl \
+        profile=thorough \
         "$@" "seed=range($FIRST,$((FIRST + n)))" "tracking.enabled=$([ "$arm" = tracking ] && echo true || echo false)" \
         profile.cache_dir="$S/cache-$name-$arm-p\${target.prob}" hydra.sweep.dir="$S/$name/$arm" || true
 }

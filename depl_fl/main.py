@@ -35,7 +35,7 @@ from depl_fl.errors import DeplError, InfeasibleError
 from depl_fl.processes import descendants, hand_to_reaper
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
-from depl_fl.runs.runconfig import conf_dir, to_plain, validate
+from depl_fl.runs.runconfig import conf_dir, prepare, to_plain
 from depl_fl.sweep import SweepFailures, check_overrides, split_argv
 
 LOG = logging.getLogger("depl_fl.main")
@@ -181,8 +181,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        plain = to_plain(cfg)
-        validate(plain, entry=HYDRA_JOB)
+        plain = prepare(to_plain(cfg), entry=HYDRA_JOB)
         path = run_job(plain, out_dir)
     except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
         _interrupted(out_dir, 128 + signal.SIGINT)

@@ -5,7 +5,7 @@ runs ``profile.explore.rounds`` exploration rounds through the Flower grid,
 with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 :meth:`DepLStrategy.aggregate_train`, one FedAvg-round implementation):
 
-* with ``profile.explore.clients: cheapest`` (opt-in) the rounds draw on the
+* with ``profile.explore.clients: cheapest`` (the default with tracking) the rounds draw on the
   clients of the cheapest clusters only (a round of the largest variant
   costs least per sample there), the clusters a dependable plan trains on
   when they are enough; the learning curve's rate is then read at ``r = 1``
@@ -460,9 +460,12 @@ class FederatedProfiler:
             return False
         trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]
         oscillation = self._plateau_oscillation(strategy.properties)
-        if oscillation is None or not value_judged(trajectory, oscillation):
-            LOG.info("exploration round %d: on the fresh model's plateau (loss %.4g from %.4g, oscillation "
-                     "%s): no value judgement", done, trajectory[-1], trajectory[0], oscillation)
+        if oscillation is None:
+            return False
+        if not value_judged(trajectory, oscillation):
+            LOG.info("exploration round %d: not yet enough rounds below the first round's plateau to read "
+                     "a rate (loss %.4g, first round %.4g): no value judgement", done, trajectory[-1],
+                     trajectory[1])
             return False
         try:
             fitted = self._fit(observations, fresh_loss, strategy.properties)

@@ -377,6 +377,9 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     ``results.json`` is rewritten with ``summary.status: running``; with
     ``resume=true`` the job continues from the checkpoint of ``out_dir``.
     Ctrl-C leaves ``results.json`` with ``summary.status: interrupted``.
+    The exploration options that follow tracking are resolved first (a no-op on
+    a config from :func:`depl_fl.runs.runconfig.prepare`): the job runs and
+    records values, never ``auto``.
 
     Returns
     -------
@@ -384,10 +387,12 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
         The path of ``results.json``.
     """
     from depl_fl.runs.checkpoint import load_checkpoint, set_random_state
+    from depl_fl.runs.exploration_choice import resolve_exploration
     from depl_fl.runs.results import build_results, write_results
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
 
+    cfg = resolve_exploration(cfg)
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     resume = load_checkpoint(out_dir, cfg) if cfg.get("resume") else None

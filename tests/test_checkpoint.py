@@ -122,6 +122,27 @@ def test_a_checkpoint_pickles_a_scenario_once_and_loads_the_objects_it_saved(tmp
     assert load_checkpoint(tmp_path, CFG)["scenario"] == scenario
 
 
+def test_steady_entries_are_pickled_again_only_when_they_change(monkeypatch, tmp_path):
+    import pickle
+
+    import depl_fl.runs.checkpoint as checkpoint
+
+    made: list[object] = []
+    dumps = pickle.dumps
+    monkeypatch.setattr(checkpoint.pickle, "dumps", lambda obj, **kw: made.append(obj) or dumps(obj, **kw))
+    properties = {f"c{i}": {"cluster": "a", "num-samples": i} for i in range(50)}
+    for rounds_done in (1, 2, 3):  # the same content in a new dict every round, as a job writes it
+        doc = {"rounds_done": rounds_done, "properties": {k: dict(v) for k, v in properties.items()}}
+        assert pickle.loads(checkpoint.checkpoint_bytes(doc)) == doc
+    assert made == [properties]  # pickled once, for the first round
+    properties["c7"]["num-samples"] = 99  # a changed value is pickled again
+    doc = {"rounds_done": 4, "properties": properties}
+    assert pickle.loads(checkpoint.checkpoint_bytes(doc))["properties"]["c7"]["num-samples"] == 99
+    assert len(made) == 2
+    save_checkpoint(tmp_path, CFG, doc)
+    assert load_checkpoint(tmp_path, CFG)["properties"] == properties
+
+
 def test_the_compact_results_text_is_jsons_with_the_scenario_encoded_once():
     from depl_fl.runs.results import compact_json
 

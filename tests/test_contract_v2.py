@@ -208,26 +208,70 @@ def test_judged_reaches_is_the_comparison_of_the_judged_probabilities_row_by_row
                 == (probs >= need).tolist(), (dof, need)
 
 
-def test_judged_reaches_decides_a_clear_row_on_its_first_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    import depl_fl.contract.semantics as semantics
-
+def _student_t_row() -> tuple:
+    """A Student-t scenario with a small judged error, its last round and one walk of 4,000 trajectories."""
     doc = _doc(label_shares=[1, 1, 1, 1], coverage_floor_loss=3.0)
     doc["loss"]["run"]["full"]["eval_std"] = [0.028, 0.02]
     doc["loss"]["eval_dof"] = 3.4
+    doc["loss"]["judged_error"] = 1e-4
     scenario = scenario_from_dict(doc)
     rounds = _rounds(("c2",), 4)
-    walk = simulate_final_losses(scenario, rounds, 4_000, 3, judged=False)[None, :]
+    return scenario, rounds[-1], simulate_final_losses(scenario, rounds, 4_000, 3, judged=False)[None, :]
+
+
+def test_judged_reaches_decides_a_clear_row_on_its_first_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    import depl_fl.contract.semantics as semantics
+
+    scenario, last, walk = _student_t_row()
+    fmap = semantics.final_map(scenario, last)
+    z = semantics._judged_scores(fmap, walk[0], 2.2, semantics._quadrature_points(fmap))
+    open_terms = int(np.count_nonzero((z < semantics.NDTR_ONE) & (z > semantics.NDTR_ZERO)))
+    assert 0 < open_terms < z.size  # some terms known without ndtr, some not
     seen: list[int] = []
-    terms = semantics._judged_terms
-    monkeypatch.setattr(semantics, "_judged_terms",
-                        lambda f, w, t, p: seen.append(w.size) or terms(f, w, t, p))
-    prob = float(judged_probabilities(scenario, rounds[-1], walk, 2.2)[0])
+    ndtr = semantics.ndtr
+    monkeypatch.setattr(semantics, "ndtr", lambda x: seen.append(np.size(x)) or ndtr(x))
+    prob = float(judged_probabilities(scenario, last, walk, 2.2)[0])
     seen.clear()
-    assert not judged_reaches(scenario, rounds[-1], walk, 2.2, (1.0 + prob) / 2.0)[0]
-    assert sum(seen) < walk.size  # rejected before every trajectory's terms were computed
+    assert not judged_reaches(scenario, last, walk, 2.2, (1.0 + prob) / 2.0)[0]
+    assert sum(seen) < open_terms  # rejected before every open term was computed
     seen.clear()
-    assert judged_reaches(scenario, rounds[-1], walk, 2.2, prob)[0]
-    assert sum(seen) == walk.size  # at the row's own figure: every term, each once
+    assert judged_reaches(scenario, last, walk, 2.2, prob)[0]
+    # At the row's own figure: every open term on the slices, then the whole row's mean decides.
+    assert sum(seen[:-1]) == open_terms and seen[-1] == (z.size if 2 * open_terms > z.size else open_terms)
+
+
+def test_open_bands_split_every_trajectory_where_its_terms_are_exactly_one_and_zero() -> None:
+    from scipy.special import ndtr
+
+    import depl_fl.contract.semantics as semantics
+
+    scenario, last, walk = _student_t_row()
+    fmap = semantics.final_map(scenario, last)
+    points = semantics._quadrature_points(fmap)
+    seen = np.zeros(3, dtype=int)  # terms split off as ones, zeros, open
+    for target in (1.5, 1.9, 2.2, 2.6):
+        z = semantics._judged_scores(fmap, walk[0], target, points)  # (points, trajectories)
+        bands = semantics._open_bands(fmap, walk[0], target, points)
+        j = np.arange(points.size)[:, None]
+        ones, zeros = j < bands.first[None, :], j >= bands.stop[None, :]
+        assert np.all(ndtr(z[ones]) == 1.0) and np.all(ndtr(z[zeros]) == 0.0)
+        assert np.all((z[~(ones | zeros)] < semantics.NDTR_ONE) | (z[~(ones | zeros)] > semantics.NDTR_ZERO))
+        assert np.array_equal(bands.scores(0, walk.size, points), z.T[(~(ones | zeros)).T])
+        seen += [np.count_nonzero(ones), np.count_nonzero(zeros), np.count_nonzero(~(ones | zeros))]
+    assert np.all(seen > 0)
+
+
+def test_ndtr_is_computed_off_its_exact_tails_only_with_the_same_doubles() -> None:
+    from scipy.special import ndtr
+
+    from depl_fl.contract.semantics import NDTR_ONE, NDTR_ZERO, _ndtr
+
+    rng = np.random.default_rng(9)
+    tails = np.concatenate([rng.uniform(NDTR_ONE, 1e6, 100_000), -rng.uniform(-NDTR_ZERO, 1e6, 100_000),
+                            [np.inf, -np.inf, NDTR_ONE, NDTR_ZERO]])
+    assert np.array_equal(ndtr(tails), (tails > 0).astype(float))  # what the step relies on
+    for z in (rng.normal(0.0, 30.0, (32, 500)), rng.normal(0.0, 1.0, 700), np.append(tails, [np.nan, 0.3])):
+        assert np.array_equal(_ndtr(z), ndtr(z), equal_nan=True)
 
 
 def test_the_normal_probability_below_a_gap_is_the_masked_quotients_bit_for_bit() -> None:

@@ -346,7 +346,8 @@ SLOW_NODE_JOB = ["cost.source=measured", "cost.drift_rounds=1", "cost.drift_tole
                  "profile.explore.min_points_per_level=2", "target.loss=0.3", "target.prob=0.6",
                  "target.deadline_s=3000", "train.lr=0.02", "output.plot=false",
                  "faults.clients=[c0,c1,c2]", "faults.kind=slowdown", "faults.slowdown=150",
-                 "faults.train_only=true", "server.round_timeout_slack_s=300"]
+                 "faults.train_only=true", "server.round_timeout_slack_s=300",
+                 "profile=thorough"]  # every cluster explores, so every level is measured
 
 
 @pytest.mark.slow

@@ -23,7 +23,8 @@ JOB = ["simulation=inprocess", f"num_clients={N}", "profile.explore.rounds=4",
        "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[3]",
        "profile.explore.min_points_per_level=2", "target.loss=0.3", "target.prob=0.6",
        "target.deadline_s=120", "target.max_rounds=30", "train.lr=0.02", "tracking.enabled=true",
-       "output.plot=false", "cost.source=measured", "cost.clock=wall", "cost.drift_rounds=1"]
+       "output.plot=false", "cost.source=measured", "cost.clock=wall", "cost.drift_rounds=1",
+       "profile=thorough"]  # every cluster explores, so every level is measured
 # Every node trains 8x slower from the first training round on (not in the exploration): whatever
 # clients the plan (made on measured, hence timing-dependent, costs) picks, its first round is slow.
 SLOW = ["faults.clients=[c0,c1,c2]", "faults.kind=slowdown", "faults.slowdown=8", "faults.train_only=true"]

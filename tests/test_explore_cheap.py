@@ -117,7 +117,7 @@ def test_clients_all_keeps_the_cache_key_and_another_choice_is_refused():
     from depl_fl.orchestration.profiling import federated_key
     from depl_fl.runs.runconfig import compose_config
 
-    cfg = compose_config(["num_clients=3"])
+    cfg = compose_config(["num_clients=3", "profile=thorough"])
     assert cfg["profile"]["explore"]["clients"] == "all"
     props = {f"c{i}": {"cluster": "A", "num-samples": 10 + i, "partition-id": i} for i in range(3)}
     without = {**cfg, "profile": {**cfg["profile"], "explore": {

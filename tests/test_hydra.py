@@ -117,4 +117,4 @@ def test_the_frugal_profile_is_the_default_one_with_the_three_exploration_option
     spelled = compose_config(["profile.explore.clients=cheapest", "profile.explore.value_stop=true",
                               "profile.plan_regime.rate_window=0.5"])["profile"]
     assert frugal == spelled
-    assert frugal != compose_config([])["profile"]
+    assert frugal != compose_config(["profile=thorough"])["profile"]

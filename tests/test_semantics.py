@@ -266,7 +266,7 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
     from depl_fl.contract.semantics import _InterpTable
 
     rng = np.random.default_rng(5)
-    for n_levels in (1, 2, 3, 5, 12):  # 12: the binary-search branch
+    for n_levels in (1, 2, 3, 5, 12):  # 12: np.interp per profile
         levels = np.sort(rng.choice(np.linspace(0.0, 3.0, 301), n_levels, replace=False))
         mean, std = rng.uniform(-0.2, 0.5, n_levels), rng.uniform(0.0, 0.2, n_levels)
         x = rng.uniform(-1.0, 4.0, 2000)
@@ -274,6 +274,11 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
         mu, sigma = _InterpTable(tuple(levels), tuple(mean), tuple(std))(x)
         assert np.array_equal(mu, np.interp(x, levels, mean))
         assert np.array_equal(sigma, np.interp(x, levels, std))
+        if n_levels > 1:  # every value inside one segment (its left node included)
+            inner = np.append(rng.uniform(levels[-2], levels[-1], 500), levels[-2])
+            mu, sigma = _InterpTable(tuple(levels), tuple(mean), tuple(std))(inner)
+            assert np.array_equal(mu, np.interp(inner, levels, mean))
+            assert np.array_equal(sigma, np.interp(inner, levels, std))
 
 
 def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
@@ -289,3 +294,39 @@ def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
     for k, losses in enumerate(prefixes, start=1):
         assert np.array_equal(losses, simulate_final_losses(scen, rounds[:k], 500, 3))
     assert not np.array_equal(prefixes[0], prefixes[1])
+
+
+def test_a_known_start_loss_gives_the_walk_of_an_array_of_that_loss_bit_for_bit(monkeypatch) -> None:
+    import depl_fl.contract.semantics as semantics
+
+    levels = list(np.linspace(0.0, 3.0, 12))  # many levels: np.interp per profile
+    scen = _scenario(run={"half": {"levels": levels, "mean": list(np.linspace(0.0, 0.2, 12)),
+                                   "std": list(np.linspace(0.01, 0.1, 12))},
+                          "full": {"levels": [0.0, 3.0], "mean": [0.1, 0.05], "std": [0.02, 0.03]}})
+    rounds = [RoundDecision("half", ("a1", "b1"), {}) for _ in range(3)]
+    sizes: list[int] = []
+    profile_at = semantics._profile_at
+    monkeypatch.setattr(semantics, "_profile_at",
+                        lambda interp, losses, equal: sizes.append(1 if equal else losses.size)
+                        or profile_at(interp, losses, equal))
+    for previous in (None, "full"):  # "full": the first round switches, a draw before it
+        known = simulate_final_losses(scen, rounds, 3000, 8, start_loss=1.7, previous_model=previous)
+        spread = simulate_final_losses(scen, rounds, 3000, 8, start_loss=np.full(3000, 1.7),
+                                       previous_model=previous)
+        assert np.array_equal(known, spread) and np.unique(known).size > 100
+    # The known start's first round interpolates one loss; with a switch, every trajectory.
+    assert sizes == [1, 3000, 3000, 3000, 3000, 3000] + [3000] * 6
+
+
+def test_interpolation_inside_one_segment_is_numpys_bit_for_bit() -> None:
+    from depl_fl.contract.semantics import _interp
+
+    rng = np.random.default_rng(12)
+    for _ in range(50):
+        levels = tuple(float(v) for v in np.sort(rng.uniform(0.0, 3.0, 12)))
+        values = tuple(float(v) for v in rng.uniform(0.0, 0.2, 12))
+        j = int(rng.integers(0, 11))
+        inside = np.append(rng.uniform(levels[j], levels[j + 1], 300), levels[j])
+        across = rng.uniform(-1.0, 4.0, 300)
+        for x in (inside, across, inside[:10]):
+            assert np.array_equal(_interp(x, levels, values), np.interp(x, levels, values))

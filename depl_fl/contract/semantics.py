@@ -25,6 +25,7 @@ import numpy as np
 from scipy.special import ndtr, stdtrit
 
 from depl_fl.contract import coverage as coverage_math
+from depl_fl.contract import draws
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import ScenarioError
@@ -432,7 +433,8 @@ class FinalMap:
         """Standard deviation of ``O`` per trajectory (None without oscillation)."""
         if self.eval_profile is None:
             return None
-        return self.eval_profile.eval_std_at(walk) * self.eval_scale
+        profile = self.eval_profile
+        return _interp(walk, profile.levels, profile.eval_std) * self.eval_scale
 
     def judged_std(self, walk: np.ndarray) -> np.ndarray | None:
         """Standard deviation of ``E`` per trajectory (None without a judged error)."""
@@ -448,10 +450,11 @@ class FinalMap:
         return np.sqrt(sum(v * v for v in parts))
 
     def standard_oscillation(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Draws of ``O / std(O)``: standard normal, or Student-t scaled to variance 1."""
+        """Draws of ``O / std(O)``: standard normal (read-only, see :mod:`.draws`), or Student-t
+        scaled to variance 1."""
         if self.dof is None:
-            return rng.standard_normal(shape)
-        return rng.standard_t(self.dof, shape) * math.sqrt((self.dof - 2.0) / self.dof)
+            return draws.standard_normal(rng, shape)
+        return draws.standard_t(rng, self.dof, shape) * math.sqrt((self.dof - 2.0) / self.dof)
 
 
 def final_map(scenario: Scenario, last: RoundDecision | None) -> FinalMap | None:
@@ -489,12 +492,12 @@ def judged_losses(scenario: Scenario, last: RoundDecision | None, walk: np.ndarr
     if fmap.dof is None:
         std = fmap.noise_std(walk)
         if std is not None:
-            out += std * rng.standard_normal(walk.shape)
+            out += std * draws.standard_normal(rng, walk.shape)
     else:
         out += fmap.oscillation_std(walk) * fmap.standard_oscillation(rng, walk.shape)
         judged = fmap.judged_std(walk)
         if judged is not None:
-            out += judged * rng.standard_normal(walk.shape)
+            out += judged * draws.standard_normal(rng, walk.shape)
     return np.maximum(out, 0.0, out=out)
 
 
@@ -532,14 +535,15 @@ def judged_reaches(scenario: Scenario, last: RoundDecision | None, walks: np.nda
                    need: float) -> np.ndarray:
     """``judged_probabilities(scenario, last, walks, target) >= need``, row by row, deciding early.
 
-    Each row's probability is a mean of terms in [0, 1] (one per trajectory,
-    or per trajectory and quadrature point). The terms are computed a slice
-    of trajectories at a time (``DECIDE_SLICES`` slices); once the terms
-    summed so far put the mean at least ``DECIDE_MARGIN`` above ``need``
-    (the rest counted as 0) or below it (the rest counted as 1), the row is
-    decided. A row the bounds leave open is judged on the mean of all its
-    terms, the same numbers :func:`judged_probabilities` averages, so every
-    answer equals that comparison's.
+    Each row's probability is a mean of terms ``ndtr(z)`` in [0, 1] (one per
+    trajectory, or per trajectory and quadrature point). The terms are
+    computed a slice of trajectories at a time (``DECIDE_SLICES`` slices),
+    ``ndtr`` only off its exact tails (:func:`_ndtr`); once the terms summed
+    so far put the mean at least ``DECIDE_MARGIN`` above ``need`` (the rest
+    counted as 0) or below it (the rest counted as 1), the row is decided. A
+    row the bounds leave open is judged on the mean of all its terms, the
+    same numbers :func:`judged_probabilities` averages, so every answer
+    equals that comparison's.
     """
     fmap = final_map(scenario, last)
     if fmap is None or target < 0.0:
@@ -549,7 +553,7 @@ def judged_reaches(scenario: Scenario, last: RoundDecision | None, walks: np.nda
 
 
 #: Slices of a row's trajectories between the early decisions of :func:`judged_reaches`.
-DECIDE_SLICES = 32
+DECIDE_SLICES = 8
 #: How far a bound must clear the threshold to decide a row early: far above the rounding
 #: error of a sum in another order (about 1e-16 times the number of terms).
 DECIDE_MARGIN = 1e-9
@@ -559,21 +563,85 @@ def _row_reaches(fmap: FinalMap, walk: np.ndarray, target: float, points: np.nda
                  need: float) -> bool:
     """Whether one walk's judged probability reaches ``need`` (see :func:`judged_reaches`)."""
     n = walk.size
-    per = 1 if points is None else points.size
+    count = n * (1 if points is None else points.size)
     step = max(1, -(-n // DECIDE_SLICES))
-    parts: list[np.ndarray] = []
-    total = 0.0
-    for lo in range(0, n, step):
-        part = _judged_terms(fmap, walk[lo:lo + step], target, points)
-        parts.append(part)
-        total += float(part.sum())
-        rest = n - min(lo + step, n)
-        if total / (per * n) >= need + DECIDE_MARGIN:
+    band = _open_bands(fmap, walk, target, points)
+    low, high = (0.0, float(count)) if band is None else (float(band.first.sum()), float(band.stop.sum()))
+    for lo in range(0, n + 1, step):
+        if low / count >= need + DECIDE_MARGIN:
             return True
-        if (total + per * rest) / (per * n) < need - DECIDE_MARGIN:
+        if high / count < need - DECIDE_MARGIN:
             return False
-    # Elementwise operations only: the slices' terms are those of the whole row, bit for bit.
-    return float(np.mean(np.concatenate(parts, axis=-1))) >= need
+        if lo >= n:
+            break
+        if band is None:
+            z = _judged_scores(fmap, walk[lo:lo + step], target, points)
+            ones = z >= NDTR_ONE
+            values = ndtr(z[~(ones | (z <= NDTR_ZERO))])  # a NaN makes the bounds NaN
+            low += float(np.count_nonzero(ones))
+            high -= z.size - float(np.count_nonzero(ones))
+        else:
+            values = ndtr(band.scores(lo, lo + step, points))
+            high -= values.size
+        total = float(values.sum())
+        low += total
+        high += total
+    # Within the margin of need: the mean of the terms, as judged_probabilities takes it.
+    return float(np.mean(_judged_terms(fmap, walk, target, points))) >= need
+
+
+#: How much larger than the judged spread a trajectory's gaps may be for :func:`_open_bands`: the
+#: split then moves by less than 1e-6 in the standardised gap, far inside the margins of
+#: NDTR_ONE and NDTR_ZERO (NaN and infinite gaps fail the test too).
+SPLIT_SCALE = 1e9
+
+
+@dataclass(frozen=True)
+class _Bands:
+    """Per trajectory of a walk, the quadrature points whose judged term is open (see :func:`_open_bands`)."""
+
+    gap: np.ndarray
+    osc: np.ndarray
+    judged: np.ndarray
+    first: np.ndarray   # terms before it are exactly 1
+    stop: np.ndarray    # terms from it on are exactly 0
+
+    def scores(self, lo: int, hi: int, points: np.ndarray) -> np.ndarray:
+        """The standardised gaps of the open terms of trajectories ``lo:hi``, as :func:`_judged_scores`
+        computes them (the same operations on the same numbers)."""
+        first, sizes = self.first[lo:hi], self.stop[lo:hi] - self.first[lo:hi]
+        rows = np.repeat(np.arange(lo, lo + first.size), sizes)
+        starts = np.cumsum(sizes) - sizes
+        cols = np.arange(rows.size) - np.repeat(starts - first, sizes)
+        shifted = self.gap[rows] - self.osc[rows] * points[cols]
+        return shifted / self.judged[rows]
+
+
+def _open_bands(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None
+                ) -> _Bands | None:
+    """Where each trajectory's Student-t terms are neither exactly 1 nor exactly 0 (None: not known).
+
+    With a positive oscillation and judged-error spread, a trajectory's
+    standardised gap ``(gap - osc * p_j) / judged`` falls with the quadrature
+    point ``p_j`` (ascending), so its terms are 1 up to a point, then open,
+    then 0. Where a term's gap lies within rounding of :data:`NDTR_ONE` or
+    :data:`NDTR_ZERO`, ``ndtr`` gives the same 1 or 0 on either side, so the
+    split may be found by solving for ``p`` instead of computing every gap.
+    """
+    if points is None or fmap.judged_error <= 0.0:
+        return None
+    gap = target - fmap.mean_part(walk)
+    osc = fmap.oscillation_std(walk)
+    judged = fmap.judged_std(walk)
+    if osc is None or judged is None or not (np.all(osc > 0.0) and np.all(judged > 0.0)):
+        return None
+    # Rounding moves a solved split by a few ulps of these magnitudes: far below a judged spread.
+    if not np.all(np.abs(gap) + osc * float(np.abs(points).max()) < SPLIT_SCALE * judged):
+        return None
+    with np.errstate(over="ignore"):
+        first = np.searchsorted(points, (gap - NDTR_ONE * judged) / osc, side="right")
+        stop = np.searchsorted(points, (gap - NDTR_ZERO * judged) / osc, side="left")
+    return _Bands(gap, osc, judged, first, np.maximum(stop, first))
 
 
 def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
@@ -587,28 +655,73 @@ def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
 def _judged_terms(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> np.ndarray:
     """The terms whose mean is ``P[judged loss <= target]`` of one walk under a non-identity final map:
     one per trajectory, or per quadrature point (rows) and trajectory (columns)."""
+    return _ndtr(_judged_scores(fmap, walk, target, points))
+
+
+def _judged_scores(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndarray | None) -> np.ndarray:
+    """The standardised gaps ``z`` of :func:`_judged_terms` (the terms are ``ndtr(z)``)."""
     gap = target - fmap.mean_part(walk)
     if points is None:
-        return _normal_below(gap, fmap.noise_std(walk))
+        return _standard_scores(gap, fmap.noise_std(walk))
     osc = fmap.oscillation_std(walk)
     judged = fmap.judged_std(walk)
     shifted = gap[None, :] - osc[None, :] * points[:, None]
-    return _normal_below(shifted, None if judged is None else judged[None, :])
+    return _standard_scores(shifted, None if judged is None else judged[None, :])
 
 
 def _normal_below(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
     """``P[N(0, std**2) <= gap]`` elementwise (a step function where ``std`` is 0 or None)."""
+    return _ndtr(_standard_scores(gap, std))
+
+
+def _standard_scores(gap: np.ndarray, std: np.ndarray | None) -> np.ndarray:
+    """``gap / std``, and +-inf by the sign of ``gap`` (NaN: -inf) where ``std`` is 0 or None."""
     if std is None:
-        return (gap >= 0.0).astype(float)
+        return np.where(gap >= 0.0, np.inf, -np.inf)
     positive = std > 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         if positive.all():
-            return ndtr(gap / std)
+            return np.asarray(gap / std)
         z = np.asarray(gap / np.where(positive, std, 1.0))
     # Only the few elements without spread get the step, not a whole array of infinities.
     step = np.broadcast_to(~positive, z.shape)
     z[step] = np.where(np.broadcast_to(gap, z.shape)[step] >= 0.0, np.inf, -np.inf)
-    return ndtr(z)
+    return z
+
+
+#: ``ndtr`` is exactly 1.0 from about 8.29 up and exactly 0.0 from about -37.68 down (the
+#: complement underflows): beyond these, with a margin, the step gives the same doubles.
+NDTR_ONE = 8.5
+NDTR_ZERO = -38.5
+
+
+def _ndtr(z: np.ndarray) -> np.ndarray:
+    """``scipy.special.ndtr(z)`` bit for bit, evaluated only where it is neither exactly 0 nor 1.
+
+    A judged error far smaller than the gaps puts most terms of
+    :func:`_judged_terms` deep in the tails, where the step is the answer.
+    """
+    inside = ~((z >= NDTR_ONE) | (z <= NDTR_ZERO))  # NaN stays inside: ndtr gives it back
+    count = int(np.count_nonzero(inside))
+    if 2 * count > z.size:
+        return ndtr(z)
+    out = (z >= NDTR_ONE).astype(float)
+    if count:
+        out[inside] = ndtr(z[inside])
+    return out
+
+
+def _interp(x: np.ndarray, xp: Sequence[float], fp: Sequence[float]) -> np.ndarray:
+    """``np.interp(x, xp, fp)`` (the same numbers): by one segment's formula where every ``x``
+    lies inside it (see :meth:`_InterpTable._one_segment`), else ``np.interp`` itself."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 1 and x.size >= 64 and len(xp) > 1:
+        low, high = x.min(), x.max()
+        j = int(np.searchsorted(xp, low, side="right")) - 1
+        if 0 <= j < len(xp) - 1 and xp[j] <= low and high < xp[j + 1]:
+            slope = (float(fp[j + 1]) - float(fp[j])) / (float(xp[j + 1]) - float(xp[j]))
+            return slope * (x - float(xp[j])) + float(fp[j])
+    return np.interp(x, xp, fp)
 
 
 class _InterpTable:
@@ -616,9 +729,10 @@ class _InterpTable:
 
     ``np.interp`` returns the end values outside ``levels``, the node value on
     a node and ``slope_j * (x - x_j) + y_j`` inside segment ``j``, with
-    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. Clamping ``x`` to the
-    levels and giving the last node a zero slope reproduces all three cases
-    with one segment search for both profiles.
+    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. With few levels, clamping
+    ``x`` to the levels and giving the last node a zero slope reproduces all
+    three cases with one segment search (by comparisons) for every profile;
+    with more, ``np.interp`` itself runs per profile.
     """
 
     def __init__(self, levels: Sequence[float], mean: Sequence[float], std: Sequence[float],
@@ -637,13 +751,12 @@ class _InterpTable:
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lv = self.levels
+        if lv.size > 8:
+            return self._interp_each(x)
         xc = np.clip(x, lv[0], lv[-1])
-        if lv.size <= 8:  # few levels: comparisons beat a binary search
-            seg = np.zeros(x.shape, dtype=np.intp)
-            for k in range(1, lv.size):
-                seg += xc >= lv[k]
-        else:
-            seg = np.searchsorted(lv, xc, side="right") - 1
+        seg = np.zeros(x.shape, dtype=np.intp)  # few levels: comparisons beat a binary search
+        for k in range(1, lv.size):
+            seg += xc >= lv[k]
         t = xc - lv.take(seg)
         mu = self.mean_slope.take(seg)
         mu *= t
@@ -653,6 +766,39 @@ class _InterpTable:
         sigma += self.std.take(seg)
         if self.eval is not None:
             ev = self.eval_slope.take(seg) * t + self.eval.take(seg)
+            sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
+        return mu, sigma
+
+    def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Many levels: ``np.interp`` per profile. Its search starts from the previous element's
+        segment, and a walk's losses crowd into a few segments, so three searches of that kind
+        cost less than one binary search per element and the gathers of the fused form. Where
+        every loss lies inside one segment (most rounds of a re-plan), its formula alone."""
+        inside = self._one_segment(x)
+        if inside is not None:
+            return inside
+        mu = np.interp(x, self.levels, self.mean)
+        sigma = np.interp(x, self.levels, self.std)
+        if self.eval is not None:
+            ev = np.interp(x, self.levels, self.eval)
+            sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
+        return mu, sigma
+
+    def _one_segment(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """``np.interp``'s ``slope_j * (x - x_j) + y_j`` of segment ``j`` when every ``x`` lies in
+        ``[x_j, x_{j+1})`` (on ``x_j`` it is ``y_j``, as ``np.interp`` returns); else None (NaN too)."""
+        if x.size == 0:
+            return None
+        lv = self.levels
+        low, high = x.min(), x.max()
+        j = int(np.searchsorted(lv, low, side="right")) - 1
+        if not (0 <= j < lv.size - 1 and lv[j] <= low and high < lv[j + 1]):
+            return None
+        t = x - lv[j]
+        mu = self.mean_slope[j] * t + self.mean[j]
+        sigma = self.std_slope[j] * t + self.std[j]
+        if self.eval is not None:
+            ev = self.eval_slope[j] * t + self.eval[j]
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
 
@@ -697,6 +843,8 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
     shift = scenario.loss.set_shift
     trained_on = frozenset(c.id for c in scenario.clients) if previous_clients is None \
         else frozenset(previous_clients)
+    # Every trajectory starts from one known loss: until a draw is added they are all equal.
+    equal = start_loss is None or np.ndim(start_loss) == 0
     for index, decision in enumerate(rounds):
         model = decision.model
         jump = _model_jump(scenario, index, decision, previous)
@@ -707,9 +855,10 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
             if gap > 0.0:
                 _add_normal(losses, shift.mean * gap, shift.std * gap, rng)
             trained_on = members
-        mu, sigma = interp(losses)
+        mu, sigma = _profile_at(interp, losses, equal and jump is None and shift is None)
+        equal = False
         # L -= mu * r**a + sigma * r**-b * X, in place, same operation order.
-        x = rng.standard_normal(len(losses))
+        x = draws.standard_normal(rng, len(losses))
         sigma *= std_scale
         sigma *= x
         mu *= mean_scale
@@ -718,6 +867,15 @@ def iter_round_losses(scenario: Scenario, rounds: Sequence[RoundDecision], n: in
         np.maximum(losses, 0.0, out=losses)
         previous = model
         yield losses
+
+
+def _profile_at(interp: Any, losses: np.ndarray, equal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``interp(losses)`` (new arrays); where every loss is ``equal``, from the first one alone
+    (interpolation is elementwise: the same numbers)."""
+    if not equal:
+        return interp(losses)
+    mu, sigma = interp(losses[:1])
+    return np.full(losses.shape, mu[0]), np.full(losses.shape, sigma[0])
 
 
 def _model_jump(scenario: Scenario, index: int, decision: RoundDecision, previous: str | None) -> Any:
@@ -738,8 +896,7 @@ def _model_jump(scenario: Scenario, index: int, decision: RoundDecision, previou
 
 def _add_normal(losses: np.ndarray, mean: float, std: float, rng: np.random.Generator) -> None:
     """``L += mean + std * Y`` in place, ``Y`` standard normal (same operations as the formula)."""
-    y = rng.standard_normal(len(losses))
-    y *= std
+    y = draws.standard_normal(rng, len(losses)) * std
     y += mean
     losses += y
 

@@ -125,7 +125,8 @@ def value_judged(trajectory: Sequence[float], oscillation: float) -> bool:
 def value_settings(explore: Mapping[str, Any]) -> tuple[bool, int]:
     """``(enabled, first round)`` of the value stop from ``profile.explore``.
 
-    Enabled with ``stop_when_met`` (default true) and ``value_stop`` (opt-in, default false); it
+    Enabled with ``stop_when_met`` (default true) and ``value_stop`` (``auto`` in ``conf/``: true with
+    tracking, :mod:`depl_fl.runs.exploration_choice`; false where absent); it
     is judged after round ``value_from_round`` (default 4) and every later one.
     """
     enabled = bool(explore.get("stop_when_met", True)) and bool(explore.get("value_stop", False))

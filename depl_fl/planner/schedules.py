@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depl_fl.contract import draws
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.semantics import final_map, judged_reaches
 from depl_fl.planner.context import PlanContext
@@ -367,7 +368,7 @@ def _set_shift(ctx: PlanContext, clients: tuple[str, ...] | None, losses: np.nda
     jump = ctx.prop.set_shift_moments(clients, ctx.previous_clients) if clients is not None else None
     if jump is None:
         return losses
-    return losses + jump[0] + math.sqrt(jump[1]) * rng.standard_normal(losses.shape)
+    return losses + jump[0] + math.sqrt(jump[1]) * draws.standard_normal(rng, losses.shape)
 
 
 def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarray,
@@ -375,7 +376,7 @@ def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarra
     if source is None or source == target:
         return losses
     sw = ctx.scenario.loss.switch[(source, target)]
-    return losses + sw.mean + sw.std * rng.standard_normal(losses.shape)
+    return losses + sw.mean + sw.std * draws.standard_normal(rng, losses.shape)
 
 
 def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
@@ -383,5 +384,5 @@ def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
     prof = scen.loss.run[model]
     mu = np.interp(losses, prof.levels, prof.mean)
     sigma = prof.walk_std_at(losses)  # version 2: without the evaluation noise
-    x = rng.standard_normal(losses.shape)
+    x = draws.standard_normal(rng, losses.shape)
     return np.maximum(losses - (mu * scale[0] + sigma * scale[1] * x), 0.0)

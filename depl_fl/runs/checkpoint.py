@@ -98,10 +98,42 @@ def _scenario_bytes(scenario: Scenario) -> bytes:
 
 
 def checkpoint_bytes(doc: Any) -> bytes:
-    """``pickle.dumps(doc, protocol=5)``, loading to equal objects, with scenarios pickled once each."""
+    """``pickle.dumps(doc, protocol=5)``, loading to equal objects, with scenarios pickled once each.
+
+    A mapping's :data:`STEADY_KEYS` entries are pickled once while they stay
+    equal (see :class:`_Pickled`).
+    """
+    if isinstance(doc, dict):
+        doc = {k: _steady(k, v) if k in STEADY_KEYS else v for k, v in doc.items()}
     buffer = io.BytesIO()
     _CheckpointPickler(buffer, protocol=5).dump(doc)
     return buffer.getvalue()
+
+
+#: Checkpoint entries that stay the same round after round (the nodes' properties, one entry per
+#: client): their pickle is made again only when the value changes.
+STEADY_KEYS = ("properties",)
+#: Per steady key: the value last pickled (a copy, loaded from its pickle) and that pickle.
+_STEADY: dict[str, tuple[Any, bytes]] = {}
+
+
+class _Pickled:
+    """A value written from its pickle made before: unpickling gives the value itself, not this."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return pickle.loads, (self.data,)
+
+
+def _steady(key: str, value: Any) -> _Pickled:
+    """``value`` as a :class:`_Pickled`, its pickle reused while it equals the last one of ``key``."""
+    kept = _STEADY.get(key)
+    if kept is None or type(kept[0]) is not type(value) or kept[0] != value:
+        data = pickle.dumps(value, protocol=5)
+        kept = _STEADY[key] = (pickle.loads(data), data)
+    return _Pickled(kept[1])
 
 
 def save_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any], payload: Mapping[str, Any]) -> Path:

@@ -58,6 +58,11 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   ``faults.kind=slow`` only.
 * ``aggregation.trim_fraction``: ``aggregation.rule=trimmed_mean`` only.
 
+A default of ``auto`` (the exploration options that follow tracking,
+:mod:`depl_fl.runs.exploration_choice`) counts as the value it resolves to
+with the configuration's ``tracking.enabled``: ``profile=thorough`` with
+tracking sets them, the default profile never does.
+
 Pure Python: imports neither Hydra nor the config schema; the caller passes
 the configuration ``conf/`` composes without overrides (the defaults).
 """
@@ -71,6 +76,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depl_fl.errors import ScenarioError
+from depl_fl.runs.exploration_choice import measures_costs, resolve_exploration, tracking_enabled
 
 #: Entry points that check a configuration (``None``: a library call, e.g. a test or benchmark).
 HYDRA_JOB = "a Hydra job (depl_fl/main.py)"
@@ -309,7 +315,9 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
     entry : str, optional
         :data:`HYDRA_JOB`, :data:`FLWR_RUN` or ``None`` (entry-point rules skipped).
     """
-    defaults = with_model_defaults(defaults, cfg)
+    cfg = resolve_exploration(cfg)
+    defaults = resolve_exploration(with_model_defaults(defaults, cfg), tracking=tracking_enabled(cfg),
+                                   measured=measures_costs(cfg))
     out = []
     for rule in RULES:
         mode = rule.mode(cfg, entry)

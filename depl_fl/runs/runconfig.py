@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from depl_fl.errors import ScenarioError
+from depl_fl.runs.exploration_choice import resolve_exploration
 
 
 def to_plain(cfg: Any) -> dict[str, Any]:
@@ -44,17 +45,29 @@ def _get(cfg: Mapping[str, Any], dotted: str) -> Any:
 def validate(cfg: Mapping[str, Any], entry: str | None = None) -> None:
     """Check a composed configuration before anything starts.
 
+    The exploration options that follow tracking are resolved first
+    (:func:`depl_fl.runs.exploration_choice.resolve_exploration`, which refuses
+    a word they do not take), then
     :func:`depl_fl.runs.config_schema.validate_config` (imported only when
     called: pydantic), then :func:`depl_fl.runs.mode_keys.check_mode_keys`:
     a key set away from its ``conf/`` value that the chosen mode does not read
-    is refused. ``entry`` is the entry point (``mode_keys.HYDRA_JOB`` or
+    is refused (``auto`` in ``conf/`` counts as the value it resolves to).
+    ``entry`` is the entry point (``mode_keys.HYDRA_JOB`` or
     ``mode_keys.FLWR_RUN``; ``None`` skips the rules that depend on it).
     """
     from depl_fl.runs.config_schema import validate_config
     from depl_fl.runs.mode_keys import check_mode_keys
 
-    validate_config(cfg)
-    check_mode_keys(cfg, default_config(), entry)
+    resolved = resolve_exploration(cfg)
+    validate_config(resolved)
+    check_mode_keys(resolved, default_config(), entry)
+
+
+def prepare(cfg: Mapping[str, Any], entry: str | None = None) -> dict[str, Any]:
+    """The configuration a job runs and records: ``cfg`` resolved (``auto`` replaced) and validated."""
+    resolved = resolve_exploration(cfg)
+    validate(resolved, entry)
+    return resolved
 
 
 _DEFAULTS: dict[str, dict[str, Any]] = {}
@@ -190,6 +203,7 @@ def conf_dir() -> str:
 def compose_config(overrides: Sequence[str] = (), entry: str | None = None) -> dict[str, Any]:
     """Compose ``conf/config.yaml`` with Hydra overrides and return a validated plain dict.
 
+    The exploration options that follow tracking come resolved (:func:`prepare`).
     Used where Hydra's command line is not in charge (``flwr run .``, tests,
     benchmarks). Raises :class:`ScenarioError` for bad overrides or values,
     and for a setting the chosen mode does not read (see :func:`validate`).
@@ -206,12 +220,11 @@ def compose_config(overrides: Sequence[str] = (), entry: str | None = None) -> d
             cfg = to_plain(compose(config_name="config", overrides=list(overrides)))
     except (HydraException, OmegaConfBaseException) as exc:
         raise ScenarioError(f"config: {' '.join(str(exc).split())}") from None
-    validate(cfg, entry)
-    return cfg
+    return prepare(cfg, entry)
 
 
 _RUN_CONFIG_CACHE: dict[str, dict[str, Any]] = {}
-CONFIG_CACHE_FORMAT = 2
+CONFIG_CACHE_FORMAT = 3
 
 
 def conf_digest(directory: str | None = None) -> str:
