@@ -596,17 +596,24 @@ class DepLStrategy(FedAvg):
         self._decision = None
         return result
 
-    def _plan_and_evaluate(self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn,
-                           result: Result) -> tuple[ArrayRecord, float]:
-        """Scenario, initial plan, controller and the evaluation of the initial model."""
-        self.scenario = self.scenario_fn(self.properties)
-        self.plan = self.make_initial_plan()
+    def _log_plan(self) -> None:
+        """One line: the initial plan's rounds and what it predicts."""
         LOG.info("plan (%s): %d rounds, predicted cost %.4g J, time %.4g s, quantile %.4g, "
                  "probability %.4g", self.plan.method, len(self.plan.rounds),
                  self.plan.predicted.get("cost_joules", float("nan")),
                  self.plan.predicted.get("time_s", float("nan")),
                  self.plan.predicted.get("loss_quantile", float("nan")),
                  self.plan.predicted.get("probability", float("nan")))
+
+    def _plan_and_evaluate(self, initial_arrays: ArrayRecord, evaluate_fn: EvaluateFn,
+                           result: Result) -> tuple[ArrayRecord, float]:
+        """Scenario, initial plan, controller and the evaluation of the initial model."""
+        self.scenario = self.scenario_fn(self.properties)
+        self.plan = self.make_initial_plan()
+        if self.plan.rounds:
+            self._log_plan()
+        elif getattr(self.profiler, "met_round", None) is None:  # else the met line said it already
+            LOG.info("plan (%s): no training round needed", self.plan.method)
         self.controller = self._make_controller()
         if self.clock == "wall":  # planning after the profile rounds is deadline time too
             self.controller.elapsed_s = time.monotonic() - self._profile_end
