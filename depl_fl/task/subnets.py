@@ -95,14 +95,13 @@ def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
     return ran[-1][0]
 
 
-def _check_forward(model: nn.Module, x: torch.Tensor) -> None:
+def _check_forward(model: nn.Module, x: torch.Tensor, name: str) -> None:
     """One line unless the full network maps the example batch to one tensor with a row per sample.
 
     A forward that fails on the dataset's input (too small an image for its
     poolings, a wrong channel count) is the user's network, not a tracing
     problem, and is reported as such.
     """
-    name = type(model).__name__
     try:
         with torch.no_grad():
             out = model(x)
@@ -116,7 +115,6 @@ def _check_forward(model: nn.Module, x: torch.Tensor) -> None:
 
 
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
-    _check_forward(model, x)
     try:
         return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
     except Exception as exc:  # a network torch-pruning cannot trace
@@ -395,8 +393,14 @@ def _materialise_lazy(model: nn.Module, sample_shape: tuple[int, ...]) -> None:
 
 @functools.lru_cache(maxsize=16)
 def _base(net: Network) -> nn.Module:
-    """The full network built once per process (seed 0); copies serve every later use."""
-    return full_network(net, seed=0)
+    """The full network built once per process (seed 0) and checked once; copies serve every later use."""
+    model = full_network(net, seed=0)
+    was_training = model.training
+    try:
+        _check_forward(model.eval(), example_batch(input_shape_of(net)), _name(net))
+    finally:
+        model.train(was_training)
+    return model
 
 
 #: Sub-networks per (network, compression), built once per process.
