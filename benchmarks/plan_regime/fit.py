@@ -176,17 +176,42 @@ def coverage_table(jobs: list[Job], regime) -> dict:
     return table
 
 
-def optimise(start: dict, pool) -> dict:
+#: Where each fitted constant is valid (the optimiser's box; the plan regime refuses values outside it).
+BOUNDS = {"power": (1.001, None), "floor": (0.0, None), "rate_exponent": (0.0, None),
+          "noise_exponent": (0.0, None), "oscillation": (1e-4, None), "judged_error_factor": (0.0, None),
+          "oscillation_dof": (2.05, None)}
+
+
+def optimise(start: dict, pool, max_evals: int = 160, restarts: int = 0, fixed: tuple[str, ...] = (),
+             box: bool = False) -> dict:
+    """The constants of ``start`` with :data:`FITTED` (less ``fixed``) minimising :func:`score`.
+
+    Nelder-Mead, up to ``max_evals`` evaluations, then ``restarts`` times again from the best point
+    with a fresh simplex (a collapsed simplex stops short of the minimum); the restarts end early once
+    one no longer improves the score. ``box``: inside :data:`BOUNDS` (else invalid constants score
+    1e9, as the committed fits ran).
+    """
     from scipy.optimize import minimize
 
+    free = [k for k in FITTED if k not in fixed]
+
     def objective(x: np.ndarray) -> float:
-        value = score({**start, **dict(zip(FITTED, x, strict=True))}, pool)
+        value = score({**start, **dict(zip(free, x, strict=True))}, pool)
         print(f"  {np.round(x, 4).tolist()} -> {value:.6f}", flush=True)
         return value
 
-    x0 = np.array([float(start[k]) for k in FITTED])
-    res = minimize(objective, x0, method="Nelder-Mead", options={"maxfev": 160, "xatol": 1e-3, "fatol": 1e-6})
-    return {**start, **{k: round(float(v), 4) for k, v in zip(FITTED, res.x, strict=True)}}
+    x = np.array([float(start[k]) for k in free])
+    best = np.inf
+    for attempt in range(restarts + 1):
+        res = minimize(objective, x, method="Nelder-Mead", bounds=[BOUNDS[k] for k in free] if box else None,
+                       options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-6})
+        print(f"run {attempt + 1}: {res.nfev} evaluations, score {res.fun:.6f} ({res.message})", flush=True)
+        improved = res.fun < best - 1e-6
+        if res.fun < best:
+            x, best = res.x, float(res.fun)
+        if not improved:
+            break
+    return {**start, **{k: round(float(v), 4) for k, v in zip(free, x, strict=True)}}
 
 
 def markdown(checks: list[tuple[str, dict, float]], settings: list[str], jobs: int) -> str:
@@ -212,6 +237,14 @@ def main() -> None:
     parser.add_argument("--settings", default="d1,d2,d3,d4")
     parser.add_argument("--fit", action="store_true")
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--max-evals", type=int, default=160,
+                        help="evaluations of the score per Nelder-Mead run (--fit)")
+    parser.add_argument("--restarts", type=int, default=0,
+                        help="Nelder-Mead runs after the first, each from the best point so far (--fit)")
+    parser.add_argument("--box", action="store_true",
+                        help="optimise inside the constants' valid range (--fit)")
+    parser.add_argument("--fixed", default="",
+                        help="comma-separated constants kept at their configured values (--fit)")
     parser.add_argument("--overrides", default="",
                         help="Hydra overrides the constants are composed with (e.g. model=digits_resnet)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan_regime"))
@@ -219,10 +252,16 @@ def main() -> None:
     from depl_fl.runs.runconfig import compose_config
 
     settings = args.settings.split(",")
+    fixed = tuple(name for name in args.fixed.split(",") if name)
+    unknown = [name for name in fixed if name not in FITTED]
+    if unknown or args.max_evals < 1 or args.restarts < 0:
+        parser.exit(2, f"fit.py: --fixed takes {', '.join(FITTED)}; --max-evals >= 1, --restarts >= 0 (got "
+                       f"--fixed {args.fixed!r}, --max-evals {args.max_evals}, --restarts {args.restarts})\n")
     JOBS.extend(load_jobs(args.bank, settings))
     configured = dict(compose_config(args.overrides.split())["profile"]["plan_regime"])
     with get_context("fork").Pool(args.processes) as pool:
-        values = optimise(configured, pool) if args.fit else configured
+        values = (optimise(configured, pool, args.max_evals, args.restarts, fixed, args.box) if args.fit
+                  else configured)
         checks = [("exploration-only profile (plan_regime.enabled: false)", coverage_table(JOBS, None),
                    score(None, pool)),
                   (f"plan regime {json.dumps({k: values[k] for k in FITTED})}",
