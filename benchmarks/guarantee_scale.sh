@@ -36,12 +36,15 @@ DIGITS="++model.regime={power:1.080,floor:0.145,rate_exponent:0.310,noise_expone
 judged_error_factor:0.754,oscillation_dof:3.40}"
 read -r -a regime <<< "${REGIME-$DIGITS}"
 cache="profile.cache_dir=$S/cache/t\${tracking.enabled}-p\${target.prob}"
+# A job folder is named by its number, seed, arm and pi: named by its overrides (Hydra's default) a
+# name is longer than a file name may be (its results.json records the overrides).
+short="hydra.sweep.subdir=\${hydra.job.num}_seed\${seed}_t\${tracking.enabled}_p\${target.prob}"
 export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 pass() {  # pass NAME PROBS: static and tracking at PROBS, seed by seed
     # A multirun with failed jobs (no dependable plan: recorded in their results.json, counted by the
     # report) exits non-zero; the next pass runs anyway.
     "$PY" -m depl_fl.main -m "${setting[@]}" ${regime[@]+"${regime[@]}"} method=depl "seed=$SEEDS" "target.prob=$2" \
-        tracking.enabled=false,true "$cache" "hydra.sweep.dir=$S/$1" > "$S/$1.log" 2>&1 || true
+        tracking.enabled=false,true "$cache" "hydra.sweep.dir=$S/$1" "$short" > "$S/$1.log" 2>&1 || true
 }
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
     mkdir -p "$S"

@@ -13,14 +13,23 @@ that leave a class unseen are left out (the plan regime's ``max_uncovered`` 0
 keeps plans off them).
 
     python benchmarks/plan_regime/fit.py BANK_DIR [--settings d1,d2,d3,d4] [--fit] \
+        [--max-evals 160] [--restarts 0] [--box] [--fixed NAME,...] \
         [--overrides "model=digits_resnet"] [--out benchmarks/results/plan_regime]
 
 Without ``--fit`` the configured constants (``conf/config.yaml``,
 ``profile.plan_regime``, composed with ``--overrides``: another network's
 ``model.regime``) are checked, next to the exploration-only profile
 (``plan_regime.enabled: false``); with ``--fit`` they are optimised first
-(Nelder-Mead over power, floor, rate_exponent, noise_exponent, oscillation
-and judged_error_factor; steps_exponent and reference_steps stay fixed).
+(Nelder-Mead over power, floor, rate_exponent, noise_exponent, oscillation,
+judged_error_factor and oscillation_dof, from the configured values;
+steps_exponent and reference_steps stay fixed). The defaults are the committed
+fits' procedure (one run of 160 evaluations, invalid constants scored 1e9); a
+converged fit gives the optimiser more evaluations (``--max-evals``), restarts it
+from its best point (``--restarts``), keeps it inside the constants' valid range
+(``--box``) and keeps constants the bank cannot identify at their configured values
+(``--fixed``). The score is deterministic: every run's Monte Carlo has its own
+seed; the Student-t draws change with ``oscillation_dof`` in jumps (a rejection
+sampler), so the score is not smooth in that constant.
 Writes ``fit.md`` and ``fit.json``.
 """
 
