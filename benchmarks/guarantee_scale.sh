@@ -14,6 +14,13 @@
 # The sweep with the network's own constants (seeds 20-39, pi 0.9 first):
 #   REGIME= SEEDS="range(20,40)" OUT=benchmarks/results/guarantee_scale/own_constants \
 #   nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_own
+# The sweep with the constants of the converged fit (benchmarks/results/plan_regime/synthetic_mlp/converged/,
+# not the config's), seeds 40-59, two halves in parallel, then the reports over both:
+#   R="++model.regime={power:1.001,floor:0.3755,rate_exponent:0.4092,noise_exponent:0.55,oscillation:0.0001,judged_error_factor:0.556,oscillation_dof:3.4}"
+#   export OUT=benchmarks/results/guarantee_scale/converged_fit
+#   REGIME="$R" SEEDS="range(40,50)" nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged/s40 &
+#   REGIME="$R" SEEDS="range(50,60)" nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged/s50
+#   wait; REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged
 #   REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]    # the reports of what ran
 # Writes benchmarks/results/guarantee_scale/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled over the static jobs),

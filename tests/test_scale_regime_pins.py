@@ -7,6 +7,7 @@ their commands, so that each still reproduces its figures.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -57,3 +58,22 @@ def test_the_synthetic_mlp_has_its_own_constants():
               "oscillation_dof")
     assert {k: own[k] for k in fitted} != {k: DIGITS[k] for k in fitted}
     assert (own["explored_oscillation"], own["anchor"]) == (None, "last")
+
+
+def test_the_converged_sweep_runs_the_converged_fits_constants():
+    text = (ROOT / "benchmarks" / "guarantee_scale.sh").read_text()
+    override = re.search(r'^#   R="(\+\+model\.regime=\{.*?\})"', text, re.M).group(1)
+    values = regime([*guarantee_scale_overrides()[:-1], override])
+    fitted = json.loads((ROOT / "benchmarks" / "results" / "plan_regime" / "synthetic_mlp" / "converged"
+                         / "fit.json").read_text())["constants"]
+    names = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "judged_error_factor",
+             "oscillation_dof")
+    assert {k: values[k] for k in names} == {k: fitted[k] for k in names}
+
+
+def test_sweep_job_folders_are_named_short():
+    text = (ROOT / "benchmarks" / "guarantee_scale.sh").read_text()
+    subdir = re.search(r'^short="hydra\.sweep\.subdir=(.*)"$', text, re.M).group(1)
+    assert "override_dirname" not in subdir and "seed" in subdir
+    command = re.search(r'^\s*"\$PY" -m depl_fl\.main -m .*?> "\$S/\$1\.log"', text, re.M | re.S).group(0)
+    assert '"$short"' in command
