@@ -41,6 +41,9 @@ NETS = {
     "lazy_mlp": TaskGeometry("tests.user_nets:lazy_mlp", 10, 1, 8),
     "per_channel": TaskGeometry("tests.user_nets:per_channel_net", 10, 1, 8),
     "resnext": TaskGeometry("tests.user_nets:resnext_net", 10, 1, 8),
+    "vit": TaskGeometry("tests.user_nets:vit_net", 10, 1, 8),
+    "vit_seq_first": TaskGeometry("tests.user_nets:vit_net_seq_first", 10, 1, 8),
+    "hand_attention": TaskGeometry("tests.user_nets:hand_attention_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -104,14 +107,16 @@ def test_subnetwork_computes_the_full_network_with_dropped_channels_silenced(net
     set_state(plain, full)
     x = example_batch((geo.in_channels, geo.image_size, geo.image_size), batch=4)
     # GroupNorm and LayerNorm statistics count silenced channels as zeros: compare their affine parts.
-    small, big = without_channel_statistics(small.eval()), without_channel_statistics(big.eval())
+    sliced = layout.sliced_layers
+    small = without_channel_statistics(small.eval(), sliced)
+    big = without_channel_statistics(big.eval(), sliced)
     with torch.no_grad():
         torch.testing.assert_close(small(x), big(x), rtol=1e-4, atol=1e-5)
-        assert not torch.allclose(without_channel_statistics(plain.eval())(x), small(x), atol=1e-4)
+        assert not torch.allclose(without_channel_statistics(plain.eval(), sliced)(x), small(x), atol=1e-4)
     assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in plain.parameters())
 
 
-@pytest.mark.parametrize("net", ["resnet", "mobilenet_v2", "concat"])
+@pytest.mark.parametrize("net", ["resnet", "mobilenet_v2", "concat", "vit", "hand_attention"])
 def test_index_sets_are_deterministic_and_follow_the_global_weights(net):
     geo = NETS[net]
     layout = network_layout(geo)
@@ -327,12 +332,61 @@ def test_a_network_whose_variants_are_not_its_sub_networks_is_refused_in_one_lin
     assert "\n" not in message and "cannot be pruned structurally" in message and names in message
 
 
-def test_multi_head_attention_is_refused_in_one_line_naming_it():
-    geo = TaskGeometry("tests.user_nets:tiny_transformer", 10, 1, 8)
-    with pytest.raises(ScenarioError) as err:
-        network_layout(geo)
-    message = str(err.value)
-    assert "\n" not in message and "'encoder.self_attn'" in message and "MultiheadAttention" in message
+#: Per attention network: its feed-forward layers (the only prunable groups) and entries an attention
+#: reads or writes (the embedding stream), which every variant keeps whole.
+ATTENTION = {
+    "vit": (("encoder.layers.0.linear1", "encoder.layers.1.linear1"),
+            ("patch.weight", "position", "encoder.layers.0.self_attn.in_proj_weight",
+             "encoder.layers.0.self_attn.out_proj.weight", "encoder.layers.1.norm1.weight",
+             "encoder.layers.1.linear2.bias", "norm.weight", "head.weight")),
+    "vit_seq_first": (("encoder.layers.0.linear1", "encoder.layers.1.linear1"),
+                      ("patch.weight", "encoder.layers.1.self_attn.in_proj_bias", "norm.bias")),
+    "hand_attention": (("up",), ("patch.weight", "norm1.weight", "attention.qkv.weight", "attention.qkv.bias",
+                                 "attention.proj.weight", "down.bias", "head.weight")),
+}
+
+
+@pytest.mark.parametrize("net", list(ATTENTION))
+def test_attention_keeps_the_embedding_whole_and_compresses_the_feed_forward_width(net):
+    geo = NETS[net]
+    ffn, whole = ATTENTION[net]
+    layout = network_layout(geo)
+    assert tuple(g.root for g in layout.groups) == ffn and all(g.width == 64 for g in layout.groups)
+    full_shapes = layout.shapes
+    sizes = [layout.size_bytes(c) for c in (0.0, 0.5, 0.75)]
+    assert sizes[0] > sizes[1] > sizes[2]
+    for compression, kept in ((0.5, 32), (0.75, 16)):
+        shapes = layout.sub_shapes(compression)
+        assert all(shapes[name] == full_shapes[name] for name in whole)
+        assert all(shapes[f"{root}.weight"] == (kept, 32) for root in ffn)
+        small = build_skeleton(geo, compression)
+        assert all(small.get_submodule(root).out_features == kept for root in ffn)
+    check_variants(geo, layout, (0.0, 0.5, 0.75))  # raises when a variant is not the silenced network
+
+
+def test_a_transformer_layers_fast_path_computes_the_sub_network(monkeypatch):
+    """In evaluation without gradients ``nn.TransformerEncoderLayer`` runs one fused kernel on its weights."""
+    geo = NETS["vit"]
+    layout = network_layout(geo)
+    full = _trained_like(geo, seed=7)
+    structure = layout.structure(full, 0.75)
+    small = build_skeleton(geo, 0.75)
+    set_state(small, extract(full, structure))
+    big = full_network(geo)
+    set_state(big, silence(full, layout, structure))
+    fused, calls = torch._transformer_encoder_layer_fwd, []
+    monkeypatch.setattr(torch, "_transformer_encoder_layer_fwd",
+                        lambda *args, **kwargs: calls.append(1) or fused(*args, **kwargs))
+    x = example_batch((1, 8, 8), batch=4)
+    with torch.no_grad():
+        fast = small.eval()(x)
+    assert len(calls) == 2  # one fused kernel per encoder layer
+    slow = small(x)         # gradients enabled: the layer's modules one by one
+    assert len(calls) == 2
+    with torch.no_grad():
+        want = big.eval()(x)
+    torch.testing.assert_close(fast, slow.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(fast, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("compression", [0.5, 0.75])
