@@ -331,6 +331,8 @@ def test_transformer_flops_count_every_token_and_the_attention_products(compress
     macs = (tokens * embed * 4 + tokens * embed * 3 * embed + 2 * tokens * tokens * embed
             + tokens * embed * embed + 2 * tokens * embed * ffn + embed * 10)
     assert hand.train_flops_per_sample == 3 * 2 * macs
+    fused = measure_variant("tests.user_nets:sdpa_attention_net", compression, 10, 1, 8)
+    assert fused.train_flops_per_sample == hand.train_flops_per_sample  # the fused kernel's products count
 
 
 @pytest.fixture

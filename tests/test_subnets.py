@@ -44,6 +44,7 @@ NETS = {
     "vit": TaskGeometry("tests.user_nets:vit_net", 10, 1, 8),
     "vit_seq_first": TaskGeometry("tests.user_nets:vit_net_seq_first", 10, 1, 8),
     "hand_attention": TaskGeometry("tests.user_nets:hand_attention_net", 10, 1, 8),
+    "sdpa_attention": TaskGeometry("tests.user_nets:sdpa_attention_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -279,6 +280,27 @@ def test_torch_pruning_canary_depthwise_and_flatten_index_mapping():
     assert dw[1].groups == 6 and dw[1].weight.shape == (6, 1, 3, 3) and dw[2].in_channels == 6
 
 
+def test_torch_pruning_canary_attention_in_the_groups():
+    """The attention rule reads the MHA module and the products' autograd nodes from the groups."""
+    import torch_pruning as tp
+
+    from tests.user_nets import hand_attention_net, vit_net
+
+    roots = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
+    model = vit_net()
+    dg = tp.DependencyGraph().build_dependency(model, example_inputs=torch.zeros(1, 1, 8, 8), verbose=False)
+    groups = list(dg.get_all_groups(ignored_layers=[model.head], root_module_types=roots))
+    mha = model.encoder.layers[0].self_attn
+    stream = [g for g in groups if any(it.dep.target.module is mha for it in g.items)]
+    assert len(stream) == 1 and any(it.dep.target.module is model.patch for it in stream[0].items)
+    model = hand_attention_net()
+    dg = tp.DependencyGraph().build_dependency(model, example_inputs=torch.zeros(1, 1, 8, 8), verbose=False)
+    groups = list(dg.get_all_groups(ignored_layers=[model.head], root_module_types=roots))
+    qkv = next(g for g in groups if g[0].dep.target.module is model.attention.qkv)
+    names = {it.dep.target.grad_fn.name() for it in qkv.items if it.dep.target.grad_fn is not None}
+    assert "BmmBackward0" in names
+
+
 def test_kept_widths_are_multiples_of_a_group_norms_groups():
     assert [kept_width(24, c) for c in (0.0, 0.5, 0.75)] == [24, 12, 6]
     assert [kept_width(24, c, 8) for c in (0.0, 0.5, 0.75, 0.9)] == [24, 16, 8, 8]
@@ -343,6 +365,7 @@ ATTENTION = {
                       ("patch.weight", "encoder.layers.1.self_attn.in_proj_bias", "norm.bias")),
     "hand_attention": (("up",), ("patch.weight", "norm1.weight", "attention.qkv.weight", "attention.qkv.bias",
                                  "attention.proj.weight", "down.bias", "head.weight")),
+    "sdpa_attention": (("up",), ("patch.weight", "attention.qkv.weight", "attention.proj.weight")),
 }
 
 

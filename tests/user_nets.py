@@ -329,29 +329,35 @@ def vit_tiny(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
 
 
 class HandAttention(nn.Module):
-    """Multi-head self-attention written by hand: one fused q/k/v linear, softmax, output projection."""
+    """Multi-head self-attention written by hand: one fused q/k/v linear, softmax, output projection.
 
-    def __init__(self, embed: int, heads: int) -> None:
+    With ``fused`` the products run in ``F.scaled_dot_product_attention`` instead.
+    """
+
+    def __init__(self, embed: int, heads: int, fused: bool = False) -> None:
         super().__init__()
-        self.heads = heads
+        self.heads, self.fused = heads, fused
         self.qkv = nn.Linear(embed, 3 * embed)
         self.proj = nn.Linear(embed, embed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         b, n, c = x.shape
         q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
-        attention = torch.softmax(q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5, dim=-1)
-        return self.proj((attention @ v).transpose(1, 2).reshape(b, n, c))
+        if self.fused:
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = torch.softmax(q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5, dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, n, c))
 
 
 class HandAttentionNet(nn.Module):
     """Patch embedding, one pre-norm block of hand-written attention and a GELU MLP, mean pooling, head."""
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, fused: bool = False) -> None:
         super().__init__()
         self.patch = nn.Conv2d(in_channels, 32, 2, stride=2)
         self.norm1 = nn.LayerNorm(32)
-        self.attention = HandAttention(32, 2)
+        self.attention = HandAttention(32, 2, fused)
         self.norm2 = nn.LayerNorm(32)
         self.up = nn.Linear(32, 64)
         self.down = nn.Linear(64, 32)
@@ -367,6 +373,11 @@ class HandAttentionNet(nn.Module):
 def hand_attention_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`HandAttentionNet` (8x8 inputs)."""
     return HandAttentionNet(num_classes, in_channels)
+
+
+def sdpa_attention_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """:class:`HandAttentionNet` with its products in ``F.scaled_dot_product_attention`` (8x8 inputs)."""
+    return HandAttentionNet(num_classes, in_channels, fused=True)
 
 
 class ResNeXtNet(nn.Module):
