@@ -36,39 +36,55 @@ SETTINGS = ["simulation=inprocess", "num_clients=4", "target.loss=0.5", "target.
 FACTORIES = ("tests.user_nets:vit_net", "tests.user_nets:hand_attention_net")
 
 
-def run_job(factory: str, seed: int, folder: Path) -> dict:
-    """Run one job in ``folder`` and return its ``results.json``."""
+def run_job(factory: str, seed: int, folder: Path) -> tuple[int, dict | None, str]:
+    """Run one job in ``folder``: exit status, ``results.json`` (if written) and its last error line."""
     command = [sys.executable, "-m", "depl_fl.main", "model=custom", f"model.factory={factory}", *SETTINGS,
                f"seed={seed}", f"hydra.run.dir={folder}", f"profile.cache_dir={folder / 'cache'}"]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    if proc.returncode != 0:
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("depl-fl:")]
+    results = folder / "results.json"
+    result = json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
+    if proc.returncode not in (0, 3) or (proc.returncode == 0 and result is None):
         raise SystemExit(f"{factory} seed {seed}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
-    return json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    return proc.returncode, result, errors[-1] if errors else ""
 
 
-def summarise(factory: str, seed: int, result: dict) -> dict:
-    """The figures a reader checks: target, rounds, variants, loss, bytes per round."""
+def summarise(factory: str, seed: int, status: int, result: dict | None, error: str) -> dict:
+    """The figures a reader checks: target, rounds, variants, loss, bytes per round.
+
+    A job that finds no dependable plan (exit status 3) is kept with its reason
+    and the figures its exploration recorded.
+    """
+    row = {"factory": factory, "seed": seed, "exit_status": status, "error": error}
+    if result is None:
+        return row
     s, rounds = result["summary"], result["rounds"]
     exact = [r["bytes_down"] == r["modelled_bytes_down"] and r["bytes_up"] == r["modelled_bytes_up"]
              for r in rounds]
-    worst = max(max(abs(r["bytes_down"] - r["modelled_bytes_down"]) / max(r["modelled_bytes_down"], 1),
-                    abs(r["bytes_up"] - r["modelled_bytes_up"]) / max(r["modelled_bytes_up"], 1))
-                for r in rounds)
+    worst = max((max(abs(r["bytes_down"] - r["modelled_bytes_down"]) / max(r["modelled_bytes_down"], 1),
+                     abs(r["bytes_up"] - r["modelled_bytes_up"]) / max(r["modelled_bytes_up"], 1))
+                 for r in rounds), default=0.0)
     models = {m["id"]: {"flops_per_sample": m["flops_per_sample"], "size_bytes": m["size_bytes"]}
               for m in result["scenario"]["models"]}
-    return {"factory": factory, "seed": seed, "met": s["met"], "target_loss": s["target_loss"],
-            "target_prob": s["target_prob"], "deadline_s": s["deadline_s"],
-            "exploration_rounds": s["profile_rounds"], "training_rounds": s["rounds"],
-            "planned_rounds": s["planned_rounds"], "replans": s["replans"],
-            "planned": dict(Counter(r["model"] for r in result["plan"]["rounds"])),
-            "trained": dict(Counter(r["model"] for r in rounds if r["phase"] == "train")),
-            "explored": dict(Counter(r["model"] for r in rounds if r["phase"] != "train")),
-            "final_test_loss": s["final_test_loss"], "final_validation_loss": s["final_loss"],
-            "final_test_accuracy": s["final_test_accuracy"], "total_energy_j": s["total_energy_j"],
-            "total_time_s": s["total_time_s"], "models": models,
-            "rounds_bytes_exact": sum(exact), "rounds": len(rounds), "worst_bytes_rel_diff": worst,
-            "bytes_down": s["measured"]["bytes_down"], "bytes_up": s["measured"]["bytes_up"]}
+    plan = result.get("plan") or {}
+    row.update({"met": s.get("met"), "target_loss": s.get("target_loss"), "target_prob": s.get("target_prob"),
+                "deadline_s": s.get("deadline_s"), "exploration_rounds": s.get("profile_rounds"),
+                "training_rounds": s.get("rounds"), "planned_rounds": s.get("planned_rounds"),
+                "replans": s.get("replans"),
+                "planned": dict(Counter(r["model"] for r in plan.get("rounds", []))),
+                "trained": dict(Counter(r["model"] for r in rounds if r["phase"] == "train")),
+                "explored": dict(Counter(r["model"] for r in rounds if r["phase"] != "train")),
+                "final_test_loss": s.get("final_test_loss"), "final_validation_loss": s.get("final_loss"),
+                "final_test_accuracy": s.get("final_test_accuracy"),
+                "total_energy_j": s.get("total_energy_j"),
+                "total_time_s": s.get("total_time_s"), "models": models,
+                "rounds_bytes_exact": sum(exact), "rounds": len(rounds), "worst_bytes_rel_diff": worst})
+    return row
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def markdown(rows: list[dict], command: str) -> str:
@@ -80,14 +96,21 @@ def markdown(rows: list[dict], command: str) -> str:
              "| rounds with measured bytes = modelled |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        plan = ", ".join(f"{k} x{v}" for k, v in r["planned"].items())
-        trained = ", ".join(f"{k} x{v}" for k, v in r["trained"].items())
-        lines.append(f"| `{r['factory']}` | {r['seed']} | {'yes' if r['met'] else 'no'} "
+        if "rounds" not in r:
+            lines.append(f"| `{r['factory']}` | {r['seed']} | exit {r['exit_status']}: {r['error']} "
+                         "| | | | | | | |")
+            continue
+        plan = ", ".join(f"{k} x{v}" for k, v in r["planned"].items()) or "none (exit 3)"
+        trained = ", ".join(f"{k} x{v}" for k, v in r["trained"].items()) or "none"
+        met = "yes" if r["met"] else ("no" if r["exit_status"] == 0 else f"no plan (exit 3: {r['error']})")
+        lines.append(f"| `{r['factory']}` | {r['seed']} | {met} "
                      f"| {r['exploration_rounds']} + {r['training_rounds']} | {plan} | {trained} "
-                     f"| {r['final_test_loss']:.4f} | {r['total_energy_j']:.1f} | {r['total_time_s']:.1f} "
-                     f"| {r['rounds_bytes_exact']} of {r['rounds']} |")
+                     f"| {_num(r['final_test_loss'], 4)} | {_num(r['total_energy_j'], 1)} "
+                     f"| {_num(r['total_time_s'], 1)} | {r['rounds_bytes_exact']} of {r['rounds']} |")
     lines += ["", "Variants (modelled training FLOPs per sample, bytes per transfer):", ""]
     for r in rows:
+        if "models" not in r:
+            continue
         costs = "; ".join(f"{k}: {v['flops_per_sample'] / 1e6:.3f} MFLOP, {v['size_bytes'] / 1e3:.1f} kB"
                           for k, v in r["models"].items())
         lines.append(f"- `{r['factory']}`: {costs}")
@@ -105,7 +128,7 @@ def main() -> None:
         for factory in args.factories:
             for seed in args.seeds:
                 folder = Path(tmp) / f"{factory.replace(':', '_')}_{seed}"
-                rows.append(summarise(factory, seed, run_job(factory, seed, folder)))
+                rows.append(summarise(factory, seed, *run_job(factory, seed, folder)))
     command = ("python benchmarks/byom_attention_job.py --factories " + " ".join(args.factories)
                + " --seeds " + " ".join(str(s) for s in args.seeds))
     OUT.mkdir(parents=True, exist_ok=True)

@@ -363,8 +363,8 @@ ATTENTION = {
              "encoder.layers.1.linear2.bias", "norm.weight", "head.weight")),
     "vit_seq_first": (("encoder.layers.0.linear1", "encoder.layers.1.linear1"),
                       ("patch.weight", "encoder.layers.1.self_attn.in_proj_bias", "norm.bias")),
-    "hand_attention": (("up",), ("patch.weight", "norm1.weight", "attention.qkv.weight", "attention.qkv.bias",
-                                 "attention.proj.weight", "down.bias", "head.weight")),
+    "hand_attention": (("up",), ("patch.weight", "position", "norm1.weight", "attention.qkv.weight",
+                                 "attention.qkv.bias", "attention.proj.weight", "down.bias", "head.weight")),
     "sdpa_attention": (("up",), ("patch.weight", "attention.qkv.weight", "attention.proj.weight")),
 }
 

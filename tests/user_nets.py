@@ -351,11 +351,12 @@ class HandAttention(nn.Module):
 
 
 class HandAttentionNet(nn.Module):
-    """Patch embedding, one pre-norm block of hand-written attention and a GELU MLP, mean pooling, head."""
+    """Patch and position embedding, a pre-norm block of hand-written attention and a GELU MLP, head."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1, fused: bool = False) -> None:
         super().__init__()
         self.patch = nn.Conv2d(in_channels, 32, 2, stride=2)
+        self.position = nn.Parameter(torch.zeros(1, 16, 32))
         self.norm1 = nn.LayerNorm(32)
         self.attention = HandAttention(32, 2, fused)
         self.norm2 = nn.LayerNorm(32)
@@ -364,7 +365,7 @@ class HandAttentionNet(nn.Module):
         self.head = nn.Linear(32, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        tokens = self.patch(x).flatten(2).transpose(1, 2)
+        tokens = self.patch(x).flatten(2).transpose(1, 2) + self.position
         tokens = tokens + self.attention(self.norm1(tokens))
         tokens = tokens + self.down(F.gelu(self.up(self.norm2(tokens))))
         return self.head(tokens.mean(dim=1))
