@@ -108,9 +108,11 @@ def markdown(rows: list[dict], command: str) -> str:
                      f"| {_num(r['final_test_loss'], 4)} | {_num(r['total_energy_j'], 1)} "
                      f"| {_num(r['total_time_s'], 1)} | {r['rounds_bytes_exact']} of {r['rounds']} |")
     lines += ["", "Variants (modelled training FLOPs per sample, bytes per transfer):", ""]
+    listed = set()
     for r in rows:
-        if "models" not in r:
+        if "models" not in r or r["factory"] in listed:
             continue
+        listed.add(r["factory"])
         costs = "; ".join(f"{k}: {v['flops_per_sample'] / 1e6:.3f} MFLOP, {v['size_bytes'] / 1e3:.1f} kB"
                           for k, v in r["models"].items())
         lines.append(f"- `{r['factory']}`: {costs}")
