@@ -130,9 +130,100 @@ def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
     dg = _dependency_graph(model, x)
     out = output_layer(model, x)
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
-              if len(g[0].idxs) >= 2]
+              if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = _attention_modules(groups)
     return dg, [g for g in groups if not any(item.dep.target.module in attention for item in g.items)]
+
+
+def _is_parameter(item: Any) -> bool:
+    """Whether a group item is a parameter outside any layer torch-pruning knows (a layer scale)."""
+    return isinstance(item.dep.target.module, nn.Parameter)
+
+
+def _pruned_size(dg: Any, item: Any) -> int | None:
+    """The size of the dimension ``item``'s pruning function shrinks (None for an operation)."""
+    target = item.dep.target
+    if _is_parameter(item):
+        return int(target.module.shape[target.pruning_dim])
+    if not isinstance(target.module, nn.Module) or not _own_entries(target.module):
+        return None
+    size = (dg.get_out_channels(target) if dg.is_out_channel_pruning_fn(item.dep.handler)
+            else dg.get_in_channels(target))
+    return None if size is None else int(size)
+
+
+def _tracked(dg: Any, group: Any) -> bool:
+    """Whether every member's indices fit the dimension it prunes.
+
+    torch-pruning follows channels through views and permutations as if they
+    stayed on one axis; a transpose that moves another axis under a layer (an
+    MLP-Mixer's token-mixing linear reads the patches, not the channels)
+    couples sizes that do not match. Such a group is kept whole; one whose
+    sizes happen to match is caught by the Check step (:func:`check_variants`).
+    """
+    for item in group.items:
+        size = _pruned_size(dg, item)
+        if size is not None and len(item.idxs) and max(item.idxs) >= size:
+            return False
+    return True
+
+
+def _wrapped(module: nn.Module) -> bool:
+    """Whether torch-pruning prunes ``module``'s own entries itself (a convolution, a BatchNorm...)."""
+    tp = _tp()
+    kind = tp.ops.module2type(module)
+    return kind in tp.pruner.function.PrunerBox and kind != tp.ops.OPTYPE.ELEMENTWISE
+
+
+def _traced_buffers(model: nn.Module) -> list[str]:
+    """Turn per-channel buffers of the user's own modules into parameters, so that tracing sees them.
+
+    A fixed per-channel scale (``register_buffer("scale", torch.ones(C))``)
+    reaches the autograd graph only as a parameter; torch-pruning then slices
+    it with its channels like a layer scale. Buffers of layers it knows
+    (BatchNorm's statistics) and non-persistent buffers stay as they are.
+    Returns their names, for :func:`_restore_buffers`.
+    """
+    names = []
+    for prefix, module in model.named_modules():
+        if _wrapped(module):
+            continue
+        for key, buf in list(module._buffers.items()):
+            if (buf is None or not buf.is_floating_point() or buf.dim() == 0
+                    or key in module._non_persistent_buffers_set):
+                continue
+            del module._buffers[key]
+            module.register_parameter(key, nn.Parameter(buf.detach().clone()))
+            names.append(f"{prefix}.{key}" if prefix else key)
+    return names
+
+
+def _restore_buffers(model: nn.Module, names: list[str], order: dict[str, list[str]]) -> None:
+    """Undo :func:`_traced_buffers` (keeping any pruning), each module's buffers in their first order."""
+    for full in names:
+        prefix, _, key = full.rpartition(".")
+        module = model.get_submodule(prefix) if prefix else model
+        tensor = module._parameters.pop(key).detach()
+        module._buffers[key] = tensor
+        module._buffers = {k: module._buffers[k] for k in order[prefix] if k in module._buffers}
+
+
+def _buffer_order(model: nn.Module) -> dict[str, list[str]]:
+    return {prefix: list(module._buffers) for prefix, module in model.named_modules()}
+
+
+@contextlib.contextmanager
+def _buffers_as_parameters(model: nn.Module) -> Iterator[Callable[[nn.Module], None]]:
+    """Per-channel buffers traced as parameters inside the block, buffers again after it.
+
+    Yields a function that restores them in a copy made inside the block.
+    """
+    order = _buffer_order(model)
+    names = _traced_buffers(model)
+    try:
+        yield lambda copy_: _restore_buffers(copy_, names, order)
+    finally:
+        _restore_buffers(model, names, order)
 
 
 #: Autograd nodes of matrix products: an attention's ``Q K^T`` and ``A V`` when both factors are activations.
@@ -321,19 +412,20 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     ScenarioError
         The network cannot be traced or a layer cannot be sliced (one line).
     """
+    state = model.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    dtypes = {k: str(v.detach().cpu().numpy().dtype) for k, v in state.items()}
     was_training = model.training
     model.eval()
     try:
-        dg, groups = _groups(model, x)
+        with _buffers_as_parameters(model):
+            dg, groups = _groups(model, x)
     finally:
         model.train(was_training)
     names = {module: name for name, module in model.named_modules()}
     order = {name: i for i, name in enumerate(names.values())}
     # Groups in network order, each named by its first producing layer (readable, deterministic).
     groups = sorted(groups, key=lambda g: order[_root_name(dg, g, names, order)])
-    state = model.state_dict()
-    shapes = {k: tuple(v.shape) for k, v in state.items()}
-    dtypes = {k: str(v.detach().cpu().numpy().dtype) for k, v in state.items()}
     owners: dict[tuple[str, int], np.ndarray] = {}
     reads: dict[tuple[str, int], bool] = {}
     out_groups, offset = [], 0
@@ -343,15 +435,18 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
         width, multiple, blocks = _tied_shape(group)
         for item in group.items:
             module = item.dep.target.module
-            if not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
+            if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
+                name, entries, is_reader = dg._param_to_name[module], [("", item.dep.target.pruning_dim)], False
+            elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
                 continue  # an operation (add, concat, flatten) or a parameter-free layer
-            name, handler = names[module], item.dep.handler
-            key = _probe_key(module, handler)
-            if key not in probed:
-                probed[key] = _probe(module, handler, list(item.idxs), name)
-            is_reader = bool(dg.is_in_channel_pruning_fn(handler))
-            for entry, dim in probed[key]:
-                full = f"{name}.{entry}" if name else entry
+            else:
+                name, handler = names[module], item.dep.handler
+                key = _probe_key(module, handler)
+                if key not in probed:
+                    probed[key] = _probe(module, handler, list(item.idxs), name)
+                entries, is_reader = probed[key], bool(dg.is_in_channel_pruning_fn(handler))
+            for entry, dim in entries:
+                full = ".".join(part for part in (name, entry) if part)
                 size = shapes[full][dim]
                 owner = owners.setdefault((full, dim), np.full(size, -1, dtype=np.int64))
                 ids = offset + np.asarray(item.root_idxs, dtype=np.int64) % width
@@ -474,7 +569,7 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
     if not todo:
         return
     model = copy.deepcopy(_base(net))
-    with one_thread():
+    with one_thread(), _buffers_as_parameters(model) as restore:
         model.eval()
         dg, groups = _groups(model, example_batch(input_shape_of(net)))
         names = {module: name for name, module in model.named_modules()}
@@ -487,7 +582,9 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
                 if k < current[root]:
                     dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
                     current[root] = k
-            _SKELETONS[(net, compression)] = copy.deepcopy(model).train()
+            skeleton = copy.deepcopy(model)
+            restore(skeleton)
+            _SKELETONS[(net, compression)] = skeleton.train()
 
 
 def _skeleton(net: Network, compression: float) -> nn.Module:
@@ -538,7 +635,8 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
 
 
 #: What to change when a pruned forward fails (a size written into the forward).
-SIZE_HINT = "compute sizes from the tensor (e.g. torch.flatten(x, 1)) instead of hard-coding them"
+SIZE_HINT = ("compute sizes from the tensor (e.g. torch.flatten(x, 1)) instead of hard-coding them, and "
+             "let no transpose move another axis (tokens) under a layer that reads these channels")
 #: What to change when a pruned forward runs but computes another function.
 REORDER_HINT = ("a forward that reorders channels outside its layers (e.g. a channel shuffle) "
                 "cannot lose channels")
@@ -634,6 +732,7 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     x = example_batch(input_shape_of(geo))
     for group in layout.groups:
         net = copy.deepcopy(_base(geo)).eval()
+        _traced_buffers(net)
         dg, groups = _groups(net, x)
         names = {module: name for name, module in net.named_modules()}
         order = {name: i for i, name in enumerate(names.values())}
