@@ -41,6 +41,10 @@ WORKING = {
     "conv_lstm_net": ("conv",),                                                  # the LSTM's input columns
     "detach_net": ("conv1", "conv2"),
     "detached_layer_net": ("conv2",),                # conv1's output leaves the graph: conv1 whole
+    "inplace_net": ("features.0", "features.4", "classifier.2"),
+    "shaped_scale_net": ("conv1", "conv2"),                                      # [1, C, 1, 1], [C, 1, 1]
+    "gated_net": ("conv2",),                         # the conv split by chunk (GLU) whole
+    "split_net": ("branch.0",),                      # the stem split in halves whole
 }
 
 
@@ -76,6 +80,11 @@ def test_a_layer_scale_is_sliced_with_its_channels():
     assert shapes["blocks.0.gamma"] == shapes["blocks.1.gamma"] == (8,) == shapes["stem.bias"]
     owners = {(ax.entry, ax.dim): ax.owner for ax in layout.axes}
     np.testing.assert_array_equal(owners[("blocks.0.gamma", 0)], owners[("stem.weight", 0)])
+
+
+def test_broadcast_shaped_per_channel_parameters_are_sliced():
+    shapes = network_layout(_geo("shaped_scale_net")).sub_shapes(0.5)
+    assert shapes["gamma"] == (1, 8, 1, 1) and shapes["beta"] == (8, 1, 1)
 
 
 def test_a_per_channel_buffer_is_sliced_and_stays_a_buffer():
@@ -142,6 +151,9 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
 REFUSED = {
     "row_lstm": "no layer's output channels can be pruned",
     "mixer_net_square": "the forward breaks once layer 'patch' loses output channels",
+    "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
+    "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
+    "parameter_matmul_net": "no layer's output channels can be pruned",
 }
 
 

@@ -890,3 +890,139 @@ class DetachedLayerNet(nn.Module):
 def detached_layer_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`DetachedLayerNet`."""
     return DetachedLayerNet(num_classes, in_channels)
+
+
+class InplaceNet(nn.Module):
+    """A VGG-style ``nn.Sequential``: in-place ReLUs, adaptive pooling, ``nn.Flatten``, dropout, BatchNorm1d."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((2, 2)))
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(128, 64), nn.BatchNorm1d(64),
+                                        nn.ReLU(inplace=True), nn.Linear(64, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.classifier(self.features(x))
+
+
+def inplace_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`InplaceNet` (8x8 inputs)."""
+    return InplaceNet(num_classes, in_channels)
+
+
+class ShapedScaleNet(nn.Module):
+    """Per-channel parameters shaped for broadcasting: a scale ``[1, C, 1, 1]`` and a shift ``[C, 1, 1]``."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.gamma = nn.Parameter(torch.linspace(0.5, 1.5, 16).reshape(1, 16, 1, 1))
+        self.beta = nn.Parameter(torch.zeros(16, 1, 1))
+        self.conv2 = nn.Conv2d(16, 24, 3, padding=1)
+        self.head = nn.Linear(24, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.conv1(x)) * self.gamma + self.beta
+        return self.head(F.relu(self.conv2(x)).mean((2, 3)))
+
+
+def shaped_scale_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ShapedScaleNet`."""
+    return ShapedScaleNet(num_classes, in_channels)
+
+
+class GatedNet(nn.Module):
+    """A GLU gate: a conv's channels split in halves by ``chunk``, one half gating the other."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 24, 3, padding=1)
+        self.head = nn.Linear(24, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        a, b = self.conv(x).chunk(2, dim=1)
+        y = F.relu(self.conv2(a * torch.sigmoid(b)))
+        return self.head(y.reshape(y.size(0), y.size(1), -1).mean(-1))
+
+
+def gated_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`GatedNet`."""
+    return GatedNet(num_classes, in_channels)
+
+
+class SplitNet(nn.Module):
+    """ShuffleNetV2's split: half the channels pass, half go through a branch, then concatenated."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.branch = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, groups=8),
+                                    nn.Conv2d(8, 8, 1))
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        a, b = torch.split(F.relu(self.stem(x)), 8, dim=1)
+        return self.head(torch.cat([a, self.branch(b)], dim=1).mean((2, 3)))
+
+
+def split_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`SplitNet`."""
+    return SplitNet(num_classes, in_channels)
+
+
+class NonPersistentBufferNet(nn.Module):
+    """A per-channel scale as a non-persistent buffer: not in the state, so it cannot follow the kept channels."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 16), persistent=False)
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.head((F.relu(self.conv1(x)) * self.scale.view(1, -1, 1, 1)).mean((2, 3)))
+
+
+def non_persistent_buffer_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`NonPersistentBufferNet`."""
+    return NonPersistentBufferNet(num_classes, in_channels)
+
+
+class TransposeTiedNet(nn.Module):
+    """An autoencoder-style tie: the encoder's weight read back transposed (``F.linear(h, enc.weight.t())``)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.enc = nn.Linear(in_channels * 64, 32)
+        self.mid = nn.Linear(32, 32)
+        self.head = nn.Linear(in_channels * 64, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.mid(F.relu(self.enc(torch.flatten(x, 1)))))
+        return self.head(F.linear(h, self.enc.weight.t()))
+
+
+def transpose_tied_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`TransposeTiedNet`."""
+    return TransposeTiedNet(num_classes, in_channels)
+
+
+class ParameterMatmulNet(nn.Module):
+    """A weight held as a bare ``nn.Parameter`` and applied with ``@`` (no layer for torch-pruning to see)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.inp = nn.Linear(in_channels * 64, 32)
+        self.weight = nn.Parameter(torch.randn(32, 24) * 0.1)
+        self.head = nn.Linear(24, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.head(F.relu(F.relu(self.inp(torch.flatten(x, 1))) @ self.weight))
+
+
+def parameter_matmul_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ParameterMatmulNet`."""
+    return ParameterMatmulNet(num_classes, in_channels)

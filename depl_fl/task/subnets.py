@@ -160,8 +160,13 @@ def _tracked(dg: Any, group: Any) -> bool:
     MLP-Mixer's token-mixing linear reads the patches, not the channels)
     couples sizes that do not match. Such a group is kept whole; one whose
     sizes happen to match is caught by the Check step (:func:`check_variants`).
+    So is a group split along its channels (``torch.chunk``, ``torch.split``:
+    a GLU gate, ShuffleNetV2's halves), whose pieces torch-pruning 1.6.1 does
+    not prune consistently.
     """
     for item in group.items:
+        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT:
+            return False
         size = _pruned_size(dg, item)
         if size is not None and len(item.idxs) and max(item.idxs) >= size:
             return False
