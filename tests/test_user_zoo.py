@@ -178,3 +178,20 @@ def test_a_refused_network_exits_2_before_the_first_round(name, tmp_path):
     assert len(lines) == 1 and REFUSED[name] in lines[0]
     results = tmp_path / "results.json"
     assert not results.exists() or '"rounds": []' in results.read_text()
+
+
+def test_batch_norm_never_trains_on_a_single_sample_batch():
+    """A BatchNorm1d network trains on ``k * batch_size + 1`` samples (the last one folded in)."""
+    from depl_fl.task.training import batch_starts, train_local
+    from tests.user_nets import inplace_net
+
+    assert batch_starts(33, 32, fold_single=True) == [(0, 33)]
+    assert batch_starts(33, 32, fold_single=False) == [(0, 32), (32, 33)]
+    assert batch_starts(66, 32, fold_single=True) == [(0, 32), (32, 64), (64, 66)]
+    rng = np.random.default_rng(0)
+    x, y = rng.random((33, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 33)
+    loss, _ = train_local(inplace_net(), x, y, epochs=1, lr=0.05, batch_size=32, seed=0)
+    assert np.isfinite(loss)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):  # what the folding avoids
+        net = inplace_net().train()
+        net(torch.as_tensor(x[:1]))

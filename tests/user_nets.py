@@ -505,7 +505,8 @@ class V3Block(nn.Module):
     def __init__(self, cin: int, hidden: int, cout: int, stride: int) -> None:
         super().__init__()
         self.use_res = stride == 1 and cin == cout
-        self.expand = nn.Sequential(nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.Hardswish())
+        self.expand = nn.Sequential(nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden),
+                                    nn.Hardswish())
         self.dw = nn.Sequential(nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
                                 nn.BatchNorm2d(hidden), nn.Hardswish())
         self.se = HardSqueezeExcite(hidden)
@@ -524,7 +525,8 @@ class MobileNetV3Tiny(nn.Module):
         self.stem = nn.Sequential(nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16),
                                   nn.Hardswish())
         self.blocks = nn.Sequential(V3Block(16, 32, 16, 1), V3Block(16, 48, 24, 2))
-        self.head = nn.Sequential(nn.Linear(24, 64), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(64, num_classes))
+        self.head = nn.Sequential(nn.Linear(24, 64), nn.Hardswish(), nn.Dropout(0.2),
+                                  nn.Linear(64, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return self.head(self.blocks(self.stem(x)).mean((2, 3)))
@@ -550,12 +552,13 @@ class DropPath(nn.Module):
 
 
 class MBConv(nn.Module):
-    """EfficientNet MBConv: expand, depthwise, SiLU SE, project, dropout and stochastic depth on the branch."""
+    """MBConv: expand, depthwise, SiLU SE, project; dropout and stochastic depth on the branch."""
 
     def __init__(self, channels: int, expand: int = 4, drop_path: float = 0.2) -> None:
         super().__init__()
         hidden = channels * expand
-        self.expand = nn.Sequential(nn.Conv2d(channels, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.SiLU())
+        self.expand = nn.Sequential(nn.Conv2d(channels, hidden, 1, bias=False), nn.BatchNorm2d(hidden),
+                                    nn.SiLU())
         self.dw = nn.Sequential(nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden, bias=False),
                                 nn.BatchNorm2d(hidden), nn.SiLU())
         self.se_reduce = nn.Conv2d(hidden, channels // 2, 1)
@@ -575,7 +578,8 @@ class EfficientNetTiny(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU())
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16),
+                                  nn.SiLU())
         self.blocks = nn.Sequential(MBConv(16), MBConv(16))
         self.head = nn.Sequential(nn.Conv2d(16, 48, 1, bias=False), nn.BatchNorm2d(48), nn.SiLU())
         self.dropout = nn.Dropout(0.2)
@@ -749,7 +753,7 @@ def spatial_attention_net(num_classes: int = 10, in_channels: int = 1) -> nn.Mod
 
 
 class TokenLinearNet(nn.Module):
-    """A conv whose features become tokens by ``x.flatten(2).transpose(1, 2)``, a per-token MLP, mean, head."""
+    """A conv's features made tokens by ``x.flatten(2).transpose(1, 2)``, a per-token MLP, mean, head."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()
@@ -893,12 +897,13 @@ def detached_layer_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module
 
 
 class InplaceNet(nn.Module):
-    """A VGG-style ``nn.Sequential``: in-place ReLUs, adaptive pooling, ``nn.Flatten``, dropout, BatchNorm1d."""
+    """VGG-style ``nn.Sequential``: in-place ReLUs, adaptive pooling, ``nn.Flatten``, dropout, BatchNorm1d."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
             nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((2, 2)))
         self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(128, 64), nn.BatchNorm1d(64),
                                         nn.ReLU(inplace=True), nn.Linear(64, num_classes))
@@ -974,7 +979,7 @@ def split_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
 
 
 class NonPersistentBufferNet(nn.Module):
-    """A per-channel scale as a non-persistent buffer: not in the state, so it cannot follow the kept channels."""
+    """A per-channel scale as a non-persistent buffer: not in the state, so it cannot follow the channels."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()
@@ -992,7 +997,7 @@ def non_persistent_buffer_net(num_classes: int = 10, in_channels: int = 1) -> nn
 
 
 class TransposeTiedNet(nn.Module):
-    """An autoencoder-style tie: the encoder's weight read back transposed (``F.linear(h, enc.weight.t())``)."""
+    """An autoencoder-style tie: the encoder's weight read transposed (``F.linear(h, enc.weight.t())``)."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()

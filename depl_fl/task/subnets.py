@@ -441,7 +441,8 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
         for item in group.items:
             module = item.dep.target.module
             if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
-                name, entries, is_reader = dg._param_to_name[module], [("", item.dep.target.pruning_dim)], False
+                name, is_reader = dg._param_to_name[module], False
+                entries = [("", item.dep.target.pruning_dim)]
             elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
                 continue  # an operation (add, concat, flatten) or a parameter-free layer
             else:
