@@ -1,7 +1,10 @@
 """Networks a user might bring: ResNet-, ResNeXt-, MobileNetV2-, ConvNeXt-style, GroupNorm with
 squeeze-and-excitation, PReLU and InstanceNorm, MLPs (one with a lazy layer), concat and Flower's
 quickstart ``Net``, vision transformers (``nn.TransformerEncoderLayer`` and attention written by hand);
-refused: a channel shuffle and a GRU.
+refused: a channel shuffle and a GRU. Then a zoo of layer patterns (MobileNetV3, EfficientNet with
+stochastic depth, ConvNeXt with layer scale, ViTs with a class token or separate q/k/v, MLP-Mixer,
+U-Net, CBAM, GLU, ShuffleNetV2's split, per-channel buffers, LSTMs, detached branches), each working
+or refused in one line (``tests/test_user_zoo.py``).
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
 expects (torchvision does not import beside this torch, so they are defined here).
