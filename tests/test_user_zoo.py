@@ -41,6 +41,7 @@ WORKING = {
     "conv_lstm_net": ("conv",),                                                  # the LSTM's input columns
     "detach_net": ("conv1", "conv2"),
     "detached_layer_net": ("conv2",),                # conv1's output leaves the graph: conv1 whole
+    "no_grad_layer_net": ("conv2",),                 # the frozen no_grad layer and the one before whole
     "inplace_net": ("features.0", "features.4", "classifier.2"),
     "shaped_scale_net": ("conv1", "conv2"),                                      # [1, C, 1, 1], [C, 1, 1]
     "gated_net": ("conv2",),                         # the conv split by chunk (GLU) whole
@@ -154,13 +155,14 @@ REFUSED = {
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",
+    "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
 }
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_a_refused_network_fails_the_check_in_one_line(name):
     geo = _geo(name)
-    with pytest.raises(ScenarioError) as err:
+    with pytest.raises(ScenarioError) as err:  # the layout itself refuses a forward's wrong output
         check_variants(geo, network_layout(geo), (0.0, 0.5))
     assert "\n" not in str(err.value) and REFUSED[name] in str(err.value)
 

@@ -1034,3 +1034,44 @@ class ParameterMatmulNet(nn.Module):
 def parameter_matmul_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`ParameterMatmulNet`."""
     return ParameterMatmulNet(num_classes, in_channels)
+
+
+class NoGradLayerNet(nn.Module):
+    """A frozen layer run under ``torch.no_grad()`` between two trained ones: the graph breaks at it."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.frozen = nn.Conv2d(16, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 24, 3, padding=1)
+        self.head = nn.Linear(24, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.conv1(x))
+        with torch.no_grad():
+            x = F.relu(self.frozen(x))
+        return self.head(F.relu(self.conv2(x)).mean((2, 3)))
+
+
+def no_grad_layer_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`NoGradLayerNet`."""
+    return NoGradLayerNet(num_classes, in_channels)
+
+
+class AuxHeadNet(nn.Module):
+    """GoogLeNet-style auxiliary logits: in training, the forward returns ``(logits, aux_logits)``."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.aux = nn.Linear(16, num_classes)
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # noqa: D102
+        features = F.relu(self.conv(x)).mean((2, 3))
+        return (self.head(features), self.aux(features)) if self.training else self.head(features)
+
+
+def aux_head_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`AuxHeadNet`."""
+    return AuxHeadNet(num_classes, in_channels)

@@ -100,18 +100,19 @@ def _check_forward(model: nn.Module, x: torch.Tensor, name: str) -> None:
 
     A forward that fails on the dataset's input (too small an image for its
     poolings, a wrong channel count) is the user's network, not a tracing
-    problem, and is reported as such.
+    problem, and is reported as such. Checked in the model's current mode.
     """
+    mode = "training" if model.training else "evaluation"
     try:
         with torch.no_grad():
             out = model(x)
     except Exception as exc:  # user code: report it in one line
         raise ScenarioError(f"model {name}: its forward fails on an input of shape {tuple(x.shape[1:])} "
-                            f"({_first_line(exc)})") from None
+                            f"in {mode} mode ({_first_line(exc)})") from None
     if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != x.shape[0]:
         got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"shape {tuple(out.shape)}"
         raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
-                            f"(batch {x.shape[0]}), got {got}")
+                            f"(batch {x.shape[0]}) in {mode} mode, got {got}")
 
 
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
@@ -558,6 +559,8 @@ def _base(net: Network) -> nn.Module:
         _check_forward(model.eval(), example_batch(input_shape_of(net)), _name(net))
     finally:
         model.train(was_training)
+    # Training mode on a copy (BatchNorm statistics move); two samples, as BatchNorm needs.
+    _check_forward(copy.deepcopy(model).train(), example_batch(input_shape_of(net), batch=2), _name(net))
     return model
 
 
