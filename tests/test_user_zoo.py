@@ -155,6 +155,7 @@ REFUSED = {
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",
+    "tracked_instance_norm_net": "the forward breaks once layer 'conv' loses output channels",
     "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
 }
 

@@ -1075,3 +1075,22 @@ class AuxHeadNet(nn.Module):
 def aux_head_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`AuxHeadNet`."""
     return AuxHeadNet(num_classes, in_channels)
+
+
+class TrackedInstanceNormNet(nn.Module):
+    """InstanceNorm with running statistics, which torch-pruning 1.6.1 does not prune with the channels."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.norm = nn.InstanceNorm2d(16, affine=True, track_running_stats=True)
+        self.conv2 = nn.Conv2d(16, 24, 3, padding=1)
+        self.head = nn.Linear(24, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.head(F.relu(self.conv2(F.relu(self.norm(self.conv(x))))).mean((2, 3)))
+
+
+def tracked_instance_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`TrackedInstanceNormNet`."""
+    return TrackedInstanceNormNet(num_classes, in_channels)
