@@ -46,6 +46,7 @@ WORKING = {
     "shaped_scale_net": ("conv1", "conv2"),                                      # [1, C, 1, 1], [C, 1, 1]
     "gated_net": ("conv2",),                         # the conv split by chunk (GLU) whole
     "split_net": ("branch.0",),                      # the stem split in halves whole
+    "tracked_instance_norm_net": ("conv", "conv2"),  # the running statistics follow the channels
 }
 
 
@@ -81,6 +82,14 @@ def test_a_layer_scale_is_sliced_with_its_channels():
     assert shapes["blocks.0.gamma"] == shapes["blocks.1.gamma"] == (8,) == shapes["stem.bias"]
     owners = {(ax.entry, ax.dim): ax.owner for ax in layout.axes}
     np.testing.assert_array_equal(owners[("blocks.0.gamma", 0)], owners[("stem.weight", 0)])
+
+
+def test_instance_norm_running_statistics_follow_the_channels():
+    geo = _geo("tracked_instance_norm_net")
+    shapes = network_layout(geo).sub_shapes(0.5)
+    assert shapes["norm.running_mean"] == shapes["norm.running_var"] == shapes["norm.weight"] == (8,)
+    small = build_skeleton(geo, 0.5)
+    assert small.norm.running_mean.shape == (8,) and small.norm.num_features == 8
 
 
 def test_broadcast_shaped_per_channel_parameters_are_sliced():
@@ -155,7 +164,6 @@ REFUSED = {
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",
-    "tracked_instance_norm_net": "the forward breaks once layer 'conv' loses output channels",
     "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
 }
 

@@ -377,7 +377,29 @@ def _probe(module: nn.Module, handler: Any, idxs: list[int], name: str) -> list[
                                 f"{getattr(handler, '__name__', handler)} does not remove whole slices "
                                 f"of {key}; this layer cannot be sliced into sub-networks")
         found.append((key, d))
-    return found
+    return found + [(key, 0) for key in _channel_followers(module) if (key, 0) not in found
+                    and any(before[k] == before[key] and d == 0 for k, d in found)]
+
+
+def _channel_followers(module: nn.Module) -> list[str]:
+    """Per-channel buffers of a layer beside per-channel parameters of the same length.
+
+    They follow the channels even where the layer's pruning function leaves
+    them whole (torch-pruning 1.6.1's InstanceNorm pruner and its running
+    statistics); see :func:`_follow_channels`.
+    """
+    lengths = {tuple(p.shape) for p in module.parameters(recurse=False) if p.dim() == 1}
+    return [key for key, buf in module.named_buffers(recurse=False)
+            if buf.is_floating_point() and buf.dim() == 1 and tuple(buf.shape) in lengths]
+
+
+def _follow_channels(model: nn.Module, followers: dict[str, list[str]]) -> None:
+    """Cut each layer's ``followers`` (:func:`_channel_followers`) to the layer's channels, in place."""
+    for name, keys in followers.items():
+        module = model.get_submodule(name) if name else model
+        width = min(int(p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 1)
+        for key in keys:
+            module._buffers[key] = module._buffers[key][:width].clone()
 
 
 def _probe_key(module: nn.Module, handler: Any) -> tuple[Any, ...]:
@@ -585,6 +607,8 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
         modules = dict(model.named_modules())
         roots = [(names[g[0].dep.target.module], g[0].dep.handler, g) for g in groups]
         current = {root: len(g[0].idxs) for root, _, g in roots}
+        followers = {name: keys for name, module in model.named_modules()
+                     if (keys := _channel_followers(module))}
         for compression in todo:
             for root, handler, group in roots:
                 k = _kept_channels(group, compression)
@@ -593,6 +617,7 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
                     current[root] = k
             skeleton = copy.deepcopy(model)
             restore(skeleton)
+            _follow_channels(skeleton, followers)
             _SKELETONS[(net, compression)] = skeleton.train()
 
 
