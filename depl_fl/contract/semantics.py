@@ -729,10 +729,13 @@ class _InterpTable:
 
     ``np.interp`` returns the end values outside ``levels``, the node value on
     a node and ``slope_j * (x - x_j) + y_j`` inside segment ``j``, with
-    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. With few levels, clamping
-    ``x`` to the levels and giving the last node a zero slope reproduces all
-    three cases with one segment search (by comparisons) for every profile;
-    with more, ``np.interp`` itself runs per profile.
+    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. Clamping ``x`` to the
+    levels and giving the last node a zero slope reproduces all three cases
+    with one segment search for every profile. The search compares ``x`` only
+    with the levels between its smallest and largest value: a walk's losses
+    crowd into a few segments, so that costs a few passes whatever the
+    number of levels (a binary search per element costs more than the whole
+    interpolation).
     """
 
     def __init__(self, levels: Sequence[float], mean: Sequence[float], std: Sequence[float],
@@ -741,22 +744,28 @@ class _InterpTable:
         self.mean = np.asarray(mean, dtype=float)
         self.std = np.asarray(std, dtype=float)
         dx = self.levels[1:] - self.levels[:-1]
-        self.mean_slope = np.append((self.mean[1:] - self.mean[:-1]) / dx, 0.0)
-        self.std_slope = np.append((self.std[1:] - self.std[:-1]) / dx, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.mean_slope = np.append((self.mean[1:] - self.mean[:-1]) / dx, 0.0)
+            self.std_slope = np.append((self.std[1:] - self.std[:-1]) / dx, 0.0)
         # Version 2: the walk's spread sqrt(std**2 - 2 eval_std**2) (None: eval_std is 0).
         self.eval = None
         if eval_std is not None and any(v > 0 for v in eval_std):
             self.eval = np.asarray(eval_std, dtype=float)
-            self.eval_slope = np.append((self.eval[1:] - self.eval[:-1]) / dx, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.eval_slope = np.append((self.eval[1:] - self.eval[:-1]) / dx, 0.0)
+        # np.interp steps around a non-finite slope (equal levels); the fused form does not.
+        slopes = [self.mean_slope, self.std_slope] + ([self.eval_slope] if self.eval is not None else [])
+        self.fused = bool(all(np.all(np.isfinite(v)) for v in slopes))
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inside = self._one_segment(x)
+        if inside is not None:
+            return inside
         lv = self.levels
-        if lv.size > 8:
-            return self._interp_each(x)
         xc = np.clip(x, lv[0], lv[-1])
-        seg = np.zeros(x.shape, dtype=np.intp)  # few levels: comparisons beat a binary search
-        for k in range(1, lv.size):
-            seg += xc >= lv[k]
+        seg = self._segments(xc)
+        if seg is None:  # NaN among the losses, or levels np.interp treats apart
+            return self._interp_each(x)
         t = xc - lv.take(seg)
         mu = self.mean_slope.take(seg)
         mu *= t
@@ -769,14 +778,24 @@ class _InterpTable:
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
 
+    def _segments(self, xc: np.ndarray) -> np.ndarray | None:
+        """The segment of every clamped ``xc`` (``j`` with ``x_j <= xc < x_{j+1}``, the last node its
+        own), compared only with the levels between the smallest and largest ``xc``; None on NaN."""
+        if not self.fused or xc.size == 0:
+            return None
+        lv = self.levels
+        low, high = xc.min(), xc.max()
+        if np.isnan(low) or np.isnan(high):
+            return None
+        first = int(np.searchsorted(lv, low, side="right")) - 1
+        last = int(np.searchsorted(lv, high, side="right")) - 1
+        seg = np.full(xc.shape, first, dtype=np.intp)
+        for k in range(first + 1, last + 1):
+            seg += xc >= lv[k]
+        return seg
+
     def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Many levels: ``np.interp`` per profile. Its search starts from the previous element's
-        segment, and a walk's losses crowd into a few segments, so three searches of that kind
-        cost less than one binary search per element and the gathers of the fused form. Where
-        every loss lies inside one segment (most rounds of a re-plan), its formula alone."""
-        inside = self._one_segment(x)
-        if inside is not None:
-            return inside
+        """``np.interp`` per profile (NaN among the losses, or levels with a non-finite slope)."""
         mu = np.interp(x, self.levels, self.mean)
         sigma = np.interp(x, self.levels, self.std)
         if self.eval is not None:
@@ -787,7 +806,7 @@ class _InterpTable:
     def _one_segment(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """``np.interp``'s ``slope_j * (x - x_j) + y_j`` of segment ``j`` when every ``x`` lies in
         ``[x_j, x_{j+1})`` (on ``x_j`` it is ``y_j``, as ``np.interp`` returns); else None (NaN too)."""
-        if x.size == 0:
+        if x.size == 0 or not self.fused:
             return None
         lv = self.levels
         low, high = x.min(), x.max()
