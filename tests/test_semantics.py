@@ -281,6 +281,35 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
             assert np.array_equal(sigma, np.interp(inner, levels, std))
 
 
+def test_interpolation_over_the_spanned_levels_is_numpys_bit_for_bit() -> None:
+    from depl_fl.contract.semantics import _interp, _InterpTable
+
+    rng = np.random.default_rng(21)
+    for n_levels in (2, 4, 9, 13, 20):
+        levels = np.sort(rng.choice(np.linspace(0.0, 3.0, 301), n_levels, replace=False))
+        mean, std = rng.uniform(-0.2, 0.5, n_levels), rng.uniform(0.0, 0.2, n_levels)
+        evals = rng.uniform(0.0, 0.05, n_levels)
+        table = _InterpTable(tuple(levels), tuple(mean), tuple(std), tuple(evals))
+        for centre, spread in ((1.5, 0.05), (1.5, 0.4), (0.2, 2.0), (levels[-1], 0.3)):
+            x = rng.normal(centre, spread, 3000)
+            x[::7] = rng.choice(levels, x[::7].size)  # exactly on nodes
+            mu, sigma = table(x)
+            want_sigma = np.interp(x, levels, std)
+            want_eval = np.interp(x, levels, evals)
+            assert np.array_equal(mu, np.interp(x, levels, mean))
+            assert np.array_equal(sigma, np.sqrt(np.maximum(want_sigma ** 2 - 2.0 * want_eval ** 2, 0.0)))
+            assert np.array_equal(_interp(x, tuple(levels), tuple(mean)), np.interp(x, levels, mean))
+        with_nan = np.append(rng.uniform(0.0, 3.0, 100), np.nan)
+        assert np.array_equal(table(with_nan)[0], np.interp(with_nan, levels, mean), equal_nan=True)
+        assert np.array_equal(_interp(with_nan, tuple(levels), tuple(mean)),
+                              np.interp(with_nan, levels, mean), equal_nan=True)
+    # Equal levels (a non-finite slope): np.interp's own handling.
+    levels, values = (0.0, 1.0, 1.0, 2.0), (0.0, 0.5, 0.7, 1.0)
+    x = rng.uniform(-0.5, 2.5, 500)
+    assert np.array_equal(_interp(x, levels, values), np.interp(x, levels, values))
+    assert np.array_equal(_InterpTable(levels, values, values)(x)[0], np.interp(x, levels, values))
+
+
 def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
     from depl_fl.contract.semantics import iter_round_losses
 

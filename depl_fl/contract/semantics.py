@@ -712,16 +712,40 @@ def _ndtr(z: np.ndarray) -> np.ndarray:
 
 
 def _interp(x: np.ndarray, xp: Sequence[float], fp: Sequence[float]) -> np.ndarray:
-    """``np.interp(x, xp, fp)`` (the same numbers): by one segment's formula where every ``x``
-    lies inside it (see :meth:`_InterpTable._one_segment`), else ``np.interp`` itself."""
+    """``np.interp(x, xp, fp)`` (the same numbers): ``slope_j * (x - x_j) + y_j`` of each ``x``'s
+    segment, found over the levels ``x`` spans (see :class:`_InterpTable`); small or 2-d ``x``,
+    NaN, or levels with a non-finite slope go to ``np.interp`` itself."""
     x = np.asarray(x, dtype=float)
     if x.ndim == 1 and x.size >= 64 and len(xp) > 1:
-        low, high = x.min(), x.max()
-        j = int(np.searchsorted(xp, low, side="right")) - 1
-        if 0 <= j < len(xp) - 1 and xp[j] <= low and high < xp[j + 1]:
-            slope = (float(fp[j + 1]) - float(fp[j])) / (float(xp[j + 1]) - float(xp[j]))
-            return slope * (x - float(xp[j])) + float(fp[j])
+        lv, values = np.asarray(xp, dtype=float), np.asarray(fp, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slope = np.append((values[1:] - values[:-1]) / (lv[1:] - lv[:-1]), 0.0)
+        if np.all(np.isfinite(slope)):
+            xc = np.clip(x, lv[0], lv[-1])
+            seg = _segments(xc, lv)
+            if seg is not None:
+                out = slope.take(seg)
+                out *= xc - lv.take(seg)
+                out += values.take(seg)
+                return out
     return np.interp(x, xp, fp)
+
+
+def _segments(xc: np.ndarray, lv: np.ndarray) -> np.ndarray | None:
+    """The segment of every ``xc`` clamped to the ascending levels ``lv`` (``j`` with
+    ``lv[j] <= xc < lv[j+1]``, the last level its own), compared only with the levels between the
+    smallest and largest ``xc``; None when ``xc`` is empty or holds NaN."""
+    if xc.size == 0:
+        return None
+    low, high = xc.min(), xc.max()
+    if np.isnan(low) or np.isnan(high):
+        return None
+    first = int(np.searchsorted(lv, low, side="right")) - 1
+    last = int(np.searchsorted(lv, high, side="right")) - 1
+    seg = np.full(xc.shape, first, dtype=np.intp)
+    for k in range(first + 1, last + 1):
+        seg += xc >= lv[k]
+    return seg
 
 
 class _InterpTable:
@@ -779,20 +803,8 @@ class _InterpTable:
         return mu, sigma
 
     def _segments(self, xc: np.ndarray) -> np.ndarray | None:
-        """The segment of every clamped ``xc`` (``j`` with ``x_j <= xc < x_{j+1}``, the last node its
-        own), compared only with the levels between the smallest and largest ``xc``; None on NaN."""
-        if not self.fused or xc.size == 0:
-            return None
-        lv = self.levels
-        low, high = xc.min(), xc.max()
-        if np.isnan(low) or np.isnan(high):
-            return None
-        first = int(np.searchsorted(lv, low, side="right")) - 1
-        last = int(np.searchsorted(lv, high, side="right")) - 1
-        seg = np.full(xc.shape, first, dtype=np.intp)
-        for k in range(first + 1, last + 1):
-            seg += xc >= lv[k]
-        return seg
+        """:func:`_segments` of the clamped ``xc``; None on NaN or levels with a non-finite slope."""
+        return _segments(xc, self.levels) if self.fused else None
 
     def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``np.interp`` per profile (NaN among the losses, or levels with a non-finite slope)."""
