@@ -15,6 +15,7 @@ This module is the single executable definition of what a plan *means*:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -711,37 +712,59 @@ def _ndtr(z: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Fewer values than this are interpolated by ``np.interp`` (its search beats the fused form's passes).
+FUSED_MIN_SIZE = 4096
+
+
 def _interp(x: np.ndarray, xp: Sequence[float], fp: Sequence[float]) -> np.ndarray:
     """``np.interp(x, xp, fp)`` (the same numbers): ``slope_j * (x - x_j) + y_j`` of each ``x``'s
-    segment, found over the levels ``x`` spans (see :class:`_InterpTable`); small or 2-d ``x``,
-    NaN, or levels with a non-finite slope go to ``np.interp`` itself."""
+    segment (see :class:`_InterpTable`), by that one formula where every ``x`` lies in one
+    segment, with a segment search over the levels ``x`` spans for many values; few or 2-d
+    ``x``, NaN, or levels with a non-finite slope go to ``np.interp`` itself."""
     x = np.asarray(x, dtype=float)
     if x.ndim == 1 and x.size >= 64 and len(xp) > 1:
-        lv, values = np.asarray(xp, dtype=float), np.asarray(fp, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slope = np.append((values[1:] - values[:-1]) / (lv[1:] - lv[:-1]), 0.0)
-        if np.all(np.isfinite(slope)):
-            xc = np.clip(x, lv[0], lv[-1])
-            seg = _segments(xc, lv)
-            if seg is not None:
-                out = slope.take(seg)
-                out *= xc - lv.take(seg)
-                out += values.take(seg)
-                return out
+        lv, values, slope = _slopes(tuple(xp), tuple(fp))
+        xc = np.clip(x, lv[0], lv[-1])
+        span = _span(xc, lv) if slope is not None else None
+        if span is not None and span[0] == span[1]:
+            return slope[span[0]] * (xc - lv[span[0]]) + values[span[0]]
+        if span is not None and x.size >= FUSED_MIN_SIZE:
+            seg = _segments(xc, lv, span)
+            out = slope.take(seg)
+            out *= xc - lv.take(seg)
+            out += values.take(seg)
+            return out
     return np.interp(x, xp, fp)
 
 
-def _segments(xc: np.ndarray, lv: np.ndarray) -> np.ndarray | None:
-    """The segment of every ``xc`` clamped to the ascending levels ``lv`` (``j`` with
-    ``lv[j] <= xc < lv[j+1]``, the last level its own), compared only with the levels between the
-    smallest and largest ``xc``; None when ``xc`` is empty or holds NaN."""
+@functools.lru_cache(maxsize=64)
+def _slopes(xp: tuple[float, ...], fp: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The levels, the values and ``np.interp``'s slope of every segment (0 after the last level;
+    None where a slope is not finite), read only."""
+    lv, values = np.asarray(xp, dtype=float), np.asarray(fp, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.append((values[1:] - values[:-1]) / (lv[1:] - lv[:-1]), 0.0)
+    for shared in (lv, values, slope):  # kept and shared between calls: read only
+        shared.flags.writeable = False
+    return lv, values, (slope if np.all(np.isfinite(slope)) else None)
+
+
+def _span(xc: np.ndarray, lv: np.ndarray) -> tuple[int, int] | None:
+    """The segments of the smallest and largest ``xc`` (clamped to the ascending levels ``lv``;
+    segment ``j`` holds ``lv[j] <= xc < lv[j+1]``, the last level its own); None when ``xc`` is
+    empty or holds NaN."""
     if xc.size == 0:
         return None
     low, high = xc.min(), xc.max()
     if np.isnan(low) or np.isnan(high):
         return None
-    first = int(np.searchsorted(lv, low, side="right")) - 1
-    last = int(np.searchsorted(lv, high, side="right")) - 1
+    return int(np.searchsorted(lv, low, side="right")) - 1, int(np.searchsorted(lv, high, side="right")) - 1
+
+
+def _segments(xc: np.ndarray, lv: np.ndarray, span: tuple[int, int]) -> np.ndarray:
+    """The segment of every clamped ``xc`` within ``span`` (:func:`_span`), compared only with the
+    levels between its smallest and largest value."""
+    first, last = span
     seg = np.full(xc.shape, first, dtype=np.intp)
     for k in range(first + 1, last + 1):
         seg += xc >= lv[k]
@@ -785,6 +808,8 @@ class _InterpTable:
         inside = self._one_segment(x)
         if inside is not None:
             return inside
+        if x.size < FUSED_MIN_SIZE:  # np.interp's search costs less than the fused form's passes
+            return self._interp_each(x)
         lv = self.levels
         xc = np.clip(x, lv[0], lv[-1])
         seg = self._segments(xc)
@@ -804,7 +829,8 @@ class _InterpTable:
 
     def _segments(self, xc: np.ndarray) -> np.ndarray | None:
         """:func:`_segments` of the clamped ``xc``; None on NaN or levels with a non-finite slope."""
-        return _segments(xc, self.levels) if self.fused else None
+        span = _span(xc, self.levels) if self.fused else None
+        return None if span is None else _segments(xc, self.levels, span)
 
     def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``np.interp`` per profile (NaN among the losses, or levels with a non-finite slope)."""
@@ -832,6 +858,24 @@ class _InterpTable:
             ev = self.eval_slope[j] * t + self.eval[j]
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
+
+
+def walk_moments(profile: Any, losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``profile.mean_at(losses)`` and ``profile.walk_std_at(losses)``, the same numbers, from one
+    segment search (:class:`_InterpTable`, kept per profile)."""
+    table = _profile_table(profile)
+    if table is None:
+        return profile.mean_at(losses), profile.walk_std_at(losses)
+    return table(np.asarray(losses, dtype=float))
+
+
+@functools.lru_cache(maxsize=64)
+def _profile_table(profile: Any) -> _InterpTable | None:
+    """The profile's table; None for an all-zero ``eval_std`` (the walk's spread is then
+    ``sqrt(std**2)``, which the table does not compute)."""
+    if profile.eval_std is not None and not any(v > 0 for v in profile.eval_std):
+        return None
+    return _InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std)
 
 
 def _start_array(scenario: Scenario, n: int,
