@@ -159,6 +159,15 @@ def test_the_round_profile_ranks_functions_by_their_share_of_the_servers_time(tm
     text = scale_round_profile.write_outputs(doc, tmp_path).read_text()
     assert "| evaluation | 100.0 | 50% |" in text and "| **server** | **200.0** | 100% |" in text
     assert "| `depl_fl/a.py:3(plan)` | 2.0 | 300.00 | 450.00 | 60.0% |" in text
+    # Several sizes: their parts side by side, then a section each, in one file of the given name.
+    small = {**doc, "clients": 100, "profile": "p.json", "plain": {**row, "server_cpu_s_per_round": 0.4}}
+    text = scale_round_profile.write_sizes([small, {**doc, "profile": "p.json"}], tmp_path, "parts_small")
+    text = text.read_text()
+    assert "| evaluation | 100.0 (25%) | 100.0 (50%) |" in text
+    assert "| **server** | **400.0** | **200.0** |" in text
+    assert "\n## 100 clients\n" in text and "\n## 1000 clients\n" in text and "### Parts (plain run)" in text
+    assert "--clients 100 1000" in text and "--name parts_small" in text
+    assert (tmp_path / "parts_small.json").is_file()
 
 
 def test_the_replay_sums_each_calls_least_time_per_training_round_and_says_whether_answers_match(tmp_path):
