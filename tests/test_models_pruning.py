@@ -311,6 +311,30 @@ def test_digits_flops_match_hand_count():
     assert measure_variant("digits_cnn", 0.0, 10, 1, 8).train_flops_per_sample == 3 * 2 * macs
 
 
+def _vit_macs(ffn: int) -> int:
+    """Hand count of ``tests.user_nets:vit_net`` (16 tokens of 32, 2 layers) with an FFN width ``ffn``."""
+    tokens, embed = 16, 32
+    layer = (tokens * embed * 3 * embed     # q, k, v projections (in_proj)
+             + 2 * tokens * tokens * embed  # Q K^T and A V over all heads
+             + tokens * embed * embed       # out_proj
+             + 2 * tokens * embed * ffn)    # linear1 and linear2, once per token
+    return tokens * embed * 1 * 2 * 2 + 2 * layer + embed * 10  # patch conv, layers, head
+
+
+@pytest.mark.parametrize(("compression", "ffn"), [(0.0, 64), (0.5, 32), (0.75, 16)])
+def test_transformer_flops_count_every_token_and_the_attention_products(compression, ffn):
+    """Token-wise linears count per token; the attention's products count even inside fused kernels."""
+    cost = measure_variant("tests.user_nets:vit_net", compression, 10, 1, 8)
+    assert cost.train_flops_per_sample == 3 * 2 * _vit_macs(ffn)
+    hand = measure_variant("tests.user_nets:hand_attention_net", compression, 10, 1, 8)
+    tokens, embed = 16, 32
+    macs = (tokens * embed * 4 + tokens * embed * 3 * embed + 2 * tokens * tokens * embed
+            + tokens * embed * embed + 2 * tokens * embed * ffn + embed * 10)
+    assert hand.train_flops_per_sample == 3 * 2 * macs
+    fused = measure_variant("tests.user_nets:sdpa_attention_net", compression, 10, 1, 8)
+    assert fused.train_flops_per_sample == hand.train_flops_per_sample  # the fused kernel's products count
+
+
 @pytest.fixture
 def one_thread():
     """Single-threaded torch, as a Flower client runs it (much faster on a busy box)."""

@@ -1,6 +1,7 @@
 """Networks a user might bring: ResNet-, ResNeXt-, MobileNetV2-, ConvNeXt-style, GroupNorm with
 squeeze-and-excitation, PReLU and InstanceNorm, MLPs (one with a lazy layer), concat and Flower's
-quickstart ``Net``; refused: a transformer layer, a channel shuffle and a GRU.
+quickstart ``Net``, vision transformers (``nn.TransformerEncoderLayer`` and attention written by hand);
+refused: a channel shuffle and a GRU.
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` as ``model.factory``
 expects (torchvision does not import beside this torch, so they are defined here).
@@ -282,23 +283,102 @@ def per_channel_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     return PerChannelNet(num_classes, in_channels)
 
 
-class TinyTransformer(nn.Module):
-    """Patch embedding and one transformer encoder layer (multi-head attention)."""
+class VisionTransformer(nn.Module):
+    """A small ViT: patch embedding conv, position embedding, pre-norm encoder layers, mean pooling, head.
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+    ``batch_first=False`` runs the encoder on ``(tokens, batch, embed)``, as
+    ``nn.TransformerEncoderLayer`` does by default.
+    """
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, *, image_size: int = 8, patch: int = 2,
+                 embed: int = 32, depth: int = 2, heads: int = 2, ffn: int = 64,
+                 batch_first: bool = True) -> None:
         super().__init__()
-        self.patch = nn.Conv2d(in_channels, 16, 2, stride=2)
-        self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
-        self.head = nn.Linear(16, num_classes)
+        self.batch_first = batch_first
+        self.patch = nn.Conv2d(in_channels, embed, patch, stride=patch)
+        self.position = nn.Parameter(torch.zeros(1, (image_size // patch) ** 2, embed))
+        layer = nn.TransformerEncoderLayer(embed, heads, ffn, dropout=0.0, batch_first=batch_first,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(embed)
+        self.head = nn.Linear(embed, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        tokens = self.patch(x).flatten(2).transpose(1, 2)
-        return self.head(self.encoder(tokens).mean(dim=1))
+        tokens = self.patch(x).flatten(2).transpose(1, 2) + self.position
+        if self.batch_first:
+            pooled = self.encoder(tokens).mean(dim=1)
+        else:
+            pooled = self.encoder(tokens.transpose(0, 1)).mean(dim=0)
+        return self.head(self.norm(pooled))
 
 
-def tiny_transformer(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
-    """Factory of :class:`TinyTransformer` (8x8 inputs)."""
-    return TinyTransformer(num_classes, in_channels)
+def vit_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """A ViT for the 8x8 digits: 2x2 patches (16 tokens), embedding 32, 2 heads, 2 layers, FFN 64."""
+    return VisionTransformer(num_classes, in_channels)
+
+
+def vit_net_seq_first(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """:func:`vit_net` with the encoder on ``(tokens, batch, embed)`` (``batch_first=False``)."""
+    return VisionTransformer(num_classes, in_channels, batch_first=False)
+
+
+def vit_tiny(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
+    """ViT-Tiny's size for 32x32 images: 4x4 patches, embedding 192, 12 layers, 3 heads, FFN 768."""
+    return VisionTransformer(num_classes, in_channels, image_size=32, patch=4, embed=192, depth=12, heads=3,
+                             ffn=768)
+
+
+class HandAttention(nn.Module):
+    """Multi-head self-attention written by hand: one fused q/k/v linear, softmax, output projection.
+
+    With ``fused`` the products run in ``F.scaled_dot_product_attention`` instead.
+    """
+
+    def __init__(self, embed: int, heads: int, fused: bool = False) -> None:
+        super().__init__()
+        self.heads, self.fused = heads, fused
+        self.qkv = nn.Linear(embed, 3 * embed)
+        self.proj = nn.Linear(embed, embed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        if self.fused:
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = torch.softmax(q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5, dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+
+class HandAttentionNet(nn.Module):
+    """Patch and position embedding, a pre-norm block of hand-written attention and a GELU MLP, head."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, fused: bool = False) -> None:
+        super().__init__()
+        self.patch = nn.Conv2d(in_channels, 32, 2, stride=2)
+        self.position = nn.Parameter(torch.zeros(1, 16, 32))
+        self.norm1 = nn.LayerNorm(32)
+        self.attention = HandAttention(32, 2, fused)
+        self.norm2 = nn.LayerNorm(32)
+        self.up = nn.Linear(32, 64)
+        self.down = nn.Linear(64, 32)
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        tokens = self.patch(x).flatten(2).transpose(1, 2) + self.position
+        tokens = tokens + self.attention(self.norm1(tokens))
+        tokens = tokens + self.down(F.gelu(self.up(self.norm2(tokens))))
+        return self.head(tokens.mean(dim=1))
+
+
+def hand_attention_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`HandAttentionNet` (8x8 inputs)."""
+    return HandAttentionNet(num_classes, in_channels)
+
+
+def sdpa_attention_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """:class:`HandAttentionNet` with its products in ``F.scaled_dot_product_attention`` (8x8 inputs)."""
+    return HandAttentionNet(num_classes, in_channels, fused=True)
 
 
 class ResNeXtNet(nn.Module):

@@ -29,7 +29,7 @@ import contextlib
 import copy
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,12 +123,69 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
 
 
 def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
-    """The dependency graph and its prunable groups (output layer ignored, width >= 2)."""
+    """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
+
+    Channels an attention reads or writes are kept whole (see :func:`_attention_modules`).
+    """
     dg = _dependency_graph(model, x)
     out = output_layer(model, x)
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
               if len(g[0].idxs) >= 2]
-    return dg, groups
+    attention = _attention_modules(groups)
+    return dg, [g for g in groups if not any(item.dep.target.module in attention for item in g.items)]
+
+
+#: Autograd nodes of matrix products: an attention's ``Q K^T`` and ``A V`` when both factors are activations.
+_PRODUCTS = frozenset({"MmBackward0", "BmmBackward0", "BaddbmmBackward0", "AddmmBackward0",
+                       "AddbmmBackward0", "MvBackward0", "DotBackward0"})
+#: Autograd nodes that only reshape, reorder, copy or select one input (a weight stays a weight through them).
+_VIEWS = ("TBackward", "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "ExpandBackward",
+          "TransposeBackward", "PermuteBackward", "CloneBackward", "SqueezeBackward", "UnsqueezeBackward",
+          "ToCopyBackward", "SliceBackward", "SelectBackward", "UnbindBackward", "SplitBackward")
+
+
+def _from_parameter(fn: Any) -> bool:
+    """Whether an autograd input is a parameter, possibly reshaped or sliced (a layer's weight)."""
+    while fn is not None:
+        if type(fn).__name__ == "AccumulateGrad":
+            return True
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        if not fn.name().startswith(_VIEWS) or len(inputs) != 1:
+            return False
+        fn = inputs[0]
+    return False
+
+
+def _is_attention_node(node: Any) -> bool:
+    """A fused attention kernel or a product of two activations (not a layer's weight times its input)."""
+    fn = node.grad_fn
+    name = fn.name() if fn is not None and hasattr(fn, "name") else ""
+    if "Attention" in name:
+        return True
+    if name not in _PRODUCTS:
+        return False
+    factors = [f for f, _ in fn.next_functions if f is not None]
+    return sum(not _from_parameter(f) for f in factors) >= 2
+
+
+def _attention_modules(groups: list[Any]) -> set[nn.Module]:
+    """The layers of every attention: those in a group whose channels an attention product reads.
+
+    For ``nn.MultiheadAttention`` that is the module itself (its fused
+    projections read and write the embedding); for an attention written by
+    hand, the query, key and value projections and the output projection.
+    Every group holding one of these layers is kept whole: the embedding they
+    read and write as well as the query, key and value channels.
+    """
+    layers: set[nn.Module] = set()
+    for group in groups:
+        modules = [item.dep.target.module for item in group.items]
+        fused = [m for m in modules if isinstance(m, nn.MultiheadAttention)]
+        if fused:  # torch-pruning couples its inner products to the embedding: the module alone counts
+            layers.update(fused)
+        elif any(_is_attention_node(item.dep.target) for item in group.items):
+            layers.update(m for m in modules if isinstance(m, ROOT_TYPES))
+    return layers
 
 
 def _group_multiple(group: Any) -> int:
@@ -492,6 +549,7 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
     probe = (copy.deepcopy(_base(geo)) if seed == 0 else full_network(geo, seed=seed)).eval()
     state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
     x = example_batch(input_shape_of(geo))
+    sliced = layout.sliced_layers
     for compression in compressions:
         if compression <= 0:
             continue
@@ -500,10 +558,10 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
         try:
             _load(sub, extract(state, structure))
             with torch.no_grad():
-                got = without_channel_statistics(sub.eval())(x)
+                got = without_channel_statistics(sub.eval(), sliced)(x)
             _load(probe, silence(state, layout, structure))
             with torch.no_grad():
-                want = without_channel_statistics(probe)(x)
+                want = without_channel_statistics(probe, sliced)(x)
             ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
             problem = None if ok else "its sub-network computes another function than the silenced network"
             hint = REORDER_HINT if got.shape == want.shape else SIZE_HINT
@@ -545,21 +603,26 @@ class _ElementAffine(nn.Module):
         return x
 
 
-def without_channel_statistics(model: nn.Module) -> nn.Module:
-    """``model`` with every GroupNorm and LayerNorm reduced to its elementwise affine part (a copy).
+def without_channel_statistics(model: nn.Module, layers: Collection[str] | None = None) -> nn.Module:
+    """``model`` with its GroupNorm and LayerNorm layers reduced to their elementwise affine part (a copy).
 
     These layers normalise with statistics over several channels: a silenced
     channel still counts (as zeros) in the full network's statistics and is
     absent from the sub-network's, so the two compute different functions by
     construction, not by a slicing error. Without the statistics the
-    comparison checks the slicing alone. ``model`` itself is returned when it
-    has no such layer.
+    comparison checks the slicing alone. With ``layers``, only the named ones
+    are reduced (those over pruned channels; one over channels kept whole,
+    such as a transformer's embedding, is compared exactly). ``model`` itself
+    is returned when nothing is reduced.
     """
-    if not any(isinstance(m, (nn.GroupNorm, nn.LayerNorm)) for m in model.modules()):
+    def reduced(name: str, module: nn.Module) -> bool:
+        return isinstance(module, (nn.GroupNorm, nn.LayerNorm)) and (layers is None or name in layers)
+
+    if not any(reduced(name, m) for name, m in model.named_modules()):
         return model
     out = copy.deepcopy(model)
     for name, module in list(out.named_modules()):
-        if isinstance(module, (nn.GroupNorm, nn.LayerNorm)):
+        if reduced(name, module):
             affine = _ElementAffine(module.weight, module.bias, isinstance(module, nn.GroupNorm))
             parent_name, _, child = name.rpartition(".")
             setattr(out.get_submodule(parent_name) if parent_name else out, child, affine)
