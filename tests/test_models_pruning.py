@@ -453,3 +453,20 @@ def test_per_sample_losses_hand_example_and_their_spread(one_thread):
     assert per.mean() == pytest.approx(evaluate_variant(state, geo, 0.5, xs, ys)[0], rel=1e-5)
     assert loss_spread(state, geo, 0.5, xs, ys) == pytest.approx(per.std(ddof=1), rel=1e-9)
     assert loss_spread(state, geo, 0.5, xs, ys) > 0
+
+
+def test_a_variant_loaded_into_the_cached_network_evaluates_as_a_fresh_copy(one_thread):
+    from depl_fl.task.local_update import initial_state, loaded_variant, local_update, variant_model
+
+    geo = TaskGeometry("digits_cnn", 10, 1, 8)
+    rng = np.random.default_rng(3)
+    xs, ys = rng.normal(size=(60, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 60)
+    first, second = initial_state(geo, 0), initial_state(geo, 1)
+    for compression in (0.0, 0.5):
+        loaded_variant(first, geo, compression)
+        # a client's local update in this process trains the same cached network in between
+        sub = get_state(variant_model(first, geo, compression))
+        local_update(sub, geo, compression, xs, ys, epochs=1, lr=0.1, batch_size=16, seed=0)
+        got = evaluate_model(loaded_variant(second, geo, compression), xs, ys)
+        want = evaluate_model(variant_model(second, geo, compression), xs, ys)
+        assert got == want and got != evaluate_model(variant_model(first, geo, compression), xs, ys)
