@@ -164,6 +164,7 @@ REFUSED = {
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",
+    "shared_weight_net": "a.weight and b.weight are one parameter (a tied weight)",
     "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
 }
 
@@ -171,7 +172,7 @@ REFUSED = {
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_a_refused_network_fails_the_check_in_one_line(name):
     geo = _geo(name)
-    with pytest.raises(ScenarioError) as err:  # the layout itself refuses a forward's wrong output
+    with pytest.raises(ScenarioError) as err:  # the layout itself refuses some (a wrong output, a tie)
         check_variants(geo, network_layout(geo), (0.0, 0.5))
     assert "\n" not in str(err.value) and REFUSED[name] in str(err.value)
 

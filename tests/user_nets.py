@@ -1094,3 +1094,24 @@ class TrackedInstanceNormNet(nn.Module):
 def tracked_instance_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`TrackedInstanceNormNet`."""
     return TrackedInstanceNormNet(num_classes, in_channels)
+
+
+class SharedWeightNet(nn.Module):
+    """Two linear layers tied to one weight (``self.b.weight = self.a.weight``) between prunable layers."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.inp = nn.Linear(in_channels * 64, 32)
+        self.a = nn.Linear(32, 32)
+        self.b = nn.Linear(32, 32)
+        self.b.weight = self.a.weight
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.inp(torch.flatten(x, 1)))
+        return self.head(F.relu(self.b(F.relu(self.a(h)))))
+
+
+def shared_weight_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`SharedWeightNet`."""
+    return SharedWeightNet(num_classes, in_channels)

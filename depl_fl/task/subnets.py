@@ -492,7 +492,25 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
         offset += width
     axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
                  for (entry, dim), owner in sorted(owners.items()))
+    _refuse_sliced_ties(model, {ax.entry for ax in axes})
     return SubnetLayout(shapes, dtypes, tuple(out_groups), axes)
+
+
+def _refuse_sliced_ties(model: nn.Module, sliced: set[str]) -> None:
+    """One line when one parameter under two names (a tied weight) would lose channels.
+
+    Each entry is sliced on its own, by its own layer's channels, so the two
+    names of a tied weight would be cut, trained and averaged apart; a tie
+    whose channels every variant keeps whole travels as it is.
+    """
+    first: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        other = first.setdefault(id(param), name)
+        if other != name and (other in sliced or name in sliced):
+            raise ScenarioError(f"model {type(model).__name__}: {other} and {name} are one parameter (a tied "
+                                "weight) whose channels a variant would drop; DepL slices every entry by its "
+                                "own layer's channels and cannot keep the tie: untie them, or use "
+                                "model.compressions=[0]")
 
 
 @dataclass(frozen=True)
