@@ -47,6 +47,7 @@ WORKING = {
     "gated_net": ("conv2",),                         # the conv split by chunk (GLU) whole
     "split_net": ("branch.0",),                      # the stem split in halves whole
     "tracked_instance_norm_net": ("conv", "conv2"),  # the running statistics follow the channels
+    "counting_net": ("conv",),                       # a buffer updated in place, traced as a constant
 }
 
 

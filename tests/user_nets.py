@@ -1115,3 +1115,22 @@ class SharedWeightNet(nn.Module):
 def shared_weight_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`SharedWeightNet`."""
     return SharedWeightNet(num_classes, in_channels)
+
+
+class CountingNet(nn.Module):
+    """A float buffer of shape ``[1]`` counting the forward passes in place (``self.calls += 1``)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.register_buffer("calls", torch.zeros(1))
+        self.head = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        self.calls += 1
+        return self.head(F.relu(self.conv(x)).mean((2, 3)))
+
+
+def counting_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`CountingNet`."""
+    return CountingNet(num_classes, in_channels)

@@ -181,15 +181,30 @@ def _wrapped(module: nn.Module) -> bool:
     return kind in tp.pruner.function.PrunerBox and kind != tp.ops.OPTYPE.ELEMENTWISE
 
 
-def _traced_buffers(model: nn.Module) -> list[str]:
+def _traced_buffers(model: nn.Module, x: torch.Tensor) -> list[str]:
     """Turn per-channel buffers of the user's own modules into parameters, so that tracing sees them.
 
     A fixed per-channel scale (``register_buffer("scale", torch.ones(C))``)
     reaches the autograd graph only as a parameter; torch-pruning then slices
     it with its channels like a layer scale. Buffers of layers it knows
     (BatchNorm's statistics) and non-persistent buffers stay as they are.
-    Returns their names, for :func:`_restore_buffers`.
+    A forward that cannot run with them as parameters (one that updates a
+    buffer in place) keeps them all as buffers. ``model`` is in evaluation
+    mode. Returns their names, for :func:`_restore_buffers`.
     """
+    order = _buffer_order(model)
+    names = _buffers_to_parameters(model)
+    if names:
+        try:
+            with torch.enable_grad():
+                model(x)
+        except Exception:  # user code that needs its buffers as buffers: trace them as constants
+            _restore_buffers(model, names, order)
+            return []
+    return names
+
+
+def _buffers_to_parameters(model: nn.Module) -> list[str]:
     names = []
     for prefix, module in model.named_modules():
         if _wrapped(module):
@@ -219,13 +234,13 @@ def _buffer_order(model: nn.Module) -> dict[str, list[str]]:
 
 
 @contextlib.contextmanager
-def _buffers_as_parameters(model: nn.Module) -> Iterator[Callable[[nn.Module], None]]:
+def _buffers_as_parameters(model: nn.Module, x: torch.Tensor) -> Iterator[Callable[[nn.Module], None]]:
     """Per-channel buffers traced as parameters inside the block, buffers again after it.
 
     Yields a function that restores them in a copy made inside the block.
     """
     order = _buffer_order(model)
-    names = _traced_buffers(model)
+    names = _traced_buffers(model, x)
     try:
         yield lambda copy_: _restore_buffers(copy_, names, order)
     finally:
@@ -446,7 +461,7 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     was_training = model.training
     model.eval()
     try:
-        with _buffers_as_parameters(model):
+        with _buffers_as_parameters(model, x):
             dg, groups = _groups(model, x)
     finally:
         model.train(was_training)
@@ -617,10 +632,10 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
     todo = sorted({float(c) for c in compressions if c > 0 and (net, float(c)) not in _SKELETONS})
     if not todo:
         return
-    model = copy.deepcopy(_base(net))
-    with one_thread(), _buffers_as_parameters(model) as restore:
-        model.eval()
-        dg, groups = _groups(model, example_batch(input_shape_of(net)))
+    model = copy.deepcopy(_base(net)).eval()
+    x = example_batch(input_shape_of(net))
+    with one_thread(), _buffers_as_parameters(model, x) as restore:
+        dg, groups = _groups(model, x)
         names = {module: name for name, module in model.named_modules()}
         modules = dict(model.named_modules())
         roots = [(names[g[0].dep.target.module], g[0].dep.handler, g) for g in groups]
@@ -784,7 +799,7 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     x = example_batch(input_shape_of(geo))
     for group in layout.groups:
         net = copy.deepcopy(_base(geo)).eval()
-        _traced_buffers(net)
+        _traced_buffers(net, x)
         dg, groups = _groups(net, x)
         names = {module: name for name, module in net.named_modules()}
         order = {name: i for i, name in enumerate(names.values())}
