@@ -30,7 +30,7 @@ NETWORKS = ["convnext_net", "mobilenet_v3_tiny", "efficientnet_tiny", "cls_token
             "loop_tied_net", "channel_buffer_net", "conv_lstm_net", "row_lstm", "detach_net",
             "detached_layer_net", "no_grad_layer_net", "inplace_net", "shaped_scale_net", "gated_net",
             "split_net",
-            "tracked_instance_norm_net", "non_persistent_buffer_net", "transpose_tied_net",
+            "tracked_instance_norm_net", "counting_net", "non_persistent_buffer_net", "transpose_tied_net",
             "parameter_matmul_net", "shared_weight_net", "aux_head_net"]
 COMMON = ["num_clients=4", "simulation=inprocess", "profile.explore.rounds=3", "profile.explore.max_rounds=3",
           "profile.explore.switch_rounds=[2]", "target.loss=1.0", "target.prob=0.8", "target.max_rounds=12",
