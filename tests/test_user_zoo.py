@@ -208,3 +208,28 @@ def test_batch_norm_never_trains_on_a_single_sample_batch():
     with pytest.raises(ValueError, match="more than 1 value per channel"):  # what the folding avoids
         net = inplace_net().train()
         net(torch.as_tensor(x[:1]))
+
+
+def test_a_batch_norm_over_feature_maps_keeps_its_batches():
+    """Only a BatchNorm that sees one value per channel folds the last sample in; others train as before."""
+    from depl_fl.task.training import one_sample_breaks_batch_norm, train_local
+    from tests.user_nets import inplace_net
+
+    x = torch.as_tensor(np.random.default_rng(0).random((1, 1, 8, 8), dtype=np.float32))
+    over_maps = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 10))
+    assert one_sample_breaks_batch_norm(inplace_net(), x)
+    assert not one_sample_breaks_batch_norm(over_maps, x)
+    before = over_maps[1].running_mean.clone()
+    one_sample_breaks_batch_norm(over_maps.train(), x)
+    assert torch.equal(over_maps[1].running_mean, before) and over_maps.training
+    rng = np.random.default_rng(1)
+    xs, ys = rng.random((33, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 33)
+    for net, expected in ((over_maps, [32, 1]), (inplace_net(), [33])):  # training steps, not the probe
+        sizes: list[int] = []
+        first = next(m for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)))
+        hook = first.register_forward_pre_hook(
+            lambda _m, inp, seen=sizes: seen.append(len(inp[0])) if torch.is_grad_enabled() else None)
+        train_local(net, xs, ys, epochs=1, lr=0.05, batch_size=32, seed=0)
+        hook.remove()
+        assert sizes == expected

@@ -11,8 +11,8 @@ about 2.4 to below 1 within three FedAvg rounds. Mini-batch order comes from a
 generator seeded with ``seed``, so a call is deterministic for a given seed,
 model state and thread count. Setting the number of torch threads is the
 caller's job. The loss is cross-entropy unless ``loss_fn`` gives a user's
-per-sample loss (:mod:`depl_fl.task.losses`). A network with BatchNorm never
-trains on a batch of one sample (:func:`batch_starts`).
+per-sample loss (:mod:`depl_fl.task.losses`). A network whose BatchNorm cannot
+normalise a single sample never trains on a batch of one (:func:`batch_starts`).
 """
 
 from __future__ import annotations
@@ -54,8 +54,30 @@ def batch_starts(n: int, batch_size: int, fold_single: bool) -> list[tuple[int, 
     return bounds
 
 
-def _has_batch_norm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+def one_sample_breaks_batch_norm(model: nn.Module, x_one: torch.Tensor) -> bool:
+    """Whether a BatchNorm of ``model`` sees one value per channel for one sample.
+
+    Such a layer cannot train on a batch of one (after a flatten or a global
+    pooling); a BatchNorm over a feature map can, and its batches stay as they
+    are. The probe is one evaluation-mode forward without gradients, so no
+    running statistic moves.
+    """
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return False
+    values: list[int] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, inp: values.append(int(inp[0][0, 0].numel())))
+             for m in norms]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(x_one)
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
+    return 1 in values
 
 
 def train_local(
@@ -108,7 +130,8 @@ def train_local(
     model.train()
     total, count = 0.0, 0
     start = time.perf_counter()
-    bounds = batch_starts(n, batch_size, _has_batch_norm(model))
+    fold = n > batch_size and n % batch_size == 1 and one_sample_breaks_batch_norm(model, xt[:1])
+    bounds = batch_starts(n, batch_size, fold)
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen)
         for i, stop in bounds:
