@@ -5,9 +5,11 @@ network's factory to the scenario's ``models`` entries, i.e.
 :func:`depl_fl.task.variants.checked_variant_costs` (dependency graph, per-
 coordinate owners, one sub-network per variant, the forward check against the
 silenced full network, FLOPs and bytes), torch single-threaded as a Flower
-process runs it. Writes ``benchmarks/results/byom/derivation.{md,json}``.
+process runs it. Writes ``benchmarks/results/byom/derivation.{md,json}``;
+``--networks KEY ...`` measures only those (keys below) and writes
+``derivation_<keys>.{md,json}``.
 
-Usage: ``python benchmarks/byom_derivation_bench.py [--repeats 3]``
+Usage: ``python benchmarks/byom_derivation_bench.py [--repeats 3] [--networks vit_tiny]``
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "byom"
-NETWORKS = [  # (name, arch, in_channels, image size)
-    ("ResNet-18 (CIFAR, 11.2 M params)", "tests.user_nets:resnet18", 3, 32),
-    ("MobileNetV2-style (tests)", "tests.user_nets:mobilenet_v2_tiny", 3, 32),
-    ("mobilenet_like (built-in)", "mobilenet_like", 3, 32),
-    ("alexnet_like (built-in)", "alexnet_like", 3, 32),
-    ("digits_cnn (built-in)", "digits_cnn", 1, 8),
-]
+NETWORKS = {  # key: (name, arch, in_channels, image size)
+    "resnet18": ("ResNet-18 (CIFAR, 11.2 M params)", "tests.user_nets:resnet18", 3, 32),
+    "mobilenet_v2": ("MobileNetV2-style (tests)", "tests.user_nets:mobilenet_v2_tiny", 3, 32),
+    "mobilenet_like": ("mobilenet_like (built-in)", "mobilenet_like", 3, 32),
+    "alexnet_like": ("alexnet_like (built-in)", "alexnet_like", 3, 32),
+    "digits_cnn": ("digits_cnn (built-in)", "digits_cnn", 1, 8),
+    "vit_tiny": ("ViT-Tiny-sized (embed 192, 12 layers, 3 heads, FFN 768, patch 4)",
+                 "tests.user_nets:vit_tiny", 3, 32),
+}
+#: What ``python benchmarks/byom_derivation_bench.py`` measures without ``--networks``.
+DEFAULT = ("resnet18", "mobilenet_v2", "mobilenet_like", "alexnet_like", "digits_cnn")
 COMPRESSIONS = (0.0, 0.5, 0.75)
 
 CHILD = """
@@ -63,9 +69,13 @@ def measure(arch: str, channels: int, size: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--networks", nargs="+", choices=sorted(NETWORKS), default=None,
+                        help="measure only these (default: every network but vit_tiny)")
     args = parser.parse_args()
+    keys = tuple(args.networks) if args.networks else DEFAULT
     rows = []
-    for name, arch, channels, size in NETWORKS:
+    for key in keys:
+        name, arch, channels, size = NETWORKS[key]
         runs = [measure(arch, channels, size) for _ in range(args.repeats)]
         last = runs[-1]
         rows.append({"network": name, "arch": arch, "input": f"{channels}x{size}x{size}",
@@ -88,13 +98,18 @@ def main() -> None:
         lines.append(f"| {r['network']} | {r['input']} | {r['groups']} | {r['params']:,} "
                      f"| {r['median_s']:.2f} "
                      f"| {r['median_cpu_s']:.2f} | {', '.join(f'{s:.2f}' for s in r['seconds'])} | {sizes} |")
-    resnet = rows[0]
-    lines += ["", f"ResNet-18 at 32x32: {resnet['median_s']:.2f} s wall, {resnet['median_cpu_s']:.2f} s CPU "
-              "(target <= 5 s; the wall time includes any wait for a busy core).", "",
-              f"Command: `python benchmarks/byom_derivation_bench.py --repeats {args.repeats}`"]
+    for key, r in zip(keys, rows, strict=True):
+        if key in ("resnet18", "vit_tiny"):
+            lines += ["", f"{r['network']} at 32x32: {r['median_s']:.2f} s wall, "
+                      f"{r['median_cpu_s']:.2f} s CPU (target <= 5 s; the wall time includes any wait "
+                      "for a busy core)."]
+    selection = f" --networks {' '.join(keys)}" if args.networks else ""
+    command = f"python benchmarks/byom_derivation_bench.py --repeats {args.repeats}{selection}"
+    lines += ["", f"Command: `{command}`"]
+    stem = "derivation" if not args.networks else "derivation_" + "_".join(keys)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "derivation.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    (OUT / "derivation.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (OUT / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    (OUT / f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 
 

@@ -10,9 +10,10 @@ included, the start-up left out). The profiled run is slower than the plain
 one (cProfile's own cost per call), so its functions are given as shares of
 the profiled server time and as milliseconds per round of the profiled run.
 
-Usage: ``python benchmarks/scale_round_profile.py [--clients 1000]
-[--profile benchmarks/results/scale/profile.json] [--out benchmarks/results/scale] [--top 25]``
-writes ``round_parts.json`` and ``round_parts.md`` there.
+Usage: ``python benchmarks/scale_round_profile.py [--clients 1000 [300 ...]]
+[--profile benchmarks/results/scale/profile.json] [--out benchmarks/results/scale] [--top 25]
+[--name round_parts]`` writes ``NAME.json`` and ``NAME.md`` there (several sizes: their parts side by
+side, then a section per size).
 """
 
 from __future__ import annotations
@@ -152,55 +153,98 @@ def functions_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write_outputs(doc: dict[str, Any], out: Path) -> Path:
-    """``round_parts.json`` and ``round_parts.md`` from one measurement."""
+def write_outputs(doc: dict[str, Any], out: Path, name: str = "round_parts") -> Path:
+    """``NAME.json`` and ``NAME.md`` from one measurement (one federation size)."""
+    return write_sizes([doc], out, name)
+
+
+def write_sizes(docs: list[dict[str, Any]], out: Path, name: str = "round_parts") -> Path:
+    """``NAME.json`` and ``NAME.md`` from one measurement per federation size (a section each)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "round_parts.json").write_text(json.dumps(doc, indent=1))
-    plain, profiled = doc["plain"], doc["profiled"]["row"]
-    funcs = doc["profiled"]["functions"]
-    lines = [f"# DepL's server time per training round at {doc['clients']} clients, by part and function",
-             "", f"Regenerate: `{doc['command']}` (commit {doc['commit']}; its docstring says what is "
+    (out / f"{name}.json").write_text(json.dumps(docs[0] if len(docs) == 1 else {"sizes": docs}, indent=1))
+    sizes = " and ".join(str(d["clients"]) for d in docs)
+    command = docs[0]["command"] if len(docs) == 1 else COMMAND.format(
+        clients=" ".join(str(d["clients"]) for d in docs), profile=docs[0]["profile"]) + f" --name {name}"
+    lines = [f"# DepL's server time per training round at {sizes} clients, by part and function",
+             "", f"Regenerate: `{command}` (commit {docs[0]['commit']}; its docstring says what is "
              "timed). The DepL job of `benchmarks/scale_bench.py`, run twice in fresh processes: plainly "
              "(the parts) and under cProfile during the training rounds' server side only (the "
-             "functions; cProfile's cost per call inflates them, so read their shares).", "",
-             f"Plain run: {plain['rounds']} training rounds, {plain['clients_per_round']:.1f} clients per "
-             f"round, {plain['replans']} re-plans ({plain['replans_infeasible']} infeasible; "
-             f"{plain['replans_deferred']} deferred; {plain.get('replans_skipped', 0)} skipped after an "
-             f"infeasible one), load average {plain['load_average']:.1f} (1 min, "
-             f"shared 2-core machine).", "", "## Parts (plain run)", "", *parts_table(plain), "",
-             f"## Functions (profiled run: {funcs['profiled_ms_per_round']:.1f} ms per round under cProfile, "
-             f"{1000 * profiled['server_cpu_s_per_round']:.1f} ms by the parts' clock)", "",
-             "By own time (without the functions they call):", "",
-             *functions_table(funcs["by_own"]), "",
-             "By inclusive time (with the functions they call):", "",
-             *functions_table(funcs["by_inclusive"]), ""]
-    path = out / "round_parts.md"
+             "functions; cProfile's cost per call inflates them, so read their shares).", ""]
+    if len(docs) > 1:
+        lines += [*parts_by_size(docs), ""]
+    for doc in docs:
+        lines += _size_lines(doc, "##" if len(docs) == 1 else "###", len(docs) > 1)
+    path = out / f"{name}.md"
     path.write_text("\n".join(lines))
     return path
 
 
+def parts_by_size(docs: list[dict[str, Any]]) -> list[str]:
+    """The plain runs' parts side by side: CPU ms per round and share of the server's round."""
+    parts = sorted({k for d in docs for k in d["plain"]["server_parts"]},
+                   key=lambda k: -max(d["plain"]["server_parts"].get(k, 0.0) for d in docs))
+    head = " | ".join(f"{d['clients']} clients: ms / round (share)" for d in docs)
+    lines = ["## Parts per training round (plain runs)", "", f"| part | {head} |",
+             "|---|" + "---|" * len(docs)]
+    for part in parts:
+        cells = []
+        for d in docs:
+            value, server = d["plain"]["server_parts"].get(part, 0.0), d["plain"]["server_cpu_s_per_round"]
+            cells.append(f"{1000 * value:.1f} ({value / server:.0%})")
+        lines.append(f"| {part} | " + " | ".join(cells) + " |")
+    totals = " | ".join(f"**{1000 * d['plain']['server_cpu_s_per_round']:.1f}**" for d in docs)
+    lines.append(f"| **server** | {totals} |")
+    return lines
+
+
+def _size_lines(doc: dict[str, Any], level: str, titled: bool) -> list[str]:
+    plain, profiled = doc["plain"], doc["profiled"]["row"]
+    funcs = doc["profiled"]["functions"]
+    lines = [f"{level[:-1]} {doc['clients']} clients", ""] if titled else []
+    return lines + [
+        f"Plain run: {plain['rounds']} training rounds, {plain['clients_per_round']:.1f} clients per "
+        f"round, {plain['replans']} re-plans ({plain['replans_infeasible']} infeasible; "
+        f"{plain['replans_deferred']} deferred; {plain.get('replans_skipped', 0)} skipped after an "
+        f"infeasible one), load average {plain['load_average']:.1f} (1 min, "
+        f"shared 2-core machine).", "", f"{level} Parts (plain run)", "", *parts_table(plain), "",
+        f"{level} Functions (profiled run: {funcs['profiled_ms_per_round']:.1f} ms per round under "
+        f"cProfile, {1000 * profiled['server_cpu_s_per_round']:.1f} ms by the parts' clock)", "",
+        "By own time (without the functions they call):", "",
+        *functions_table(funcs["by_own"]), "",
+        "By inclusive time (with the functions they call):", "",
+        *functions_table(funcs["by_inclusive"]), ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1000])
     results = ROOT / "benchmarks" / "results" / "scale"
     parser.add_argument("--profile", type=Path, default=results / "profile.json")
     parser.add_argument("--out", type=Path, default=results)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--name", default="round_parts", help="the output files' name (NAME.md, NAME.json)")
     args = parser.parse_args()
-    if args.clients < 1 or args.top < 1 or not args.profile.is_file():
-        print(f"scale_round_profile: need --clients >= 1, --top >= 1 and an existing --profile "
-              f"(got {args.clients}, {args.top}, {args.profile})", file=sys.stderr)
+    if min(args.clients) < 1 or args.top < 1 or not args.profile.is_file() \
+            or not args.name.replace("_", "").replace("-", "").isalnum():
+        print(f"scale_round_profile: need --clients >= 1, --top >= 1, an existing --profile and a --name of "
+              f"letters, digits, _ and - (got {args.clients}, {args.top}, {args.profile}, {args.name})",
+              file=sys.stderr)
         raise SystemExit(2)
-    with tempfile.TemporaryDirectory(prefix="scale-parts-") as tmp:
-        plain = in_child("run_depl", args.clients, str(args.profile), Path(tmp) / "plain")
-        profiled = in_child("profile_depl", args.clients, str(args.profile), Path(tmp) / "profiled", args.top)
     try:
         shown = args.profile.resolve().relative_to(ROOT)
     except ValueError:
         shown = args.profile
-    doc = {"clients": args.clients, "commit": _commit(), "plain": plain, "profiled": profiled,
-           "command": COMMAND.format(clients=args.clients, profile=shown)}
-    print(write_outputs(doc, args.out))
+    docs = []
+    with tempfile.TemporaryDirectory(prefix="scale-parts-") as tmp:
+        for n in args.clients:
+            plain = in_child("run_depl", n, str(args.profile), Path(tmp) / f"plain-{n}")
+            profiled = in_child("profile_depl", n, str(args.profile), Path(tmp) / f"profiled-{n}", args.top)
+            command = COMMAND.format(clients=n, profile=shown)
+            if args.name != "round_parts":
+                command += f" --name {args.name}"
+            docs.append({"clients": n, "commit": _commit(), "plain": plain, "profiled": profiled,
+                         "command": command, "profile": str(shown)})
+    print(write_sizes(docs, args.out, args.name))
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     group observations, which read nothing else. Every loss here is
     ``model.loss`` (cross-entropy by default, :mod:`depl_fl.task.losses`).
     """
-    from depl_fl.task.local_update import variant_model
+    from depl_fl.task.local_update import loaded_variant
     from depl_fl.task.losses import load_loss, loss_spec
     from depl_fl.task.partitions import geometry, test_split, validation_split
     from depl_fl.task.training import evaluate_model, evaluate_with_losses
@@ -102,7 +102,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
+        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression))
         return float(evaluate_model(model, *validation_split(cfg), loss_fn=loss_fn)[0])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
@@ -110,7 +110,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        model = variant_model(arrays_to_state(arrays), geometry(cfg), float(compression))
+        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression))
         val, test = validation_split(cfg), test_split(cfg)
         loss, acc, losses = evaluate_with_losses(model, *val, loss_fn=loss_fn)
         test_size = len(test[1])

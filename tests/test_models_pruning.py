@@ -311,6 +311,30 @@ def test_digits_flops_match_hand_count():
     assert measure_variant("digits_cnn", 0.0, 10, 1, 8).train_flops_per_sample == 3 * 2 * macs
 
 
+def _vit_macs(ffn: int) -> int:
+    """Hand count of ``tests.user_nets:vit_net`` (16 tokens of 32, 2 layers) with an FFN width ``ffn``."""
+    tokens, embed = 16, 32
+    layer = (tokens * embed * 3 * embed     # q, k, v projections (in_proj)
+             + 2 * tokens * tokens * embed  # Q K^T and A V over all heads
+             + tokens * embed * embed       # out_proj
+             + 2 * tokens * embed * ffn)    # linear1 and linear2, once per token
+    return tokens * embed * 1 * 2 * 2 + 2 * layer + embed * 10  # patch conv, layers, head
+
+
+@pytest.mark.parametrize(("compression", "ffn"), [(0.0, 64), (0.5, 32), (0.75, 16)])
+def test_transformer_flops_count_every_token_and_the_attention_products(compression, ffn):
+    """Token-wise linears count per token; the attention's products count even inside fused kernels."""
+    cost = measure_variant("tests.user_nets:vit_net", compression, 10, 1, 8)
+    assert cost.train_flops_per_sample == 3 * 2 * _vit_macs(ffn)
+    hand = measure_variant("tests.user_nets:hand_attention_net", compression, 10, 1, 8)
+    tokens, embed = 16, 32
+    macs = (tokens * embed * 4 + tokens * embed * 3 * embed + 2 * tokens * tokens * embed
+            + tokens * embed * embed + 2 * tokens * embed * ffn + embed * 10)
+    assert hand.train_flops_per_sample == 3 * 2 * macs
+    fused = measure_variant("tests.user_nets:sdpa_attention_net", compression, 10, 1, 8)
+    assert fused.train_flops_per_sample == hand.train_flops_per_sample  # the fused kernel's products count
+
+
 @pytest.fixture
 def one_thread():
     """Single-threaded torch, as a Flower client runs it (much faster on a busy box)."""
@@ -429,3 +453,20 @@ def test_per_sample_losses_hand_example_and_their_spread(one_thread):
     assert per.mean() == pytest.approx(evaluate_variant(state, geo, 0.5, xs, ys)[0], rel=1e-5)
     assert loss_spread(state, geo, 0.5, xs, ys) == pytest.approx(per.std(ddof=1), rel=1e-9)
     assert loss_spread(state, geo, 0.5, xs, ys) > 0
+
+
+def test_a_variant_loaded_into_the_cached_network_evaluates_as_a_fresh_copy(one_thread):
+    from depl_fl.task.local_update import initial_state, loaded_variant, local_update, variant_model
+
+    geo = TaskGeometry("digits_cnn", 10, 1, 8)
+    rng = np.random.default_rng(3)
+    xs, ys = rng.normal(size=(60, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 60)
+    first, second = initial_state(geo, 0), initial_state(geo, 1)
+    for compression in (0.0, 0.5):
+        loaded_variant(first, geo, compression)
+        # a client's local update in this process trains the same cached network in between
+        sub = get_state(variant_model(first, geo, compression))
+        local_update(sub, geo, compression, xs, ys, epochs=1, lr=0.1, batch_size=16, seed=0)
+        got = evaluate_model(loaded_variant(second, geo, compression), xs, ys)
+        want = evaluate_model(variant_model(second, geo, compression), xs, ys)
+        assert got == want and got != evaluate_model(variant_model(first, geo, compression), xs, ys)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -159,6 +160,15 @@ def test_the_round_profile_ranks_functions_by_their_share_of_the_servers_time(tm
     text = scale_round_profile.write_outputs(doc, tmp_path).read_text()
     assert "| evaluation | 100.0 | 50% |" in text and "| **server** | **200.0** | 100% |" in text
     assert "| `depl_fl/a.py:3(plan)` | 2.0 | 300.00 | 450.00 | 60.0% |" in text
+    # Several sizes: their parts side by side, then a section each, in one file of the given name.
+    small = {**doc, "clients": 100, "profile": "p.json", "plain": {**row, "server_cpu_s_per_round": 0.4}}
+    text = scale_round_profile.write_sizes([small, {**doc, "profile": "p.json"}], tmp_path, "parts_small")
+    text = text.read_text()
+    assert "| evaluation | 100.0 (25%) | 100.0 (50%) |" in text
+    assert "| **server** | **400.0** | **200.0** |" in text
+    assert "\n## 100 clients\n" in text and "\n## 1000 clients\n" in text and "### Parts (plain run)" in text
+    assert "--clients 100 1000" in text and "--name parts_small" in text
+    assert (tmp_path / "parts_small.json").is_file()
 
 
 def test_the_replay_sums_each_calls_least_time_per_training_round_and_says_whether_answers_match(tmp_path):
@@ -211,3 +221,23 @@ def test_the_replay_refuses_bad_input_with_status_2(monkeypatch, capsys, tmp_pat
     with pytest.raises(SystemExit) as stop:
         replan_replay.main()
     assert stop.value.code == 2
+
+
+def test_the_runs_table_puts_each_runs_ratio_beside_the_others_and_refuses_a_missing_run(tmp_path):
+    import json
+
+    import scale_runs_table
+
+    for label, depl in (("before", 0.3), ("after", 0.2)):
+        (tmp_path / label).mkdir()
+        (tmp_path / label / "scale.json").write_text(json.dumps(
+            {"rows": [_row("depl", 100, depl, 1.0), _row("fedavg", 100, 0.1, 0.5)]}))
+    docs = {label: json.loads((tmp_path / label / "scale.json").read_text()) for label in ("before", "after")}
+    rows = [r for label, doc in docs.items() for r in scale_runs_table.rows_of(label, doc)]
+    text = scale_runs_table.write(rows, tmp_path / "out", "cmd").read_text()
+    assert "| 100 | before | 300.0 | 100.0 | 3.00 | 30.0 / 0.0 / 0.0 / 0.0 | 150.0 / 50.0 | 4.0 / 4.0 |" \
+        in text
+    assert "| 100 | after | 200.0 | 100.0 | 2.00 |" in text
+    done = subprocess.run([sys.executable, str(Path(scale_runs_table.__file__)), f"x={tmp_path / 'none'}",
+                           "--out", str(tmp_path / "o")], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "expected LABEL=DIR" in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 
 import numpy as np
 import pytest
@@ -281,6 +282,36 @@ def test_fused_interpolation_equals_numpy_interp_bit_for_bit() -> None:
             assert np.array_equal(sigma, np.interp(inner, levels, std))
 
 
+def test_interpolation_over_the_spanned_levels_is_numpys_bit_for_bit() -> None:
+    from depl_fl.contract.semantics import _interp, _InterpTable
+
+    rng = np.random.default_rng(21)
+    for n_levels in (2, 4, 9, 13, 20):
+        levels = np.sort(rng.choice(np.linspace(0.0, 3.0, 301), n_levels, replace=False))
+        mean, std = rng.uniform(-0.2, 0.5, n_levels), rng.uniform(0.0, 0.2, n_levels)
+        evals = rng.uniform(0.0, 0.05, n_levels)
+        table = _InterpTable(tuple(levels), tuple(mean), tuple(std), tuple(evals))
+        walks = ((1.5, 0.05), (1.5, 0.4), (0.2, 2.0), (levels[-1], 0.3))
+        for (centre, spread), size in itertools.product(walks, (300, 5000)):  # np.interp's and the fused form
+            x = rng.normal(centre, spread, size)
+            x[::7] = rng.choice(levels, x[::7].size)  # exactly on nodes
+            mu, sigma = table(x)
+            want_sigma = np.interp(x, levels, std)
+            want_eval = np.interp(x, levels, evals)
+            assert np.array_equal(mu, np.interp(x, levels, mean))
+            assert np.array_equal(sigma, np.sqrt(np.maximum(want_sigma ** 2 - 2.0 * want_eval ** 2, 0.0)))
+            assert np.array_equal(_interp(x, tuple(levels), tuple(mean)), np.interp(x, levels, mean))
+        with_nan = np.append(rng.uniform(0.0, 3.0, 100), np.nan)
+        assert np.array_equal(table(with_nan)[0], np.interp(with_nan, levels, mean), equal_nan=True)
+        assert np.array_equal(_interp(with_nan, tuple(levels), tuple(mean)),
+                              np.interp(with_nan, levels, mean), equal_nan=True)
+    # Equal levels (a non-finite slope): np.interp's own handling.
+    levels, values = (0.0, 1.0, 1.0, 2.0), (0.0, 0.5, 0.7, 1.0)
+    x = rng.uniform(-0.5, 2.5, 500)
+    assert np.array_equal(_interp(x, levels, values), np.interp(x, levels, values))
+    assert np.array_equal(_InterpTable(levels, values, values)(x)[0], np.interp(x, levels, values))
+
+
 def test_round_iterator_yields_every_prefix_of_the_simulation() -> None:
     from depl_fl.contract.semantics import iter_round_losses
 
@@ -330,3 +361,17 @@ def test_interpolation_inside_one_segment_is_numpys_bit_for_bit() -> None:
         across = rng.uniform(-1.0, 4.0, 300)
         for x in (inside, across, inside[:10]):
             assert np.array_equal(_interp(x, levels, values), np.interp(x, levels, values))
+
+
+def test_walk_moments_are_the_profiles_interpolation_bit_for_bit() -> None:
+    from depl_fl.contract.scenario import RunProfile
+    from depl_fl.contract.semantics import walk_moments
+
+    rng = np.random.default_rng(8)
+    levels = tuple(float(v) for v in np.sort(rng.uniform(0.0, 3.0, 13)))
+    mean, std = tuple(rng.uniform(0.0, 0.3, 13)), tuple(rng.uniform(0.01, 0.2, 13))
+    for eval_std in (None, tuple(rng.uniform(0.0, 0.05, 13)), (0.0,) * 13):
+        profile = RunProfile(levels, mean, std, eval_std=eval_std)
+        for x in (rng.normal(1.4, 0.6, 4000), rng.normal(1.0, 0.4, (3, 2000)), np.array([levels[4]] * 80)):
+            mu, sigma = walk_moments(profile, x)
+            assert np.array_equal(mu, profile.mean_at(x)) and np.array_equal(sigma, profile.walk_std_at(x))

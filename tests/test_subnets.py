@@ -41,6 +41,10 @@ NETS = {
     "lazy_mlp": TaskGeometry("tests.user_nets:lazy_mlp", 10, 1, 8),
     "per_channel": TaskGeometry("tests.user_nets:per_channel_net", 10, 1, 8),
     "resnext": TaskGeometry("tests.user_nets:resnext_net", 10, 1, 8),
+    "vit": TaskGeometry("tests.user_nets:vit_net", 10, 1, 8),
+    "vit_seq_first": TaskGeometry("tests.user_nets:vit_net_seq_first", 10, 1, 8),
+    "hand_attention": TaskGeometry("tests.user_nets:hand_attention_net", 10, 1, 8),
+    "sdpa_attention": TaskGeometry("tests.user_nets:sdpa_attention_net", 10, 1, 8),
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
@@ -104,14 +108,16 @@ def test_subnetwork_computes_the_full_network_with_dropped_channels_silenced(net
     set_state(plain, full)
     x = example_batch((geo.in_channels, geo.image_size, geo.image_size), batch=4)
     # GroupNorm and LayerNorm statistics count silenced channels as zeros: compare their affine parts.
-    small, big = without_channel_statistics(small.eval()), without_channel_statistics(big.eval())
+    sliced = layout.sliced_layers
+    small = without_channel_statistics(small.eval(), sliced)
+    big = without_channel_statistics(big.eval(), sliced)
     with torch.no_grad():
         torch.testing.assert_close(small(x), big(x), rtol=1e-4, atol=1e-5)
-        assert not torch.allclose(without_channel_statistics(plain.eval())(x), small(x), atol=1e-4)
+        assert not torch.allclose(without_channel_statistics(plain.eval(), sliced)(x), small(x), atol=1e-4)
     assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in plain.parameters())
 
 
-@pytest.mark.parametrize("net", ["resnet", "mobilenet_v2", "concat"])
+@pytest.mark.parametrize("net", ["resnet", "mobilenet_v2", "concat", "vit", "hand_attention"])
 def test_index_sets_are_deterministic_and_follow_the_global_weights(net):
     geo = NETS[net]
     layout = network_layout(geo)
@@ -274,6 +280,27 @@ def test_torch_pruning_canary_depthwise_and_flatten_index_mapping():
     assert dw[1].groups == 6 and dw[1].weight.shape == (6, 1, 3, 3) and dw[2].in_channels == 6
 
 
+def test_torch_pruning_canary_attention_in_the_groups():
+    """The attention rule reads the MHA module and the products' autograd nodes from the groups."""
+    import torch_pruning as tp
+
+    from tests.user_nets import hand_attention_net, vit_net
+
+    roots = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
+    model = vit_net()
+    dg = tp.DependencyGraph().build_dependency(model, example_inputs=torch.zeros(1, 1, 8, 8), verbose=False)
+    groups = list(dg.get_all_groups(ignored_layers=[model.head], root_module_types=roots))
+    mha = model.encoder.layers[0].self_attn
+    stream = [g for g in groups if any(it.dep.target.module is mha for it in g.items)]
+    assert len(stream) == 1 and any(it.dep.target.module is model.patch for it in stream[0].items)
+    model = hand_attention_net()
+    dg = tp.DependencyGraph().build_dependency(model, example_inputs=torch.zeros(1, 1, 8, 8), verbose=False)
+    groups = list(dg.get_all_groups(ignored_layers=[model.head], root_module_types=roots))
+    qkv = next(g for g in groups if g[0].dep.target.module is model.attention.qkv)
+    names = {it.dep.target.grad_fn.name() for it in qkv.items if it.dep.target.grad_fn is not None}
+    assert "BmmBackward0" in names
+
+
 def test_kept_widths_are_multiples_of_a_group_norms_groups():
     assert [kept_width(24, c) for c in (0.0, 0.5, 0.75)] == [24, 12, 6]
     assert [kept_width(24, c, 8) for c in (0.0, 0.5, 0.75, 0.9)] == [24, 16, 8, 8]
@@ -327,12 +354,62 @@ def test_a_network_whose_variants_are_not_its_sub_networks_is_refused_in_one_lin
     assert "\n" not in message and "cannot be pruned structurally" in message and names in message
 
 
-def test_multi_head_attention_is_refused_in_one_line_naming_it():
-    geo = TaskGeometry("tests.user_nets:tiny_transformer", 10, 1, 8)
-    with pytest.raises(ScenarioError) as err:
-        network_layout(geo)
-    message = str(err.value)
-    assert "\n" not in message and "'encoder.self_attn'" in message and "MultiheadAttention" in message
+#: Per attention network: its feed-forward layers (the only prunable groups) and entries an attention
+#: reads or writes (the embedding stream), which every variant keeps whole.
+ATTENTION = {
+    "vit": (("encoder.layers.0.linear1", "encoder.layers.1.linear1"),
+            ("patch.weight", "position", "encoder.layers.0.self_attn.in_proj_weight",
+             "encoder.layers.0.self_attn.out_proj.weight", "encoder.layers.1.norm1.weight",
+             "encoder.layers.1.linear2.bias", "norm.weight", "head.weight")),
+    "vit_seq_first": (("encoder.layers.0.linear1", "encoder.layers.1.linear1"),
+                      ("patch.weight", "encoder.layers.1.self_attn.in_proj_bias", "norm.bias")),
+    "hand_attention": (("up",), ("patch.weight", "position", "norm1.weight", "attention.qkv.weight",
+                                 "attention.qkv.bias", "attention.proj.weight", "down.bias", "head.weight")),
+    "sdpa_attention": (("up",), ("patch.weight", "attention.qkv.weight", "attention.proj.weight")),
+}
+
+
+@pytest.mark.parametrize("net", list(ATTENTION))
+def test_attention_keeps_the_embedding_whole_and_compresses_the_feed_forward_width(net):
+    geo = NETS[net]
+    ffn, whole = ATTENTION[net]
+    layout = network_layout(geo)
+    assert tuple(g.root for g in layout.groups) == ffn and all(g.width == 64 for g in layout.groups)
+    full_shapes = layout.shapes
+    sizes = [layout.size_bytes(c) for c in (0.0, 0.5, 0.75)]
+    assert sizes[0] > sizes[1] > sizes[2]
+    for compression, kept in ((0.5, 32), (0.75, 16)):
+        shapes = layout.sub_shapes(compression)
+        assert all(shapes[name] == full_shapes[name] for name in whole)
+        assert all(shapes[f"{root}.weight"] == (kept, 32) for root in ffn)
+        small = build_skeleton(geo, compression)
+        assert all(small.get_submodule(root).out_features == kept for root in ffn)
+    check_variants(geo, layout, (0.0, 0.5, 0.75))  # raises when a variant is not the silenced network
+
+
+def test_a_transformer_layers_fast_path_computes_the_sub_network(monkeypatch):
+    """In evaluation without gradients ``nn.TransformerEncoderLayer`` runs one fused kernel on its weights."""
+    geo = NETS["vit"]
+    layout = network_layout(geo)
+    full = _trained_like(geo, seed=7)
+    structure = layout.structure(full, 0.75)
+    small = build_skeleton(geo, 0.75)
+    set_state(small, extract(full, structure))
+    big = full_network(geo)
+    set_state(big, silence(full, layout, structure))
+    fused, calls = torch._transformer_encoder_layer_fwd, []
+    monkeypatch.setattr(torch, "_transformer_encoder_layer_fwd",
+                        lambda *args, **kwargs: calls.append(1) or fused(*args, **kwargs))
+    x = example_batch((1, 8, 8), batch=4)
+    with torch.no_grad():
+        fast = small.eval()(x)
+    assert len(calls) == 2  # one fused kernel per encoder layer
+    slow = small(x)         # gradients enabled: the layer's modules one by one
+    assert len(calls) == 2
+    with torch.no_grad():
+        want = big.eval()(x)
+    torch.testing.assert_close(fast, slow.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(fast, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("compression", [0.5, 0.75])

@@ -15,6 +15,7 @@ This module is the single executable definition of what a plan *means*:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -711,17 +712,63 @@ def _ndtr(z: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Fewer values than this are interpolated by ``np.interp`` (its search beats the fused form's passes).
+FUSED_MIN_SIZE = 4096
+
+
 def _interp(x: np.ndarray, xp: Sequence[float], fp: Sequence[float]) -> np.ndarray:
-    """``np.interp(x, xp, fp)`` (the same numbers): by one segment's formula where every ``x``
-    lies inside it (see :meth:`_InterpTable._one_segment`), else ``np.interp`` itself."""
+    """``np.interp(x, xp, fp)`` (the same numbers): ``slope_j * (x - x_j) + y_j`` of each ``x``'s
+    segment (see :class:`_InterpTable`), by that one formula where every ``x`` lies in one
+    segment, with a segment search over the levels ``x`` spans for many values; few or 2-d
+    ``x``, NaN, or levels with a non-finite slope go to ``np.interp`` itself."""
     x = np.asarray(x, dtype=float)
     if x.ndim == 1 and x.size >= 64 and len(xp) > 1:
-        low, high = x.min(), x.max()
-        j = int(np.searchsorted(xp, low, side="right")) - 1
-        if 0 <= j < len(xp) - 1 and xp[j] <= low and high < xp[j + 1]:
-            slope = (float(fp[j + 1]) - float(fp[j])) / (float(xp[j + 1]) - float(xp[j]))
-            return slope * (x - float(xp[j])) + float(fp[j])
+        lv, values, slope = _slopes(tuple(xp), tuple(fp))
+        xc = np.clip(x, lv[0], lv[-1])
+        span = _span(xc, lv) if slope is not None else None
+        if span is not None and span[0] == span[1]:
+            return slope[span[0]] * (xc - lv[span[0]]) + values[span[0]]
+        if span is not None and x.size >= FUSED_MIN_SIZE:
+            seg = _segments(xc, lv, span)
+            out = slope.take(seg)
+            out *= xc - lv.take(seg)
+            out += values.take(seg)
+            return out
     return np.interp(x, xp, fp)
+
+
+@functools.lru_cache(maxsize=64)
+def _slopes(xp: tuple[float, ...], fp: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The levels, the values and ``np.interp``'s slope of every segment (0 after the last level;
+    None where a slope is not finite), read only."""
+    lv, values = np.asarray(xp, dtype=float), np.asarray(fp, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.append((values[1:] - values[:-1]) / (lv[1:] - lv[:-1]), 0.0)
+    for shared in (lv, values, slope):  # kept and shared between calls: read only
+        shared.flags.writeable = False
+    return lv, values, (slope if np.all(np.isfinite(slope)) else None)
+
+
+def _span(xc: np.ndarray, lv: np.ndarray) -> tuple[int, int] | None:
+    """The segments of the smallest and largest ``xc`` (clamped to the ascending levels ``lv``;
+    segment ``j`` holds ``lv[j] <= xc < lv[j+1]``, the last level its own); None when ``xc`` is
+    empty or holds NaN."""
+    if xc.size == 0:
+        return None
+    low, high = xc.min(), xc.max()
+    if np.isnan(low) or np.isnan(high):
+        return None
+    return int(np.searchsorted(lv, low, side="right")) - 1, int(np.searchsorted(lv, high, side="right")) - 1
+
+
+def _segments(xc: np.ndarray, lv: np.ndarray, span: tuple[int, int]) -> np.ndarray:
+    """The segment of every clamped ``xc`` within ``span`` (:func:`_span`), compared only with the
+    levels between its smallest and largest value."""
+    first, last = span
+    seg = np.full(xc.shape, first, dtype=np.intp)
+    for k in range(first + 1, last + 1):
+        seg += xc >= lv[k]
+    return seg
 
 
 class _InterpTable:
@@ -729,10 +776,13 @@ class _InterpTable:
 
     ``np.interp`` returns the end values outside ``levels``, the node value on
     a node and ``slope_j * (x - x_j) + y_j`` inside segment ``j``, with
-    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. With few levels, clamping
-    ``x`` to the levels and giving the last node a zero slope reproduces all
-    three cases with one segment search (by comparisons) for every profile;
-    with more, ``np.interp`` itself runs per profile.
+    ``slope_j = (y_{j+1} - y_j) / (x_{j+1} - x_j)``. Clamping ``x`` to the
+    levels and giving the last node a zero slope reproduces all three cases
+    with one segment search for every profile. The search compares ``x`` only
+    with the levels between its smallest and largest value: a walk's losses
+    crowd into a few segments, so that costs a few passes whatever the
+    number of levels (a binary search per element costs more than the whole
+    interpolation).
     """
 
     def __init__(self, levels: Sequence[float], mean: Sequence[float], std: Sequence[float],
@@ -741,22 +791,30 @@ class _InterpTable:
         self.mean = np.asarray(mean, dtype=float)
         self.std = np.asarray(std, dtype=float)
         dx = self.levels[1:] - self.levels[:-1]
-        self.mean_slope = np.append((self.mean[1:] - self.mean[:-1]) / dx, 0.0)
-        self.std_slope = np.append((self.std[1:] - self.std[:-1]) / dx, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.mean_slope = np.append((self.mean[1:] - self.mean[:-1]) / dx, 0.0)
+            self.std_slope = np.append((self.std[1:] - self.std[:-1]) / dx, 0.0)
         # Version 2: the walk's spread sqrt(std**2 - 2 eval_std**2) (None: eval_std is 0).
         self.eval = None
         if eval_std is not None and any(v > 0 for v in eval_std):
             self.eval = np.asarray(eval_std, dtype=float)
-            self.eval_slope = np.append((self.eval[1:] - self.eval[:-1]) / dx, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                self.eval_slope = np.append((self.eval[1:] - self.eval[:-1]) / dx, 0.0)
+        # np.interp steps around a non-finite slope (equal levels); the fused form does not.
+        slopes = [self.mean_slope, self.std_slope] + ([self.eval_slope] if self.eval is not None else [])
+        self.fused = bool(all(np.all(np.isfinite(v)) for v in slopes))
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lv = self.levels
-        if lv.size > 8:
+        inside = self._one_segment(x)
+        if inside is not None:
+            return inside
+        if x.size < FUSED_MIN_SIZE:  # np.interp's search costs less than the fused form's passes
             return self._interp_each(x)
+        lv = self.levels
         xc = np.clip(x, lv[0], lv[-1])
-        seg = np.zeros(x.shape, dtype=np.intp)  # few levels: comparisons beat a binary search
-        for k in range(1, lv.size):
-            seg += xc >= lv[k]
+        seg = self._segments(xc)
+        if seg is None:  # NaN among the losses, or levels np.interp treats apart
+            return self._interp_each(x)
         t = xc - lv.take(seg)
         mu = self.mean_slope.take(seg)
         mu *= t
@@ -769,14 +827,13 @@ class _InterpTable:
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
 
+    def _segments(self, xc: np.ndarray) -> np.ndarray | None:
+        """:func:`_segments` of the clamped ``xc``; None on NaN or levels with a non-finite slope."""
+        span = _span(xc, self.levels) if self.fused else None
+        return None if span is None else _segments(xc, self.levels, span)
+
     def _interp_each(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Many levels: ``np.interp`` per profile. Its search starts from the previous element's
-        segment, and a walk's losses crowd into a few segments, so three searches of that kind
-        cost less than one binary search per element and the gathers of the fused form. Where
-        every loss lies inside one segment (most rounds of a re-plan), its formula alone."""
-        inside = self._one_segment(x)
-        if inside is not None:
-            return inside
+        """``np.interp`` per profile (NaN among the losses, or levels with a non-finite slope)."""
         mu = np.interp(x, self.levels, self.mean)
         sigma = np.interp(x, self.levels, self.std)
         if self.eval is not None:
@@ -787,7 +844,7 @@ class _InterpTable:
     def _one_segment(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """``np.interp``'s ``slope_j * (x - x_j) + y_j`` of segment ``j`` when every ``x`` lies in
         ``[x_j, x_{j+1})`` (on ``x_j`` it is ``y_j``, as ``np.interp`` returns); else None (NaN too)."""
-        if x.size == 0:
+        if x.size == 0 or not self.fused:
             return None
         lv = self.levels
         low, high = x.min(), x.max()
@@ -801,6 +858,24 @@ class _InterpTable:
             ev = self.eval_slope[j] * t + self.eval[j]
             sigma = np.sqrt(np.maximum(sigma * sigma - 2.0 * ev * ev, 0.0))
         return mu, sigma
+
+
+def walk_moments(profile: Any, losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``profile.mean_at(losses)`` and ``profile.walk_std_at(losses)``, the same numbers, from one
+    segment search (:class:`_InterpTable`, kept per profile)."""
+    table = _profile_table(profile)
+    if table is None:
+        return profile.mean_at(losses), profile.walk_std_at(losses)
+    return table(np.asarray(losses, dtype=float))
+
+
+@functools.lru_cache(maxsize=64)
+def _profile_table(profile: Any) -> _InterpTable | None:
+    """The profile's table; None for an all-zero ``eval_std`` (the walk's spread is then
+    ``sqrt(std**2)``, which the table does not compute)."""
+    if profile.eval_std is not None and not any(v > 0 for v in profile.eval_std):
+        return None
+    return _InterpTable(profile.levels, profile.mean, profile.std, profile.eval_std)
 
 
 def _start_array(scenario: Scenario, n: int,

@@ -34,7 +34,7 @@ import numpy as np
 
 from depl_fl.contract import draws
 from depl_fl.contract.plan import RoundDecision
-from depl_fl.contract.semantics import final_map, judged_reaches
+from depl_fl.contract.semantics import final_map, judged_reaches, walk_moments
 from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import start_moments_of
 from depl_fl.planner.resources import Option, block_costs
@@ -381,8 +381,6 @@ def _switch(ctx: PlanContext, source: str | None, target: str, losses: np.ndarra
 
 def _run(scen, model: str, losses: np.ndarray, scale: tuple[float, float],
          rng: np.random.Generator) -> np.ndarray:
-    prof = scen.loss.run[model]
-    mu = np.interp(losses, prof.levels, prof.mean)
-    sigma = prof.walk_std_at(losses)  # version 2: without the evaluation noise
+    mu, sigma = walk_moments(scen.loss.run[model], losses)  # version 2: without the evaluation noise
     x = draws.standard_normal(rng, losses.shape)
     return np.maximum(losses - (mu * scale[0] + sigma * scale[1] * x), 0.0)

@@ -137,6 +137,27 @@ def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compr
     return model
 
 
+def loaded_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
+    """:func:`variant_model`'s network and weights, loaded into the process's cached sub-network.
+
+    No copy of the network is made: the result is valid until the next load
+    into the same variant (another call, or a client's local update in this
+    process), so it is for a use that ends before, such as a central
+    evaluation. ``set_state`` overwrites every entry, so nothing of an
+    earlier load remains.
+    """
+    from depl_fl.task.models import set_state
+    from depl_fl.task.slicing import extract
+    from depl_fl.task.subnets import cached_skeleton, network_layout
+
+    model = cached_skeleton(geometry, compression)
+    if compression == 0.0:
+        set_state(model, state)
+        return model
+    set_state(model, extract(state, network_layout(geometry).structure(state, compression)))
+    return model
+
+
 def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
                 x: np.ndarray, y: np.ndarray, loss: str | None = None) -> float:
     """Standard deviation of the per-sample loss of variant ``compression`` on ``(x, y)``.

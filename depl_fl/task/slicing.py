@@ -176,6 +176,11 @@ class SubnetLayout:
     axes: tuple[Axis, ...]
 
     @property
+    def sliced_layers(self) -> frozenset[str]:
+        """Names of the layers with an entry a variant slices (``""``: the network's own parameters)."""
+        return frozenset(axis.entry.rpartition(".")[0] for axis in self.axes)
+
+    @property
     def num_channels(self) -> int:
         """Total number of prunable channels over all groups."""
         return sum(g.width for g in self.groups)

@@ -29,7 +29,7 @@ import contextlib
 import copy
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,18 +100,19 @@ def _check_forward(model: nn.Module, x: torch.Tensor, name: str) -> None:
 
     A forward that fails on the dataset's input (too small an image for its
     poolings, a wrong channel count) is the user's network, not a tracing
-    problem, and is reported as such.
+    problem, and is reported as such. Checked in the model's current mode.
     """
+    mode = "training" if model.training else "evaluation"
     try:
         with torch.no_grad():
             out = model(x)
     except Exception as exc:  # user code: report it in one line
         raise ScenarioError(f"model {name}: its forward fails on an input of shape {tuple(x.shape[1:])} "
-                            f"({_first_line(exc)})") from None
+                            f"in {mode} mode ({_first_line(exc)})") from None
     if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != x.shape[0]:
         got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"shape {tuple(out.shape)}"
         raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
-                            f"(batch {x.shape[0]}), got {got}")
+                            f"(batch {x.shape[0]}) in {mode} mode, got {got}")
 
 
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
@@ -123,12 +124,180 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
 
 
 def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
-    """The dependency graph and its prunable groups (output layer ignored, width >= 2)."""
+    """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
+
+    Channels an attention reads or writes are kept whole (see :func:`_attention_modules`).
+    """
     dg = _dependency_graph(model, x)
     out = output_layer(model, x)
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
-              if len(g[0].idxs) >= 2]
-    return dg, groups
+              if len(g[0].idxs) >= 2 and _tracked(dg, g)]
+    attention = _attention_modules(groups)
+    return dg, [g for g in groups if not any(item.dep.target.module in attention for item in g.items)]
+
+
+def _is_parameter(item: Any) -> bool:
+    """Whether a group item is a parameter outside any layer torch-pruning knows (a layer scale)."""
+    return isinstance(item.dep.target.module, nn.Parameter)
+
+
+def _pruned_size(dg: Any, item: Any) -> int | None:
+    """The size of the dimension ``item``'s pruning function shrinks (None for an operation)."""
+    target = item.dep.target
+    if _is_parameter(item):
+        return int(target.module.shape[target.pruning_dim])
+    if not isinstance(target.module, nn.Module) or not _own_entries(target.module):
+        return None
+    size = (dg.get_out_channels(target) if dg.is_out_channel_pruning_fn(item.dep.handler)
+            else dg.get_in_channels(target))
+    return None if size is None else int(size)
+
+
+def _tracked(dg: Any, group: Any) -> bool:
+    """Whether every member's indices fit the dimension it prunes.
+
+    torch-pruning follows channels through views and permutations as if they
+    stayed on one axis; a transpose that moves another axis under a layer (an
+    MLP-Mixer's token-mixing linear reads the patches, not the channels)
+    couples sizes that do not match. Such a group is kept whole; one whose
+    sizes happen to match is caught by the Check step (:func:`check_variants`).
+    So is a group split along its channels (``torch.chunk``, ``torch.split``:
+    a GLU gate, ShuffleNetV2's halves), whose pieces torch-pruning 1.6.1 does
+    not prune consistently.
+    """
+    for item in group.items:
+        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT:
+            return False
+        size = _pruned_size(dg, item)
+        if size is not None and len(item.idxs) and max(item.idxs) >= size:
+            return False
+    return True
+
+
+def _wrapped(module: nn.Module) -> bool:
+    """Whether torch-pruning prunes ``module``'s own entries itself (a convolution, a BatchNorm...)."""
+    tp = _tp()
+    kind = tp.ops.module2type(module)
+    return kind in tp.pruner.function.PrunerBox and kind != tp.ops.OPTYPE.ELEMENTWISE
+
+
+def _traced_buffers(model: nn.Module, x: torch.Tensor) -> list[str]:
+    """Turn per-channel buffers of the user's own modules into parameters, so that tracing sees them.
+
+    A fixed per-channel scale (``register_buffer("scale", torch.ones(C))``)
+    reaches the autograd graph only as a parameter; torch-pruning then slices
+    it with its channels like a layer scale. Buffers of layers it knows
+    (BatchNorm's statistics) and non-persistent buffers stay as they are.
+    A forward that cannot run with them as parameters (one that updates a
+    buffer in place) keeps them all as buffers. ``model`` is in evaluation
+    mode. Returns their names, for :func:`_restore_buffers`.
+    """
+    order = _buffer_order(model)
+    names = _buffers_to_parameters(model)
+    if names:
+        try:
+            with torch.enable_grad():
+                model(x)
+        except Exception:  # user code that needs its buffers as buffers: trace them as constants
+            _restore_buffers(model, names, order)
+            return []
+    return names
+
+
+def _buffers_to_parameters(model: nn.Module) -> list[str]:
+    names = []
+    for prefix, module in model.named_modules():
+        if _wrapped(module):
+            continue
+        for key, buf in list(module._buffers.items()):
+            if (buf is None or not buf.is_floating_point() or buf.dim() == 0
+                    or key in module._non_persistent_buffers_set):
+                continue
+            del module._buffers[key]
+            module.register_parameter(key, nn.Parameter(buf.detach().clone()))
+            names.append(f"{prefix}.{key}" if prefix else key)
+    return names
+
+
+def _restore_buffers(model: nn.Module, names: list[str], order: dict[str, list[str]]) -> None:
+    """Undo :func:`_traced_buffers` (keeping any pruning), each module's buffers in their first order."""
+    for full in names:
+        prefix, _, key = full.rpartition(".")
+        module = model.get_submodule(prefix) if prefix else model
+        tensor = module._parameters.pop(key).detach()
+        module._buffers[key] = tensor
+        module._buffers = {k: module._buffers[k] for k in order[prefix] if k in module._buffers}
+
+
+def _buffer_order(model: nn.Module) -> dict[str, list[str]]:
+    return {prefix: list(module._buffers) for prefix, module in model.named_modules()}
+
+
+@contextlib.contextmanager
+def _buffers_as_parameters(model: nn.Module, x: torch.Tensor) -> Iterator[Callable[[nn.Module], None]]:
+    """Per-channel buffers traced as parameters inside the block, buffers again after it.
+
+    Yields a function that restores them in a copy made inside the block.
+    """
+    order = _buffer_order(model)
+    names = _traced_buffers(model, x)
+    try:
+        yield lambda copy_: _restore_buffers(copy_, names, order)
+    finally:
+        _restore_buffers(model, names, order)
+
+
+#: Autograd nodes of matrix products: an attention's ``Q K^T`` and ``A V`` when both factors are activations.
+_PRODUCTS = frozenset({"MmBackward0", "BmmBackward0", "BaddbmmBackward0", "AddmmBackward0",
+                       "AddbmmBackward0", "MvBackward0", "DotBackward0"})
+#: Autograd nodes that only reshape, reorder, copy or select one input (a weight stays a weight through them).
+_VIEWS = ("TBackward", "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "ExpandBackward",
+          "TransposeBackward", "PermuteBackward", "CloneBackward", "SqueezeBackward", "UnsqueezeBackward",
+          "ToCopyBackward", "SliceBackward", "SelectBackward", "UnbindBackward", "SplitBackward")
+
+
+def _from_parameter(fn: Any) -> bool:
+    """Whether an autograd input is a parameter, possibly reshaped or sliced (a layer's weight)."""
+    while fn is not None:
+        if type(fn).__name__ == "AccumulateGrad":
+            return True
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        if not fn.name().startswith(_VIEWS) or len(inputs) != 1:
+            return False
+        fn = inputs[0]
+    return False
+
+
+def _is_attention_node(node: Any) -> bool:
+    """A fused attention kernel or a product of two activations (not a layer's weight times its input)."""
+    fn = node.grad_fn
+    name = fn.name() if fn is not None and hasattr(fn, "name") else ""
+    if "Attention" in name:
+        return True
+    if name not in _PRODUCTS:
+        return False
+    factors = [f for f, _ in fn.next_functions if f is not None]
+    return sum(not _from_parameter(f) for f in factors) >= 2
+
+
+def _attention_modules(groups: list[Any]) -> set[nn.Module]:
+    """The layers of every attention: those in a group whose channels an attention product reads.
+
+    For ``nn.MultiheadAttention`` that is the module itself (its fused
+    projections read and write the embedding); for an attention written by
+    hand, the query, key and value projections and the output projection.
+    Every group holding one of these layers is kept whole: the embedding they
+    read and write as well as the query, key and value channels.
+    """
+    layers: set[nn.Module] = set()
+    for group in groups:
+        modules = [item.dep.target.module for item in group.items]
+        fused = [m for m in modules if isinstance(m, nn.MultiheadAttention)]
+        if fused:  # torch-pruning couples its inner products to the embedding: the module alone counts
+            layers.update(fused)
+        elif any(_is_attention_node(item.dep.target) for item in group.items):
+            layers.update(m for m in modules if isinstance(m, ROOT_TYPES))
+    return layers
 
 
 def _group_multiple(group: Any) -> int:
@@ -223,7 +392,29 @@ def _probe(module: nn.Module, handler: Any, idxs: list[int], name: str) -> list[
                                 f"{getattr(handler, '__name__', handler)} does not remove whole slices "
                                 f"of {key}; this layer cannot be sliced into sub-networks")
         found.append((key, d))
-    return found
+    return found + [(key, 0) for key in _channel_followers(module) if (key, 0) not in found
+                    and any(before[k] == before[key] and d == 0 for k, d in found)]
+
+
+def _channel_followers(module: nn.Module) -> list[str]:
+    """Per-channel buffers of a layer beside per-channel parameters of the same length.
+
+    They follow the channels even where the layer's pruning function leaves
+    them whole (torch-pruning 1.6.1's InstanceNorm pruner and its running
+    statistics); see :func:`_follow_channels`.
+    """
+    lengths = {tuple(p.shape) for p in module.parameters(recurse=False) if p.dim() == 1}
+    return [key for key, buf in module.named_buffers(recurse=False)
+            if buf.is_floating_point() and buf.dim() == 1 and tuple(buf.shape) in lengths]
+
+
+def _follow_channels(model: nn.Module, followers: dict[str, list[str]]) -> None:
+    """Cut each layer's ``followers`` (:func:`_channel_followers`) to the layer's channels, in place."""
+    for name, keys in followers.items():
+        module = model.get_submodule(name) if name else model
+        width = min(int(p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 1)
+        for key in keys:
+            module._buffers[key] = module._buffers[key][:width].clone()
 
 
 def _probe_key(module: nn.Module, handler: Any) -> tuple[Any, ...]:
@@ -264,19 +455,20 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     ScenarioError
         The network cannot be traced or a layer cannot be sliced (one line).
     """
+    state = model.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    dtypes = {k: str(v.detach().cpu().numpy().dtype) for k, v in state.items()}
     was_training = model.training
     model.eval()
     try:
-        dg, groups = _groups(model, x)
+        with _buffers_as_parameters(model, x):
+            dg, groups = _groups(model, x)
     finally:
         model.train(was_training)
     names = {module: name for name, module in model.named_modules()}
     order = {name: i for i, name in enumerate(names.values())}
     # Groups in network order, each named by its first producing layer (readable, deterministic).
     groups = sorted(groups, key=lambda g: order[_root_name(dg, g, names, order)])
-    state = model.state_dict()
-    shapes = {k: tuple(v.shape) for k, v in state.items()}
-    dtypes = {k: str(v.detach().cpu().numpy().dtype) for k, v in state.items()}
     owners: dict[tuple[str, int], np.ndarray] = {}
     reads: dict[tuple[str, int], bool] = {}
     out_groups, offset = [], 0
@@ -286,15 +478,19 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
         width, multiple, blocks = _tied_shape(group)
         for item in group.items:
             module = item.dep.target.module
-            if not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
+            if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
+                name, is_reader = dg._param_to_name[module], False
+                entries = [("", item.dep.target.pruning_dim)]
+            elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
                 continue  # an operation (add, concat, flatten) or a parameter-free layer
-            name, handler = names[module], item.dep.handler
-            key = _probe_key(module, handler)
-            if key not in probed:
-                probed[key] = _probe(module, handler, list(item.idxs), name)
-            is_reader = bool(dg.is_in_channel_pruning_fn(handler))
-            for entry, dim in probed[key]:
-                full = f"{name}.{entry}" if name else entry
+            else:
+                name, handler = names[module], item.dep.handler
+                key = _probe_key(module, handler)
+                if key not in probed:
+                    probed[key] = _probe(module, handler, list(item.idxs), name)
+                entries, is_reader = probed[key], bool(dg.is_in_channel_pruning_fn(handler))
+            for entry, dim in entries:
+                full = ".".join(part for part in (name, entry) if part)
                 size = shapes[full][dim]
                 owner = owners.setdefault((full, dim), np.full(size, -1, dtype=np.int64))
                 ids = offset + np.asarray(item.root_idxs, dtype=np.int64) % width
@@ -311,7 +507,25 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
         offset += width
     axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
                  for (entry, dim), owner in sorted(owners.items()))
+    _refuse_sliced_ties(model, {ax.entry for ax in axes})
     return SubnetLayout(shapes, dtypes, tuple(out_groups), axes)
+
+
+def _refuse_sliced_ties(model: nn.Module, sliced: set[str]) -> None:
+    """One line when one parameter under two names (a tied weight) would lose channels.
+
+    Each entry is sliced on its own, by its own layer's channels, so the two
+    names of a tied weight would be cut, trained and averaged apart; a tie
+    whose channels every variant keeps whole travels as it is.
+    """
+    first: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        other = first.setdefault(id(param), name)
+        if other != name and (other in sliced or name in sliced):
+            raise ScenarioError(f"model {type(model).__name__}: {other} and {name} are one parameter (a tied "
+                                "weight) whose channels a variant would drop; DepL slices every entry by its "
+                                "own layer's channels and cannot keep the tie: untie them, or use "
+                                "model.compressions=[0]")
 
 
 @dataclass(frozen=True)
@@ -400,6 +614,8 @@ def _base(net: Network) -> nn.Module:
         _check_forward(model.eval(), example_batch(input_shape_of(net)), _name(net))
     finally:
         model.train(was_training)
+    # Training mode on a copy (BatchNorm statistics move); two samples, as BatchNorm needs.
+    _check_forward(copy.deepcopy(model).train(), example_batch(input_shape_of(net), batch=2), _name(net))
     return model
 
 
@@ -416,21 +632,26 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
     todo = sorted({float(c) for c in compressions if c > 0 and (net, float(c)) not in _SKELETONS})
     if not todo:
         return
-    model = copy.deepcopy(_base(net))
-    with one_thread():
-        model.eval()
-        dg, groups = _groups(model, example_batch(input_shape_of(net)))
+    model = copy.deepcopy(_base(net)).eval()
+    x = example_batch(input_shape_of(net))
+    with one_thread(), _buffers_as_parameters(model, x) as restore:
+        dg, groups = _groups(model, x)
         names = {module: name for name, module in model.named_modules()}
         modules = dict(model.named_modules())
         roots = [(names[g[0].dep.target.module], g[0].dep.handler, g) for g in groups]
         current = {root: len(g[0].idxs) for root, _, g in roots}
+        followers = {name: keys for name, module in model.named_modules()
+                     if (keys := _channel_followers(module))}
         for compression in todo:
             for root, handler, group in roots:
                 k = _kept_channels(group, compression)
                 if k < current[root]:
                     dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
                     current[root] = k
-            _SKELETONS[(net, compression)] = copy.deepcopy(model).train()
+            skeleton = copy.deepcopy(model)
+            restore(skeleton)
+            _follow_channels(skeleton, followers)
+            _SKELETONS[(net, compression)] = skeleton.train()
 
 
 def _skeleton(net: Network, compression: float) -> nn.Module:
@@ -481,7 +702,8 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
 
 
 #: What to change when a pruned forward fails (a size written into the forward).
-SIZE_HINT = "compute sizes from the tensor (e.g. torch.flatten(x, 1)) instead of hard-coding them"
+SIZE_HINT = ("compute sizes from the tensor (e.g. torch.flatten(x, 1)) instead of hard-coding them, and "
+             "let no transpose move another axis (tokens) under a layer that reads these channels")
 #: What to change when a pruned forward runs but computes another function.
 REORDER_HINT = ("a forward that reorders channels outside its layers (e.g. a channel shuffle) "
                 "cannot lose channels")
@@ -492,6 +714,7 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
     probe = (copy.deepcopy(_base(geo)) if seed == 0 else full_network(geo, seed=seed)).eval()
     state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
     x = example_batch(input_shape_of(geo))
+    sliced = layout.sliced_layers
     for compression in compressions:
         if compression <= 0:
             continue
@@ -500,10 +723,10 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
         try:
             _load(sub, extract(state, structure))
             with torch.no_grad():
-                got = without_channel_statistics(sub.eval())(x)
+                got = without_channel_statistics(sub.eval(), sliced)(x)
             _load(probe, silence(state, layout, structure))
             with torch.no_grad():
-                want = without_channel_statistics(probe)(x)
+                want = without_channel_statistics(probe, sliced)(x)
             ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
             problem = None if ok else "its sub-network computes another function than the silenced network"
             hint = REORDER_HINT if got.shape == want.shape else SIZE_HINT
@@ -545,21 +768,26 @@ class _ElementAffine(nn.Module):
         return x
 
 
-def without_channel_statistics(model: nn.Module) -> nn.Module:
-    """``model`` with every GroupNorm and LayerNorm reduced to its elementwise affine part (a copy).
+def without_channel_statistics(model: nn.Module, layers: Collection[str] | None = None) -> nn.Module:
+    """``model`` with its GroupNorm and LayerNorm layers reduced to their elementwise affine part (a copy).
 
     These layers normalise with statistics over several channels: a silenced
     channel still counts (as zeros) in the full network's statistics and is
     absent from the sub-network's, so the two compute different functions by
     construction, not by a slicing error. Without the statistics the
-    comparison checks the slicing alone. ``model`` itself is returned when it
-    has no such layer.
+    comparison checks the slicing alone. With ``layers``, only the named ones
+    are reduced (those over pruned channels; one over channels kept whole,
+    such as a transformer's embedding, is compared exactly). ``model`` itself
+    is returned when nothing is reduced.
     """
-    if not any(isinstance(m, (nn.GroupNorm, nn.LayerNorm)) for m in model.modules()):
+    def reduced(name: str, module: nn.Module) -> bool:
+        return isinstance(module, (nn.GroupNorm, nn.LayerNorm)) and (layers is None or name in layers)
+
+    if not any(reduced(name, m) for name, m in model.named_modules()):
         return model
     out = copy.deepcopy(model)
     for name, module in list(out.named_modules()):
-        if isinstance(module, (nn.GroupNorm, nn.LayerNorm)):
+        if reduced(name, module):
             affine = _ElementAffine(module.weight, module.bias, isinstance(module, nn.GroupNorm))
             parent_name, _, child = name.rpartition(".")
             setattr(out.get_submodule(parent_name) if parent_name else out, child, affine)
@@ -571,6 +799,7 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     x = example_batch(input_shape_of(geo))
     for group in layout.groups:
         net = copy.deepcopy(_base(geo)).eval()
+        _traced_buffers(net, x)
         dg, groups = _groups(net, x)
         names = {module: name for name, module in net.named_modules()}
         order = {name: i for i, name in enumerate(names.values())}

@@ -11,7 +11,8 @@ about 2.4 to below 1 within three FedAvg rounds. Mini-batch order comes from a
 generator seeded with ``seed``, so a call is deterministic for a given seed,
 model state and thread count. Setting the number of torch threads is the
 caller's job. The loss is cross-entropy unless ``loss_fn`` gives a user's
-per-sample loss (:mod:`depl_fl.task.losses`).
+per-sample loss (:mod:`depl_fl.task.losses`). A network whose BatchNorm cannot
+normalise a single sample never trains on a batch of one (:func:`batch_starts`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,46 @@ def _as_tensors(
     if xt.shape[0] != yt.shape[0]:
         raise ScenarioError(f"x has {xt.shape[0]} samples but y has {yt.shape[0]}")
     return xt, yt
+
+
+def batch_starts(n: int, batch_size: int, fold_single: bool) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` of every mini-batch of ``n`` samples.
+
+    With ``fold_single``, a last batch of one sample joins the one before it:
+    BatchNorm cannot normalise a single sample in training (one value per
+    channel after a flatten or a global pooling), so a partition of
+    ``k * batch_size + 1`` samples would fail its last step.
+    """
+    bounds = [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
+    if fold_single and len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] == 1:
+        bounds[-2:] = [(bounds[-2][0], n)]
+    return bounds
+
+
+def one_sample_breaks_batch_norm(model: nn.Module, x_one: torch.Tensor) -> bool:
+    """Whether a BatchNorm of ``model`` sees one value per channel for one sample.
+
+    Such a layer cannot train on a batch of one (after a flatten or a global
+    pooling); a BatchNorm over a feature map can, and its batches stay as they
+    are. The probe is one evaluation-mode forward without gradients, so no
+    running statistic moves.
+    """
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return False
+    values: list[int] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, inp: values.append(int(inp[0][0, 0].numel())))
+             for m in norms]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(x_one)
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
+    return 1 in values
 
 
 def train_local(
@@ -89,10 +130,12 @@ def train_local(
     model.train()
     total, count = 0.0, 0
     start = time.perf_counter()
+    fold = n > batch_size and n % batch_size == 1 and one_sample_breaks_batch_norm(model, xt[:1])
+    bounds = batch_starts(n, batch_size, fold)
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen)
-        for i in range(0, n, batch_size):
-            idx = order[i:i + batch_size]
+        for i, stop in bounds:
+            idx = order[i:stop]
             for p in params:
                 p.grad = None
             loss = _batch_loss(model(xt[idx]), yt[idx], loss_fn)

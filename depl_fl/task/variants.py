@@ -1,10 +1,15 @@
 """Cost of a model variant (full or compressed) for the scenario's ``models``.
 
 Measured on the sub-network itself (:func:`depl_fl.task.subnets.build_skeleton`),
-whatever the network. FLOPs are counted, not timed: forward hooks on every
-convolution and linear layer count multiply-accumulates (MACs) on one dummy
-sample; ``FLOPs = 2 * MACs`` (bias adds, BatchNorm, activations, residual adds
-and pooling are ignored: a few percent at most). One training step costs about
+whatever the network. FLOPs are counted, not timed: torch's ``FlopCounterMode``
+counts the multiply-accumulates (MACs) of every convolution and matrix product
+of one forward pass of one dummy sample (a linear layer applied to every token
+or pixel counts once per token, an attention's ``Q K^T`` and ``A V`` products
+count as well, fused or written by hand); ``FLOPs = 2 * MACs`` (bias adds,
+normalisation, softmax, activations, residual adds and pooling are ignored: a
+few percent at most). The pass runs with gradients enabled so that no fused
+inference kernel (``nn.TransformerEncoderLayer``'s fast path) hides its
+products from the counter. One training step costs about
 3x the forward pass (forward + gradient w.r.t. activations + gradient w.r.t.
 weights, each about one forward), so ``train_flops_per_sample = 3 * 2 * MACs``.
 The size is the byte count of the sub-network's state entries at their own
@@ -21,6 +26,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from depl_fl.task.geometry import TaskGeometry
 
@@ -43,26 +49,27 @@ def forward_macs(model: nn.Module, in_channels: int, image_size: int) -> int:
 
 
 def sample_macs(model: nn.Module, sample_shape: tuple[int, ...]) -> int:
-    """Multiply-accumulates of one forward pass of one sample of ``sample_shape`` through ``model``."""
-    total = 0
+    """Multiply-accumulates of one forward pass of one sample of ``sample_shape`` through ``model``.
 
-    def hook(module: nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
-        nonlocal total
-        if isinstance(module, nn.modules.conv._ConvNd):
-            per_output = (module.in_channels // module.groups) * int(torch.tensor(module.kernel_size).prod())
-            total += output[0].numel() * per_output
-        else:
-            total += module.in_features * module.out_features
+    Convolutions and every matrix product (linear layers, attention) count;
+    see the module docstring.
+    """
+    with torch.enable_grad(), FlopCounterMode(display=False, custom_mapping=_ATTENTION_KERNELS) as counter:
+        model(torch.zeros(1, *sample_shape))
+    return int(counter.get_total_flops()) // 2
 
-    handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear))]
-    try:
-        with torch.no_grad():
-            model(torch.zeros(1, *sample_shape))
-    finally:
-        for h in handles:
-            h.remove()
-    return total
+
+def _attention_flops(query_shape: tuple[int, ...], key_shape: tuple[int, ...],
+                     value_shape: tuple[int, ...], *_args: Any, out_shape: Any = None, **_kwargs: Any) -> int:
+    """FLOPs of a fused scaled-dot-product attention: its ``Q K^T`` and ``A V`` products."""
+    return int(sdpa_flop_count(query_shape, key_shape, value_shape))
+
+
+#: Fused attention kernels torch's counter has no formula for (the CPU ones).
+_ATTENTION_KERNELS = {getattr(torch.ops.aten, name): _attention_flops
+                      for name in ("_scaled_dot_product_flash_attention_for_cpu",
+                                   "_scaled_dot_product_fused_attention_overrideable")
+                      if hasattr(torch.ops.aten, name)}
 
 
 def measure_variant(

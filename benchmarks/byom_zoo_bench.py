@@ -1,0 +1,105 @@
+"""Networks users bring, through the job a user runs: each trains with bytes as modelled, or is refused.
+
+For every network of the zoo (``tests/user_nets.py``), one short DepL job
+(``python -m depl_fl.main model=custom model.factory=tests.user_nets:NAME``,
+4 clients in process, 3 exploration rounds then the plan) on the bundled
+8x8 digits. Recorded per network: the exit status (0: target reached or plan
+run, 3: no dependable plan, both after training rounds; 2: refused before
+the first round), the refusal's one line, whether stderr holds a traceback,
+the variants' sizes, and per round the measured bytes (``bytes_down``,
+``bytes_up``) against the modelled ones. Writes
+``benchmarks/results/byom_zoo/zoo.{md,json}``.
+
+Usage: ``python benchmarks/byom_zoo_bench.py [--networks NAME ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "byom_zoo"
+NETWORKS = ["convnext_net", "mobilenet_v3_tiny", "efficientnet_tiny", "cls_token_vit", "separate_qkv_vit",
+            "mixer_net", "mixer_net_square", "unet_tiny", "spatial_attention_net", "token_linear_net",
+            "loop_tied_net", "channel_buffer_net", "conv_lstm_net", "row_lstm", "detach_net",
+            "detached_layer_net", "no_grad_layer_net", "inplace_net", "shaped_scale_net", "gated_net",
+            "split_net",
+            "tracked_instance_norm_net", "counting_net", "non_persistent_buffer_net", "transpose_tied_net",
+            "parameter_matmul_net", "shared_weight_net", "aux_head_net"]
+COMMON = ["num_clients=4", "simulation=inprocess", "profile.explore.rounds=3", "profile.explore.max_rounds=3",
+          "profile.explore.switch_rounds=[2]", "target.loss=1.0", "target.prob=0.8", "target.max_rounds=12",
+          "tracking.enabled=false", "output.plot=false", "model=custom", "model.compressions=[0.0,0.5,0.75]"]
+
+
+def run_job(name: str, work: Path) -> dict:
+    """One job; its exit status, its ``depl-fl:`` lines, a traceback flag and its rounds."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "depl_fl.main", *COMMON,
+                           f"model.factory=tests.user_nets:{name}", f"hydra.run.dir={work}",
+                           f"profile.cache_dir={work / 'cache'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    results = work / "results.json"
+    doc = json.loads(results.read_text()) if results.exists() else {}
+    return {"rc": proc.returncode, "traceback": "Traceback" in proc.stderr,
+            "lines": [line for line in proc.stderr.splitlines() if line.startswith("depl-fl:")],
+            "rounds": doc.get("rounds", []), "models": (doc.get("scenario") or {}).get("models", [])}
+
+
+def summarise(name: str, job: dict) -> dict:
+    """Outcome, sizes and the largest bytes deviation of a job's rounds."""
+    rounds = [r for r in job["rounds"] if "bytes_down" in r]
+    dev = max((abs(r[f"bytes_{d}"] - r[f"modelled_bytes_{d}"]) / r[f"modelled_bytes_{d}"]
+               for r in rounds for d in ("down", "up")), default=None)
+    outcomes = {0: "trains", 3: "trains (no dependable plan)", 2: "refused"}
+    outcome = outcomes.get(job["rc"], f"exit {job['rc']}")
+    return {"network": name, "rc": job["rc"], "outcome": outcome, "traceback": job["traceback"],
+            "message": job["lines"][-1] if job["rc"] == 2 and job["lines"] else "",
+            "sizes": {m["id"]: int(m["size_bytes"]) for m in job["models"]}, "rounds": len(rounds),
+            "compressed_rounds": sum(r["model"] != "full" for r in rounds),
+            "last_loss": rounds[-1]["loss"] if rounds else None, "max_deviation": dev}
+
+
+def table(rows: list[dict]) -> list[str]:
+    lines = ["| network | outcome | full / p50 / p75 bytes | rounds (with a compressed variant) | last loss "
+             "| largest bytes deviation | refusal |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sizes = " / ".join(f"{r['sizes'][m]:,}" for m in ("full", "p50", "p75") if m in r["sizes"])
+        dev = "" if r["max_deviation"] is None else f"{100 * r['max_deviation']:.2f}%"
+        loss = "" if r["last_loss"] is None else f"{r['last_loss']:.3f}"
+        outcome = r["outcome"] + (" **traceback**" if r["traceback"] else "")
+        lines.append(f"| `{r['network']}` | {outcome} | {sizes} | {r['rounds']} ({r['compressed_rounds']}) "
+                     f"| {loss} | {dev} | {r['message'].replace('|', '/')} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", nargs="+", default=NETWORKS)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, name in enumerate(args.networks):
+            rows.append(summarise(name, run_job(name, Path(tmp) / f"job{i}")))
+            print(rows[-1]["network"], rows[-1]["outcome"], rows[-1]["max_deviation"], flush=True)
+    lines = ["# Networks users bring: trained with bytes as modelled, or refused in one line", "",
+             "One short DepL job per network (`python -m depl_fl.main model=custom "
+             "model.factory=tests.user_nets:NAME`, " + " ".join(f"`{o}`" for o in COMMON[:-2])
+             + ", variants 0, 0.5, 0.75) on the bundled 8x8 digits. Bytes: every round's measured "
+             "`bytes_down`/`bytes_up` against the modelled `modelled_bytes_down`/`_up` (the variant's "
+             "`size_bytes` per planned client). Exit 3 (no dependable plan) comes after the "
+             "exploration rounds, which train every variant.", "", *table(rows), "",
+             "Command: `python benchmarks/byom_zoo_bench.py`"]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "zoo.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (OUT / "zoo.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
