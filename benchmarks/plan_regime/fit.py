@@ -30,6 +30,10 @@ from its best point (``--restarts``), keeps it inside the constants' valid range
 (``--fixed``). The score is deterministic: every run's Monte Carlo has its own
 seed; the Student-t draws change with ``oscillation_dof`` in jumps (a rejection
 sampler), so the score is not smooth in that constant.
+With ``--rate-steps`` (a prototype, fit-side only: the contract and the planner do not read it) a
+set's rate also scales with ``(mean n_S / mean n)**rate_steps_exponent``, the mean local SGD steps of its
+clients against the federation's (the exploration's rounds run on clients of the federation's mean size),
+and ``rate_steps_exponent`` is fitted with the other constants; without it every figure is unchanged.
 Writes ``fit.md`` and ``fit.json``.
 """
 
@@ -55,6 +59,8 @@ JOBS: list = []
 TRAJECTORIES = 600
 #: Horizon groups of the coverage table (upper bound in rounds, label).
 HORIZON_GROUPS = ((5, "K<=5"), (16, "K 6-16"), (40, "K 17-40"), (80, "K 41-80"), (10**9, "K>80"))
+#: The prototype's constant: a set's rate scales with its clients' mean local steps to this power.
+STEPS_KEY = "rate_steps_exponent"
 
 
 class Job:
@@ -70,6 +76,11 @@ class Job:
         self.profiler, obs, fresh, self.properties = FederatedProfiler.restored(self.cfg, cached)
         self.measured = self.profiler.measured_fit(obs, fresh, self.properties)
         self.runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*_*.json"))]
+        self.samples = {c["id"]: int(c["num_samples"]) for c in self.scenario_doc["clients"]}
+
+    def steps_ratio(self, clients: list[str]) -> float:
+        """Mean local SGD steps of ``clients`` over the federation's (epochs and batch size are shared)."""
+        return float(np.mean([self.samples[c] for c in clients]) / np.mean(list(self.samples.values())))
 
     def scenario(self, regime, rate_factor: float | dict[str, float] = 1.0):
         """The job's scenario with the profile refitted under ``regime`` (None: exploration only).
@@ -79,14 +90,16 @@ class Job:
         """
         from depl_fl.contract.scenario import scenario_from_dict
 
+        return scenario_from_dict({**self.scenario_doc, "loss": self.loss_doc(regime, rate_factor)})
+
+    def loss_doc(self, regime, rate_factor: float | dict[str, float] = 1.0) -> dict:
+        """The loss document of :meth:`scenario`."""
         loss = self.profiler.finish_fit(self.measured, self.properties, regime)
         factors = rate_factor if isinstance(rate_factor, dict) else dict.fromkeys(loss["run"], rate_factor)
         if any(v != 1.0 for v in factors.values()):
             loss = {**loss, "run": {m: {**r, "mean": [v * factors.get(m, 1.0) for v in r["mean"]]}
                                     for m, r in loss["run"].items()}}
-        doc = dict(self.scenario_doc)
-        doc["loss"] = {**loss, "initial": self.scenario_doc["loss"]["initial"]}
-        return scenario_from_dict(doc)
+        return {**loss, "initial": self.scenario_doc["loss"]["initial"]}
 
 
 def load_jobs(bank: str | Path, settings: list[str]) -> list[Job]:
@@ -95,20 +108,36 @@ def load_jobs(bank: str | Path, settings: list[str]) -> list[Job]:
             if (folder / "job.json").exists()]
 
 
-def predictions(job: Job, regime, rate_factor: float = 1.0) -> list[tuple[dict, int, np.ndarray]]:
+def predictions(job: Job, regime, rate_factor: float = 1.0,
+                steps_exponent: float = 0.0) -> list[tuple[dict, int, np.ndarray]]:
     """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job`` (its learning
-    curve's rate scaled by ``rate_factor``, as :meth:`Job.scenario`)."""
-    return scenario_predictions(job, job.scenario(regime, rate_factor))
+    curve's rate scaled by ``rate_factor``, as :meth:`Job.scenario`, and with ``steps_exponent`` not 0 by
+    each run's :meth:`Job.steps_ratio` to that power)."""
+    if steps_exponent == 0.0:
+        return scenario_predictions(job, job.scenario(regime, rate_factor))
+    from depl_fl.contract.scenario import scenario_from_dict
+
+    base = job.loss_doc(regime, rate_factor)
+
+    def per_run(run: dict):
+        factor = job.steps_ratio(run["clients"]) ** steps_exponent
+        run_profiles = {m: {**r, "mean": [v * factor for v in r["mean"]]} for m, r in base["run"].items()}
+        loss = {**base, "run": run_profiles}
+        return scenario_from_dict({**job.scenario_doc, "loss": loss})
+
+    return scenario_predictions(job, per_run)
 
 
 def scenario_predictions(job: Job, scen) -> list[tuple[dict, int, np.ndarray]]:
     """``(run, K, predicted judged losses)`` for every usable run and horizon of ``job`` under the
-    scenario ``scen`` (the job's, with a profile of the caller's)."""
+    scenario ``scen`` (the job's, with a profile of the caller's; a callable: each run's own)."""
     from depl_fl.contract.plan import RoundDecision
     from depl_fl.contract.semantics import iter_round_losses, judged_losses, set_coverage
 
     out = []
+    scenario_of = scen if callable(scen) else (lambda run: scen)
     for index, run in enumerate(job.runs):
+        scen = scenario_of(run)
         cov = set_coverage(scen, tuple(run["clients"]))
         if cov is not None and cov[1] > 0.0:
             continue  # a set that leaves a class unseen: outside the measured range
@@ -146,7 +175,8 @@ def regime_of(values: dict):
 def _job_losses(task: tuple[int, dict | None]) -> list[float]:
     index, values = task
     regime = None if values is None else regime_of(values)
-    return [pinball(s, run["test"][k - 1]) for run, k, s in predictions(JOBS[index], regime)]
+    steps = 0.0 if values is None else float(values.get(STEPS_KEY, 0.0))
+    return [pinball(s, run["test"][k - 1]) for run, k, s in predictions(JOBS[index], regime, 1.0, steps)]
 
 
 def score(values: dict | None, pool) -> float:
@@ -160,12 +190,12 @@ def score(values: dict | None, pool) -> float:
     return float(np.mean([v for part in losses for v in part]))
 
 
-def coverage_table(jobs: list[Job], regime) -> dict:
+def coverage_table(jobs: list[Job], regime, steps_exponent: float = 0.0) -> dict:
     """Coverage of the predicted quantiles, PIT deciles and the PIT's mean probit (0 when the
     centre is right, above 0 when the runs end worse than predicted), overall and per group."""
     groups: dict[str, list] = {}
     for job in jobs:
-        for run, k, samples in predictions(job, regime):
+        for run, k, samples in predictions(job, regime, 1.0, steps_exponent):
             y = run["test"][k - 1]
             row = [float(y <= np.quantile(samples, t)) for t in (0.8, 0.9, 0.95)]
             row.append(float(np.mean(samples <= y)))
@@ -188,7 +218,7 @@ def coverage_table(jobs: list[Job], regime) -> dict:
 #: Where each fitted constant is valid (the optimiser's box; the plan regime refuses values outside it).
 BOUNDS = {"power": (1.001, None), "floor": (0.0, None), "rate_exponent": (0.0, None),
           "noise_exponent": (0.0, None), "oscillation": (1e-4, None), "judged_error_factor": (0.0, None),
-          "oscillation_dof": (2.05, None)}
+          "oscillation_dof": (2.05, None), STEPS_KEY: (None, None)}
 
 
 def optimise(start: dict, pool, max_evals: int = 160, restarts: int = 0, fixed: tuple[str, ...] = (),
@@ -202,7 +232,7 @@ def optimise(start: dict, pool, max_evals: int = 160, restarts: int = 0, fixed: 
     """
     from scipy.optimize import minimize
 
-    free = [k for k in FITTED if k not in fixed]
+    free = [k for k in (*FITTED, STEPS_KEY) if k in start and k not in fixed]
 
     def objective(x: np.ndarray) -> float:
         value = score({**start, **dict(zip(free, x, strict=True))}, pool)
@@ -256,25 +286,31 @@ def main() -> None:
                         help="comma-separated constants kept at their configured values (--fit)")
     parser.add_argument("--overrides", default="",
                         help="Hydra overrides the constants are composed with (e.g. model=digits_resnet)")
+    parser.add_argument("--rate-steps", type=float, default=None, metavar="START",
+                        help="prototype: fit rate_steps_exponent too, from START (the module docstring)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "plan_regime"))
     args = parser.parse_args()
     from depl_fl.runs.runconfig import compose_config
 
     settings = args.settings.split(",")
     fixed = tuple(name for name in args.fixed.split(",") if name)
-    unknown = [name for name in fixed if name not in FITTED]
+    unknown = [name for name in fixed if name not in (*FITTED, STEPS_KEY)]
     if unknown or args.max_evals < 1 or args.restarts < 0:
         parser.exit(2, f"fit.py: --fixed takes {', '.join(FITTED)}; --max-evals >= 1, --restarts >= 0 (got "
                        f"--fixed {args.fixed!r}, --max-evals {args.max_evals}, --restarts {args.restarts})\n")
     JOBS.extend(load_jobs(args.bank, settings))
     configured = dict(compose_config(args.overrides.split())["profile"]["plan_regime"])
+    if args.rate_steps is not None:
+        configured[STEPS_KEY] = args.rate_steps
+    shown = [k for k in (*FITTED, STEPS_KEY) if k in configured]
     with get_context("fork").Pool(args.processes) as pool:
         values = (optimise(configured, pool, args.max_evals, args.restarts, fixed, args.box) if args.fit
                   else configured)
         checks = [("exploration-only profile (plan_regime.enabled: false)", coverage_table(JOBS, None),
                    score(None, pool)),
-                  (f"plan regime {json.dumps({k: values[k] for k in FITTED})}",
-                   coverage_table(JOBS, regime_of(values)), score(values, pool))]
+                  (f"plan regime {json.dumps({k: values[k] for k in shown})}",
+                   coverage_table(JOBS, regime_of(values), float(values.get(STEPS_KEY, 0.0))),
+                   score(values, pool))]
     jobs = JOBS
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
