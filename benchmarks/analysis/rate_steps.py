@@ -57,7 +57,7 @@ def curve_constants(run_profile: dict, power: float) -> tuple[float, float]:
 def run_rows(job, regime, horizon: int) -> list[dict]:
     """One row per usable run of ``job`` (see the module docstring)."""
     from depl_fl.contract.semantics import effective_ratio
-    from depl_fl.tracking.learning_curve import rate_coefficient
+    from depl_fl.tracking.learning_curve import rate_coefficient, ratio_factor
 
     loss = job.profiler.finish_fit(job.measured, job.properties, regime)
     scen = job.scenario(regime)
@@ -84,6 +84,8 @@ def run_rows(job, regime, horizon: int) -> list[dict]:
                 "steps_weighted": float(np.dot(steps, n) / sum(n)),
                 "steps_federation": float(all_steps.mean()), "c_job": c_job,
                 "c_pred": c_job * r_eff ** regime.rate_exponent, "rate_exponent": regime.rate_exponent,
+                "explore_factor": ratio_factor(job.profiler.trajectories[run["model"]][1],
+                                               regime.rate_exponent),
                 "c_real": c_real if c_real > 1e-6 else math.nan, "probits": {}, "drop_ratio": math.nan}
         y = run["test"][k - 1]
         row["probits"][k] = float(fit.pit_probit(np.mean(samples <= y)))
@@ -154,9 +156,11 @@ def policy_table(rows: list[dict]) -> list[dict]:
         part = [r for r in rows if r["setting"] == setting and r["policy"] == policy]
         med = {k: float(np.nanmedian([r[k] for r in part])) for k in
                ("set_size", "r_eff", "steps_mean", "steps_median", "steps_weighted", "c_real", "c_pred",
-                "drop_ratio", "probit_mean")}
+                "drop_ratio", "probit_mean", "explore_factor")}
         out.append({"setting": setting, "policy": policy, "runs": len(part), **med,
-                    "rate_ratio": float(np.nanmedian([r["c_real"] / r["c_pred"] for r in part]))})
+                    "rate_ratio": float(np.nanmedian([r["c_real"] / r["c_pred"] for r in part])),
+                    "rate_ratio_full": float(np.nanmedian([r["c_real"] * r["explore_factor"] / r["c_pred"]
+                                                           for r in part]))})
     return out
 
 
@@ -202,12 +206,14 @@ def markdown(banks: list[dict], horizon: int, command: str) -> str:
             for which in ("both", "r_eff only", "steps only", "both, sample-weighted steps"):
                 lines.append(f"| {target} | {which} | {fmt(reg[target][which])} |")
         lines += ["", "| setting | policy | runs | set | r_eff | steps mean | median | weighted | c_real | "
-                  "c_pred | c_real/c_pred | drop ratio | probit |", "|---" * 13 + "|"]
+                  "c_pred | c_real/c_pred | exploration's mean r**a | c_real/c_pred at r = 1 | drop ratio | "
+                  "probit |", "|---" * 15 + "|"]
         for p in bank["policies"]:
             lines.append(f"| {p['setting']} | {p['policy']} | {p['runs']} | {p['set_size']:.0f} | "
                          f"{p['r_eff']:.4f} | {p['steps_mean']:.1f} | {p['steps_median']:.1f} | "
                          f"{p['steps_weighted']:.1f} | {p['c_real']:.4g} | {p['c_pred']:.4g} | "
-                         f"{p['rate_ratio']:.2f} | {p['drop_ratio']:.2f} | {p['probit_mean']:+.2f} |")
+                         f"{p['rate_ratio']:.2f} | {p['explore_factor']:.3f} | {p['rate_ratio_full']:.2f} | "
+                         f"{p['drop_ratio']:.2f} | {p['probit_mean']:+.2f} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -236,7 +242,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "rate_steps.md").write_text(markdown(banks, args.horizon, command))
     (out / "rate_steps.json").write_text(json.dumps({"command": command, "horizon": args.horizon,
-                                                     "banks": banks}, indent=1, default=float))
+                                                     "banks": banks}, default=float))
     print((out / "rate_steps.md").read_text())
 
 
