@@ -634,7 +634,7 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
         return
     model = copy.deepcopy(_base(net)).eval()
     x = example_batch(input_shape_of(net))
-    with one_thread(), _buffers_as_parameters(model, x) as restore:
+    with one_thread(), _named_refusals(net, model), _buffers_as_parameters(model, x) as restore:
         dg, groups = _groups(model, x)
         names = {module: name for name, module in model.named_modules()}
         modules = dict(model.named_modules())
@@ -672,11 +672,24 @@ def build_skeleton(net: Network, compression: float) -> nn.Module:
     return copy.deepcopy(_skeleton(net, float(compression)))
 
 
+@contextlib.contextmanager
+def _named_refusals(net: Network, model: nn.Module) -> Iterator[None]:
+    """Refusals raised about ``model`` by its class name name the network as the user gave it."""
+    try:
+        yield
+    except ScenarioError as exc:
+        prefix = f"model {type(model).__name__}:"
+        if not str(exc).startswith(prefix) or prefix == f"model {_name(net)}:":
+            raise
+        raise ScenarioError(f"model {_name(net)}:{str(exc)[len(prefix):]}") from None
+
+
 @functools.lru_cache(maxsize=16)
 def network_layout(net: Network) -> SubnetLayout:
     """The layout of the network's state (cached per process: derived once per job)."""
-    with one_thread():
-        return derive_layout(_base(net), example_batch(input_shape_of(net)))
+    base = _base(net)
+    with one_thread(), _named_refusals(net, base):
+        return derive_layout(base, example_batch(input_shape_of(net)))
 
 
 def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
