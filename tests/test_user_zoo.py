@@ -165,7 +165,7 @@ REFUSED = {
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",
-    "shared_weight_net": "a.weight and b.weight are one parameter (a tied weight)",
+    "shared_weight_net": "model tests.user_nets:shared_weight_net: a.weight and b.weight are one parameter",
     "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
 }
 

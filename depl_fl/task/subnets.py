@@ -38,8 +38,10 @@ import torch
 from torch import nn
 
 from depl_fl.errors import ScenarioError
+from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
+from depl_fl.task.traced_buffers import buffers_as_parameters, traced_buffers
 
 #: Layer types whose output channels root a pruning group.
 ROOT_TYPES = (nn.modules.conv._ConvNd, nn.Linear)
@@ -126,13 +128,14 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
 def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
     """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
 
-    Channels an attention reads or writes are kept whole (see :func:`_attention_modules`).
+    Channels an attention reads or writes are kept whole
+    (:func:`depl_fl.task.attention_layers.attention_modules`).
     """
     dg = _dependency_graph(model, x)
     out = output_layer(model, x)
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
               if len(g[0].idxs) >= 2 and _tracked(dg, g)]
-    attention = _attention_modules(groups)
+    attention = attention_modules(groups, ROOT_TYPES)
     return dg, [g for g in groups if not any(item.dep.target.module in attention for item in g.items)]
 
 
@@ -172,132 +175,6 @@ def _tracked(dg: Any, group: Any) -> bool:
         if size is not None and len(item.idxs) and max(item.idxs) >= size:
             return False
     return True
-
-
-def _wrapped(module: nn.Module) -> bool:
-    """Whether torch-pruning prunes ``module``'s own entries itself (a convolution, a BatchNorm...)."""
-    tp = _tp()
-    kind = tp.ops.module2type(module)
-    return kind in tp.pruner.function.PrunerBox and kind != tp.ops.OPTYPE.ELEMENTWISE
-
-
-def _traced_buffers(model: nn.Module, x: torch.Tensor) -> list[str]:
-    """Turn per-channel buffers of the user's own modules into parameters, so that tracing sees them.
-
-    A fixed per-channel scale (``register_buffer("scale", torch.ones(C))``)
-    reaches the autograd graph only as a parameter; torch-pruning then slices
-    it with its channels like a layer scale. Buffers of layers it knows
-    (BatchNorm's statistics) and non-persistent buffers stay as they are.
-    A forward that cannot run with them as parameters (one that updates a
-    buffer in place) keeps them all as buffers. ``model`` is in evaluation
-    mode. Returns their names, for :func:`_restore_buffers`.
-    """
-    order = _buffer_order(model)
-    names = _buffers_to_parameters(model)
-    if names:
-        try:
-            with torch.enable_grad():
-                model(x)
-        except Exception:  # user code that needs its buffers as buffers: trace them as constants
-            _restore_buffers(model, names, order)
-            return []
-    return names
-
-
-def _buffers_to_parameters(model: nn.Module) -> list[str]:
-    names = []
-    for prefix, module in model.named_modules():
-        if _wrapped(module):
-            continue
-        for key, buf in list(module._buffers.items()):
-            if (buf is None or not buf.is_floating_point() or buf.dim() == 0
-                    or key in module._non_persistent_buffers_set):
-                continue
-            del module._buffers[key]
-            module.register_parameter(key, nn.Parameter(buf.detach().clone()))
-            names.append(f"{prefix}.{key}" if prefix else key)
-    return names
-
-
-def _restore_buffers(model: nn.Module, names: list[str], order: dict[str, list[str]]) -> None:
-    """Undo :func:`_traced_buffers` (keeping any pruning), each module's buffers in their first order."""
-    for full in names:
-        prefix, _, key = full.rpartition(".")
-        module = model.get_submodule(prefix) if prefix else model
-        tensor = module._parameters.pop(key).detach()
-        module._buffers[key] = tensor
-        module._buffers = {k: module._buffers[k] for k in order[prefix] if k in module._buffers}
-
-
-def _buffer_order(model: nn.Module) -> dict[str, list[str]]:
-    return {prefix: list(module._buffers) for prefix, module in model.named_modules()}
-
-
-@contextlib.contextmanager
-def _buffers_as_parameters(model: nn.Module, x: torch.Tensor) -> Iterator[Callable[[nn.Module], None]]:
-    """Per-channel buffers traced as parameters inside the block, buffers again after it.
-
-    Yields a function that restores them in a copy made inside the block.
-    """
-    order = _buffer_order(model)
-    names = _traced_buffers(model, x)
-    try:
-        yield lambda copy_: _restore_buffers(copy_, names, order)
-    finally:
-        _restore_buffers(model, names, order)
-
-
-#: Autograd nodes of matrix products: an attention's ``Q K^T`` and ``A V`` when both factors are activations.
-_PRODUCTS = frozenset({"MmBackward0", "BmmBackward0", "BaddbmmBackward0", "AddmmBackward0",
-                       "AddbmmBackward0", "MvBackward0", "DotBackward0"})
-#: Autograd nodes that only reshape, reorder, copy or select one input (a weight stays a weight through them).
-_VIEWS = ("TBackward", "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "ExpandBackward",
-          "TransposeBackward", "PermuteBackward", "CloneBackward", "SqueezeBackward", "UnsqueezeBackward",
-          "ToCopyBackward", "SliceBackward", "SelectBackward", "UnbindBackward", "SplitBackward")
-
-
-def _from_parameter(fn: Any) -> bool:
-    """Whether an autograd input is a parameter, possibly reshaped or sliced (a layer's weight)."""
-    while fn is not None:
-        if type(fn).__name__ == "AccumulateGrad":
-            return True
-        inputs = [f for f, _ in fn.next_functions if f is not None]
-        if not fn.name().startswith(_VIEWS) or len(inputs) != 1:
-            return False
-        fn = inputs[0]
-    return False
-
-
-def _is_attention_node(node: Any) -> bool:
-    """A fused attention kernel or a product of two activations (not a layer's weight times its input)."""
-    fn = node.grad_fn
-    name = fn.name() if fn is not None and hasattr(fn, "name") else ""
-    if "Attention" in name:
-        return True
-    if name not in _PRODUCTS:
-        return False
-    factors = [f for f, _ in fn.next_functions if f is not None]
-    return sum(not _from_parameter(f) for f in factors) >= 2
-
-
-def _attention_modules(groups: list[Any]) -> set[nn.Module]:
-    """The layers of every attention: those in a group whose channels an attention product reads.
-
-    For ``nn.MultiheadAttention`` that is the module itself (its fused
-    projections read and write the embedding); for an attention written by
-    hand, the query, key and value projections and the output projection.
-    Every group holding one of these layers is kept whole: the embedding they
-    read and write as well as the query, key and value channels.
-    """
-    layers: set[nn.Module] = set()
-    for group in groups:
-        modules = [item.dep.target.module for item in group.items]
-        fused = [m for m in modules if isinstance(m, nn.MultiheadAttention)]
-        if fused:  # torch-pruning couples its inner products to the embedding: the module alone counts
-            layers.update(fused)
-        elif any(_is_attention_node(item.dep.target) for item in group.items):
-            layers.update(m for m in modules if isinstance(m, ROOT_TYPES))
-    return layers
 
 
 def _group_multiple(group: Any) -> int:
@@ -461,7 +338,7 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     was_training = model.training
     model.eval()
     try:
-        with _buffers_as_parameters(model, x):
+        with buffers_as_parameters(model, x):
             dg, groups = _groups(model, x)
     finally:
         model.train(was_training)
@@ -634,7 +511,7 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
         return
     model = copy.deepcopy(_base(net)).eval()
     x = example_batch(input_shape_of(net))
-    with one_thread(), _buffers_as_parameters(model, x) as restore:
+    with one_thread(), _named_refusals(net, model), buffers_as_parameters(model, x) as restore:
         dg, groups = _groups(model, x)
         names = {module: name for name, module in model.named_modules()}
         modules = dict(model.named_modules())
@@ -672,11 +549,24 @@ def build_skeleton(net: Network, compression: float) -> nn.Module:
     return copy.deepcopy(_skeleton(net, float(compression)))
 
 
+@contextlib.contextmanager
+def _named_refusals(net: Network, model: nn.Module) -> Iterator[None]:
+    """Refusals raised about ``model`` by its class name name the network as the user gave it."""
+    try:
+        yield
+    except ScenarioError as exc:
+        prefix = f"model {type(model).__name__}:"
+        if not str(exc).startswith(prefix) or prefix == f"model {_name(net)}:":
+            raise
+        raise ScenarioError(f"model {_name(net)}:{str(exc)[len(prefix):]}") from None
+
+
 @functools.lru_cache(maxsize=16)
 def network_layout(net: Network) -> SubnetLayout:
     """The layout of the network's state (cached per process: derived once per job)."""
-    with one_thread():
-        return derive_layout(_base(net), example_batch(input_shape_of(net)))
+    base = _base(net)
+    with one_thread(), _named_refusals(net, base):
+        return derive_layout(base, example_batch(input_shape_of(net)))
 
 
 def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
@@ -799,7 +689,7 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     x = example_batch(input_shape_of(geo))
     for group in layout.groups:
         net = copy.deepcopy(_base(geo)).eval()
-        _traced_buffers(net, x)
+        traced_buffers(net, x)
         dg, groups = _groups(net, x)
         names = {module: name for name, module in net.named_modules()}
         order = {name: i for i, name in enumerate(names.values())}
