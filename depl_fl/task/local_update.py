@@ -125,16 +125,9 @@ def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, co
 
 def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
     """The network of variant ``compression`` with its weights pruned from ``state``."""
-    from depl_fl.task.models import set_state
-    from depl_fl.task.slicing import extract
-    from depl_fl.task.subnets import build_skeleton, network_layout
+    from depl_fl.task.subnets import build_skeleton
 
-    model = build_skeleton(geometry, compression)
-    if compression == 0.0:
-        set_state(model, state)
-        return model
-    set_state(model, extract(state, network_layout(geometry).structure(state, compression)))
-    return model
+    return _load_variant(build_skeleton(geometry, compression), state, geometry, compression)
 
 
 def loaded_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
@@ -146,11 +139,18 @@ def loaded_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, comp
     evaluation. ``set_state`` overwrites every entry, so nothing of an
     earlier load remains.
     """
+    from depl_fl.task.subnets import cached_skeleton
+
+    return _load_variant(cached_skeleton(geometry, compression), state, geometry, compression)
+
+
+def _load_variant(model: Any, state: Mapping[str, np.ndarray], geometry: TaskGeometry,
+                  compression: float) -> Any:
+    """Load the entries of variant ``compression``, sliced from the full ``state``, into ``model``."""
     from depl_fl.task.models import set_state
     from depl_fl.task.slicing import extract
-    from depl_fl.task.subnets import cached_skeleton, network_layout
+    from depl_fl.task.subnets import network_layout
 
-    model = cached_skeleton(geometry, compression)
     if compression == 0.0:
         set_state(model, state)
         return model
