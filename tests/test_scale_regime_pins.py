@@ -68,10 +68,14 @@ def test_the_new_default_reads_the_capped_explorations_rate_at_full():
     assert regime(_setting())["rate_at_full"] == "always"
 
 
-def test_the_synthetic_mlp_has_its_own_constants():
+def test_the_synthetic_mlp_has_its_own_constants_fitted_with_the_rate_at_full():
     own = regime(["dataset=synthetic", "model=synthetic_mlp"])
     assert {k: own[k] for k in FITTED} != {k: DIGITS[k] for k in FITTED}
-    assert (own["explored_oscillation"], own["anchor"]) == (None, "last")
+    assert (own["explored_oscillation"], own["anchor"], own["rate_at_full"]) == (None, "last", "always")
+    fitted = json.loads((ROOT / "benchmarks" / "results" / "plan_regime" / "synthetic_mlp" / "rate_at_full"
+                         / "fit.json").read_text())["constants"]
+    assert fitted["rate_at_full"] == "always"
+    assert {k: own[k] for k in FITTED} == {k: fitted[k] for k in FITTED}
 
 
 def _setting() -> list[str]:
