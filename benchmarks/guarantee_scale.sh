@@ -24,6 +24,9 @@
 #   REGIME="$R" SEEDS="range(40,50)" nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged/s40 &
 #   REGIME="$R" SEEDS="range(50,60)" nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged/s50
 #   wait; REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged
+# The sweep with the network's constants of now, the rate read at r = 1 (seeds 60-79):
+#   REGIME= SEEDS="range(60,80)" OUT=benchmarks/results/guarantee_scale/rate_at_full \
+#   nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_rate
 #   REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]    # the reports of what ran
 # Writes benchmarks/results/guarantee_scale/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled over the static jobs),
