@@ -2,7 +2,7 @@
 
 Measured on the sub-network itself (:func:`depl_fl.task.subnets.build_skeleton`),
 whatever the network. FLOPs are counted, not timed: torch's ``FlopCounterMode``
-counts the multiply-accumulates (MACs) of every convolution and matrix product
+(:mod:`depl_fl.task.flop_counting`) counts the multiply-accumulates (MACs) of every convolution and matrix product
 of one forward pass of one dummy sample (a linear layer applied to every token
 or pixel counts once per token, an attention's ``Q K^T`` and ``A V`` products
 count as well, fused or written by hand); ``FLOPs = 2 * MACs`` (bias adds,
@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+from torch.utils.flop_counter import sdpa_flop_count
 
+from depl_fl.task.flop_counting import FlopCounter
 from depl_fl.task.geometry import TaskGeometry
 
 TRAIN_TO_FORWARD = 3.0
@@ -54,7 +55,7 @@ def sample_macs(model: nn.Module, sample_shape: tuple[int, ...]) -> int:
     Convolutions and every matrix product (linear layers, attention) count;
     see the module docstring.
     """
-    with torch.enable_grad(), FlopCounterMode(display=False, custom_mapping=_ATTENTION_KERNELS) as counter:
+    with torch.enable_grad(), FlopCounter(display=False, custom_mapping=_ATTENTION_KERNELS) as counter:
         model(torch.zeros(1, *sample_shape))
     return int(counter.get_total_flops()) // 2
 
