@@ -64,6 +64,9 @@ JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=inprocess", "targ
        "++model.regime={power:1.080,floor:0.145,rate_exponent:0.310,noise_exponent:0.550,oscillation:0.160,"
        "judged_error_factor:0.754,oscillation_dof:3.40,explored_oscillation:0.073,anchor:trend}",
        "profile.plan_regime.rate_at_full=cheapest"]
+#: Overrides a job with a profile read from a file (``profile.source=inprocess``) refuses: only an exploration
+#: reads them.
+EXPLORATION_ONLY = ("profile.plan_regime.rate_at_full",)
 
 
 def _rss_mb() -> float:
@@ -176,10 +179,10 @@ def _split(clock: Clock, wall: float, cpu: float, rounds: int) -> dict[str, Any]
             "server_parts": parts}
 
 
-def _config(clients: int, extra: list[str]) -> dict[str, Any]:
+def _config(clients: int, extra: list[str], leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
     from depl_fl.runs.runconfig import compose_config
 
-    given = {o.split("=", 1)[0] for o in extra}
+    given = {o.split("=", 1)[0] for o in extra} | set(leave_out)
     return compose_config([*(o for o in JOB if o.split("=", 1)[0] not in given), f"num_clients={clients}",
                            *extra])
 
@@ -263,7 +266,8 @@ def run_depl(clients: int, profile: str, out: Path, clock: Clock | None = None) 
     """
     import strategies.server_app as server_app
 
-    cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"])
+    cfg = _config(clients, ["profile.source=inprocess", f"profile.file={profile}"],
+                  leave_out=EXPLORATION_ONLY)
     _warm_data(cfg)
     clock = Clock() if clock is None else clock
     _instrument_depl(clock)

@@ -2,9 +2,10 @@
 
 Measured on the sub-network itself (:func:`depl_fl.task.subnets.build_skeleton`),
 whatever the network. FLOPs are counted, not timed: torch's ``FlopCounterMode``
-(:mod:`depl_fl.task.flop_counting`) counts the multiply-accumulates (MACs) of every convolution and matrix product
-of one forward pass of one dummy sample (a linear layer applied to every token
-or pixel counts once per token, an attention's ``Q K^T`` and ``A V`` products
+(:mod:`depl_fl.task.flop_counting`) counts the multiply-accumulates (MACs) of
+every convolution and matrix product of one forward pass of one dummy sample
+(a linear layer applied to every token or pixel counts once per token, an
+attention's ``Q K^T`` and ``A V`` products
 count as well, fused or written by hand); ``FLOPs = 2 * MACs`` (bias adds,
 normalisation, softmax, activations, residual adds and pooling are ignored: a
 few percent at most). The pass runs with gradients enabled so that no fused
