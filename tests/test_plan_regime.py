@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.plan import RELAXED_DEADLINE_FACTOR, RoundDecision, Targets, relief_text
 from depl_fl.contract.scenario import scenario_from_dict, scenario_to_dict
 from depl_fl.contract.semantics import (
     effective_ratio,
@@ -316,3 +316,29 @@ def test_a_measured_rise_above_the_curve_caps_a_trend_starts_probability_and_lif
     assert kept[1].predicted["probability"] < 0.95
     assert lifted[0].feasible and lifted[0].predicted["probability"] >= 0.95
     assert lifted[0].predicted["time_s"] < 10.0
+
+
+def test_no_plan_says_whether_more_deadline_makes_one() -> None:
+    start = PlanStart(loss_mean=0.88, loss_std=0.38)
+
+    def plans(no_rise_above: bool, deadline: float):
+        doc = copy.deepcopy(BASE)
+        doc["loss"].update(initial=0.88, eval_dof=5.0)
+        doc["loss"]["run"]["full"] = _swinging_run(no_rise_above)
+        scen = scenario_from_dict(doc)
+        targets = Targets(0.35, 0.95, deadline)
+        longer = Targets(0.35, 0.95, deadline * RELAXED_DEADLINE_FACTOR)
+        return (targets, make_plan(scen, targets, start=start, seed=1),
+                make_plan(scen, longer, start=start, seed=1))
+
+    targets, best, relaxed = plans(False, 10.0)  # a ceiling of the loss model: time does not bind
+    text = relief_text(best, relaxed, targets)
+    reach = max(best.predicted["probability"], relaxed.predicted["probability"])
+    assert "more deadline alone does not make one" in text and f"target.prob below {reach:.3g}" in text
+    targets, best, relaxed = plans(True, 2.0)  # the deadline binds: a longer one has a plan
+    assert not best.feasible and relaxed.feasible
+    need = relaxed.predicted["time_s"] - 2.0
+    assert relief_text(best, relaxed, targets) == (
+        f"; with {RELAXED_DEADLINE_FACTOR:g}x the deadline a plan exists: a target.deadline_s longer by at "
+        f"least {need:.0f} s makes one")
+    assert relief_text(best, None, targets) == ""

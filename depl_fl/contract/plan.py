@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -88,6 +89,45 @@ def shortfall_text(plan: Plan, target_prob: float) -> str:
     return (f"the best plan found reaches {best:.4g} on the search's Monte Carlo, too close to "
             f"{target_prob:g} to be confirmed (it must beat it by the Monte Carlo error and hold on "
             "an independent check)")
+
+
+#: How much longer a deadline the planner tries when no dependable plan exists (:func:`relief_text`).
+RELAXED_DEADLINE_FACTOR = 4.0
+
+
+def relief_text(best: Plan, relaxed: Plan | None, targets: Targets) -> str:
+    """What would make a dependable plan exist, in words, for the one-line error.
+
+    Parameters
+    ----------
+    best : Plan
+        The infeasible plan at the user's targets.
+    relaxed : Plan or None
+        The planner's answer at :data:`RELAXED_DEADLINE_FACTOR` times the deadline
+        (None: not tried).
+    targets : Targets
+        The user's targets (the deadline that remains for training).
+
+    Returns
+    -------
+    str
+        More deadline and by how much when the relaxed plan exists; else that
+        more deadline does not make one, with the probability the longer
+        deadline reaches (a ceiling of the loss model, not the time, binds).
+    """
+    if relaxed is None:
+        return ""
+    factor = f"{RELAXED_DEADLINE_FACTOR:g}x the deadline"
+    if relaxed.feasible:
+        need = float((relaxed.predicted or {}).get("time_s", math.nan)) - targets.deadline_s
+        more = f"by at least {need:.0f} s" if math.isfinite(need) and need > 0 else "a little"
+        return f"; with {factor} a plan exists: a target.deadline_s longer {more} makes one"
+    found = ((best.predicted or {}).get("probability"), (relaxed.predicted or {}).get("probability"))
+    reach = [p for p in found if isinstance(p, (int, float))]
+    if not reach:
+        return f"; {factor} alone does not make one either"
+    return (f"; {factor} reaches {(relaxed.predicted or {}).get('probability', math.nan):.4g}: more deadline "
+            f"alone does not make one, a target.prob below {max(reach):.3g} or a higher target.loss may")
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
