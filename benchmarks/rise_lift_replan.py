@@ -2,12 +2,14 @@
 
 For every static DepL job of a sweep with a plan and a trend start, the initial plan is made
 again from its cached exploration (``no_plan_reach.py``'s refit): with the profile as the job made
-it (it must reproduce the job's plan; a job it does not reproduce is counted and left out) and as
-the code makes it now (a trend start reads no measured rise above the curve). When the new plan's
+it (it must reproduce the job's plan; a job it does not reproduce is counted and left out) and the
+other way (``--made-with kept``: jobs run before a trend start lifted the measured rises above the
+curve, re-made with them lifted; ``--made-with lifted``: jobs run with them lifted, re-made with the
+rises kept, to see which plans the change altered). When the other plan's
 rounds are a prefix of the job's, its outcome is the test loss the job recorded after that many
 training rounds (the same seeded rounds); a longer or different plan is counted as not observed.
 
-    python benchmarks/rise_lift_replan.py SWEEP_DIR [--out FILE.md]
+    python benchmarks/rise_lift_replan.py SWEEP_DIR [--made-with kept|lifted] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -59,13 +61,13 @@ def _key(rounds) -> list[tuple[str, tuple[str, ...]]]:
             for r in rounds]
 
 
-def replan(doc: dict[str, Any]) -> dict[str, Any] | None:
-    """The job's plan as made and with the rises lifted; None without a trend start."""
-    kept, trend = _profile(doc, rises_kept=True)
+def replan(doc: dict[str, Any], made_with_kept: bool = True) -> dict[str, Any] | None:
+    """The job's plan as made and with the other profile; None without a trend start."""
+    made, trend = _profile(doc, rises_kept=made_with_kept)
     if trend is None:
         return None
-    lifted, _ = _profile(doc, rises_kept=False)
-    own, new = _plan(doc, kept, trend), _plan(doc, lifted, trend)
+    other, _ = _profile(doc, rises_kept=not made_with_kept)
+    own, new = _plan(doc, made, trend), _plan(doc, other, trend)
     job = _key(doc["plan"]["rounds"])
     k = len(new.rounds)
     train = [r for r in doc["rounds"] if r.get("phase") == "train"]
@@ -78,8 +80,9 @@ def replan(doc: dict[str, Any]) -> dict[str, Any] | None:
             "new_loss": train[k - 1]["test_loss"] if observed else None}
 
 
-def markdown(rows: list[dict[str, Any]], command: str) -> str:
-    lines = ["# Static plans with the measured rises above the curve lifted", "", f"`{command}`", "",
+def markdown(rows: list[dict[str, Any]], command: str, made_with_kept: bool = True) -> str:
+    title = "lifted" if made_with_kept else "kept (as before the change)"
+    lines = [f"# Static plans with the measured rises above the curve {title}", "", f"`{command}`", "",
              "Jobs whose plan the profile as the job made it reproduces; the new plan's outcome is the "
              "job's own test loss after as many training rounds when its rounds are a prefix of the job's "
              "plan.", "",
@@ -109,14 +112,18 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep", type=Path)
+    parser.add_argument("--made-with", choices=("kept", "lifted"), default="kept",
+                        help="how the sweep's jobs made their profiles (the rises above the curve)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     jobs = _jobs(args.sweep) if args.sweep.is_dir() else []
-    rows = [r for r in (replan(doc) for doc in jobs) if r is not None]
+    kept = args.made_with == "kept"
+    rows = [r for r in (replan(doc, kept) for doc in jobs) if r is not None]
     if not rows:
         print(f"error: no static DepL job with a plan and a trend start under {args.sweep}", file=sys.stderr)
         return 2
-    text = markdown(rows, f"python benchmarks/rise_lift_replan.py {args.sweep}")
+    text = markdown(rows, f"python benchmarks/rise_lift_replan.py {args.sweep} --made-with {args.made_with}",
+                    kept)
     if args.out is None:
         sys.stdout.write(text)
     else:
