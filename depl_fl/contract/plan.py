@@ -95,7 +95,17 @@ def shortfall_text(plan: Plan, target_prob: float) -> str:
 RELAXED_DEADLINE_FACTOR = 4.0
 
 
-def relief_text(best: Plan, relaxed: Plan | None, targets: Targets) -> str:
+#: The knobs' names in the one-line error of a job (Hydra) and of ``depl-fl plan`` (options).
+JOB_KNOBS = {"deadline": "target.deadline_s", "prob": "target.prob", "loss": "target.loss"}
+CLI_KNOBS = {"deadline": "--deadline-s", "prob": "--target-prob", "loss": "--target-loss"}
+#: Below this reachable probability no lower target probability is worth naming.
+_MIN_NAMED_PROB = 0.01
+#: A longer deadline that raises the reachable probability by more than this still helps.
+_GROWS = 0.01
+
+
+def relief_text(best: Plan, relaxed: Plan | None, targets: Targets,
+                knobs: dict[str, str] | None = None) -> str:
     """What would make a dependable plan exist, in words, for the one-line error.
 
     Parameters
@@ -107,27 +117,36 @@ def relief_text(best: Plan, relaxed: Plan | None, targets: Targets) -> str:
         (None: not tried).
     targets : Targets
         The user's targets (the deadline that remains for training).
+    knobs : dict, optional
+        The names of the deadline, probability and loss settings (default :data:`JOB_KNOBS`).
 
     Returns
     -------
     str
-        More deadline and by how much when the relaxed plan exists; else that
-        more deadline does not make one, with the probability the longer
-        deadline reaches (a ceiling of the loss model, not the time, binds).
+        Empty without ``relaxed``; else, after "; ", more deadline and by how much
+        when the relaxed plan exists; else the probability the longer deadline
+        reaches and, when it is no higher than at the deadline, that more deadline
+        alone does not make one (a ceiling of the loss model, not the time, binds),
+        with the target probability that may.
     """
     if relaxed is None:
         return ""
+    names = knobs or JOB_KNOBS
     factor = f"{RELAXED_DEADLINE_FACTOR:g}x the deadline"
     if relaxed.feasible:
         need = float((relaxed.predicted or {}).get("time_s", math.nan)) - targets.deadline_s
         more = f"by at least {need:.0f} s" if math.isfinite(need) and need > 0 else "a little"
-        return f"; with {factor} a plan exists: a target.deadline_s longer {more} makes one"
-    found = ((best.predicted or {}).get("probability"), (relaxed.predicted or {}).get("probability"))
-    reach = [p for p in found if isinstance(p, (int, float))]
-    if not reach:
-        return f"; {factor} alone does not make one either"
-    return (f"; {factor} reaches {(relaxed.predicted or {}).get('probability', math.nan):.4g}: more deadline "
-            f"alone does not make one, a target.prob below {max(reach):.3g} or a higher target.loss may")
+        return f"; with {factor} a plan exists: a {names['deadline']} longer {more} makes one"
+    here, there = ((p.predicted or {}).get("probability") for p in (best, relaxed))
+    if not isinstance(there, (int, float)):
+        return f"; {factor} does not make one either"
+    reach = max(there, here) if isinstance(here, (int, float)) else there
+    lower = f"a {names['prob']} below {reach:.3g} or " if reach >= _MIN_NAMED_PROB else ""
+    if isinstance(here, (int, float)) and there > here + _GROWS:
+        return (f"; {factor} reaches {there:.4g}, not enough: a much longer {names['deadline']}, "
+                f"{lower}a higher {names['loss']} may")
+    return (f"; {factor} reaches {there:.4g}: more deadline alone does not make one, "
+            f"{lower}a higher {names['loss']} may")
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
