@@ -239,12 +239,12 @@ def test_relief_names_what_would_make_a_plan_exist() -> None:
     # A ceiling: the longer deadline reaches no more.
     assert relief_text(plan(0.939), plan(0.941), targets) == (
         "; 4x the deadline reaches 0.941: more deadline alone does not make one, a target.prob below "
-        "0.941 or a higher target.loss may")
+        "0.939 or a higher target.loss may")
     # Still growing: a much longer deadline may; the options' names in the CLI's line.
     assert relief_text(plan(0.2), plan(0.63), targets, CLI_KNOBS) == (
         "; 4x the deadline reaches 0.63, not enough: a much longer --deadline-s, a --target-prob below "
-        "0.63 or a higher --target-loss may")
-    # Nothing reachable: no probability worth naming.
+        "0.2 or a higher --target-loss may")
+    # Nothing reachable at the deadline: no probability worth naming.
     assert relief_text(plan(0.0), plan(0.0002), targets) == (
         "; 4x the deadline reaches 0.0002: more deadline alone does not make one, a higher target.loss may")
     assert relief_text(plan(0.5), plan(None), targets) == "; 4x the deadline does not make one either"

@@ -140,7 +140,7 @@ def relief_text(best: Plan, relaxed: Plan | None, targets: Targets,
     here, there = ((p.predicted or {}).get("probability") for p in (best, relaxed))
     if not isinstance(there, (int, float)):
         return f"; {factor} does not make one either"
-    reach = max(there, here) if isinstance(here, (int, float)) else there
+    reach = here if isinstance(here, (int, float)) else there  # at the user's deadline
     lower = f"a {names['prob']} below {reach:.3g} or " if reach >= _MIN_NAMED_PROB else ""
     if isinstance(here, (int, float)) and there > here + _GROWS:
         return (f"; {factor} reaches {there:.4g}, not enough: a much longer {names['deadline']}, "
