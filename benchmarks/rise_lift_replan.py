@@ -86,10 +86,11 @@ def markdown(rows: list[dict[str, Any]], command: str, made_with_kept: bool = Tr
              "Jobs whose plan the profile as the job made it reproduces; the new plan's outcome is the "
              "job's own test loss after as many training rounds when its rounds are a prefix of the job's "
              "plan.", "",
-             "| π | jobs (reproduced / with a plan) | same plan | new plan a prefix (observed) "
+             "| π | jobs (reproduced / with a plan) | same plan | no plan with the other profile "
+             "| new plan a prefix (observed) "
              "| P[L ≤ L*] job / new, observed jobs | max test loss new, observed | mean rounds job / new "
              "| mean planned J job / new |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for pi in sorted({r["pi"] for r in rows}):
         cell = [r for r in rows if r["pi"] == pi]
         ok = [r for r in cell if r["reproduced"]]
@@ -102,7 +103,8 @@ def markdown(rows: list[dict[str, Any]], command: str, made_with_kept: bool = Tr
         new_e = [r["new_energy_j"] for r in ok if r["new_energy_j"] is not None]
         worst = f"{max(r['new_loss'] for r in seen):.3f}" if seen else "-"
         lines.append(
-            f"| {pi:g} | {len(ok)} / {len(cell)} | {same} | {len(seen)} | {hits_job}/{len(seen)} / "
+            f"| {pi:g} | {len(ok)} / {len(cell)} | {same} | {sum(r['new_rounds'] is None for r in ok)} | "
+            f"{len(seen)} | {hits_job}/{len(seen)} / "
             f"{hits_new}/{len(seen)} | {worst} | {np.mean([r['rounds'] for r in ok]):.1f} / "
             f"{np.mean(new_k) if new_k else float('nan'):.1f} | {np.mean([r['energy_j'] for r in ok]):.0f} / "
             f"{np.mean(new_e) if new_e else float('nan'):.0f} |")
