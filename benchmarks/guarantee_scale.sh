@@ -9,18 +9,24 @@
 # pass before the next seed), so a sweep cut short holds the same seeds in every cell:
 #   pass 1: FIRST_PROBS (default 0.9); pass 2: THEN_PROBS (default 0.8,0.95; empty: none).
 #   nice -n 10 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]
-# REGIME: the plan-regime overrides (default: the digits CNN's constants, as the committed sweep in
-# benchmarks/results/guarantee_scale/ ran; REGIME= : the synthetic MLP's own, conf/model/synthetic_mlp.yaml).
-# The sweep with the network's own constants (seeds 20-39, pi 0.9 first):
-#   REGIME= SEEDS="range(20,40)" OUT=benchmarks/results/guarantee_scale/own_constants \
+# REGIME: the plan-regime overrides (default: the digits CNN's constants and the exploration's rate as
+# measured, as the committed sweep in benchmarks/results/guarantee_scale/ ran; REGIME= : the synthetic
+# MLP's own, conf/model/synthetic_mlp.yaml, with the rate read at r = 1, profile.plan_regime.rate_at_full).
+# The sweeps before rate_at_full read the max_clients exploration's rate as measured (rate_at_full=cheapest).
+# The sweep with the network's constants of then (the capped fit, seeds 20-39, pi 0.9 first):
+#   REGIME="++model.regime={power:1.4064,floor:0.1845,rate_exponent:0.5305,noise_exponent:0.06,oscillation:0.0026,judged_error_factor:0.6718,oscillation_dof:3.1033} profile.plan_regime.rate_at_full=cheapest" \
+#   SEEDS="range(20,40)" OUT=benchmarks/results/guarantee_scale/own_constants \
 #   nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_own
 # The sweep with the constants of the converged fit (benchmarks/results/plan_regime/synthetic_mlp/converged/,
 # not the config's), seeds 40-59, two halves in parallel, then the reports over both:
-#   R="++model.regime={power:1.001,floor:0.3755,rate_exponent:0.4092,noise_exponent:0.55,oscillation:0.0001,judged_error_factor:0.556,oscillation_dof:3.4}"
+#   R="++model.regime={power:1.001,floor:0.3755,rate_exponent:0.4092,noise_exponent:0.55,oscillation:0.0001,judged_error_factor:0.556,oscillation_dof:3.4} profile.plan_regime.rate_at_full=cheapest"
 #   export OUT=benchmarks/results/guarantee_scale/converged_fit
 #   REGIME="$R" SEEDS="range(40,50)" nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged/s40 &
 #   REGIME="$R" SEEDS="range(50,60)" nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged/s50
 #   wait; REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_converged
+# The sweep with the network's constants of now, the rate read at r = 1 (seeds 60-79):
+#   REGIME= SEEDS="range(60,80)" OUT=benchmarks/results/guarantee_scale/rate_at_full \
+#   nice -n 10 bash benchmarks/guarantee_scale.sh multirun/guarantee_scale_rate
 #   REPORT_ONLY=1 bash benchmarks/guarantee_scale.sh [SWEEP_DIR]    # the reports of what ran
 # Writes benchmarks/results/guarantee_scale/: report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled over the static jobs),
@@ -40,7 +46,7 @@ setting=(simulation=inprocess dataset=synthetic model=synthetic_mlp num_clients=
          profile.explore.max_clients=100 target.loss=0.5 output.plot=false
          profile.plan_regime.anchor=last profile.plan_regime.explored_oscillation=null)
 DIGITS="++model.regime={power:1.080,floor:0.145,rate_exponent:0.310,noise_exponent:0.550,oscillation:0.160,\
-judged_error_factor:0.754,oscillation_dof:3.40}"
+judged_error_factor:0.754,oscillation_dof:3.40} profile.plan_regime.rate_at_full=cheapest"
 read -r -a regime <<< "${REGIME-$DIGITS}"
 cache="profile.cache_dir=$S/cache/t\${tracking.enabled}-p\${target.prob}"
 # A job folder is named by its number, seed, arm and pi: named by its overrides (Hydra's default) a

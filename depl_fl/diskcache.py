@@ -42,15 +42,23 @@ def node_cache_dir(node_config: Mapping[str, Any] | None = None) -> Path:
     return Path(base) / "depl-fl"
 
 
-def atomic_write(path: Path, write: Callable[[Any], None], *, binary: bool = True) -> None:
-    """Create ``path`` atomically: ``write(file)`` fills a temporary file that replaces it."""
+def atomic_write(path: Path, write: Callable[[Any], None], *, binary: bool = True,
+                 durable: bool = True) -> None:
+    """Create ``path`` atomically: ``write(file)`` fills a temporary file that replaces it.
+
+    A reader, or a process killed at any point, sees the old or the new
+    complete file (the kernel does the replace). ``durable``: the new content
+    is on the disk (``fsync``) before it replaces the old, so an OS crash or
+    power loss keeps it too; without, the kernel writes it back later.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
             write(fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -8,8 +8,10 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 * with ``profile.explore.clients: cheapest`` (the default with tracking) the rounds draw on the
   clients of the cheapest clusters only (a round of the largest variant
   costs least per sample there), the clusters a dependable plan trains on
-  when they are enough; the learning curve's rate is then read at ``r = 1``
-  through the rounds' ``r_eff`` (:func:`depl_fl.tracking.learning_curve.ratio_factor`);
+  when they are enough;
+* the learning curve's rate of an exploration on less than the whole federation (the cheapest
+  clusters, ``profile.explore.max_clients``) is read at ``r = 1`` through the rounds' ``r_eff``
+  (:func:`depl_fl.tracking.learning_curve.ratio_factor`; ``profile.plan_regime.rate_at_full``);
 * every round splits the clients into one disjoint, seeded random group per
   model variant (random group sizes, so the rounds see different sample
   fractions ``r`` and the data exponents ``a``/``b`` are identifiable); each
@@ -109,6 +111,7 @@ from depl_fl.orchestration.profile_fit import (
     local_steps,
     plan_oscillation,
     plan_regime_of,
+    reads_rate_at_full,
     with_eval_std,
     with_measured_sem,
     with_plan_regime,
@@ -737,15 +740,15 @@ class FederatedProfiler:
         set shift (``profile.plan_regime.enabled: false``)."""
         if regime is not None:
             window = float((self.cfg["profile"].get("plan_regime") or {}).get("rate_window", 1.0))
-            cheapest = self.cfg["profile"]["explore"].get("clients", "all") == "cheapest"
+            at_full = reads_rate_at_full(regime, self.cfg)
             steps = local_steps(self.cfg, properties)
             oscillation = plan_oscillation(self.trajectories, regime, steps)
-            trends = exploration_trends(self.trajectories, regime, oscillation, cheapest) \
+            trends = exploration_trends(self.trajectories, regime, oscillation, at_full) \
                 if regime.anchor == "trend" else {}
             worst = max(trends.values(), key=lambda t: t.level, default=None)
             self.start_trend = None if worst is None else {"mean": worst.level, "std": worst.level_std}
             return with_plan_regime(measured, self.trajectories, len(self.records), regime, steps,
-                                    self.sem_points, window, rate_at_full=cheapest,
+                                    self.sem_points, window, rate_at_full=at_full,
                                     oscillation=oscillation, trends=trends)
         explore = self.cfg["profile"]["explore"]
         fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)

@@ -329,21 +329,23 @@ def interrupt_job(out_dir: str | Path, wait_s: float = 30.0) -> Path:
 def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], float]) -> Callable[..., None]:
     """``on_round(strategy, arrays, loss)``: checkpoint, then results.json with status running."""
     from depl_fl.orchestration.checkpointing import strategy_payload
-    from depl_fl.runs.checkpoint import save_checkpoint
+    from depl_fl.runs.checkpoint import FlushPacer, save_checkpoint
     from depl_fl.runs.results import RoundsMemo, build_results, write_results
 
     memo = RoundsMemo()
+    pacer = FlushPacer()  # atomic every round, on the disk every FLUSH_EVERY_S (checkpoint's durability)
 
     def on_round(strategy: DepLStrategy, arrays: ArrayRecord, loss: float) -> None:
         with RESULTS_LOCK:
             if STOPPING.is_set():
                 return
             wall = clock()
+            durable = pacer.due()
             payload = strategy_payload(strategy, arrays_to_state(arrays), loss, wall_s=wall)
-            save_checkpoint(out_dir, cfg, payload)
+            save_checkpoint(out_dir, cfg, payload, durable=durable)
             write_results(build_results(strategy, cfg, wall_s=wall, status="running",
                                         resumed_from=strategy.resumed_from, rounds_memo=memo), out_dir,
-                          plot=False, compact=True, rounds_memo=memo)
+                          plot=False, compact=True, rounds_memo=memo, durable=durable)
 
     return on_round
 
@@ -386,7 +388,7 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     Path
         The path of ``results.json``.
     """
-    from depl_fl.runs.checkpoint import load_checkpoint, set_random_state
+    from depl_fl.runs.checkpoint import CHECKPOINT_FILE, flush_file, load_checkpoint, set_random_state
     from depl_fl.runs.exploration_choice import resolve_exploration
     from depl_fl.runs.results import build_results, write_results
     from depl_fl.task.local_update import initial_state
@@ -420,6 +422,8 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
         mark_stopped(out_dir, "infeasible" if isinstance(exc, InfeasibleError) else "failed",
                      " ".join(str(exc).split()))
         raise
+    finally:  # the last rounds' checkpoint on the disk too, however the job ends
+        flush_file(out_dir / CHECKPOINT_FILE)
     doc = build_results(strategy, cfg, wall_s=clock(), resumed_from=strategy.resumed_from)
     LOG.info("%s", summary_line(doc["summary"]))
     return write_results(doc, out_dir, plot=bool(cfg.get("output", {}).get("plot", True)))

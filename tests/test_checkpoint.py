@@ -12,8 +12,10 @@ import pytest
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.checkpoint import (
     CHECKPOINT_FILE,
+    FlushPacer,
     atomic_write_text,
     first_difference,
+    flush_file,
     load_checkpoint,
     save_checkpoint,
 )
@@ -181,3 +183,41 @@ def test_every_rewrite_of_the_rounds_is_the_whole_documents_text_earlier_rounds_
         assert second[-1]["round"] == k + 1 and second[-1]["loss_margin"] is None
     train[0] = {**train[0], "loss": 9.0}  # another record at a kept place (a resumed job's) is made again
     assert check()[1]["loss"] == 9.0
+
+
+def _counted_fsync(monkeypatch):
+    calls: list[int] = []
+    real = os.fsync
+
+    def fsync(fd):
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+def test_a_per_round_write_need_not_be_flushed_and_still_replaces_whole(tmp_path, monkeypatch):
+    calls = _counted_fsync(monkeypatch)
+    path = tmp_path / "results.json"
+    atomic_write_text(path, "first", durable=False)
+    atomic_write_text(path, "second", durable=False)
+    assert path.read_text() == "second" and calls == []
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    atomic_write_text(path, "third")  # durable by default
+    assert path.read_text() == "third" and len(calls) == 1
+    save_checkpoint(tmp_path, CFG, {"round": 1}, durable=False)
+    assert len(calls) == 1 and load_checkpoint(tmp_path, CFG)["round"] == 1
+    assert flush_file(tmp_path / CHECKPOINT_FILE) and len(calls) == 2
+    assert not flush_file(tmp_path / "missing.pkl")
+
+
+def test_the_flush_pacer_flushes_the_first_write_after_every_interval():
+    now = [100.0]
+    pacer = FlushPacer(30.0, clock=lambda: now[0])
+    seen = []
+    for t in (101.0, 129.9, 130.0, 131.0, 159.0, 161.0):
+        now[0] = t
+        seen.append(pacer.due())
+    assert seen == [False, False, True, False, False, True]
+    assert FlushPacer(0.0).due()  # no interval: every write

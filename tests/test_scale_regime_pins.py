@@ -1,8 +1,10 @@
 """The committed synthetic-MLP figures keep the plan regime they were measured with.
 
 ``conf/model/synthetic_mlp.yaml`` carries the network's own plan-regime constants; the
-benchmarks whose committed figures were made before (with the digits CNN's constants) pin those in
-their commands, so that each still reproduces its figures.
+benchmarks whose committed figures were made before (with the digits CNN's constants, or the
+network's constants of then) pin those in their commands, so that each still reproduces its figures.
+They were measured before ``profile.plan_regime.rate_at_full`` read a ``max_clients`` exploration's
+rate at ``r = 1``: they pin ``rate_at_full=cheapest`` (the rate as measured).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import scale_ray_job  # noqa: E402
 DIGITS = {"power": 1.080, "floor": 0.145, "rate_exponent": 0.310, "noise_exponent": 0.550,
           "oscillation": 0.160, "judged_error_factor": 0.754, "oscillation_dof": 3.40,
           "steps_exponent": 0.6, "reference_steps": 3.125}
+#: The constants a fit gives (the other two are the digits CNN's on every network).
+FITTED = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "judged_error_factor",
+          "oscillation_dof")
 
 
 def regime(overrides: list[str]) -> dict:
@@ -38,7 +43,13 @@ def guarantee_scale_overrides() -> list[str]:
     """The overrides ``benchmarks/guarantee_scale.sh`` gives every job by default."""
     text = (ROOT / "benchmarks" / "guarantee_scale.sh").read_text().replace("\\\n", "")
     setting = re.search(r"^setting=\((.*?)\)", text, re.S | re.M).group(1).split()
-    return [*setting, re.search(r'^DIGITS="(.*?)"', text, re.M).group(1)]
+    return [*setting, *re.search(r'^DIGITS="(.*?)"', text, re.M).group(1).split()]
+
+
+def commented_regime(prefix: str) -> list[str]:
+    """The overrides of a ``REGIME`` (or ``R``) given in ``benchmarks/guarantee_scale.sh``'s header."""
+    text = (ROOT / "benchmarks" / "guarantee_scale.sh").read_text()
+    return re.search(rf'^#   {prefix}="(\+\+model\.regime=\{{.*?\}}.*?)"', text, re.M).group(1).split()
 
 
 @pytest.mark.parametrize(("overrides", "explored", "anchor"), [
@@ -50,25 +61,35 @@ def test_committed_scale_figures_run_with_the_digits_cnns_constants(overrides, e
     values = regime(list(overrides))
     assert {k: values[k] for k in DIGITS} == DIGITS
     assert (values["explored_oscillation"], values["anchor"]) == (explored, anchor)
+    assert values["rate_at_full"] == "cheapest"
 
 
-def test_the_synthetic_mlp_has_its_own_constants():
+def test_the_new_default_reads_the_capped_explorations_rate_at_full():
+    assert regime(_setting())["rate_at_full"] == "always"
+
+
+def test_the_synthetic_mlp_has_its_own_constants_fitted_with_the_rate_at_full():
     own = regime(["dataset=synthetic", "model=synthetic_mlp"])
-    fitted = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "judged_error_factor",
-              "oscillation_dof")
-    assert {k: own[k] for k in fitted} != {k: DIGITS[k] for k in fitted}
-    assert (own["explored_oscillation"], own["anchor"]) == (None, "last")
-
-
-def test_the_converged_sweep_runs_the_converged_fits_constants():
-    text = (ROOT / "benchmarks" / "guarantee_scale.sh").read_text()
-    override = re.search(r'^#   R="(\+\+model\.regime=\{.*?\})"', text, re.M).group(1)
-    values = regime([*guarantee_scale_overrides()[:-1], override])
-    fitted = json.loads((ROOT / "benchmarks" / "results" / "plan_regime" / "synthetic_mlp" / "converged"
+    assert {k: own[k] for k in FITTED} != {k: DIGITS[k] for k in FITTED}
+    assert (own["explored_oscillation"], own["anchor"], own["rate_at_full"]) == (None, "last", "always")
+    fitted = json.loads((ROOT / "benchmarks" / "results" / "plan_regime" / "synthetic_mlp" / "rate_at_full"
                          / "fit.json").read_text())["constants"]
-    names = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "judged_error_factor",
-             "oscillation_dof")
-    assert {k: values[k] for k in names} == {k: fitted[k] for k in names}
+    assert fitted["rate_at_full"] == "always"
+    assert {k: own[k] for k in FITTED} == {k: fitted[k] for k in FITTED}
+
+
+def _setting() -> list[str]:
+    return [o for o in guarantee_scale_overrides() if "rate_at_full" not in o and "model.regime" not in o]
+
+
+@pytest.mark.parametrize(("prefix", "fit"), [("R", "converged"), ("REGIME", ".")],
+                         ids=["converged_fit", "own_constants"])
+def test_the_earlier_own_constant_sweeps_run_the_fits_they_ran_with(prefix, fit):
+    values = regime([*_setting(), *commented_regime(prefix)])
+    fitted = json.loads((ROOT / "benchmarks" / "results" / "plan_regime" / "synthetic_mlp" / fit
+                         / "fit.json").read_text())["constants"]
+    assert {k: values[k] for k in FITTED} == {k: fitted[k] for k in FITTED}
+    assert values["rate_at_full"] == "cheapest"
 
 
 def test_sweep_job_folders_are_named_short():

@@ -11,7 +11,8 @@ residual under the configured constants (the probit of the outcome's PIT in its 
 ``benchmarks/plan_regime/fit.py``). Then OLS with one intercept per setting (within the bank):
 
 * ``log(c_real / c_job) ~ log r_eff + log steps``: the empirical rate exponent and a steps exponent
-  (``c_job`` the job's predicted rate at ``r = 1``; the model says ``a`` and 0);
+  (``c_job`` the job's rate as its exploration measured it, ``profile.plan_regime.rate_at_full:
+  cheapest``, read at ``r = 1`` in the column "at r = 1"; the model says ``a`` and 0);
 * ``log(c_real / (c_job r_eff**a))`` and the mean probit on the same two regressors (the model says 0).
 
     python benchmarks/analysis/rate_steps.py \
@@ -171,7 +172,8 @@ def bank_rows(spec: str, horizon: int) -> tuple[str, list[dict], float, dict]:
     name, rest = spec.split("=", 1)
     folder, settings, overrides = rest.split(":", 2)
     values = dict(compose_config(overrides.split())["profile"]["plan_regime"])
-    regime = fit.regime_of(values)
+    # c_job is the rate as the exploration measured it; the table converts it to r = 1 in its own column
+    regime = fit.regime_of({**values, "rate_at_full": "cheapest"})
     jobs = fit.load_jobs(folder, settings.split(","))
     if not jobs:
         raise SystemExit(f"rate_steps.py: no bank job under {folder} for settings {settings}")

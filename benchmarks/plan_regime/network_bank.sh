@@ -8,14 +8,16 @@
 # benchmarks/results/plan_regime/MODEL/ the fit (fit.md, fit.json). The two settings run in parallel:
 # NAMES (default r1,r2) with the overrides SETTING1 and SETTING2 (default the digits settings below),
 # POLICIES (bank.py --policies, default standard); FIT_EXTRA: overrides the fit adds to model=MODEL.
-# The synthetic MLP's bank (benchmarks/results/plan_regime/synthetic_mlp/README.md):
+# The synthetic MLP's bank (benchmarks/results/plan_regime/synthetic_mlp/README.md; its first fit read
+# the max_clients exploration's rate as measured, rate_at_full=cheapest):
 #   common="dataset=synthetic dataset.iid=true train.lr=0.2 aggregation.norm_factor=30
 #           profile.explore.max_clients=100 profile.plan_regime.anchor=last
 #           profile.plan_regime.explored_oscillation=null"
 #   EXTRA="$common" NAMES=b300,b1000 POLICIES=small \
 #   SETTING1="num_clients=300 dataset.log_sigma=1.0 target.loss=0.5" \
 #   SETTING2="num_clients=1000 dataset.log_sigma=0.5 target.loss=0.45" \
-#   FIT_EXTRA="profile.plan_regime.anchor=last profile.plan_regime.explored_oscillation=null" \
+#   FIT_EXTRA="profile.plan_regime.anchor=last profile.plan_regime.explored_oscillation=null
+#              profile.plan_regime.rate_at_full=cheapest" \
 #   nice -n 10 bash benchmarks/plan_regime/network_bank.sh synthetic_mlp /tmp/bank-synthetic_mlp
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -29,6 +29,18 @@ def plan_regime_of(cfg: Mapping[str, Any]) -> Any:
     return PlanRegime.from_config(raw)
 
 
+def reads_rate_at_full(regime: Any, cfg: Mapping[str, Any]) -> bool:
+    """Whether a plan reads the exploration's rate at ``r = 1`` (``regime.rate_at_full``).
+
+    ``always``: every exploration's (the factor is exactly 1 when its rounds trained every client);
+    ``cheapest``: only an exploration on the cheapest clusters (``profile.explore.clients: cheapest``
+    in ``cfg``, the job's configuration), a ``max_clients`` exploration's rate then counts as measured
+    at ``r = 1``.
+    """
+    explore = (cfg.get("profile") or {}).get("explore") or {}
+    return regime.rate_at_full == "always" or explore.get("clients", "all") == "cheapest"
+
+
 def local_steps(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> float:
     """Local SGD steps of a client of average size in one round: ``epochs * mean samples / batch``."""
     train = cfg.get("train") or {}
@@ -60,9 +72,9 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     Below ``1.25 L_e`` each variant's run profile is its learning curve through
     its own exploration trajectory (its last ``rate_window`` share of rounds,
     :func:`rate_span`; with ``rate_at_full`` the rate at ``r = 1``, over the
-    mean ``r_eff**a`` of those rounds, as an exploration on the cheapest
-    clusters needs; without it the rate as measured, which the plan regime's
-    constants were fitted with, also on explorations of ``max_clients``), the
+    mean ``r_eff**a`` of those rounds, as an exploration on less than the whole
+    federation needs, :func:`reads_rate_at_full`; without it the rate as
+    measured), the
     data exponents are the regime's, the judged loss carries ``judged_error``
     (the measured ``sem**2 / L`` times the regime's factor), and a set that
     leaves a class unseen is outside the measured range (``max_uncovered`` 0:

@@ -50,8 +50,10 @@ from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_conf
 
 LOG = logging.getLogger("depl_fl.profiling")
 PROFILE_VERSION = 9
-#: Plan-regime keys whose default value hashes like a section without the key (caches stay valid).
-REGIME_DEFAULTS: dict[str, Any] = {"explored_oscillation": None, "anchor": "last"}
+#: Plan-regime keys whose value before the key existed hashes like a section without the key (caches
+#: stay valid; ``rate_at_full: always``, the default, keys anew: it reads a capped exploration's rate
+#: at ``r = 1``).
+REGIME_DEFAULTS: dict[str, Any] = {"explored_oscillation": None, "anchor": "last", "rate_at_full": "cheapest"}
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -60,8 +62,8 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
     # model.loss null (cross-entropy) hashes like a model section without the key; model.regime is hashed
     # through the profile.plan_regime values it gives.
     model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None) and k != "regime"}
-    # plan_regime.explored_oscillation null (the constant oscillation) and anchor last (the last measured
-    # loss) hash like a section without them.
+    # plan_regime.explored_oscillation null (the constant oscillation), anchor last (the last measured
+    # loss) and rate_at_full cheapest (the rate as before the option) hash like a section without them.
     regime = prof.get("plan_regime")
     if isinstance(regime, Mapping):
         regime = {k: v for k, v in regime.items() if not (k in REGIME_DEFAULTS and REGIME_DEFAULTS[k] == v)}

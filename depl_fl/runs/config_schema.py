@@ -78,6 +78,8 @@ class _PlanRegime(Schema):
     rate_window: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)] = 1.0
     explored_oscillation: NonNegative | None = None
     anchor: Literal["last", "trend"] = "last"
+    # absent: a configuration recorded before the option, whose jobs converted the cheapest clusters' only
+    rate_at_full: Literal["always", "cheapest"] = "cheapest"
 
 
 class _Profile(Schema):

@@ -346,7 +346,8 @@ def plot_results(doc: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True,
-                  compact: bool = False, rounds_memo: RoundsMemo | None = None) -> Path:
+                  compact: bool = False, rounds_memo: RoundsMemo | None = None,
+                  durable: bool = True) -> Path:
     """Atomically write ``results.json`` (and ``loss.png``) into ``out_dir``; returns the JSON path.
 
     ``compact``: without indentation (the same document). The rewrite after
@@ -354,11 +355,13 @@ def write_results(doc: Mapping[str, Any], out_dir: str | Path, plot: bool = True
     encoder, and the document grows with every round (0.16 s a round after
     120 rounds); the job's last write is indented. ``rounds_memo``: the memo
     ``doc`` was built with, whose kept round texts a compact write reuses.
+    ``durable``: flushed to the disk before it replaces the last one
+    (:mod:`depl_fl.runs.checkpoint` says when a per-round write is).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = compact_json(doc, rounds_memo) if compact else json.dumps(doc, indent=2, allow_nan=False)
-    path = atomic_write_text(out / "results.json", text + "\n")
+    path = atomic_write_text(out / "results.json", text + "\n", durable=durable)
     if plot and doc.get("rounds"):
         plot_results(doc, out / "loss.png")
     return path

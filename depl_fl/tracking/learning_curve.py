@@ -65,6 +65,12 @@ REGIME_TOP = 1.25
 MIN_RATE = 1e-6
 #: Where a plan's learning curve starts (:attr:`PlanRegime.anchor`).
 ANCHORS = ("last", "trend")
+#: Which explorations' rate a plan reads at ``r = 1`` (:attr:`PlanRegime.rate_at_full`).
+RATE_AT_FULL = ("always", "cheapest")
+#: :attr:`PlanRegime.rate_at_full` where none is given (a configuration recorded before the option:
+#: such jobs read the rate at ``r = 1`` only after an exploration on the cheapest clusters);
+#: ``conf/profile/default.yaml`` sets ``always``.
+RATE_AT_FULL_BEFORE = "cheapest"
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,14 @@ class PlanRegime:
         through the exploration's trajectory with the job's own oscillation
         (:mod:`depl_fl.tracking.exploration_trend`), its end level with the
         fit's uncertainty.
+    rate_at_full : str
+        Which explorations' learning-curve rate a plan reads at ``r = 1`` (over
+        the mean ``r_eff**a`` of their rounds, :func:`ratio_factor`):
+        ``"always"``, every exploration's (rounds on every client measure it
+        there: factor 1); ``"cheapest"``, only an exploration on the cheapest
+        clusters', a ``max_clients`` exploration's rate then counts as measured
+        at ``r = 1`` (:func:`depl_fl.orchestration.profile_fit.reads_rate_at_full`).
+        Not given: :data:`RATE_AT_FULL_BEFORE`, as before the option.
     """
 
     power: float
@@ -116,6 +130,7 @@ class PlanRegime:
     oscillation_dof: float | None = None
     explored_oscillation: float | None = None
     anchor: str = "last"
+    rate_at_full: str = RATE_AT_FULL_BEFORE
 
     def __post_init__(self) -> None:
         if not (self.power > 1.0 and math.isfinite(self.power)):
@@ -139,10 +154,14 @@ class PlanRegime:
         if self.anchor not in ANCHORS:
             raise ScenarioError(f"profile.plan_regime.anchor: must be one of {', '.join(ANCHORS)}, "
                                 f"got {self.anchor!r}")
+        if self.rate_at_full not in RATE_AT_FULL:
+            raise ScenarioError("profile.plan_regime.rate_at_full: must be one of "
+                                f"{', '.join(RATE_AT_FULL)}, got {self.rate_at_full!r}")
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> PlanRegime:
-        """The constants of a ``profile.plan_regime`` config section (extra keys ignored)."""
+        """The constants of a ``profile.plan_regime`` config section (extra keys ignored; without
+        ``rate_at_full``, a section recorded before it: :data:`RATE_AT_FULL_BEFORE`)."""
         names = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
                  "reference_steps", "judged_error_factor")
         missing = [n for n in names if raw.get(n) is None]
@@ -154,7 +173,8 @@ class PlanRegime:
                 values[name] = None if raw.get(name) is None else float(raw[name])
         except (TypeError, ValueError):
             raise ScenarioError("profile.plan_regime: every constant must be a number") from None
-        return cls(**values, anchor=str(raw.get("anchor") or "last"))
+        return cls(**values, anchor=str(raw.get("anchor") or "last"),
+                   rate_at_full=str(raw.get("rate_at_full") or RATE_AT_FULL_BEFORE))
 
     def oscillation_at(self, local_steps: float) -> float:
         """``o (steps / reference_steps)**gamma``: the oscillation coefficient for ``local_steps``."""
