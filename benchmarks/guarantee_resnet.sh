@@ -17,7 +17,8 @@
 # OVERRIDES="KEY=VALUE ..." adds Hydra overrides to every job (e.g. profile.plan_regime.anchor=last
 # profile.plan_regime.explored_oscillation=null DEADLINE=300: the digits CNN's constants as they are,
 # the earlier results under constant_oscillation/).
-# Writes benchmarks/results/guarantee_digits_resnet/: report.{md,json} (depl-fl report), cells.md
+# PROBS=0.95 restricts pi (benchmarks/guarantee_sweep.sh); OUT=DIR writes the results there instead.
+# Writes benchmarks/results/guarantee_digits_resnet/ (or OUT): report.{md,json} (depl-fl report), cells.md
 # (benchmarks/guarantee_cells.py), pit.md (benchmarks/plan_pit.py --pooled), replan.{md,json}
 # (benchmarks/regime_replan.py) and perturbed/report.{md,json}.
 set -euo pipefail
@@ -27,7 +28,7 @@ SEEDS=${SEEDS:-"range(0,20)"}
 LOSS=${LOSS:-0.35}
 DEADLINE=${DEADLINE:-600}
 PY=${PYTHON:-.venv/bin/python}
-OUT=benchmarks/results/guarantee_digits_resnet
+OUT=${OUT:-benchmarks/results/guarantee_digits_resnet}
 FLOOR=${FLOOR:-0.0725}            # half the digits CNN's 0.145
 OSCILLATION=${OSCILLATION:-0.12}  # three quarters of the digits CNN's 0.16
 setting=(model=digits_resnet num_clients=10 train.lr=0.2 "target.loss=$LOSS" "target.deadline_s=$DEADLINE"

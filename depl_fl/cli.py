@@ -150,8 +150,22 @@ def _write_plan(plan: Any, path: str) -> None:
         raise ScenarioError(f"--out {path}: cannot write file ({exc.strerror or exc})") from None
 
 
+def _relaxed_plan(plan: Any, scenario: Any, targets: Any, args: argparse.Namespace) -> Any:
+    """The plan at a longer deadline, to say whether more deadline makes one (None: the search never ran)."""
+    from dataclasses import replace
+
+    from depl_fl.contract.plan import MAX_DEADLINE_S, RELAXED_DEADLINE_FACTOR
+    from depl_fl.planner import make_plan
+
+    if not isinstance((plan.predicted or {}).get("probability"), (int, float)):
+        return None
+    longer = replace(targets, deadline_s=min(targets.deadline_s * RELAXED_DEADLINE_FACTOR, MAX_DEADLINE_S))
+    return make_plan(scenario, longer, method=args.method, eta=args.eta,
+                     guarantee=args.guarantee or "gaussian", seed=args.seed)
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from depl_fl.contract.plan import Plan, shortfall_text
+    from depl_fl.contract.plan import CLI_KNOBS, Plan, relief_text, shortfall_text
     from depl_fl.contract.scenario import load_scenario
     from depl_fl.runs.mode_keys import check_plan_options
 
@@ -183,7 +197,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     _write_plan(plan, args.out)
     predicted = plan.predicted or {}
     if not plan.feasible:
-        print(f"{PROG}: no dependable plan: {shortfall_text(plan, targets.target_prob)}, target "
+        relief = relief_text(plan, _relaxed_plan(plan, scenario, targets, args), targets, CLI_KNOBS)
+        print(f"{PROG}: no dependable plan: {shortfall_text(plan, targets.target_prob)}{relief}, target "
               f"{targets.target_prob:g} (target loss {targets.target_loss:g}, deadline "
               f"{targets.deadline_s:g} s{_cap_text(targets)}, method {args.method}; wrote {args.out} with "
               "feasible false)", file=sys.stderr)

@@ -29,7 +29,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,15 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, Met
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
-from depl_fl.contract.plan import Plan, RoundDecision, Targets, shortfall_text
+from depl_fl.contract.plan import (
+    MAX_DEADLINE_S,
+    RELAXED_DEADLINE_FACTOR,
+    Plan,
+    RoundDecision,
+    Targets,
+    relief_text,
+    shortfall_text,
+)
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.orchestration.controller import Planner, RunController
@@ -350,14 +358,26 @@ class DepLStrategy(FedAvg):
             knobs = ("target.loss, target.prob, target.deadline_s or target.max_rounds"
                      if self.targets.max_rounds is not None
                      else "target.loss, target.prob or target.deadline_s")
+            relief = relief_text(plan, self._relaxed_plan(plan), self.targets)
             raise InfeasibleError(
                 f"no dependable plan: P[loss <= {self.targets.target_loss:g}] >= "
                 f"{self.targets.target_prob:g} {self.targets.limits_text()} is not reachable"
-                f" ({shortfall_text(plan, self.targets.target_prob)}); relax {knobs}")
+                f" ({shortfall_text(plan, self.targets.target_prob)}{relief}); relax {knobs}")
         unknown = sorted({c for r in plan.rounds for c in r.clients} - set(self.node_of))
         if unknown:
             raise ScenarioError(f"plan uses clients that are not connected: {', '.join(unknown)}")
         return plan
+
+    def _relaxed_plan(self, plan: Plan) -> Plan | None:
+        """The plan at a longer deadline, to say whether more deadline makes one (None: not asked).
+
+        Asked only when the infeasible plan's search ran (it reports a probability): a
+        job refused before planning has nothing to relax.
+        """
+        if self.plan_fn is None or not isinstance((plan.predicted or {}).get("probability"), (int, float)):
+            return None
+        longer = min(self.targets.deadline_s * RELAXED_DEADLINE_FACTOR, MAX_DEADLINE_S)
+        return self.plan_fn(self.scenario, replace(self.targets, deadline_s=longer), self._initial_start())
 
     def _met_plan(self, met_round: int) -> Plan:
         """The empty plan of a job whose exploration met the target (the stop rule after ``met_round``)."""

@@ -158,6 +158,7 @@ def test_cli_plan_without_dependable_plan_exits_3(tmp_path: Path,
     assert len(lines) == 1
     assert lines[0].startswith("depl-fl: no dependable plan: best reachable probability ")
     assert ", target 0.99 (target loss 0.05" in lines[0]
+    assert "4x the deadline" in lines[0]  # whether more deadline makes a plan
     plan = load_plan(out)
     assert plan.feasible is False
     assert 0.0 <= plan.predicted["probability"] < 0.99
@@ -222,6 +223,31 @@ def test_shortfall_names_the_independent_check_when_the_search_reached_pi() -> N
     assert "0.954" in text and "independent check" in text and "<" not in text
     assert shortfall_text(Plan(method="depl", feasible=False, rounds=[], predicted={}), 0.9) == \
         "best reachable probability unknown"
+
+
+def test_relief_names_what_would_make_a_plan_exist() -> None:
+    from depl_fl.contract.plan import CLI_KNOBS, Plan, Targets, relief_text
+
+    def plan(p: float | None, feasible: bool = False, time_s: float = 0.0) -> Plan:
+        predicted = {"time_s": time_s} if p is None else {"probability": p, "time_s": time_s}
+        return Plan(method="depl", feasible=feasible, rounds=[], predicted=predicted)
+
+    targets = Targets(0.35, 0.95, 100.0)
+    assert relief_text(plan(0.9), None, targets) == ""
+    assert relief_text(plan(0.9), plan(0.96, True, 250.0), targets) == (
+        "; with 4x the deadline a plan exists: a target.deadline_s longer by at least 150 s makes one")
+    # A ceiling: the longer deadline reaches no more.
+    assert relief_text(plan(0.939), plan(0.941), targets) == (
+        "; 4x the deadline reaches 0.941: more deadline alone does not make one, a target.prob below "
+        "0.939 or a higher target.loss may")
+    # Still growing: a much longer deadline may; the options' names in the CLI's line.
+    assert relief_text(plan(0.2), plan(0.63), targets, CLI_KNOBS) == (
+        "; 4x the deadline reaches 0.63, not enough: a much longer --deadline-s, a --target-prob below "
+        "0.2 or a higher --target-loss may")
+    # Nothing reachable at the deadline: no probability worth naming.
+    assert relief_text(plan(0.0), plan(0.0002), targets) == (
+        "; 4x the deadline reaches 0.0002: more deadline alone does not make one, a higher target.loss may")
+    assert relief_text(plan(0.5), plan(None), targets) == "; 4x the deadline does not make one either"
 
 
 def test_a_round_cap_that_binds_is_named_in_the_infeasible_message(tmp_path: Path,

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from depl_fl.contract.plan import RoundDecision, Targets
+from depl_fl.contract.plan import RELAXED_DEADLINE_FACTOR, RoundDecision, Targets, relief_text
 from depl_fl.contract.scenario import scenario_from_dict, scenario_to_dict
 from depl_fl.contract.semantics import (
     effective_ratio,
@@ -22,7 +22,7 @@ from depl_fl.contract.semantics import (
     simulate_final_losses,
 )
 from depl_fl.errors import ScenarioError
-from depl_fl.planner import make_plan
+from depl_fl.planner import PlanStart, make_plan
 from depl_fl.planner.quantile import LossPropagator, propagate
 from depl_fl.tracking.learning_curve import (
     PlanRegime,
@@ -270,3 +270,75 @@ def test_the_rate_is_measured_on_the_last_share_of_the_exploration():
     whole = rate_coefficient(2.6, 1.41, 4, regime.power, 0.145)
     late = rate_coefficient(*rate_span(losses, 4, 0.5), regime.power, 0.145)
     assert late > whole  # the later rounds descend faster than the plateau-diluted average
+
+
+# -- a trend start: the measured levels above the curve ----------------------------------------------
+#: The residual network's exploration (seed 5): the raw losses swing up by 0.6 around a loss of 1.1, which
+#: the measured profile above the curve reads as a mean rise.
+RISING = {"levels": [1.103, 1.855, 2.29], "mean": [-0.6, 0.78, 0.002], "std": [0.8, 0.6, 0.007],
+          "eval_std": [0.0, 0.0, 0.0]}
+SWINGING = PlanRegime(power=1.005, floor=0.0425, rate_exponent=0.15, noise_exponent=0.93,
+                      oscillation=0.5, steps_exponent=0.6, reference_steps=3.125, judged_error_factor=0.75,
+                      oscillation_dof=5.0)
+
+
+def _swinging_run(no_rise_above: bool) -> dict[str, list[float]]:
+    return plan_regime_run(RISING, 2.3, 0.88, 8, SWINGING, 0.54, rate=0.076, floor=0.0425,
+                           no_rise_above=no_rise_above)
+
+
+def test_a_trend_start_reads_no_measured_rise_above_the_curve() -> None:
+    kept, lifted = _swinging_run(False), _swinging_run(True)
+    top = 1.25 * 0.88
+    at_top = lifted["mean"][lifted["levels"].index(max(v for v in lifted["levels"] if v <= top + 1e-9))]
+    above = [i for i, v in enumerate(lifted["levels"]) if v > top + 1e-9]
+    assert [kept["mean"][i] for i in above] == [-0.6, 0.78, 0.002]
+    assert [lifted["mean"][i] for i in above] == [at_top, 0.78, at_top]
+    assert kept["std"] == lifted["std"] and kept["levels"] == lifted["levels"]
+    below = [i for i in range(len(kept["levels"])) if i not in above]
+    assert [kept["mean"][i] for i in below] == [lifted["mean"][i] for i in below]
+
+
+def test_a_measured_rise_above_the_curve_caps_a_trend_starts_probability_and_lifting_it_plans() -> None:
+    start = PlanStart(loss_mean=0.88, loss_std=0.38)
+    results = {}
+    for no_rise_above in (False, True):
+        doc = copy.deepcopy(BASE)
+        doc["loss"].update(initial=0.88, eval_dof=5.0)
+        doc["loss"]["run"]["full"] = _swinging_run(no_rise_above)
+        scen = scenario_from_dict(doc)
+        results[no_rise_above] = [make_plan(scen, Targets(0.35, 0.95, deadline), start=start, seed=1)
+                                  for deadline in (10.0, 100.0)]
+    kept, lifted = results[False], results[True]
+    # The mass of the start's spread caught above the curve never comes down: ten times the deadline
+    # does not reach 0.95.
+    assert not kept[0].feasible and not kept[1].feasible
+    assert kept[1].predicted["probability"] < 0.95
+    assert lifted[0].feasible and lifted[0].predicted["probability"] >= 0.95
+    assert lifted[0].predicted["time_s"] < 10.0
+
+
+def test_no_plan_says_whether_more_deadline_makes_one() -> None:
+    start = PlanStart(loss_mean=0.88, loss_std=0.38)
+
+    def plans(no_rise_above: bool, deadline: float):
+        doc = copy.deepcopy(BASE)
+        doc["loss"].update(initial=0.88, eval_dof=5.0)
+        doc["loss"]["run"]["full"] = _swinging_run(no_rise_above)
+        scen = scenario_from_dict(doc)
+        targets = Targets(0.35, 0.95, deadline)
+        longer = Targets(0.35, 0.95, deadline * RELAXED_DEADLINE_FACTOR)
+        return (targets, make_plan(scen, targets, start=start, seed=1),
+                make_plan(scen, longer, start=start, seed=1))
+
+    targets, best, relaxed = plans(False, 10.0)  # a ceiling of the loss model: time does not bind
+    text = relief_text(best, relaxed, targets)
+    reach = best.predicted["probability"]
+    assert "more deadline alone does not make one" in text and f"target.prob below {reach:.3g}" in text
+    targets, best, relaxed = plans(True, 2.0)  # the deadline binds: a longer one has a plan
+    assert not best.feasible and relaxed.feasible
+    need = relaxed.predicted["time_s"] - 2.0
+    assert relief_text(best, relaxed, targets) == (
+        f"; with {RELAXED_DEADLINE_FACTOR:g}x the deadline a plan exists: a target.deadline_s longer by at "
+        f"least {need:.0f} s makes one")
+    assert relief_text(best, None, targets) == ""

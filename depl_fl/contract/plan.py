@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -88,6 +89,64 @@ def shortfall_text(plan: Plan, target_prob: float) -> str:
     return (f"the best plan found reaches {best:.4g} on the search's Monte Carlo, too close to "
             f"{target_prob:g} to be confirmed (it must beat it by the Monte Carlo error and hold on "
             "an independent check)")
+
+
+#: How much longer a deadline the planner tries when no dependable plan exists (:func:`relief_text`).
+RELAXED_DEADLINE_FACTOR = 4.0
+
+
+#: The knobs' names in the one-line error of a job (Hydra) and of ``depl-fl plan`` (options).
+JOB_KNOBS = {"deadline": "target.deadline_s", "prob": "target.prob", "loss": "target.loss"}
+CLI_KNOBS = {"deadline": "--deadline-s", "prob": "--target-prob", "loss": "--target-loss"}
+#: Below this reachable probability no lower target probability is worth naming.
+_MIN_NAMED_PROB = 0.01
+#: A longer deadline that raises the reachable probability by more than this still helps.
+_GROWS = 0.01
+
+
+def relief_text(best: Plan, relaxed: Plan | None, targets: Targets,
+                knobs: dict[str, str] | None = None) -> str:
+    """What would make a dependable plan exist, in words, for the one-line error.
+
+    Parameters
+    ----------
+    best : Plan
+        The infeasible plan at the user's targets.
+    relaxed : Plan or None
+        The planner's answer at :data:`RELAXED_DEADLINE_FACTOR` times the deadline
+        (None: not tried).
+    targets : Targets
+        The user's targets (the deadline that remains for training).
+    knobs : dict, optional
+        The names of the deadline, probability and loss settings (default :data:`JOB_KNOBS`).
+
+    Returns
+    -------
+    str
+        Empty without ``relaxed``; else, after "; ", more deadline and by how much
+        when the relaxed plan exists; else the probability the longer deadline
+        reaches and, when it is no higher than at the deadline, that more deadline
+        alone does not make one (a ceiling of the loss model, not the time, binds),
+        with the target probability that may.
+    """
+    if relaxed is None:
+        return ""
+    names = knobs or JOB_KNOBS
+    factor = f"{RELAXED_DEADLINE_FACTOR:g}x the deadline"
+    if relaxed.feasible:
+        need = float((relaxed.predicted or {}).get("time_s", math.nan)) - targets.deadline_s
+        more = f"by at least {need:.0f} s" if math.isfinite(need) and need > 0 else "a little"
+        return f"; with {factor} a plan exists: a {names['deadline']} longer {more} makes one"
+    here, there = ((p.predicted or {}).get("probability") for p in (best, relaxed))
+    if not isinstance(there, (int, float)):
+        return f"; {factor} does not make one either"
+    reach = here if isinstance(here, (int, float)) else there  # at the user's deadline
+    lower = f"a {names['prob']} below {reach:.3g} or " if reach >= _MIN_NAMED_PROB else ""
+    if isinstance(here, (int, float)) and there > here + _GROWS:
+        return (f"; {factor} reaches {there:.4g}, not enough: a much longer {names['deadline']}, "
+                f"{lower}a higher {names['loss']} may")
+    return (f"; {factor} reaches {there:.4g}: more deadline alone does not make one, "
+            f"{lower}a higher {names['loss']} may")
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

@@ -257,7 +257,7 @@ def curve_levels(last_loss: float, floor: float, count: int = CURVE_LEVELS) -> l
 def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, last_loss: float,
                     rounds: int, regime: PlanRegime, oscillation: float,
                     ratio_factor: float = 1.0, rate: float | None = None,
-                    floor: float | None = None) -> dict[str, list[float]]:
+                    floor: float | None = None, no_rise_above: bool = False) -> dict[str, list[float]]:
     """One variant's run profile: the learning curve below ``REGIME_TOP * L_e``, the measured levels above.
 
     Parameters
@@ -284,6 +284,13 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
         unused); None: through ``first_loss`` and ``last_loss``.
     floor : float, optional
         The floor that fit used; None: :func:`effective_floor` at ``last_loss``.
+    no_rise_above : bool, optional
+        A measured level above the curve falls at least as fast as the curve's
+        top (a plan that starts at the exploration's trend). Those levels are
+        measured on the raw losses, whose swings the trend model does not let
+        accumulate: a swing up read there as a mean rise would hold a plan's
+        loss above the curve for good, so that its probability of reaching
+        the target stops growing with the plan's length.
 
     Returns
     -------
@@ -302,10 +309,11 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
     std = [math.sqrt(2.0) * e for e in eval_std]
     m_levels = [float(v) for v in measured["levels"]]
     m_eval = list(measured.get("eval_std") or [0.0] * len(m_levels))
+    least = mean[-1] if no_rise_above else -math.inf
     for lv, mu, sd, ev in zip(m_levels, measured["mean"], measured["std"], m_eval, strict=True):
         if lv > top * (1.0 + 1e-9):
             levels.append(lv)
-            mean.append(float(mu))
+            mean.append(max(float(mu), least))
             std.append(float(sd))
             eval_std.append(min(float(ev), float(sd) / math.sqrt(2.0)))
     return {"levels": levels, "mean": mean, "std": std, "eval_std": eval_std}
