@@ -9,7 +9,8 @@ profile is refitted from the exploration's cached fit inputs (``FederatedProfile
   that deadline: does more deadline make a plan?
 - from the trend without its spread, and from the exploration's last loss: does the start's spread
   make the difference?
-- with the profile as the code makes it now (a trend start reads no measured rise above the curve).
+- with a trend start's measured levels above the curve lifted to the curve's top rate (tried, not
+  used by the jobs: it made static plans bolder than predicted).
 
 Also the measured levels above the curve whose mean is a rise (a loss that grows there).
 
@@ -39,16 +40,16 @@ def _infeasible_jobs(sweep: Path) -> list[dict[str, Any]]:
 
 @contextmanager
 def _rises_kept(kept: bool):
-    """Make the profile as the job did before a trend start lifted the measured rises (``kept``)."""
+    """Make the profile with the measured levels above the curve as measured (``kept``, as the jobs
+    do) or, for a trend start (the call that passes its ``floor``), lifted to the curve's top rate."""
     from depl_fl.tracking import learning_curve
 
     original = learning_curve.plan_regime_run
 
-    def as_measured(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **{**kwargs, "no_rise_above": False})
+    def chosen(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **{**kwargs, "no_rise_above": not kept and "floor" in kwargs})
 
-    if kept:
-        learning_curve.plan_regime_run = as_measured
+    learning_curve.plan_regime_run = chosen
     try:
         yield
     finally:

@@ -84,8 +84,13 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     when given). With ``regime.anchor`` ``"trend"`` a variant's curve starts
     at its trajectory's fitted trend (``trends``, else :func:`exploration_trends`),
     where one is fitted; its rate is read between the fresh loss and that trend,
-    as the constants were fitted with the rate between two trajectory points,
-    and no measured level above the curve falls slower than its top.
+    as the constants were fitted with the rate between two trajectory points.
+    Above the curve the exploration's measured levels are kept as measured, a
+    measured rise included: lifting them to the curve's top rate
+    (``plan_regime_run(..., no_rise_above=True)``) gave plans where two jobs
+    found none, but made static plans bolder than their predictions on new seeds
+    (docs/MODELS.md); a job the rise caps ends with no dependable plan and names
+    the probability it can reach.
     """
     from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient
@@ -105,7 +110,7 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
         factor = ratio_factor(ratios[-span:], regime.rate_exponent) if rate_at_full else 1.0
         if trend is not None:
             run[model] = plan_regime_run(profile, first, trend.level, span, regime, oscillation, factor,
-                                         floor=trend.floor, no_rise_above=True)
+                                         floor=trend.floor)
             continue
         run[model] = plan_regime_run(profile, first, last, span, regime, oscillation, factor)
     out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,

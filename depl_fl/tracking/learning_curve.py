@@ -286,11 +286,12 @@ def plan_regime_run(measured: Mapping[str, Sequence[float]], first_loss: float, 
         The floor that fit used; None: :func:`effective_floor` at ``last_loss``.
     no_rise_above : bool, optional
         A measured level above the curve falls at least as fast as the curve's
-        top (a plan that starts at the exploration's trend). Those levels are
-        measured on the raw losses, whose swings the trend model does not let
-        accumulate: a swing up read there as a mean rise would hold a plan's
-        loss above the curve for good, so that its probability of reaching
-        the target stops growing with the plan's length.
+        top. Those levels are measured on the raw losses: a swing up read there
+        as a mean rise holds part of a trend start's trajectories above the
+        curve for good, so that its probability stops growing with the plan's
+        length. Off in the jobs (lifting every slow level also made static
+        plans bolder than predicted); the plan-regime analyses in
+        ``benchmarks/`` compare both.
 
     Returns
     -------
