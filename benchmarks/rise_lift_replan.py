@@ -81,7 +81,7 @@ def replan(doc: dict[str, Any], made_with_kept: bool = True) -> dict[str, Any] |
 
 
 def markdown(rows: list[dict[str, Any]], command: str, made_with_kept: bool = True) -> str:
-    title = "lifted" if made_with_kept else "kept (as before the change)"
+    title = "lifted" if made_with_kept else "kept (as the jobs make them)"
     lines = [f"# Static plans with the measured rises above the curve {title}", "", f"`{command}`", "",
              "Jobs whose plan the profile as the job made it reproduces; the new plan's outcome is the "
              "job's own test loss after as many training rounds when its rounds are a prefix of the job's "
