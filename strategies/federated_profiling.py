@@ -272,7 +272,8 @@ class FederatedProfiler:
         """
         t0 = time.perf_counter() - (self.progress.wall_s if self.progress is not None else 0.0)
         prof = self.cfg["profile"]
-        key = federated_key(self.cfg, strategy.properties)
+        key = federated_key(self.cfg, strategy.properties,
+                            None if self.prior is None else self.prior.observations)
         self.cache_file = Path(str(prof["cache_dir"])) / f"profile-fed-{key}.json"
         # A resumed exploration goes on even if the profile got cached meanwhile: its model is the job's.
         if self.progress is None and self.cache_file.exists() and not prof.get("force"):
