@@ -21,8 +21,9 @@
 # Each arm has its own profile cache folder.
 #   SEEDS=10 FULL_SEEDS=5 FIRST=1100 [PIS="0.9 0.95"] bash benchmarks/exploration_prior.sh OUT [SETTING ...]
 # then OUT/<folder>/report.{md,json} (depl-fl report), RESULTS/summary.{md,json}
-# (benchmarks/exploration_energy.py), RESULTS/prior-sources.md and RESULTS/report-<folder>.md;
-# RESULTS defaults to benchmarks/results/exploration_prior.
+# (benchmarks/exploration_energy.py), RESULTS/prior-sources.md (benchmarks/prior_sources.py: what the
+# sources cost), RESULTS/prior-effect.md (benchmarks/prior_effect.py: the seeds whose job the prior
+# changed) and RESULTS/report-<folder>.md; RESULTS defaults to benchmarks/results/exploration_prior.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -87,6 +88,7 @@ R=${RESULTS:-benchmarks/results/exploration_prior}
 mkdir -p "$R"
 "$PY" benchmarks/exploration_energy.py "$S" --out "$R/summary"
 "$PY" benchmarks/prior_sources.py "$S/prior-sources" --out "$R/prior-sources.md"
+"$PY" benchmarks/prior_effect.py "$S" --out "$R/prior-effect.md"
 for folder in "${FOLDERS[@]}"; do
   if [ -f "$S/$folder/report.md" ]; then cp "$S/$folder/report.md" "$R/report-$folder.md"; fi
 done
