@@ -1,4 +1,5 @@
-"""The sweep analysis scripts: how they read a sweep folder and refuse one without their jobs."""
+"""How the sweep analyses read a sweep folder and write their report (benchmarks/sweep_io.py), and how each
+refuses a sweep without its jobs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from sweep_io import job_records, write_report  # noqa: E402
@@ -46,18 +47,3 @@ def test_a_sweep_without_the_scripts_jobs_is_refused_in_one_line(script: str, tm
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: no ") and len(proc.stderr.strip().splitlines()) == 1
-
-
-def test_tracking_stops_are_read_from_the_last_training_round(tmp_path: Path) -> None:
-    import tracking_stop_margins
-
-    rounds = [{"phase": "explore", "loss": 1.0, "test_loss": 1.0},
-              {"phase": "train", "loss": 0.30, "test_loss": 0.31, "loss_margin": 0.02},
-              {"phase": "train", "loss": 0.25, "test_loss": 0.40, "loss_margin": 0.05}]
-    _job(tmp_path / "0", {"summary": {"method": "depl", "tracking": True, "seed": 7, "target_prob": 0.9,
-                                      "target_loss": 0.35},
-                          "rounds": rounds, "replans": [{"reason": "target met by the stop rule"}]})
-    _job(tmp_path / "1", {"summary": {"method": "depl", "tracking": False, "seed": 8}, "rounds": rounds})
-    assert tracking_stop_margins.stops(tmp_path) == [
-        {"seed": 7, "pi": 0.9, "target": 0.35, "by_rule": True, "validation": 0.25, "test": 0.40,
-         "margin": 0.05}]
