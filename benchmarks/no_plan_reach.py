@@ -26,11 +26,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sweep_io import job_records, write_report
+
 
 def _infeasible_jobs(sweep: Path) -> list[dict[str, Any]]:
     out = []
-    for path in sorted(sweep.rglob("results.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for _, doc in job_records(sweep):
         s = doc.get("summary") or {}
         if s.get("method") == "depl" and s.get("status") == "infeasible" \
                 and (doc.get("profile") or {}).get("cache_file"):
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweep", type=Path)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    jobs = _infeasible_jobs(args.sweep) if args.sweep.is_dir() else []
+    jobs = _infeasible_jobs(args.sweep)
     if not jobs:
         print(f"error: no DepL job without a dependable plan under {args.sweep}", file=sys.stderr)
         return 2
@@ -153,11 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     for doc in jobs:
         lines += rows(doc)
     text = "\n".join(lines) + "\n"
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 

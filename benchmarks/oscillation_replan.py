@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sweep_io import job_records, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -167,8 +168,7 @@ def static_jobs(sweep: Path) -> list[tuple[dict[str, Any], Path]]:
     from plan_regime.oscillation_reference import cache_file
 
     out = []
-    for path in sorted(sweep.rglob("results.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for _, doc in job_records(sweep):
         s = doc.get("summary") or {}
         name = (doc.get("profile") or {}).get("cache_file")
         if s.get("method") != "depl" or s.get("tracking") or not name or doc.get("replans"):
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             print(f"error: --set {item!r}: expected NAME=NUMBER", file=sys.stderr)
             return 2
-    jobs = static_jobs(args.sweep) if args.sweep.is_dir() else []
+    jobs = static_jobs(args.sweep)
     if not jobs:
         print(f"error: no static DepL job with a profile cache file under {args.sweep}", file=sys.stderr)
         return 2
@@ -212,11 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({"reference": args.reference, "changes": changes, "jobs": rows},
                                         indent=1),
                              encoding="utf-8")
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sweep_io import job_records, write_report
 
 
 def _static_jobs(sweep: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -41,8 +42,7 @@ def _static_jobs(sweep: Path) -> list[tuple[str, dict[str, Any]]]:
     from depl_fl.runs.report import UNFINISHED
 
     out = []
-    for path in sorted(sweep.rglob("results.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for path, doc in job_records(sweep):
         s = doc.get("summary") or {}
         if s.get("method") == "depl" and not s.get("tracking") and s.get("status") not in UNFINISHED \
                 and doc.get("plan") and s.get("final_test_loss") is not None \
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             print(f"error: --set {item!r}: expected NAME=NUMBER", file=sys.stderr)
             return 2
-    jobs = _static_jobs(args.sweep) if args.sweep.is_dir() else []
+    jobs = _static_jobs(args.sweep)
     if not jobs:
         print(f"error: no static DepL job with a plan under {args.sweep}", file=sys.stderr)
         return 2
@@ -206,11 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/regime_replan.py " + " ".join([str(args.sweep)]
                                                                + [f"--set {s}" for s in args.set])
     text = markdown(rows, changes, command)
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 

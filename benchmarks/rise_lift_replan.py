@@ -15,12 +15,12 @@ training rounds (the same seeded rounds); a longer or different plan is counted 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sweep_io import job_records, write_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -29,8 +29,7 @@ from no_plan_reach import _profile  # noqa: E402
 
 def _jobs(sweep: Path) -> list[dict[str, Any]]:
     out = []
-    for path in sorted(sweep.rglob("results.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for _, doc in job_records(sweep):
         s = doc.get("summary") or {}
         if s.get("method") == "depl" and not s.get("tracking") and doc.get("plan") \
                 and s.get("final_test_loss") is not None and (doc.get("profile") or {}).get("cache_file"):
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="how the sweep's jobs made their profiles (the rises above the curve)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    jobs = _jobs(args.sweep) if args.sweep.is_dir() else []
+    jobs = _jobs(args.sweep)
     kept = args.made_with == "kept"
     rows = [r for r in (replan(doc, kept) for doc in jobs) if r is not None]
     if not rows:
@@ -126,11 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = markdown(rows, f"python benchmarks/rise_lift_replan.py {args.sweep} --made-with {args.made_with}",
                     kept)
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 

@@ -12,17 +12,17 @@ looks every round and stops at the first that passes), and how many ended above 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from sweep_io import job_records, write_report
 
 
 def stops(sweep: Path) -> list[dict[str, Any]]:
     """The last training round of every tracking DepL job of ``sweep``."""
     out = []
-    for path in sorted(sweep.rglob("results.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for _, doc in job_records(sweep):
         s = doc.get("summary") or {}
         train = [r for r in doc.get("rounds") or [] if r.get("phase") == "train"]
         if s.get("method") != "depl" or not s.get("tracking") or not train:
@@ -60,16 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweep", type=Path)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    rows = stops(args.sweep) if args.sweep.is_dir() else []
+    rows = stops(args.sweep)
     if not rows:
         print(f"error: no tracking DepL job with a training round under {args.sweep}", file=sys.stderr)
         return 2
     text = markdown(rows, f"python benchmarks/tracking_stop_margins.py {args.sweep}")
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 

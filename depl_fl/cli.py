@@ -152,14 +152,12 @@ def _write_plan(plan: Any, path: str) -> None:
 
 def _relaxed_plan(plan: Any, scenario: Any, targets: Any, args: argparse.Namespace) -> Any:
     """The plan at a longer deadline, to say whether more deadline makes one (None: the search never ran)."""
-    from dataclasses import replace
-
-    from depl_fl.contract.plan import MAX_DEADLINE_S, RELAXED_DEADLINE_FACTOR
+    from depl_fl.contract.plan import relaxed_targets
     from depl_fl.planner import make_plan
 
-    if not isinstance((plan.predicted or {}).get("probability"), (int, float)):
+    longer = relaxed_targets(plan, targets)
+    if longer is None:
         return None
-    longer = replace(targets, deadline_s=min(targets.deadline_s * RELAXED_DEADLINE_FACTOR, MAX_DEADLINE_S))
     return make_plan(scenario, longer, method=args.method, eta=args.eta,
                      guarantee=args.guarantee or "gaussian", seed=args.seed)
 

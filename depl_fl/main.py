@@ -62,7 +62,8 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     if str(cfg["profile"].get("source", "federated")) == "inprocess":
         from depl_fl.orchestration.profiling import ensure_profile
 
-        ensure_profile(cfg)  # before the simulation starts, so pilots never run inside Ray
+        # Before the simulation starts, so pilots never run inside Ray; the job then reads this file.
+        ensure_profile(cfg, force=bool(cfg["profile"].get("force")))
     backend = cfg["simulation"]["backend"]
     if backend == "inprocess":
         from clients.client_app import make_client_app

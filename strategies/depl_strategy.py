@@ -29,7 +29,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,11 +38,10 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
 from depl_fl.contract.plan import (
-    MAX_DEADLINE_S,
-    RELAXED_DEADLINE_FACTOR,
     Plan,
     RoundDecision,
     Targets,
+    relaxed_targets,
     relief_text,
     shortfall_text,
 )
@@ -369,15 +368,11 @@ class DepLStrategy(FedAvg):
         return plan
 
     def _relaxed_plan(self, plan: Plan) -> Plan | None:
-        """The plan at a longer deadline, to say whether more deadline makes one (None: not asked).
-
-        Asked only when the infeasible plan's search ran (it reports a probability): a
-        job refused before planning has nothing to relax.
-        """
-        if self.plan_fn is None or not isinstance((plan.predicted or {}).get("probability"), (int, float)):
+        """The plan at a longer deadline, to say whether more deadline makes one (None: not asked)."""
+        longer = relaxed_targets(plan, self.targets)
+        if self.plan_fn is None or longer is None:
             return None
-        longer = min(self.targets.deadline_s * RELAXED_DEADLINE_FACTOR, MAX_DEADLINE_S)
-        return self.plan_fn(self.scenario, replace(self.targets, deadline_s=longer), self._initial_start())
+        return self.plan_fn(self.scenario, longer, self._initial_start())
 
     def _met_plan(self, met_round: int) -> Plan:
         """The empty plan of a job whose exploration met the target (the stop rule after ``met_round``)."""

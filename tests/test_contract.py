@@ -250,6 +250,18 @@ def test_relief_names_what_would_make_a_plan_exist() -> None:
     assert relief_text(plan(0.5), plan(None), targets) == "; 4x the deadline does not make one either"
 
 
+def test_relaxed_targets_ask_for_a_longer_deadline_only_after_a_search() -> None:
+    from depl_fl.contract.plan import MAX_DEADLINE_S, RELAXED_DEADLINE_FACTOR, Plan, Targets, relaxed_targets
+
+    searched = Plan(method="depl", feasible=False, rounds=[], predicted={"probability": 0.5})
+    refused = Plan(method="depl", feasible=False, rounds=[], predicted={}, extra={"reason": "no round fits"})
+    targets = Targets(0.35, 0.95, 100.0)
+    longer = relaxed_targets(searched, targets)
+    assert longer == Targets(0.35, 0.95, 100.0 * RELAXED_DEADLINE_FACTOR)
+    assert relaxed_targets(refused, targets) is None
+    assert relaxed_targets(searched, Targets(0.35, 0.95, MAX_DEADLINE_S)).deadline_s == MAX_DEADLINE_S
+
+
 def test_a_round_cap_that_binds_is_named_in_the_infeasible_message(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture) -> None:
     # The same targets plan fine without a cap (test_cli_plan_then_evaluate); one round is

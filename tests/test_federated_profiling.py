@@ -144,7 +144,8 @@ def test_folder_client_without_data_dir_fails_clearly(split):
 # ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def folder_job(split, tmp_path_factory):
-    """Two jobs on the same per-node folders sharing a profile cache: one profiles, one reuses."""
+    """Three jobs on the same per-node folders sharing a profile cache: one profiles, one reuses, one
+    (``profile.force``) explores again."""
     tmp = tmp_path_factory.mktemp("job")
     cfg = compose_config(["dataset=folder", f"dataset.test_dir={split / 'test'}",
                           f"profile.cache_dir={tmp / 'cache'}", *JOB])
@@ -160,10 +161,14 @@ def folder_job(split, tmp_path_factory):
     mp.setattr(folder_mod, "_read_cached", spy)
     try:
         docs = []
-        for name in ("first", "second"):
-            grid = InProcessGrid(make_client_app(cfg), N,
+        forced = {**cfg, "profile": {**cfg["profile"], "force": True}}
+        # The forced job's folder lies outside ``tmp``, whose report reads the first two.
+        jobs = (("first", cfg, tmp / "first"), ("second", cfg, tmp / "second"),
+                ("forced", forced, tmp_path_factory.mktemp("forced")))
+        for _, job_cfg, out in jobs:
+            grid = InProcessGrid(make_client_app(job_cfg), N,
                                  node_configs=[{"data-dir": str(split / f"node-{i}")} for i in range(N)])
-            path = run_server(grid, cfg, tmp / name)
+            path = run_server(grid, job_cfg, out)
             docs.append(json.loads(Path(path).read_text()))
     finally:
         mp.undo()
@@ -171,7 +176,7 @@ def folder_job(split, tmp_path_factory):
 
 
 def test_server_without_training_data_completes_with_federated_profiling(folder_job):
-    (first, _), opened, _, split = folder_job
+    (first, *_), opened, _, split = folder_job
     server_reads = {p for field, p in opened if field == "dataset.test_dir"}
     client_reads = {p for field, p in opened if field != "dataset.test_dir"}
     assert server_reads == {split / "test"}
@@ -189,7 +194,7 @@ def test_server_without_training_data_completes_with_federated_profiling(folder_
 
 
 def test_profile_energy_is_the_sum_of_the_profile_rounds(folder_job):
-    (first, _), *_ = folder_job
+    (first, *_), *_ = folder_job
     s = first["summary"]
     profile = [r for r in first["rounds"] if r["phase"] == "profile"]
     train = [r for r in first["rounds"] if r["phase"] == "train"]
@@ -206,7 +211,7 @@ def test_profile_energy_is_the_sum_of_the_profile_rounds(folder_job):
 
 
 def test_a_reused_profile_is_recorded_with_its_cost_when_made(folder_job):
-    (first, second), *_ = folder_job
+    (first, second, _), *_ = folder_job
     s = second["summary"]
     assert s["profile_reused"] is True and s["profile_energy_j"] == 0 and s["profile_rounds"] == 0
     assert all(r["phase"] == "train" for r in second["rounds"])
@@ -216,8 +221,15 @@ def test_a_reused_profile_is_recorded_with_its_cost_when_made(folder_job):
     assert made["rounds"] == 3
 
 
+def test_a_forced_profile_explores_again_beside_a_cached_one(folder_job):
+    (first, _, forced), *_ = folder_job
+    s = forced["summary"]
+    assert s["profile_reused"] is False and s["profile_rounds"] == first["summary"]["profile_rounds"] == 3
+    assert forced["profile"]["cache_file"] == first["profile"]["cache_file"]
+
+
 def test_report_totals_with_and_without_profiling(folder_job):
-    (first, second), _, tmp, _ = folder_job
+    (first, second, _), _, tmp, _ = folder_job
     report = build_report(tmp, tmp / "report")
     (row,) = report["groups"]
     assert row["runs"] == 2
@@ -232,7 +244,7 @@ def test_report_totals_with_and_without_profiling(folder_job):
 
 
 def test_switch_rounds_start_every_group_from_the_global_model(folder_job):
-    (first, _), *_ = folder_job
+    (first, *_), *_ = folder_job
     before, switch = first["rounds"][1], first["rounds"][2]   # profile.explore.switch_rounds=[3]
     assert {g["model"] for g in switch["groups"]} == {"full", "p50"}
     for group in switch["groups"]:
@@ -244,7 +256,7 @@ def test_switch_rounds_start_every_group_from_the_global_model(folder_job):
 def test_profile_records_coverage_bounds_and_evaluation_noise(folder_job):
     from depl_fl.contract.coverage import measured_bounds, pooled_histogram, shares
 
-    (first, _), *_ = folder_job
+    (first, *_), *_ = folder_job
     profile = [r for r in first["rounds"] if r["phase"] == "profile"]
     cache = json.loads(Path(first["profile"]["cache_file"]).read_text())
     hists = {cid: hist for cid, _, _, hist in cache["profile"]["data"]}   # what the nodes reported

@@ -432,23 +432,25 @@ def channel_shuffle_net(num_classes: int = 10, in_channels: int = 1) -> nn.Modul
     return ChannelShuffleNet(num_classes, in_channels)
 
 
-class RowGRU(nn.Module):
-    """The image's rows as a sequence through a GRU: no convolution or linear channel to prune."""
+class RowRNN(nn.Module):
+    """The image's rows as a sequence through a recurrent layer straight from the pixels, a linear head:
+    no convolution or linear channel to prune."""
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+    def __init__(self, cell: type[nn.RNNBase], hidden: int, num_classes: int = 10,
+                 in_channels: int = 1) -> None:
         super().__init__()
-        self.gru = nn.GRU(in_channels * 8, 16, batch_first=True)
-        self.head = nn.Linear(16, num_classes)
+        self.rnn = cell(in_channels * 8, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         b, c, h, w = x.shape
-        out, _ = self.gru(x.permute(0, 2, 1, 3).reshape(b, h, c * w))
+        out, _ = self.rnn(x.permute(0, 2, 1, 3).reshape(b, h, c * w))
         return self.head(out[:, -1])
 
 
 def row_gru(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
-    """Factory of :class:`RowGRU` (8x8 inputs)."""
-    return RowGRU(num_classes, in_channels)
+    """The rows through a GRU of 16 units (8x8 inputs)."""
+    return RowRNN(nn.GRU, 16, num_classes, in_channels)
 
 
 # ---- a zoo of layer patterns users bring (8x8 digits, one channel)
@@ -839,23 +841,9 @@ def conv_lstm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     return ConvLSTMNet(num_classes, in_channels)
 
 
-class RowLSTM(nn.Module):
-    """The image's rows through an LSTM straight from the pixels, a linear head."""
-
-    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(in_channels * 8, 24, batch_first=True)
-        self.head = nn.Linear(24, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        b, c, h, w = x.shape
-        out, _ = self.lstm(x.permute(0, 2, 1, 3).reshape(b, h, c * w))
-        return self.head(out[:, -1])
-
-
 def row_lstm(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
-    """Factory of :class:`RowLSTM` (8x8 inputs)."""
-    return RowLSTM(num_classes, in_channels)
+    """The rows through an LSTM of 24 units (8x8 inputs)."""
+    return RowRNN(nn.LSTM, 24, num_classes, in_channels)
 
 
 class DetachNet(nn.Module):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -93,6 +93,28 @@ def shortfall_text(plan: Plan, target_prob: float) -> str:
 
 #: How much longer a deadline the planner tries when no dependable plan exists (:func:`relief_text`).
 RELAXED_DEADLINE_FACTOR = 4.0
+
+
+def relaxed_targets(plan: Plan, targets: Targets) -> Targets | None:
+    """The targets at :data:`RELAXED_DEADLINE_FACTOR` times the deadline: does more deadline help?
+
+    Parameters
+    ----------
+    plan : Plan
+        The infeasible plan at ``targets``.
+    targets : Targets
+        The user's targets.
+
+    Returns
+    -------
+    Targets or None
+        None when the plan's search never ran (no predicted probability: a job refused
+        before planning has nothing to relax); else ``targets`` with the longer deadline,
+        capped at :data:`MAX_DEADLINE_S`.
+    """
+    if not isinstance((plan.predicted or {}).get("probability"), (int, float)):
+        return None
+    return replace(targets, deadline_s=min(targets.deadline_s * RELAXED_DEADLINE_FACTOR, MAX_DEADLINE_S))
 
 
 #: The knobs' names in the one-line error of a job (Hydra) and of ``depl-fl plan`` (options).

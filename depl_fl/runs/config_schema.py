@@ -86,6 +86,7 @@ class _Profile(Schema):
     source: Literal["federated", "inprocess"] = "federated"
     explore: _Explore | None = None
     prior: str | None = None
+    force: StrictBool = False
     plan_regime: _PlanRegime | None = None
     seeds: Count
     rounds: Count

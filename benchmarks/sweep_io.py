@@ -1,0 +1,41 @@
+"""The job records of a sweep folder, and a report written to a file or stdout.
+
+Shared by the analysis scripts that read a Hydra multirun (``results.json`` per job) and print one
+Markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def job_records(sweep: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every ``results.json`` under ``sweep``, in path order, with its parsed record.
+
+    Parameters
+    ----------
+    sweep : Path
+        A sweep folder (any depth); a path that is not a folder yields nothing.
+
+    Yields
+    ------
+    tuple of Path and dict
+        The file and its record.
+    """
+    if not sweep.is_dir():
+        return
+    for path in sorted(sweep.rglob("results.json")):
+        yield path, json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_report(text: str, out: Path | None) -> None:
+    """Write ``text`` to ``out`` (its folder made as needed), or to stdout when ``out`` is None."""
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
