@@ -48,7 +48,9 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 * with ``profile.prior`` (another federation's profile of the same network and
   dataset, :mod:`depl_fl.orchestration.profile_prior`) the prior's
   observations join the fit and the exploration only calibrates them: at least
-  ``profile.explore.prior_rounds`` rounds, the value stop judged from round 1;
+  ``profile.explore.prior_rounds`` rounds, the value stop judged from round 1 (once
+  this job's own trajectory has left the plateau; the plan regime below the
+  explored losses reads this job's trajectory only);
 * the merged model's per-variant trajectory gives the evaluation noise:
   ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
   on the validation split, of the test split's size in simulation).
@@ -272,7 +274,8 @@ class FederatedProfiler:
         """
         t0 = time.perf_counter() - (self.progress.wall_s if self.progress is not None else 0.0)
         prof = self.cfg["profile"]
-        key = federated_key(self.cfg, strategy.properties)
+        key = federated_key(self.cfg, strategy.properties,
+                            None if self.prior is None else self.prior.observations)
         self.cache_file = Path(str(prof["cache_dir"])) / f"profile-fed-{key}.json"
         # A resumed exploration goes on even if the profile got cached meanwhile: its model is the job's.
         if self.progress is None and self.cache_file.exists() and not prof.get("force"):

@@ -5,7 +5,8 @@ model's plateau) whose recorded energies say one more round could not pay for
 itself, before its minimum rounds; the same job without the exploration's
 stops runs them. A job of another federation (more clients) with the first
 job's profile as its prior explores only its ``prior_rounds`` and fits the
-prior's observations with its own.
+prior's observations with its own, with tracking's default (frugal) exploration
+too; a profile made without the prior is never reused with it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,28 @@ def prior_job(jobs, tmp_path_factory):
                 "profile.explore.value_stop=false", clients=4), plain
 
 
+@pytest.fixture(scope="module")
+def prior_in_plain_cache(jobs, tmp_path_factory):
+    """The plain job's federation and configuration again, in the plain job's cache folder, with the
+    value job's profile as its prior."""
+    tmp = tmp_path_factory.mktemp("explore-prior-cache")
+    value, plain = jobs
+    cache = Path(plain["profile"]["cache_file"]).parent
+    results = Path(value["profile"]["cache_file"]).parent.parent / "results.json"
+    return _run(tmp, "again", "profile.explore.stop_when_met=false", f"profile.prior={results}",
+                f"profile.cache_dir={cache}"), plain
+
+
+@pytest.fixture(scope="module")
+def tracking_prior_job(jobs, tmp_path_factory):
+    """The default exploration with tracking (auto: the frugal one) and the plain job's profile as its
+    prior, on a federation of four clients."""
+    tmp = tmp_path_factory.mktemp("explore-prior-tracking")
+    _, plain = jobs
+    results = Path(plain["profile"]["cache_file"]).parent.parent / "results.json"
+    return _run(tmp, "tracking", f"profile.prior={results}", "tracking.enabled=true", clients=4), plain
+
+
 def test_the_exploration_ends_at_the_first_round_one_more_could_not_pay_for(jobs):
     value, plain = jobs
     judged = value["profile"]["values"]
@@ -96,3 +119,29 @@ def test_a_prior_is_only_calibrated(prior_job):
     # the minimum rounds are prior_rounds (1), not rounds (6)
     assert job["summary"]["profile_rounds"] == 1
     assert cache["task"] == {"dataset": "digits", "arch": "digits_cnn"}
+
+
+def test_a_profile_made_without_the_prior_is_not_reused_with_it(prior_in_plain_cache):
+    job, plain = prior_in_plain_cache
+    # the same federation and configuration, the same cache folder: only the prior differs
+    assert job["config"]["num_clients"] == plain["config"]["num_clients"]
+    assert job["summary"]["profile_reused"] is False
+    assert job["summary"]["profile_rounds"] == job["config"]["profile"]["explore"]["prior_rounds"] == 2
+    assert job["profile"]["cache_file"] != plain["profile"]["cache_file"]
+    assert Path(job["profile"]["cache_file"]).parent == Path(plain["profile"]["cache_file"]).parent
+
+
+def test_a_prior_with_the_default_exploration_of_tracking(tracking_prior_job):
+    job, plain = tracking_prior_job
+    explore = job["config"]["profile"]["explore"]
+    # auto resolved to the frugal exploration, and the prior taken
+    assert (explore["clients"], explore["value_stop"]) == ("cheapest", True)
+    assert job["config"]["profile"]["plan_regime"]["rate_window"] == 0.5
+    assert job["profile"]["prior"]["source"] == plain["profile"]["cache_file"]
+    # prior_rounds (2) at least instead of rounds (6), then no more (no stop_loss_factor); the value stop
+    # is not judged before the job's own trajectory has left the plateau (round 4)
+    assert job["summary"]["profile_rounds"] == 2
+    assert job["profile"]["values"] == [] and job["summary"]["profile_value_round"] is None
+    s = job["summary"]
+    assert s["tracking"] is True and s["status"] == "completed"
+    assert s["total_energy_j"] == pytest.approx(s["profile_energy_j"] + s["cost_j"])

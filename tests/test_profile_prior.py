@@ -101,3 +101,21 @@ def test_a_job_with_a_prior_of_another_network_exits_2_in_one_line(tmp_path):
     assert len(lines) == 1 and "profile.prior:" in lines[0], proc.stderr[-2000:]
     assert "another task" in lines[0]
     assert not (tmp_path / "cache").exists()  # no exploration round ran
+
+
+def test_a_profile_fitted_with_a_prior_is_cached_under_its_own_key(tmp_path):
+    from depl_fl.orchestration.profiling import federated_key
+    from depl_fl.runs.runconfig import compose_config
+
+    cfg = compose_config(["num_clients=2"])
+    props = {"c0": {"cluster": "A", "num-samples": 10, "label-histogram": [5, 5]},
+             "c1": {"cluster": "B", "num-samples": 12, "label-histogram": [6, 6]}}
+    prior = load_prior(_cache(tmp_path, task_of(CFG)), CFG)
+    other = [{**OBS[0], "loss_after": 1.7}, *OBS[1:]]
+    without = federated_key(cfg, props)
+    assert federated_key(cfg, props, None) == without  # a job without a prior keys as before
+    with_prior = federated_key(cfg, props, prior.observations)
+    # with a prior, another profile: neither job reuses the other's, nor one of another prior
+    assert with_prior != without
+    assert federated_key(cfg, props, other) not in (with_prior, without)
+    assert federated_key(cfg, props, [dict(o) for o in OBS]) == with_prior

@@ -9,9 +9,14 @@ variant, with their sample fractions) then join this job's own in the
 profile fit, so the exploration only has to calibrate them to this
 federation: it runs ``profile.explore.prior_rounds`` rounds at least instead
 of ``profile.explore.rounds`` and judges the value stop from its first round
-(:mod:`depl_fl.orchestration.exploration_value`). The learning curve below the
-explored losses, the evaluation noise and the coverage range stay this
-federation's own (its trajectory, its evaluations, its client sets).
+(:mod:`depl_fl.orchestration.exploration_value`), though only once this job's
+own trajectory has left the fresh model's plateau (the guard reads no prior:
+not before round 4). The learning curve below the explored losses (the plan
+regime's rate and start), the evaluation noise and the coverage range stay this
+federation's own (its trajectory, its evaluations, its client sets): under the
+plan regime the prior shapes only the levels above the exploration's last loss,
+and the exploration's length. The profile fitted with a prior is cached under
+its own key (:func:`depl_fl.orchestration.profiling.federated_key`).
 
 A prior of another task is refused with one line (exit status 2): another
 network or dataset learns along another curve.

@@ -90,18 +90,25 @@ def data_fingerprint(properties: Mapping[str, Mapping[str, Any]]) -> list[list[A
              [int(v) for v in p.get("label-histogram") or []]] for cid, p in sorted(properties.items())]
 
 
-def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> str:
+def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]],
+                  prior_observations: Sequence[Mapping[str, Any]] | None = None) -> str:
     """Cache key of a federated profile: configuration plus the nodes' data reports.
 
     ``explore.max_clients: null`` and ``explore.clients: all`` (every client explores) key as before
-    the options existed.
+    the options existed. With ``profile.prior`` the prior's observations (``prior_observations``, as
+    :class:`~depl_fl.orchestration.profile_prior.ProfilePrior` holds them) are part of the key: the
+    profile fitted with them is another profile than the one fitted without (or with another prior),
+    and a job never reuses one for the other; a job without a prior keys as before.
     """
     explore = cfg["profile"].get("explore")
     if isinstance(explore, Mapping):
         defaults = {"max_clients": None, "clients": "all"}
         explore = {k: v for k, v in explore.items() if k not in defaults or v != defaults[k]}
-    return stable_hash({"config": profile_key(cfg), "explore": explore,
-                        "data": data_fingerprint(properties)})
+    relevant: dict[str, Any] = {"config": profile_key(cfg), "explore": explore,
+                                "data": data_fingerprint(properties)}
+    if prior_observations is not None:
+        relevant["prior"] = [dict(o) for o in prior_observations]
+    return stable_hash(relevant)
 
 
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The default job (tracking on, its frugal exploration: cheapest clusters, value stop, rate window 0.5)
+# with and without another federation's profile as its prior (profile.prior), DepL's total energy
+# (exploration + training) against full's, on settings fixed before any result (digits, in-process):
+#   p5a05:  5 clients, Dirichlet alpha 0.5, L* 0.45
+#   p9a09:  9 clients, alpha 0.9, L* 0.40
+#   p14a03: 14 clients, alpha 0.3, L* 0.45
+# The prior's source, by one rule fixed with the settings: the default job (method=depl, tracking on,
+# the default profile, pi 0.9, the setting's alpha and L*) on another federation of the same network and
+# dataset, with 3 more clients than the setting and seed FIRST-1 (other clients, other partitions), made
+# once per setting under OUT/prior-sources/<s>; its energy is reported apart (prior-sources.md), never
+# added to the arms' totals.
+# Arms per setting and target probability pi in PIS (default 0.9; T is empty at pi 0.9, else -pi<pi>;
+# one Hydra multirun each, nice -n 10, one at a time):
+#   OUT/<s>T-default/depl  the default job: method=depl, tracking on, the default profile (auto: frugal),
+#                          seeds FIRST..FIRST+SEEDS-1
+#   OUT/<s>T-prior/depl    the same with profile.prior=OUT/prior-sources/<s>/results.json, the same seeds
+#   OUT/<s>/full           plain FedAvg (tracking off, its own thorough exploration) at pi 0.9, FULL_SEEDS
+#                          seeds from FIRST; copied into every arm's folder, so every arm and pi is
+#                          reported against the same full jobs
+# Each arm has its own profile cache folder.
+#   SEEDS=10 FULL_SEEDS=5 FIRST=1100 [PIS="0.9 0.95"] bash benchmarks/exploration_prior.sh OUT [SETTING ...]
+# then OUT/<folder>/report.{md,json} (depl-fl report), RESULTS/summary.{md,json}
+# (benchmarks/exploration_energy.py), RESULTS/prior-sources.md (benchmarks/prior_sources.py: what the
+# sources cost), RESULTS/prior-effect.md (benchmarks/prior_effect.py: the seeds whose job the prior
+# changed) and RESULTS/report-<folder>.md; RESULTS defaults to benchmarks/results/exploration_prior.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+mkdir -p "${1:-multirun/exploration-prior}"
+S=$(cd "${1:-multirun/exploration-prior}" && pwd)
+N=${SEEDS:-10}
+NF=${FULL_SEEDS:-5}
+F=${FIRST:-1100}
+declare -A CLIENTS=([p5a05]=5 [p9a09]=9 [p14a03]=14)
+declare -A ALPHA=([p5a05]=0.5 [p9a09]=0.9 [p14a03]=0.3)
+declare -A LOSS=([p5a05]=0.45 [p9a09]=0.4 [p14a03]=0.45)
+COMMON=(simulation=inprocess output.plot=false)
+# shellcheck disable=SC2206
+PI_LIST=(${PIS:-0.9})
+
+multirun() {  # multirun FOLDER CACHE LOG SEEDS OVERRIDES...
+  local dir=$1 cache=$2 log=$3 seeds=$4
+  shift 4
+  [ -n "$(find "$dir" -name results.json 2>/dev/null | head -1)" ] && return 0
+  nice -n 10 "$PY" -m depl_fl.main -m "${COMMON[@]}" "$@" "seed=$seeds" profile.cache_dir="$cache" \
+      hydra.sweep.dir="$dir" > "$log" 2>&1 || true
+}
+
+NAMES=("${@:2}")
+[ ${#NAMES[@]} -eq 0 ] && NAMES=(p5a05 p9a09 p14a03)
+for name in "${NAMES[@]}"; do
+  [ -n "${CLIENTS[$name]:-}" ] || { echo "exploration_prior: unknown setting $name" >&2; exit 2; }
+done
+FOLDERS=()
+for name in "${NAMES[@]}"; do
+  task=(partition.alpha="${ALPHA[$name]}" target.loss="${LOSS[$name]}")
+  over=(num_clients="${CLIENTS[$name]}" "${task[@]}")
+  source_dir="$S/prior-sources/$name"
+  if [ ! -f "$source_dir/results.json" ]; then
+    nice -n 10 "$PY" -m depl_fl.main "${COMMON[@]}" method=depl num_clients=$((CLIENTS[$name] + 3)) \
+        "${task[@]}" target.prob=0.9 tracking.enabled=true "seed=$((F - 1))" \
+        profile.cache_dir="$S/prior-sources/cache-$name" hydra.run.dir="$source_dir" \
+        > "$S/$name.prior-source.log" 2>&1 || true
+  fi
+  [ -f "$source_dir/results.json" ] || { echo "exploration_prior: no prior source for $name" >&2; exit 1; }
+  seeds="range($F,$((F + N)))"
+  done_folders=()
+  for pi in "${PI_LIST[@]}"; do
+    tag=$([ "$pi" = 0.9 ] && echo "" || echo "-pi$pi")
+    mkdir -p "$S/$name$tag-default" "$S/$name$tag-prior"
+    multirun "$S/$name$tag-default/depl" "$S/$name$tag-default/cache" "$S/$name$tag.default.log" "$seeds" \
+        method=depl "${over[@]}" target.prob="$pi" tracking.enabled=true
+    multirun "$S/$name$tag-prior/depl" "$S/$name$tag-prior/cache" "$S/$name$tag.prior.log" "$seeds" \
+        method=depl "${over[@]}" target.prob="$pi" tracking.enabled=true \
+        profile.prior="$source_dir/results.json"
+    done_folders+=("$name$tag-default" "$name$tag-prior")
+  done
+  multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" method=full \
+      "${over[@]}" target.prob=0.9 tracking.enabled=false
+  for folder in "${done_folders[@]}"; do
+    rm -rf "$S/$folder/full" && cp -r "$S/$name/full" "$S/$folder/full"
+    "$PY" -m depl_fl.cli report "$S/$folder" --out "$S/$folder" > /dev/null
+    FOLDERS+=("$folder")
+  done
+done
+R=${RESULTS:-benchmarks/results/exploration_prior}
+mkdir -p "$R"
+"$PY" benchmarks/exploration_energy.py "$S" --out "$R/summary"
+"$PY" benchmarks/prior_sources.py "$S/prior-sources" --out "$R/prior-sources.md"
+"$PY" benchmarks/prior_effect.py "$S" --out "$R/prior-effect.md"
+for folder in "${FOLDERS[@]}"; do
+  if [ -f "$S/$folder/report.md" ]; then cp "$S/$folder/report.md" "$R/report-$folder.md"; fi
+done
