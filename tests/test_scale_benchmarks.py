@@ -241,3 +241,26 @@ def test_the_runs_table_puts_each_runs_ratio_beside_the_others_and_refuses_a_mis
     done = subprocess.run([sys.executable, str(Path(scale_runs_table.__file__)), f"x={tmp_path / 'none'}",
                            "--out", str(tmp_path / "o")], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "expected LABEL=DIR" in done.stderr
+
+
+def test_the_margin_cost_table_takes_each_checkouts_least_time_and_says_whether_margins_match(tmp_path):
+    import stop_margin_cost
+
+    def turn(cpu, margins, load=2.0):
+        row = {"validation": 100, "test": 90, "margins": margins, "cpu_s": cpu}
+        return {"rows": [row], "load_average": load}
+
+    doc = {"sizes": [(100, 90)], "repeats": 2, "turns": 2, "command": "python benchmarks/stop_margin_cost.py",
+           "codes": {"this checkout": [turn(0.09, [0.1, 0.2]), turn(0.08, [0.1, 0.2])],
+                     "before": [turn(0.12, [0.1, 0.2], 3.0), turn(0.10, [0.1, 0.2])]}}
+    text = stop_margin_cost.write_outputs(doc, tmp_path).read_text()
+    assert "| 100 / 90 | 80.0 | 100.0 | -20% | yes |" in text and "2.0-3.0" in text
+    doc["codes"]["before"][1] = turn(0.10, [0.1, 0.2000001])
+    assert "| -20% | NO |" in stop_margin_cost.write_outputs(doc, tmp_path).read_text()
+
+
+def test_the_margin_cost_refuses_bad_sizes_with_exit_status_2():
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "stop_margin_cost.py"
+    done = subprocess.run([sys.executable, str(script), "--sizes", "1:5"], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2 and "VALIDATION:TEST" in done.stderr

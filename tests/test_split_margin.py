@@ -7,7 +7,7 @@ import pytest
 from scipy.special import ndtri
 
 from depl_fl.errors import ScenarioError
-from depl_fl.tracking.split_margin import gaussian_margin, stop_margin
+from depl_fl.tracking.split_margin import gaussian_margin, stop_margin, studentised_differences
 
 
 def _cross_entropy_like(n: int, seed: int) -> np.ndarray:
@@ -55,6 +55,42 @@ def test_the_margin_is_seeded_and_zero_without_spread():
     assert stop_margin(losses, 100, 0.9, seed=7) == stop_margin(losses, 100, 0.9, seed=7)
     assert stop_margin(losses, 100, 0.9, seed=7) != stop_margin(losses, 100, 0.9, seed=8)
     assert stop_margin(np.full(50, 0.3), 50, 0.9) == 0.0
+
+
+def _margin_by_numpy(losses: np.ndarray, test_size: int, prob: float, draws: int, seed: int,
+                     chunk: int = 250) -> float:
+    """The bootstrap-t margin written with numpy's own mean and std over whole chunks of redraws."""
+    losses = np.asarray(losses, dtype=float)
+    n_val = losses.size
+    sem = float(np.std(losses, ddof=1)) / np.sqrt(n_val)
+    rng = np.random.default_rng(seed)
+    out = []
+    for start in range(0, draws, chunk):
+        b = min(chunk, draws - start)
+        val = losses[rng.integers(0, n_val, size=(b, n_val))]
+        test = losses[rng.integers(0, n_val, size=(b, test_size))]
+        val_sem = val.std(axis=1, ddof=1) / np.sqrt(n_val)
+        diff = test.mean(axis=1) - val.mean(axis=1)
+        out.append(np.divide(diff, val_sem, out=np.zeros_like(diff), where=val_sem > 0))
+    return float(np.quantile(np.concatenate(out), prob)) * sem
+
+
+@pytest.mark.parametrize("n_val, test_size, draws",
+                         [(3586, 3538, 2000), (37, 90, 777), (400, 30, 260), (2, 1, 9)])
+def test_the_margin_is_numpys_mean_and_std_bit_for_bit(n_val, test_size, draws):
+    for seed in range(3):
+        losses = _cross_entropy_like(n_val, seed=10 + seed)
+        assert stop_margin(losses, test_size, 0.9, draws=draws, seed=seed) == \
+            _margin_by_numpy(losses, test_size, 0.9, draws, seed)
+
+
+def test_studentised_differences_are_numpys_and_zero_for_equal_rows():
+    val = np.vstack([_cross_entropy_like(301, seed=5), np.full(301, 0.25), _cross_entropy_like(301, seed=6)])
+    test_mean = np.array([0.3, 0.2, 0.1])
+    sem = val.std(axis=1, ddof=1) / np.sqrt(301)
+    expected = np.divide(test_mean - val.mean(axis=1), sem, out=np.zeros(3), where=sem > 0)
+    assert np.array_equal(studentised_differences(val.copy(), test_mean), expected)
+    assert studentised_differences(val.copy(), test_mean)[1] == 0.0
 
 
 @pytest.mark.parametrize("losses, test_size, prob, message", [

@@ -31,6 +31,8 @@ from depl_fl.errors import ScenarioError
 DEFAULT_DRAWS = 2000
 #: Redraws handled at once (bounds memory on large validation splits).
 _CHUNK = 250
+#: Redraws gathered and reduced at once within a chunk (their losses stay in the cache).
+_BLOCK = 25
 #: Validation losses the redraws resample at most (larger splits: a seeded subsample, see stop_margin).
 MAX_RESAMPLE = 8192
 
@@ -95,13 +97,47 @@ def stop_margin(val_losses: np.ndarray, test_size: int, prob: float, *,
     studentised = []
     for start in range(0, int(draws), _CHUNK):
         b = min(_CHUNK, int(draws) - start)
-        val = losses[rng.integers(0, n_val, size=(b, n_val))]
-        test = losses[rng.integers(0, n_val, size=(b, n_test))]
-        val_sem = val.std(axis=1, ddof=1) / math.sqrt(n_val)
-        # A redraw of equal values has no spread: its difference is 0 at any scale.
-        diff = test.mean(axis=1) - val.mean(axis=1)
-        studentised.append(np.divide(diff, val_sem, out=np.zeros_like(diff), where=val_sem > 0))
+        val_index = rng.integers(0, n_val, size=(b, n_val))
+        test_index = rng.integers(0, n_val, size=(b, n_test))
+        for row in range(0, b, _BLOCK):  # the rows' gather and sums stay in the cache
+            rows = slice(row, min(row + _BLOCK, b))
+            test_mean = losses[test_index[rows]].mean(axis=1)
+            studentised.append(studentised_differences(losses[val_index[rows]], test_mean))
     return float(np.quantile(np.concatenate(studentised), prob)) * sem
+
+
+def studentised_differences(val: np.ndarray, test_mean: np.ndarray) -> np.ndarray:
+    """``(test_mean - mean(val)) / (std(val, ddof=1) / sqrt(n))`` per row of ``val`` (0: equal values).
+
+    The same numbers as ``val.mean(axis=1)`` and ``val.std(axis=1, ddof=1)``
+    (numpy's row sums in their order, its divisions), with the mean summed
+    once and ``val`` overwritten by its squared deviations instead of two
+    temporary copies of the redraws.
+
+    Parameters
+    ----------
+    val : ndarray
+        Redrawn validation losses, one redraw per row (overwritten).
+    test_mean : ndarray
+        Mean of the redrawn test losses of each row.
+
+    Returns
+    -------
+    ndarray
+        The studentised difference of every row.
+    """
+    n = val.shape[1]
+    mean = val.sum(axis=1)
+    mean /= n
+    val -= mean[:, None]
+    np.multiply(val, val, out=val)
+    val_sem = val.sum(axis=1)
+    val_sem /= n - 1
+    np.sqrt(val_sem, out=val_sem)
+    val_sem /= math.sqrt(n)
+    # A redraw of equal values has no spread: its difference is 0 at any scale.
+    diff = test_mean - mean
+    return np.divide(diff, val_sem, out=np.zeros_like(diff), where=val_sem > 0)
 
 
 def gaussian_margin(val_losses: np.ndarray, test_size: int, prob: float) -> float:
