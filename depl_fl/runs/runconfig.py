@@ -55,12 +55,14 @@ def validate(cfg: Mapping[str, Any], entry: str | None = None) -> None:
     ``entry`` is the entry point (``mode_keys.HYDRA_JOB`` or
     ``mode_keys.FLWR_RUN``; ``None`` skips the rules that depend on it).
     """
-    from depl_fl.runs.config_schema import validate_config
-    from depl_fl.runs.mode_keys import check_mode_keys
+    from depl_fl.runs.config_schema import check_fault_clients, validate_config
+    from depl_fl.runs.mode_keys import HYDRA_JOB, check_mode_keys
 
     resolved = resolve_exploration(cfg)
     validate_config(resolved)
     check_mode_keys(resolved, default_config(), entry)
+    if entry == HYDRA_JOB:  # a simulation: the federation is exactly num_clients clients
+        check_fault_clients(resolved)
 
 
 def prepare(cfg: Mapping[str, Any], entry: str | None = None) -> dict[str, Any]:
