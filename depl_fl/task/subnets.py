@@ -118,9 +118,9 @@ def _check_forward(model: nn.Module, x: torch.Tensor, name: str, num_classes: in
         raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
                             f"(batch {x.shape[0]}) in {mode} mode, got {got}")
     if num_classes is not None and tuple(out.shape) != (x.shape[0], num_classes):
-        raise ScenarioError(f"model {name}: forward must return logits of shape (batch, {num_classes}) for the "
-                            f"dataset's {num_classes} classes, got {tuple(out.shape)} for a batch of {x.shape[0]} "
-                            f"in {mode} mode (give the output layer num_classes outputs)")
+        raise ScenarioError(f"model {name}: forward must return logits of shape (batch, {num_classes}) "
+                            f"for the dataset's {num_classes} classes, got {tuple(out.shape)} for a batch "
+                            f"of {x.shape[0]} in {mode} mode (give the output layer num_classes outputs)")
 
 
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
@@ -499,7 +499,8 @@ def _base(net: Network) -> nn.Module:
     finally:
         model.train(was_training)
     # Training mode on a copy (BatchNorm statistics move); two samples, as BatchNorm needs.
-    _check_forward(copy.deepcopy(model).train(), example_batch(input_shape_of(net), batch=2), _name(net), classes)
+    _check_forward(copy.deepcopy(model).train(), example_batch(input_shape_of(net), batch=2), _name(net),
+                   classes)
     return model
 
 
