@@ -269,7 +269,9 @@ def config_from_run_config(run_config: Mapping[str, Any], cache_dir: Any = None)
             _RUN_CONFIG_CACHE[text] = cached
             return cached
     from depl_fl.runs.mode_keys import FLWR_RUN
+    from depl_fl.runs.override_keys import check_override_keys
 
+    check_override_keys(conf_dir(), text.split())
     cfg = compose_config(text.split(), entry=FLWR_RUN)
     if path is not None:
         from depl_fl.diskcache import write_json
