@@ -11,7 +11,7 @@ import pytest
 
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.override_keys import check_override_keys
-from depl_fl.runs.runconfig import conf_dir, config_from_run_config
+from depl_fl.runs.runconfig import compose_config, conf_dir, config_from_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,6 +47,15 @@ def test_a_key_of_another_option_of_the_group_is_unknown():
 def test_flwr_run_overrides_refuse_an_added_unknown_key():
     with pytest.raises(ScenarioError, match="override target.prb: unknown key"):
         config_from_run_config({"overrides": "seed=1 +target.prb=0.9"})
+
+
+@pytest.mark.parametrize("override", ["profile.sedes=1", "+profile.sedes=1", "++profile.sedes=1"])
+def test_composed_configurations_refuse_an_unknown_key(override):
+    """``depl-fl profile``, the Python API and benchmarks compose through compose_config."""
+    with pytest.raises(ScenarioError, match=re.escape("override profile.sedes: unknown key; did you mean "
+                                                      "profile.seeds")):
+        compose_config(["seed=2", override])
+    assert compose_config(["+model.compressions=[0,0.5]"])["model"]["compressions"] == [0, 0.5]
 
 
 def test_a_hydra_job_with_an_added_typo_exits_2_in_one_line(tmp_path):

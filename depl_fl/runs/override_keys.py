@@ -1,10 +1,11 @@
 """Overrides of keys the configuration lacks: refused in one line, with the closest known keys.
 
 Hydra refuses ``target.prb=0.9`` with the advice to write ``+target.prb=0.9``,
-which it would accept and no job would ever read. Both entry points (a Hydra
-job, :mod:`depl_fl.sweep`; ``flwr run .``, :func:`depl_fl.runs.runconfig.config_from_run_config`)
-look every overridden key up in the configuration that the command line's
-config group choices compose, whether it is changed, added (``+``) or forced (``++``).
+which it would accept and no job would ever read. Every entry point (a Hydra
+job, :mod:`depl_fl.sweep`; ``flwr run .``, ``depl-fl profile`` and the Python
+API, :func:`depl_fl.runs.runconfig.compose_config`) looks the overridden keys up
+in the configuration that the config group choices compose, whether they are
+changed, added (``+``) or forced (``++``).
 """
 
 from __future__ import annotations
@@ -39,12 +40,15 @@ def unknown_key(key: str, leaves: Sequence[str]) -> ScenarioError:
     return ScenarioError(f"override {key}: unknown key{hint} (every key and its meaning: conf/)")
 
 
-def check_override_keys(conf_dir: str, overrides: Sequence[str]) -> None:
+def check_override_keys(conf_dir: str, overrides: Sequence[str], added_only: bool = False) -> None:
     """Raise :func:`unknown_key` for the first override of a key the composed configuration lacks.
 
     ``hydra.*`` overrides and config group choices are Hydra's to check;
     keys under :data:`OPEN_SECTIONS` may be added. Overrides that do not
-    parse are left to the caller's composition.
+    parse are left to the caller's composition. ``added_only``: look only at
+    keys added with ``+``/``++`` and compose nothing when there are none (a
+    changed key that is unknown fails Hydra's own composition: check again
+    then, for the message).
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -60,6 +64,9 @@ def check_override_keys(conf_dir: str, overrides: Sequence[str]) -> None:
     try:
         parsed = OverridesParser.create().parse_overrides(list(own))
     except HydraException:
+        return
+    if added_only and not any((ov.is_add() or ov.is_force_add()) and not is_group(ov.key_or_group)
+                              and not str(ov.key_or_group).startswith(OPEN_SECTIONS) for ov in parsed):
         return
     groups = [ov.input_line for ov in parsed
               if is_group(ov.key_or_group) and not ov.is_delete() and not ov.is_sweep_override()]

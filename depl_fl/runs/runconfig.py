@@ -215,12 +215,16 @@ def compose_config(overrides: Sequence[str] = (), entry: str | None = None) -> d
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from depl_fl.runs.override_keys import check_override_keys
+
+    check_override_keys(conf_dir(), overrides, added_only=True)  # composes only for a +key outside model.
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=conf_dir(), version_base=None):
             cfg = to_plain(compose(config_name="config", overrides=list(overrides)))
     except (HydraException, OmegaConfBaseException) as exc:
+        check_override_keys(conf_dir(), overrides)  # an unknown key: one line with the closest ones
         raise ScenarioError(f"config: {' '.join(str(exc).split())}") from None
     return prepare(cfg, entry)
 
@@ -269,9 +273,7 @@ def config_from_run_config(run_config: Mapping[str, Any], cache_dir: Any = None)
             _RUN_CONFIG_CACHE[text] = cached
             return cached
     from depl_fl.runs.mode_keys import FLWR_RUN
-    from depl_fl.runs.override_keys import check_override_keys
 
-    check_override_keys(conf_dir(), text.split())
     cfg = compose_config(text.split(), entry=FLWR_RUN)
     if path is not None:
         from depl_fl.diskcache import write_json
