@@ -5,7 +5,8 @@ Used by :mod:`depl_fl.main` only (entry-point layer).
 * :func:`check_overrides` composes the configuration once before Hydra runs, so
   a malformed override, an unknown key or a missing config group option is one
   line on stderr with exit status 2, instead of Hydra's multi-line message and
-  exit status 1. In a sweep (``-m``) the first job's overrides are composed and
+  exit status 1 (a key the configuration lacks, also one added with ``+``:
+  :mod:`depl_fl.runs.override_keys`). In a sweep (``-m``) the first job's overrides are composed and
   every option of a swept config group is looked up; values that only fail
   :func:`depl_fl.runs.runconfig.validate` are left to their jobs.
 * :class:`SweepFailures` collects the jobs of a sweep that failed, so that the
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from depl_fl.errors import ScenarioError
+from depl_fl.runs.override_keys import check_override_keys
 
 #: Hydra options that consume the next argument.
 _TWO_TOKEN = {"-cp", "--config-path", "-cd", "--config-dir", "-cn", "--config-name", "-c", "--cfg",
@@ -101,6 +103,7 @@ def check_overrides(overrides: Sequence[str], multirun: bool, conf_dir: str) -> 
             first.append(f"{ov.get_key_element()}={values[0]}" if values else ov.input_line)
         else:
             first.append(ov.input_line)
+    check_override_keys(conf_dir, first)
     _compose(conf_dir, first)
 
 

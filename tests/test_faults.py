@@ -85,6 +85,17 @@ def test_bad_fault_config_names_the_field(faults, field):
         validate_robustness({"faults": faults})
 
 
+def test_a_fault_on_a_client_the_federation_lacks_is_refused():
+    from depl_fl.runs.mode_keys import FLWR_RUN, HYDRA_JOB
+    from depl_fl.runs.runconfig import compose_config, validate
+
+    validate(compose_config(["num_clients=4", "faults.kind=nan", "faults.clients=[c0,c3]"]), HYDRA_JOB)
+    cfg = compose_config(["num_clients=3", "faults.kind=nan", "faults.clients=[c0,c3]"])
+    with pytest.raises(ScenarioError, match=r"faults.clients\[1\]: no client c3 among the 3 clients c0..c2"):
+        validate(cfg, HYDRA_JOB)
+    validate(cfg, FLWR_RUN)  # a deployment: more SuperNodes than num_clients may join
+
+
 def test_nan_kind_read_as_a_float_by_hydra_still_means_nan():
     from depl_fl.runs.runconfig import compose_config
 

@@ -167,6 +167,7 @@ REFUSED = {
     "parameter_matmul_net": "no layer's output channels can be pruned",
     "shared_weight_net": "model tests.user_nets:shared_weight_net: a.weight and b.weight are one parameter",
     "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
+    "fixed_width_net": "logits of shape (batch, 10) for the dataset's 10 classes, got (1, 3)",
 }
 
 

@@ -215,7 +215,8 @@ def load_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any]) -> dict[str, An
     """
     path = Path(out_dir) / CHECKPOINT_FILE
     if not path.is_file():
-        raise ScenarioError(f"resume: no checkpoint {path} (output.dir must be the interrupted job's folder)")
+        raise ScenarioError(f"resume: no checkpoint {path} (name the interrupted job's folder: "
+                            "hydra.run.dir=PATH in a Hydra job, ++output.dir=PATH with flwr run)")
     try:
         doc = pickle.loads(path.read_bytes())
     except Exception as exc:  # any unpickling failure means the same to the user

@@ -252,3 +252,18 @@ class _Robustness(Schema):
 def validate_robustness(cfg: Mapping[str, Any]) -> None:
     """Check ``aggregation.*``, ``faults.*`` and ``tracking.spike_tail_prob`` (absent sections pass)."""
     parse(_Robustness, cfg, label="config ")
+
+
+def check_fault_clients(cfg: Mapping[str, Any]) -> None:
+    """Refuse ``faults.clients`` naming a client outside ``c0..c{num_clients-1}``.
+
+    For a simulation, whose federation is exactly ``num_clients`` clients; in a
+    deployment more SuperNodes than ``num_clients`` may join.
+    """
+    faults = cfg.get("faults") or {}
+    num_clients = cfg.get("num_clients")
+    if faults.get("kind") is not None and isinstance(num_clients, int):
+        for i, name in enumerate(faults.get("clients") or []):
+            if int(str(name)[1:]) >= num_clients:
+                raise ScenarioError(f"config faults.clients[{i}]: no client {name} among the {num_clients} "
+                                    f"clients c0..c{num_clients - 1}")

@@ -55,12 +55,14 @@ def validate(cfg: Mapping[str, Any], entry: str | None = None) -> None:
     ``entry`` is the entry point (``mode_keys.HYDRA_JOB`` or
     ``mode_keys.FLWR_RUN``; ``None`` skips the rules that depend on it).
     """
-    from depl_fl.runs.config_schema import validate_config
-    from depl_fl.runs.mode_keys import check_mode_keys
+    from depl_fl.runs.config_schema import check_fault_clients, validate_config
+    from depl_fl.runs.mode_keys import HYDRA_JOB, check_mode_keys
 
     resolved = resolve_exploration(cfg)
     validate_config(resolved)
     check_mode_keys(resolved, default_config(), entry)
+    if entry == HYDRA_JOB:  # a simulation: the federation is exactly num_clients clients
+        check_fault_clients(resolved)
 
 
 def prepare(cfg: Mapping[str, Any], entry: str | None = None) -> dict[str, Any]:
@@ -213,12 +215,16 @@ def compose_config(overrides: Sequence[str] = (), entry: str | None = None) -> d
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from depl_fl.runs.override_keys import check_override_keys
+
+    check_override_keys(conf_dir(), overrides, added_only=True)  # composes only for a +key outside model.
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=conf_dir(), version_base=None):
             cfg = to_plain(compose(config_name="config", overrides=list(overrides)))
     except (HydraException, OmegaConfBaseException) as exc:
+        check_override_keys(conf_dir(), overrides)  # an unknown key: one line with the closest ones
         raise ScenarioError(f"config: {' '.join(str(exc).split())}") from None
     return prepare(cfg, entry)
 

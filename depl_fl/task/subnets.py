@@ -97,12 +97,14 @@ def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
     return ran[-1][0]
 
 
-def _check_forward(model: nn.Module, x: torch.Tensor, name: str) -> None:
+def _check_forward(model: nn.Module, x: torch.Tensor, name: str, num_classes: int | None = None) -> None:
     """One line unless the full network maps the example batch to one tensor with a row per sample.
 
     A forward that fails on the dataset's input (too small an image for its
     poolings, a wrong channel count) is the user's network, not a tracing
     problem, and is reported as such. Checked in the model's current mode.
+    With ``num_classes`` (a job's task geometry) the rows must be logits of
+    that many classes, what the loss (cross-entropy or ``model.loss``) reads.
     """
     mode = "training" if model.training else "evaluation"
     try:
@@ -115,6 +117,10 @@ def _check_forward(model: nn.Module, x: torch.Tensor, name: str) -> None:
         got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"shape {tuple(out.shape)}"
         raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
                             f"(batch {x.shape[0]}) in {mode} mode, got {got}")
+    if num_classes is not None and tuple(out.shape) != (x.shape[0], num_classes):
+        raise ScenarioError(f"model {name}: forward must return logits of shape (batch, {num_classes}) "
+                            f"for the dataset's {num_classes} classes, got {tuple(out.shape)} for a batch "
+                            f"of {x.shape[0]} in {mode} mode (give the output layer num_classes outputs)")
 
 
 def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
@@ -486,13 +492,15 @@ def _materialise_lazy(model: nn.Module, sample_shape: tuple[int, ...]) -> None:
 def _base(net: Network) -> nn.Module:
     """The full network built once per process (seed 0) and checked once; copies serve every later use."""
     model = full_network(net, seed=0)
+    classes = None if isinstance(net, UserNetwork) else int(net.num_classes)
     was_training = model.training
     try:
-        _check_forward(model.eval(), example_batch(input_shape_of(net)), _name(net))
+        _check_forward(model.eval(), example_batch(input_shape_of(net)), _name(net), classes)
     finally:
         model.train(was_training)
     # Training mode on a copy (BatchNorm statistics move); two samples, as BatchNorm needs.
-    _check_forward(copy.deepcopy(model).train(), example_batch(input_shape_of(net), batch=2), _name(net))
+    _check_forward(copy.deepcopy(model).train(), example_batch(input_shape_of(net), batch=2), _name(net),
+                   classes)
     return model
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from depl_fl.console import log_to
 from depl_fl.task.subnets import UserNetwork
 from quickstart_depl.task import Net, load_data, test
 from strategies.user_app import depl_strategy, evaluate_fn, initial_arrays
@@ -17,6 +19,7 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
+    log_to(sys.stdout)  # DepL's own lines: exploration, plan, one per round ([depl] ...)
     cfg = context.run_config
     network = UserNetwork(Net, (1, 8, 8), "Net")
     _, testloader = load_data(0, 1)
@@ -27,6 +30,8 @@ def main(grid: Grid, context: Context) -> None:
                              overrides=overrides)
     result = strategy.start(grid, initial_arrays(network), evaluate_fn=evaluate_fn(network, test, testloader))
     records = strategy.controller.records
+    if not records:
+        print("no training round: the exploration rounds met the target")
     for rec in records:
         print(f"round {rec['round']}: {rec['model']}, loss {rec['loss']:.3f}, "
               f"bytes down {rec['bytes_down']} (modelled {rec['modelled_bytes_down']})")
