@@ -25,7 +25,7 @@ network or dataset learns along another curve.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -51,6 +51,10 @@ class ProfilePrior:
     observations: tuple[dict[str, Any], ...]
     #: Exploration rounds the earlier job ran.
     rounds: int
+    #: The earlier exploration's trajectories, ``{model: (losses, ratios)}`` (fresh loss first).
+    trajectories: Mapping[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    #: The earlier exploration's worst-variant validation loss before it and after every round.
+    trajectory: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """What results.json records of the prior."""
@@ -108,8 +112,13 @@ def load_prior(path: str | Path, cfg: Mapping[str, Any]) -> ProfilePrior:
         raise ScenarioError(f"profile.prior: {path} is a profile of another task (dataset "
                             f"{task.get('dataset')}, network {task.get('arch')}; this job: dataset "
                             f"{wanted['dataset']}, network {wanted['arch']})")
-    return ProfilePrior(path, tuple(dict(o) for o in inputs["observations"]),
-                        len(inputs.get("records") or ()))
+    records = list(inputs.get("records") or ())
+    trajectories = {str(m): (tuple(float(v) for v in t[0]), tuple(float(v) for v in t[1]))
+                    for m, t in (inputs.get("trajectories") or {}).items()}
+    worst = ([float(records[0]["loss_before"])] + [float(r["loss"]) for r in records]
+             if records and records[0].get("loss_before") is not None else [])
+    return ProfilePrior(path, tuple(dict(o) for o in inputs["observations"]), len(records),
+                        trajectories, tuple(worst))
 
 
 def prior_observations(prior: ProfilePrior | None, models: Any) -> list[Any]:
