@@ -88,7 +88,8 @@ def test_the_plan_regime_takes_a_given_rate_and_starts_at_its_own_last_loss():
     curve = [(lv, mu) for lv, mu in zip(run["levels"], run["mean"], strict=True) if floor < lv <= 1.25 * 2.20]
     assert curve and all(mu == pytest.approx(0.5 * (lv - floor) ** REGIME.power) for lv, mu in curve)
     assert max(lv for lv, _ in curve) == pytest.approx(1.25 * 2.20)  # the curve tops at its own last loss
-    slow = [mu for lv, mu in zip(slow_run["levels"], slow_run["mean"], strict=True) if floor < lv <= 1.25 * 2.20]
+    top = 1.25 * 2.20
+    slow = [mu for lv, mu in zip(slow_run["levels"], slow_run["mean"], strict=True) if floor < lv <= top]
     assert all(s < g for s, (_, g) in zip(slow, curve, strict=True))  # its own plateau rate: slower
 
 
