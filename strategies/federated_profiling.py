@@ -107,7 +107,7 @@ from depl_fl.orchestration.exploration import (
     write_json_atomic,
 )
 from depl_fl.orchestration.label_coverage import LabelCoverage
-from depl_fl.orchestration.prior_regime import prior_rates
+from depl_fl.orchestration.prior_regime import prior_oscillation, prior_rates
 from depl_fl.orchestration.profile_fit import (
     anchor_at_zero,
     exploration_trends,
@@ -471,7 +471,9 @@ class FederatedProfiler:
         if oscillation is None:
             return False
         prior = self.prior.trajectory if self._prior_regime() else None
-        if not value_judged_with_prior(trajectory, prior, oscillation):
+        theirs = self._prior_oscillation(plan_regime_of(self.cfg), oscillation) if prior is not None \
+            else oscillation
+        if not value_judged_with_prior(trajectory, prior, oscillation, theirs):
             LOG.info("exploration round %d: not yet enough rounds below the first round's plateau to read "
                      "a rate (loss %.4g, first round %.4g): no value judgement", done, trajectory[-1],
                      trajectory[1])
@@ -497,6 +499,13 @@ class FederatedProfiler:
         (:mod:`depl_fl.orchestration.prior_regime`): with ``profile.prior`` and
         ``profile.explore.prior_regime`` (default true)."""
         return self.prior is not None and bool(self.cfg["profile"]["explore"].get("prior_regime", True))
+
+    def _prior_oscillation(self, regime: Any, fallback: float) -> float:
+        """The prior's federation's oscillation coefficient (:func:`prior_regime.prior_oscillation`
+        on ``regime``; ``fallback`` without one)."""
+        if regime is None:
+            return fallback
+        return prior_oscillation(self.prior.trajectories, regime, self.cfg, self.prior.properties)
 
     def _plateau_oscillation(self, properties: Mapping[str, Mapping[str, Any]]) -> float | None:
         """The oscillation coefficient the value stop's plateau guard reads: the one this job's plans
@@ -759,8 +768,10 @@ class FederatedProfiler:
                 if regime.anchor == "trend" else {}
             worst = max(trends.values(), key=lambda t: t.level, default=None)
             self.start_trend = None if worst is None else {"mean": worst.level, "std": worst.level_std}
-            rates = prior_rates(self.trajectories, self.prior.trajectories, regime, oscillation, window,
-                                at_full) if self._prior_regime() else {}
+            rates = {}
+            if self._prior_regime():
+                rates = prior_rates(self.trajectories, self.prior.trajectories, regime, oscillation,
+                                    self._prior_oscillation(regime, oscillation), window, at_full)
             if rates:
                 LOG.info("loss profile: the learning curve's rate from the prior's trajectory for %s "
                          "(this job's own trajectory shows none yet)", ", ".join(sorted(rates)))

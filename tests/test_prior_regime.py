@@ -12,12 +12,13 @@ import json
 import pytest
 
 from depl_fl.orchestration.prior_regime import (
+    prior_oscillation,
     prior_rate,
     prior_rates,
     rate_from_prior,
     value_judged_with_prior,
 )
-from depl_fl.orchestration.profile_fit import with_plan_regime
+from depl_fl.orchestration.profile_fit import local_steps, with_plan_regime
 from depl_fl.orchestration.profile_prior import load_prior
 from depl_fl.orchestration.profiling import federated_key
 from depl_fl.runs.runconfig import compose_config
@@ -36,19 +37,24 @@ OWN_OFF = [3.16, 2.24, 1.90, 1.40, 1.10]
 
 
 def test_the_plateau_guard_passes_on_the_prior_only_while_the_own_trajectory_shows_no_rate():
-    assert not value_judged_with_prior(ON_PLATEAU, None, OSC)
-    assert value_judged_with_prior(ON_PLATEAU, PRIOR, OSC)
-    assert not value_judged_with_prior(ON_PLATEAU, ON_PLATEAU + [2.21], OSC)  # a prior still on it
-    assert value_judged_with_prior(OWN_OFF, None, OSC)
-    assert value_judged_with_prior(OWN_OFF, ON_PLATEAU, OSC)
+    assert not value_judged_with_prior(ON_PLATEAU, None, OSC, OSC)
+    assert value_judged_with_prior(ON_PLATEAU, PRIOR, OSC, OSC)
+    assert not value_judged_with_prior(ON_PLATEAU, ON_PLATEAU + [2.21], OSC, OSC)  # a prior still on it
+    assert value_judged_with_prior(OWN_OFF, None, OSC, OSC)
+    assert value_judged_with_prior(OWN_OFF, ON_PLATEAU, OSC, OSC)
+    # each trajectory with its own federation's oscillation: at 0.5 the prior's band is 0.74 wide
+    assert not value_judged_with_prior(ON_PLATEAU, PRIOR, OSC, 0.5)
+    assert not value_judged_with_prior(ON_PLATEAU, PRIOR, 0.01, 0.5)  # 2.20 is 0.04 below 2.24: 1 round
+    assert value_judged_with_prior(ON_PLATEAU, PRIOR, 0.5, OSC)
 
 
 def test_the_rate_comes_from_the_prior_only_where_it_shows_one_and_the_job_does_not():
-    assert rate_from_prior(ON_PLATEAU, PRIOR, OSC)
-    assert not rate_from_prior(OWN_OFF, PRIOR, OSC)
-    assert not rate_from_prior(ON_PLATEAU, None, OSC)
-    assert not rate_from_prior(ON_PLATEAU, [2.2], OSC)
-    assert not rate_from_prior(ON_PLATEAU, ON_PLATEAU, OSC)
+    assert rate_from_prior(ON_PLATEAU, PRIOR, OSC, OSC)
+    assert not rate_from_prior(OWN_OFF, PRIOR, OSC, OSC)
+    assert not rate_from_prior(ON_PLATEAU, None, OSC, OSC)
+    assert not rate_from_prior(ON_PLATEAU, [2.2], OSC, OSC)
+    assert not rate_from_prior(ON_PLATEAU, ON_PLATEAU, OSC, OSC)
+    assert not rate_from_prior(ON_PLATEAU, PRIOR, OSC, 0.5)  # the prior's own oscillation hides it
 
 
 def test_the_prior_rate_is_read_as_the_job_reads_its_own():
@@ -69,11 +75,11 @@ def test_the_prior_rate_is_read_as_the_job_reads_its_own():
 def test_prior_rates_per_variant():
     own = {"full": (ON_PLATEAU, [1.0, 0.4, 0.4]), "p50": (OWN_OFF, [1.0] * 5), "p75": (ON_PLATEAU, [1.0] * 3)}
     prior = {"full": (PRIOR, [1.0] * 7), "p50": (PRIOR, [1.0] * 7)}  # no p75 in the prior
-    rates = prior_rates(own, prior, REGIME, OSC, 0.5, rate_at_full=True)
+    rates = prior_rates(own, prior, REGIME, OSC, OSC, 0.5, rate_at_full=True)
     assert set(rates) == {"full"}  # p50 shows its own rate; p75 has no prior trajectory
     assert rates["full"] == pytest.approx(prior_rate(PRIOR, [1.0] * 7, REGIME, 0.5,
                                                      effective_floor(REGIME.floor, 2.20), True))
-    assert prior_rates(own, None, REGIME, OSC, 0.5, rate_at_full=True) == {}
+    assert prior_rates(own, None, REGIME, OSC, OSC, 0.5, rate_at_full=True) == {}
 
 
 def test_the_plan_regime_takes_a_given_rate_and_starts_at_its_own_last_loss():
@@ -104,6 +110,20 @@ def test_the_prior_file_hands_on_its_trajectories(tmp_path):
     prior = load_prior(path, cfg)
     assert prior.trajectory == (3.1, 2.2, 2.0)
     assert prior.trajectories == {"full": ((3.1, 2.2, 2.0), (1.0, 0.5, 0.5))}
+    assert prior.properties == {}  # a cache file without its clients' data
+
+
+def test_the_prior_oscillation_is_its_own_federations(tmp_path):
+    cfg = compose_config(["num_clients=3"])
+    regime = PlanRegime.from_config(cfg["profile"]["plan_regime"])
+    small = {"c0": {"num-samples": 100}, "c1": {"num-samples": 120}}
+    large = {"c0": {"num-samples": 300}, "c1": {"num-samples": 260}}
+    trajectories = {"full": (PRIOR, [1.0] * 7)}
+    assert prior_oscillation(trajectories, regime, cfg, small) == pytest.approx(
+        regime.oscillation_at(local_steps(cfg, small)))
+    # more samples per client, more local steps: a wider oscillation
+    wider = prior_oscillation(trajectories, regime, cfg, large)
+    assert wider > prior_oscillation(trajectories, regime, cfg, small)
 
 
 def test_prior_regime_keys_only_a_profile_fitted_with_a_prior():

@@ -10,7 +10,8 @@ the job's own trajectory cannot show them:
 
 * the plateau guard of the value stop (:func:`value_judged_with_prior`) passes
   when the job's own trajectory, or the prior's, has left the plateau for the
-  rounds a rate needs (:func:`depl_fl.tracking.plateau.rate_measurable`);
+  rounds a rate needs (:func:`depl_fl.tracking.plateau.rate_measurable`), each
+  read with its own federation's oscillation (:func:`prior_oscillation`);
 * a variant's learning-curve rate (:func:`prior_rate`) is read from the
   prior's trajectory of that variant while the job's own trajectory is not yet
   rate-measurable (:func:`rate_from_prior`); the curve still starts at the
@@ -28,25 +29,29 @@ from typing import Any
 from depl_fl.tracking.plateau import rate_measurable
 
 
-def value_judged_with_prior(own: Sequence[float], prior: Sequence[float] | None, oscillation: float) -> bool:
+def value_judged_with_prior(own: Sequence[float], prior: Sequence[float] | None, oscillation: float,
+                            prior_oscillation: float) -> bool:
     """Whether the value stop may judge: the job's own worst-variant trajectory ``own`` or the prior's
     ``prior`` (each the loss before the exploration, then after every round) has left the plateau for
     enough rounds to read a rate. Both are read from their first trained round on (as
-    :func:`depl_fl.orchestration.exploration_value.value_judged` does)."""
+    :func:`depl_fl.orchestration.exploration_value.value_judged` does), each with its own
+    federation's oscillation coefficient (``oscillation``, ``prior_oscillation``: the oscillation grows
+    with the local steps, fewer on a federation of more clients)."""
     if rate_measurable([float(v) for v in own][1:], float(oscillation)):
         return True
-    return prior is not None and rate_measurable([float(v) for v in prior][1:], float(oscillation))
+    return prior is not None and rate_measurable([float(v) for v in prior][1:], float(prior_oscillation))
 
 
 def rate_from_prior(own_losses: Sequence[float], prior_losses: Sequence[float] | None,
-                    oscillation: float) -> bool:
+                    oscillation: float, prior_oscillation: float) -> bool:
     """Whether a variant's rate comes from the prior: its own trajectory ``own_losses`` (fresh loss,
-    then after every round) does not show a rate yet and the prior's ``prior_losses`` does."""
+    then after every round) does not show a rate yet (at ``oscillation``) and the prior's
+    ``prior_losses`` does (at ``prior_oscillation``)."""
     if prior_losses is None or len(prior_losses) < 2:
         return False
     if rate_measurable([float(v) for v in own_losses][1:], float(oscillation)):
         return False
-    return rate_measurable([float(v) for v in prior_losses][1:], float(oscillation))
+    return rate_measurable([float(v) for v in prior_losses][1:], float(prior_oscillation))
 
 
 def prior_rate(prior_losses: Sequence[float], prior_ratios: Sequence[float], regime: Any, window: float,
@@ -68,7 +73,8 @@ def prior_rate(prior_losses: Sequence[float], prior_ratios: Sequence[float], reg
 
 def prior_rates(own: Mapping[str, tuple[Sequence[float], Any]],
                 prior: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None, regime: Any,
-                oscillation: float, window: float, rate_at_full: bool) -> dict[str, float]:
+                oscillation: float, prior_oscillation: float, window: float,
+                rate_at_full: bool) -> dict[str, float]:
     """``{model: c}`` for the variants whose rate comes from the prior (:func:`rate_from_prior`), each
     at the floor the job's own curve uses (:func:`depl_fl.tracking.learning_curve.effective_floor` at
     the job's own last loss); empty without a prior."""
@@ -77,8 +83,20 @@ def prior_rates(own: Mapping[str, tuple[Sequence[float], Any]],
     out: dict[str, float] = {}
     for model, (losses, _) in own.items():
         theirs = (prior or {}).get(model)
-        if not losses or theirs is None or not rate_from_prior(losses, theirs[0], oscillation):
+        if not losses or theirs is None \
+                or not rate_from_prior(losses, theirs[0], oscillation, prior_oscillation):
             continue
         floor = effective_floor(regime.floor, float(losses[-1]))
         out[model] = prior_rate(theirs[0], theirs[1], regime, window, floor, rate_at_full)
     return out
+
+
+def prior_oscillation(trajectories: Mapping[str, tuple[Sequence[float], Any]], regime: Any,
+                      cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]]) -> float:
+    """The oscillation coefficient of the prior's federation: the plan regime's at the local steps of
+    its clients (``properties``, as its profile's data records them; this job's ``cfg`` for the
+    training settings, the same task's), combined with its trajectories' as this job's is
+    (:func:`depl_fl.orchestration.profile_fit.plan_oscillation`)."""
+    from depl_fl.orchestration.profile_fit import local_steps, plan_oscillation
+
+    return plan_oscillation(trajectories, regime, local_steps(cfg, properties))

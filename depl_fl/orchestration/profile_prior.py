@@ -55,6 +55,8 @@ class ProfilePrior:
     trajectories: Mapping[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
     #: The earlier exploration's worst-variant validation loss before it and after every round.
     trajectory: tuple[float, ...] = ()
+    #: The earlier federation's clients, ``{cid: {"cluster", "num-samples", "label-histogram"}}``.
+    properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """What results.json records of the prior."""
@@ -117,8 +119,10 @@ def load_prior(path: str | Path, cfg: Mapping[str, Any]) -> ProfilePrior:
                     for m, t in (inputs.get("trajectories") or {}).items()}
     worst = ([float(records[0]["loss_before"])] + [float(r["loss"]) for r in records]
              if records and records[0].get("loss_before") is not None else [])
+    properties = {str(c[0]): {"cluster": c[1], "num-samples": int(c[2]), "label-histogram": list(c[3])}
+                  for c in (doc.get("profile") or {}).get("data") or ()}
     return ProfilePrior(path, tuple(dict(o) for o in inputs["observations"]), len(records),
-                        trajectories, tuple(worst))
+                        trajectories, tuple(worst), properties)
 
 
 def prior_observations(prior: ProfilePrior | None, models: Any) -> list[Any]:
