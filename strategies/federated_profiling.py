@@ -50,7 +50,12 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   observations join the fit and the exploration only calibrates them: at least
   ``profile.explore.prior_rounds`` rounds, the value stop judged from round 1 (once
   this job's own trajectory has left the plateau; the plan regime below the
-  explored losses reads this job's trajectory only);
+  explored losses reads this job's trajectory only); with
+  ``profile.explore.prior_regime`` (default true) the value stop is judged from
+  round ``prior_rounds`` instead, and while this job's own trajectory shows no
+  rate yet, the plateau guard and each variant's learning-curve rate read the
+  prior's trajectory (:mod:`depl_fl.orchestration.prior_regime`; the curve
+  still starts at this job's own last loss);
 * the merged model's per-variant trajectory gives the evaluation noise:
   ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
   on the validation split, of the test split's size in simulation).
@@ -463,7 +468,8 @@ class FederatedProfiler:
         from depl_fl.orchestration.prior_regime import value_judged_with_prior
 
         enabled, first = value_settings(self.cfg["profile"]["explore"])
-        first = 1 if self.prior is not None else first  # the prior is a profile already
+        if self.prior is not None:  # the prior is a profile already: judged after its minimum rounds
+            first = int(self.cfg["profile"]["explore"].get("prior_rounds", 2)) if self._prior_regime() else 1
         if not enabled or done < max(first, 1) or self.scenario_of is None or not self.records:
             return False
         trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]

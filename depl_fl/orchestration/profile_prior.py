@@ -17,6 +17,11 @@ federation's own (its trajectory, its evaluations, its client sets): under the
 plan regime the prior shapes only the levels above the exploration's last loss,
 and the exploration's length. The profile fitted with a prior is cached under
 its own key (:func:`depl_fl.orchestration.profiling.federated_key`).
+With ``profile.explore.prior_regime`` (default true) the prior also hands on its
+trajectories: while this job's own shows no rate yet, they stand in for the
+plateau evidence and the learning curve's rate, and the value stop is judged
+from round ``prior_rounds`` (:mod:`depl_fl.orchestration.prior_regime`); the
+rest of this paragraph describes ``prior_regime: false``.
 
 A prior of another task is refused with one line (exit status 2): another
 network or dataset learns along another curve.
