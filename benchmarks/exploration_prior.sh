@@ -5,6 +5,14 @@
 #   p5a05:  5 clients, Dirichlet alpha 0.5, L* 0.45
 #   p9a09:  9 clients, alpha 0.9, L* 0.40
 #   p14a03: 14 clients, alpha 0.3, L* 0.45
+# and, with profile.explore.prior_regime (the prior's trajectory feeds the plateau guard and the learning
+# curve's rate, depl_fl/orchestration/prior_regime.py), a development setting (FIRST < 1000) and three
+# more settings fixed before any result of the rule:
+#   d7a06:  7 clients, alpha 0.6, L* 0.45 (development only)
+#   p6a07:  6 clients, alpha 0.7, L* 0.45
+#   p11a04: 11 clients, alpha 0.4, L* 0.42
+#   p12a06: 12 clients, alpha 0.6, L* 0.40
+# PRIOR_REGIME=false runs the prior arm without it (as the first three settings' figures were made).
 # The prior's source, by one rule fixed with the settings: the default job (method=depl, tracking on,
 # the default profile, pi 0.9, the setting's alpha and L*) on another federation of the same network and
 # dataset, with 3 more clients than the setting and seed FIRST-1 (other clients, other partitions), made
@@ -32,9 +40,9 @@ S=$(cd "${1:-multirun/exploration-prior}" && pwd)
 N=${SEEDS:-10}
 NF=${FULL_SEEDS:-5}
 F=${FIRST:-1100}
-declare -A CLIENTS=([p5a05]=5 [p9a09]=9 [p14a03]=14)
-declare -A ALPHA=([p5a05]=0.5 [p9a09]=0.9 [p14a03]=0.3)
-declare -A LOSS=([p5a05]=0.45 [p9a09]=0.4 [p14a03]=0.45)
+declare -A CLIENTS=([p5a05]=5 [p9a09]=9 [p14a03]=14 [d7a06]=7 [p6a07]=6 [p11a04]=11 [p12a06]=12)
+declare -A ALPHA=([p5a05]=0.5 [p9a09]=0.9 [p14a03]=0.3 [d7a06]=0.6 [p6a07]=0.7 [p11a04]=0.4 [p12a06]=0.6)
+declare -A LOSS=([p5a05]=0.45 [p9a09]=0.4 [p14a03]=0.45 [d7a06]=0.45 [p6a07]=0.45 [p11a04]=0.42 [p12a06]=0.4)
 COMMON=(simulation=inprocess output.plot=false)
 # shellcheck disable=SC2206
 PI_LIST=(${PIS:-0.9})
@@ -73,7 +81,7 @@ for name in "${NAMES[@]}"; do
         method=depl "${over[@]}" target.prob="$pi" tracking.enabled=true
     multirun "$S/$name$tag-prior/depl" "$S/$name$tag-prior/cache" "$S/$name$tag.prior.log" "$seeds" \
         method=depl "${over[@]}" target.prob="$pi" tracking.enabled=true \
-        profile.prior="$source_dir/results.json"
+        profile.prior="$source_dir/results.json" profile.explore.prior_regime="${PRIOR_REGIME:-true}"
     done_folders+=("$name$tag-default" "$name$tag-prior")
   done
   multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" method=full \

@@ -50,7 +50,12 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   observations join the fit and the exploration only calibrates them: at least
   ``profile.explore.prior_rounds`` rounds, the value stop judged from round 1 (once
   this job's own trajectory has left the plateau; the plan regime below the
-  explored losses reads this job's trajectory only);
+  explored losses reads this job's trajectory only); with
+  ``profile.explore.prior_regime`` (default true) the value stop is judged from
+  round ``prior_rounds`` instead, and while this job's own trajectory shows no
+  rate yet, the plateau guard and each variant's learning-curve rate read the
+  prior's trajectory (:mod:`depl_fl.orchestration.prior_regime`; the curve
+  still starts at this job's own last loss);
 * the merged model's per-variant trajectory gives the evaluation noise:
   ``loss.run[m].eval_std`` per level (:func:`depl_fl.tracking.noise.fit_eval_std`
   on the validation split, of the test split's size in simulation).
@@ -107,6 +112,7 @@ from depl_fl.orchestration.exploration import (
     write_json_atomic,
 )
 from depl_fl.orchestration.label_coverage import LabelCoverage
+from depl_fl.orchestration.prior_regime import prior_oscillation, prior_rates
 from depl_fl.orchestration.profile_fit import (
     anchor_at_zero,
     exploration_trends,
@@ -458,17 +464,22 @@ class FederatedProfiler:
         from the rounds so far, judged from ``profile.explore.value_from_round`` on, once the
         trajectory has left the fresh model's plateau (:func:`value_judged`)."""
         from depl_fl.errors import DeplError
-        from depl_fl.orchestration.exploration_value import exploration_value, value_judged, value_settings
+        from depl_fl.orchestration.exploration_value import exploration_value, value_settings
+        from depl_fl.orchestration.prior_regime import value_judged_with_prior
 
         enabled, first = value_settings(self.cfg["profile"]["explore"])
-        first = 1 if self.prior is not None else first  # the prior is a profile already
+        if self.prior is not None:  # the prior is a profile already: judged after its minimum rounds
+            first = int(self.cfg["profile"]["explore"].get("prior_rounds", 2)) if self._prior_regime() else 1
         if not enabled or done < max(first, 1) or self.scenario_of is None or not self.records:
             return False
         trajectory = [float(self.records[0]["loss_before"])] + [float(r["loss"]) for r in self.records]
         oscillation = self._plateau_oscillation(strategy.properties)
         if oscillation is None:
             return False
-        if not value_judged(trajectory, oscillation):
+        prior = self.prior.trajectory if self._prior_regime() else None
+        theirs = self._prior_oscillation(plan_regime_of(self.cfg), oscillation) if prior is not None \
+            else oscillation
+        if not value_judged_with_prior(trajectory, prior, oscillation, theirs):
             LOG.info("exploration round %d: not yet enough rounds below the first round's plateau to read "
                      "a rate (loss %.4g, first round %.4g): no value judgement", done, trajectory[-1],
                      trajectory[1])
@@ -488,6 +499,19 @@ class FederatedProfiler:
                      "would save %.4g J of it; exploring ends", done, value.plan_j, value.round_j,
                      value.saving_j)
         return value.stop()
+
+    def _prior_regime(self) -> bool:
+        """Whether the prior's trajectory feeds the plateau guard and the learning curve's rate
+        (:mod:`depl_fl.orchestration.prior_regime`): with ``profile.prior`` and
+        ``profile.explore.prior_regime`` (default true)."""
+        return self.prior is not None and bool(self.cfg["profile"]["explore"].get("prior_regime", True))
+
+    def _prior_oscillation(self, regime: Any, fallback: float) -> float:
+        """The prior's federation's oscillation coefficient (:func:`prior_regime.prior_oscillation`
+        on ``regime``; ``fallback`` without one)."""
+        if regime is None:
+            return fallback
+        return prior_oscillation(self.prior.trajectories, regime, self.cfg, self.prior.properties)
 
     def _plateau_oscillation(self, properties: Mapping[str, Mapping[str, Any]]) -> float | None:
         """The oscillation coefficient the value stop's plateau guard reads: the one this job's plans
@@ -750,9 +774,16 @@ class FederatedProfiler:
                 if regime.anchor == "trend" else {}
             worst = max(trends.values(), key=lambda t: t.level, default=None)
             self.start_trend = None if worst is None else {"mean": worst.level, "std": worst.level_std}
+            rates = {}
+            if self._prior_regime():
+                rates = prior_rates(self.trajectories, self.prior.trajectories, regime, oscillation,
+                                    self._prior_oscillation(regime, oscillation), window, at_full)
+            if rates:
+                LOG.info("loss profile: the learning curve's rate from the prior's trajectory for %s "
+                         "(this job's own trajectory shows none yet)", ", ".join(sorted(rates)))
             return with_plan_regime(measured, self.trajectories, len(self.records), regime, steps,
                                     self.sem_points, window, rate_at_full=at_full,
-                                    oscillation=oscillation, trends=trends)
+                                    oscillation=oscillation, trends=trends, rates=rates)
         explore = self.cfg["profile"]["explore"]
         fitted = with_measured_sem(anchor_at_zero(dict(measured)), self.sem_points)
         return with_set_shift(fitted, self.set_change_rounds(int(explore.get("set_shift_rounds", 8))))

@@ -138,8 +138,8 @@ def test_a_prior_with_the_default_exploration_of_tracking(tracking_prior_job):
     assert (explore["clients"], explore["value_stop"]) == ("cheapest", True)
     assert job["config"]["profile"]["plan_regime"]["rate_window"] == 0.5
     assert job["profile"]["prior"]["source"] == plain["profile"]["cache_file"]
-    # prior_rounds (2) at least instead of rounds (6), then no more (no stop_loss_factor); the value stop
-    # is not judged before the job's own trajectory has left the plateau (round 4)
+    # prior_rounds (2) at least instead of rounds (6), then no more (no stop_loss_factor); the value stop,
+    # judged from round prior_rounds (2) with prior_regime, records no judgement on this tiny federation
     assert job["summary"]["profile_rounds"] == 2
     assert job["profile"]["values"] == [] and job["summary"]["profile_value_round"] is None
     s = job["summary"]

@@ -66,7 +66,8 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
                      sem_points: Mapping[str, Sequence[tuple[float, float]]],
                      rate_window: float = 1.0, rate_at_full: bool = False,
                      oscillation: float | None = None,
-                     trends: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     trends: Mapping[str, Any] | None = None,
+                     rates: Mapping[str, float] | None = None) -> dict[str, Any]:
     """``fitted`` with every variant's plan regime (:mod:`depl_fl.tracking.learning_curve`).
 
     Below ``1.25 L_e`` each variant's run profile is its learning curve through
@@ -90,7 +91,9 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     (``plan_regime_run(..., no_rise_above=True)``) gave plans where two jobs
     found none, but made static plans bolder than their predictions on new seeds
     (docs/MODELS.md); a job the rise caps ends with no dependable plan and names
-    the probability it can reach.
+    the probability it can reach. ``rates`` (``{model: c}``) gives a variant's curve rate read
+    elsewhere (another federation's trajectory, :mod:`depl_fl.orchestration.prior_regime`); its
+    curve still starts at its own last loss.
     """
     from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient
@@ -112,7 +115,8 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
             run[model] = plan_regime_run(profile, first, trend.level, span, regime, oscillation, factor,
                                          floor=trend.floor)
             continue
-        run[model] = plan_regime_run(profile, first, last, span, regime, oscillation, factor)
+        run[model] = plan_regime_run(profile, first, last, span, regime, oscillation, factor,
+                                     rate=(rates or {}).get(model))
     out = {**fitted, "run": run, "data_exponent_mean": regime.rate_exponent,
            "data_exponent_std": regime.noise_exponent}
     if regime.oscillation_dof is not None:

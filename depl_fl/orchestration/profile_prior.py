@@ -17,6 +17,11 @@ federation's own (its trajectory, its evaluations, its client sets): under the
 plan regime the prior shapes only the levels above the exploration's last loss,
 and the exploration's length. The profile fitted with a prior is cached under
 its own key (:func:`depl_fl.orchestration.profiling.federated_key`).
+With ``profile.explore.prior_regime`` (default true) the prior also hands on its
+trajectories: while this job's own shows no rate yet, they stand in for the
+plateau evidence and the learning curve's rate, and the value stop is judged
+from round ``prior_rounds`` (:mod:`depl_fl.orchestration.prior_regime`); the
+rest of this paragraph describes ``prior_regime: false``.
 
 A prior of another task is refused with one line (exit status 2): another
 network or dataset learns along another curve.
@@ -25,7 +30,7 @@ network or dataset learns along another curve.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -51,6 +56,12 @@ class ProfilePrior:
     observations: tuple[dict[str, Any], ...]
     #: Exploration rounds the earlier job ran.
     rounds: int
+    #: The earlier exploration's trajectories, ``{model: (losses, ratios)}`` (fresh loss first).
+    trajectories: Mapping[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    #: The earlier exploration's worst-variant validation loss before it and after every round.
+    trajectory: tuple[float, ...] = ()
+    #: The earlier federation's clients, ``{cid: {"cluster", "num-samples", "label-histogram"}}``.
+    properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """What results.json records of the prior."""
@@ -108,8 +119,15 @@ def load_prior(path: str | Path, cfg: Mapping[str, Any]) -> ProfilePrior:
         raise ScenarioError(f"profile.prior: {path} is a profile of another task (dataset "
                             f"{task.get('dataset')}, network {task.get('arch')}; this job: dataset "
                             f"{wanted['dataset']}, network {wanted['arch']})")
-    return ProfilePrior(path, tuple(dict(o) for o in inputs["observations"]),
-                        len(inputs.get("records") or ()))
+    records = list(inputs.get("records") or ())
+    trajectories = {str(m): (tuple(float(v) for v in t[0]), tuple(float(v) for v in t[1]))
+                    for m, t in (inputs.get("trajectories") or {}).items()}
+    worst = ([float(records[0]["loss_before"])] + [float(r["loss"]) for r in records]
+             if records and records[0].get("loss_before") is not None else [])
+    properties = {str(c[0]): {"cluster": c[1], "num-samples": int(c[2]), "label-histogram": list(c[3])}
+                  for c in (doc.get("profile") or {}).get("data") or ()}
+    return ProfilePrior(path, tuple(dict(o) for o in inputs["observations"]), len(records),
+                        trajectories, tuple(worst), properties)
 
 
 def prior_observations(prior: ProfilePrior | None, models: Any) -> list[Any]:

@@ -98,16 +98,19 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
     the options existed. With ``profile.prior`` the prior's observations (``prior_observations``, as
     :class:`~depl_fl.orchestration.profile_prior.ProfilePrior` holds them) are part of the key: the
     profile fitted with them is another profile than the one fitted without (or with another prior),
-    and a job never reuses one for the other; a job without a prior keys as before.
+    and a job never reuses one for the other, nor one fitted with ``explore.prior_regime`` for one
+    fitted without; a job without a prior keys as before (``prior_regime`` is no part of its key).
     """
-    explore = cfg["profile"].get("explore")
+    explore = raw = cfg["profile"].get("explore")
     if isinstance(explore, Mapping):
         defaults = {"max_clients": None, "clients": "all"}
-        explore = {k: v for k, v in explore.items() if k not in defaults or v != defaults[k]}
+        explore = {k: v for k, v in explore.items()
+                   if k != "prior_regime" and (k not in defaults or v != defaults[k])}
     relevant: dict[str, Any] = {"config": profile_key(cfg), "explore": explore,
                                 "data": data_fingerprint(properties)}
     if prior_observations is not None:
         relevant["prior"] = [dict(o) for o in prior_observations]
+        relevant["prior_regime"] = bool((raw if isinstance(raw, Mapping) else {}).get("prior_regime", True))
     return stable_hash(relevant)
 
 

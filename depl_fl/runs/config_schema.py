@@ -53,6 +53,7 @@ class _Explore(Schema):
     value_stop: StrictBool = False
     value_from_round: Count = 4
     prior_rounds: Count = 2
+    prior_regime: StrictBool = True
     stop_loss_factor: Positive | None = None
     max_rounds: Count | None = None
     max_deadline_share: _Fraction | None = None
