@@ -227,12 +227,15 @@ class FederatedProfiler:
         #: With ``profile.plan_regime.anchor: trend``: where the plan starts, the worst variant's trend at
         #: the exploration's end, ``{"mean", "std"}`` (None: at the measured loss).
         self.start_trend: dict[str, float] | None = None
+        #: The variants whose learning-curve rate the last fit read from the prior's trajectory
+        #: (``profile.explore.prior_regime``; empty without a prior).
+        self.rates_from_prior: list[str] = []
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
                         "progress", "loss_sem", "round_costs", "loss_margin", "met_round",
-                        "met_model", "value_round", "values", "start_trend")
+                        "met_model", "value_round", "values", "start_trend", "rates_from_prior")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -266,7 +269,8 @@ class FederatedProfiler:
                 "cache_file": str(self.cache_file) if self.cache_file else None,
                 "cost_when_made": self.cost_when_made, "met_round": self.met_round,
                 "met_model": self.met_model, "value_round": self.value_round, "values": self.values,
-                "prior": self.prior.to_dict() if self.prior is not None else None}
+                "prior": self.prior.to_dict() if self.prior is not None else None,
+                "rates_from_prior": self.rates_from_prior}
 
     # -------------------------------------------------------------- main entry
     def run(self, strategy: Any, grid: Grid, arrays: ArrayRecord, evaluate_fn: Any, timeout: float,
@@ -778,6 +782,7 @@ class FederatedProfiler:
             if self._prior_regime():
                 rates = prior_rates(self.trajectories, self.prior.trajectories, regime, oscillation,
                                     self._prior_oscillation(regime, oscillation), window, at_full)
+            self.rates_from_prior = sorted(rates)
             if rates:
                 LOG.info("loss profile: the learning curve's rate from the prior's trajectory for %s "
                          "(this job's own trajectory shows none yet)", ", ".join(sorted(rates)))

@@ -120,6 +120,7 @@ def test_every_variant_read_its_rate_from_the_prior(with_regime):
     # this job's variants: those its profile fits
     cache = json.loads(Path(job["profile"]["cache_file"]).read_text())
     assert variants == set(cache["loss"]["run"]) and len(variants) >= 2
+    assert job["profile"]["rates_from_prior"] == sorted(variants)  # and on the record
 
 
 def test_without_the_prior_regime_the_same_job_explores_longer(with_regime, without_regime):
@@ -132,6 +133,6 @@ def test_without_the_prior_regime_the_same_job_explores_longer(with_regime, with
     assert slow["summary"]["profile_energy_j"] > fast["summary"]["profile_energy_j"]
     # no round judged before this job's own trajectory can show a rate, no rate taken from the prior
     assert all(v["round"] >= 1 + ROUNDS_PAST_PLATEAU for v in slow["profile"]["values"])
-    assert not any(RATE_FROM_PRIOR in m for m in slow_log)
+    assert not any(RATE_FROM_PRIOR in m for m in slow_log) and slow["profile"]["rates_from_prior"] == []
     # the same seeded rounds up to the stop: only the exploration's end differs
     assert [r["loss"] for r in slow["rounds"][:stop]] == [r["loss"] for r in fast["rounds"][:stop]]

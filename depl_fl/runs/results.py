@@ -53,7 +53,10 @@ no training round (``rounds`` 0, ``final_loss`` the exploration model's);
 ``null`` otherwise. ``profile_value_round`` is the exploration round after
 which one more round could not pay for itself
 (:mod:`depl_fl.orchestration.exploration_value`; ``profile.values`` holds the
-energies judged after every round); ``null`` otherwise. Energies and
+energies judged after every round); ``null`` otherwise. With ``profile.prior``,
+``profile.rates_from_prior`` names the variants whose learning-curve rate the
+plans read from the prior's trajectory (:mod:`depl_fl.orchestration.prior_regime`;
+empty otherwise). Energies and
 times are modeled with the contract's cost model (real FLOPs and bytes of the
 variants; with ``cost.source=measured`` the model fitted from the replies);
 ``wall_s`` is measured, and ``summary.measured`` puts the measured time and
