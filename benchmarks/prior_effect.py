@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sweep_io import write_report
 
 
 def _jobs(folder: Path) -> dict[int, dict[str, Any]]:
@@ -99,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prior_effect: no <name>-default/depl with <name>-prior/depl under {args.sweep}",
               file=sys.stderr)
         return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(to_markdown(rows), encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    write_report(to_markdown(rows), args.out, rows)
     return 0
 
 

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sweep_io import write_report
+
 
 def source_row(name: str, results: Path) -> dict[str, Any]:
     """One prior source's figures from its ``results.json`` (and the cache file it names)."""
@@ -69,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prior_sources: no <setting>/results.json under {args.sources}", file=sys.stderr)
         return 2
     rows = [source_row(p.parent.name, p) for p in found]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(to_markdown(rows), encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    write_report(to_markdown(rows), args.out, rows)
     return 0
 
 

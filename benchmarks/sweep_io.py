@@ -32,10 +32,15 @@ def job_records(sweep: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         yield path, json.loads(path.read_text(encoding="utf-8"))
 
 
-def write_report(text: str, out: Path | None) -> None:
-    """Write ``text`` to ``out`` (its folder made as needed), or to stdout when ``out`` is None."""
+def write_report(text: str, out: Path | None, data: Any = None) -> None:
+    """Write ``text`` to ``out`` (its folder made as needed), or to stdout when ``out`` is None.
+
+    With ``data`` and a file, ``data`` is also written as JSON beside it (``out`` with ``.json``).
+    """
     if out is None:
         sys.stdout.write(text)
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
+    if data is not None:
+        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -36,6 +36,8 @@ def test_job_records_walk_every_depth_in_path_order(tmp_path: Path) -> None:
 def test_write_report_makes_the_folder_or_prints(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     write_report("| a |\n", tmp_path / "deep" / "r.md")
     assert (tmp_path / "deep" / "r.md").read_text(encoding="utf-8") == "| a |\n"
+    write_report("| c |\n", tmp_path / "with-data.md", [{"a": 1}])
+    assert json.loads((tmp_path / "with-data.json").read_text(encoding="utf-8")) == [{"a": 1}]
     write_report("| b |\n", None)
     assert capsys.readouterr().out == "| b |\n"
 
