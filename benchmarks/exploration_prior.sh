@@ -28,10 +28,14 @@
 #                          reported against the same full jobs
 #   OUT/<s>T-static-default/depl, OUT/<s>T-static-prior/depl
 #                          the default and prior arms' commands with tracking.enabled=false (static plans:
-#                          no re-plan corrects the exploration), run only when ARMS names them
+#                          no re-plan corrects the exploration; without tracking profile.explore's auto
+#                          options resolve to the thorough exploration), run only when ARMS names them
+#   OUT/<s>T-static-frugal-default/depl, OUT/<s>T-static-frugal-prior/depl
+#                          the static arms with profile=frugal (the frugal exploration whatever tracking
+#                          says: cheapest clusters, value stop, rate window 0.5)
 # ARMS (default "default prior") picks the arms, in that order, e.g. ARMS="static-default static-prior".
 # Each arm has its own profile cache folder.
-#   SEEDS=10 FULL_SEEDS=5 FIRST=1100 [PIS="0.9 0.95"] [ARMS="default prior static-default static-prior"] \
+#   SEEDS=10 FULL_SEEDS=5 FIRST=1100 [PIS="0.9 0.95"] [ARMS="default prior static-default ..."] \
 #       bash benchmarks/exploration_prior.sh OUT [SETTING ...]
 # then OUT/<folder>/report.{md,json} (depl-fl report), RESULTS/summary.{md,json}
 # (benchmarks/exploration_energy.py), RESULTS/prior-sources.md (benchmarks/prior_sources.py: what the
@@ -55,8 +59,9 @@ PI_LIST=(${PIS:-0.9})
 ARM_LIST=(${ARMS:-default prior})
 for arm in "${ARM_LIST[@]}"; do
   case $arm in
-    default | prior | static-default | static-prior) ;;
-    *) echo "exploration_prior: unknown arm $arm (default, prior, static-default, static-prior)" >&2; exit 2 ;;
+    default | prior | static-default | static-prior | static-frugal-default | static-frugal-prior) ;;
+    *) echo "exploration_prior: unknown arm $arm (default, prior, static-default, static-prior," \
+         "static-frugal-default, static-frugal-prior)" >&2; exit 2 ;;
   esac
 done
 
@@ -91,12 +96,13 @@ for name in "${NAMES[@]}"; do
     tag=$([ "$pi" = 0.9 ] && echo "" || echo "-pi$pi")
     for arm in "${ARM_LIST[@]}"; do
       tracking=$([ "${arm#static-}" = "$arm" ] && echo true || echo false)
-      prior=()
-      [ "${arm%prior}" = "$arm" ] || prior=(profile.prior="$source_dir/results.json" \
+      extra=()
+      [ "${arm#static-frugal-}" = "$arm" ] || extra=(profile=frugal)
+      [ "${arm%prior}" = "$arm" ] || extra+=(profile.prior="$source_dir/results.json" \
           profile.explore.prior_regime="${PRIOR_REGIME:-true}")
       mkdir -p "$S/$name$tag-$arm"
       multirun "$S/$name$tag-$arm/depl" "$S/$name$tag-$arm/cache" "$S/$name$tag.$arm.log" "$seeds" \
-          method=depl "${over[@]}" target.prob="$pi" tracking.enabled="$tracking" ${prior[@]+"${prior[@]}"}
+          method=depl "${over[@]}" target.prob="$pi" tracking.enabled="$tracking" ${extra[@]+"${extra[@]}"}
       done_folders+=("$name$tag-$arm")
     done
   done
