@@ -5,7 +5,8 @@ Reads every ``SWEEP/<arm>/depl`` whose jobs ran static plans
 dependable plan (status ``infeasible``) or failed, the exploration (rounds,
 value stops, the loss of its last round, the jobs whose learning-curve rate
 came from the prior, ``profile.rates_from_prior``), the plan (training
-rounds, the planner's predicted pi-quantile of the final loss, its recorded
+rounds, the rate the plan was made with: the profile's predicted loss decrease per round at
+L* for the plan's last model, the planner's predicted pi-quantile of the final loss, its recorded
 probability) and the outcome (final test loss, its ratio to the predicted
 quantile, how many runs ended above it). The planner's quantile is the one
 each job recorded; ``benchmarks/plan_pit.py`` samples the plans again for
@@ -30,6 +31,14 @@ def _last_exploration_loss(doc: dict[str, Any]) -> float | None:
     return float(losses[-1]) if losses and losses[-1] is not None else None
 
 
+def _rate_at_target(doc: dict[str, Any]) -> float | None:
+    rounds = (doc.get("plan") or {}).get("rounds")
+    if not rounds:
+        return None
+    run = doc["scenario"]["loss"]["run"][rounds[-1]["model"]]
+    return float(np.interp(doc["summary"]["target_loss"], run["levels"], run["mean"]))
+
+
 def _mean(values: list[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return float(np.mean(kept)) if kept else None
@@ -51,6 +60,8 @@ def arm_row(name: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
             "last_exploration_loss": _mean([_last_exploration_loss(d) for d in docs]),
             "rate_from_prior": sum(bool((d.get("profile") or {}).get("rates_from_prior")) for d in docs),
             "training_rounds": _mean([s.get("rounds") for s in planned]),
+            "rate_at_target": _mean([_rate_at_target(d) for d in docs
+                                     if d["summary"].get("status") == "completed"]),
             "predicted_quantile": _mean(predicted),
             "predicted_probability": _mean([s["predicted"].get("probability") for s in planned]),
             "final_test_loss": _mean(finals),
@@ -66,15 +77,17 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     """The table of :func:`arm_row` rows."""
     lines = ["# Static plans: what they were made from and what they predicted (means per job)", "",
              "| arm | L* | pi | jobs | no dependable plan / failed | exploration rounds | value stops | "
-             "last exploration loss | rate from the prior | training rounds | predicted pi-quantile | "
+             "last exploration loss | rate from the prior | training rounds | rate at L* | "
+             "predicted pi-quantile | "
              "predicted P | final test loss | final / predicted | above predicted |",
-             "|---" * 15 + "|"]
+             "|---" * 16 + "|"]
     for r in rows:
         lines.append(
             f"| {r['arm']} | {r['target_loss']} | {r['target_prob']} | {r['jobs']} | {r['infeasible']} / "
             f"{r['failed']} | {_f(r['exploration_rounds'], '.1f')} | {r['value_stops']} | "
             f"{_f(r['last_exploration_loss'])} | {r['rate_from_prior']} | "
-            f"{_f(r['training_rounds'], '.1f')} | {_f(r['predicted_quantile'])} | "
+            f"{_f(r['training_rounds'], '.1f')} | {_f(r['rate_at_target'], '.4f')} | "
+            f"{_f(r['predicted_quantile'])} | "
             f"{_f(r['predicted_probability'])} | {_f(r['final_test_loss'])} | "
             f"{_f(r['final_over_predicted'], '.2f')} | {r['above_predicted']}/{r['compared']} |")
     return "\n".join(lines) + "\n"
