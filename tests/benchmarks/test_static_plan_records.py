@@ -42,7 +42,7 @@ def _job(folder: Path, seed: int, *, tracking: bool = False, status: str = "comp
 def test_an_arm_row_reads_the_plans_and_their_outcomes(tmp_path: Path) -> None:
     arm = tmp_path / "s-static-prior" / "depl"
     _job(arm, 1, losses=(2.0, 0.8), quantile=0.40, final=0.30, rates_from_prior=("full",))
-    _job(arm, 2, losses=(2.0, 1.2, 0.6), quantile=0.44, final=0.50, rate_scale=2.0)  # above its predicted quantile
+    _job(arm, 2, losses=(2.0, 1.2, 0.6), quantile=0.44, final=0.50, rate_scale=2.0)  # above its quantile
     _job(arm, 3, status="infeasible", quantile=None, final=None)  # no dependable plan
     _job(tmp_path / "s-prior" / "depl", 1, tracking=True)  # a tracking arm: not a row
     out = tmp_path / "records.md"
