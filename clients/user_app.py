@@ -15,7 +15,10 @@ messages to a :class:`DepLClient` with its own data loader::
 
 QUERY is answered with the node's ``partition-id``, ``num-samples`` (the
 loader's samples) and ``cluster`` (node config ``cluster=``, else empty: the
-server then assigns one from its configured node classes). TRAIN carries the
+server then assigns one by the split of its configured node classes,
+``clusters.classes``' fractions in partition-id order, logs which and marks it
+``"cluster-source": "assigned"`` in its properties,
+:func:`depl_fl.orchestration.scenario_builder.fill_clusters`). TRAIN carries the
 planned variant's entries only; the helper rebuilds that sub-network, loads
 them, runs the user's ``train(net, trainloader, epochs, device)`` and replies
 with the trained entries and ``num-examples``, ``train-loss``, ``train-time-s``.

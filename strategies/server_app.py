@@ -270,7 +270,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler,
         clock=clock, drift=DriftTest(float(cost_cfg.get("drift_tolerance", 0.25)),
                                      int(cost_cfg.get("drift_rounds", 2))),
-        method=str(cfg["method"]))
+        method=str(cfg["method"]), assign_clusters=lambda properties: fill_clusters(cfg, properties))
     strategy.cost_report = cost_report
     return strategy
 
