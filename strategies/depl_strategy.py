@@ -696,7 +696,7 @@ class DepLStrategy(FedAvg):
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
-        from depl_fl.orchestration.checkpointing import rounds_completed
+        from depl_fl.orchestration.checkpointing import resume_point, rounds_completed
 
         for key, value in (doc.get("strategy") or {}).items():
             setattr(self, key, value)
@@ -704,13 +704,13 @@ class DepLStrategy(FedAvg):
             self.profiler.restore(doc["profiler"])
         self.resumed_from = rounds_completed(doc)
         absent = sorted(set(doc.get("properties") or ()) - set(self.properties))
-        LOG.info("resuming after round %d (exploration)%s", self.resumed_from,
+        LOG.info("resuming after %s%s", resume_point(self.resumed_from, self.resumed_from),
                  f"; absent now: {', '.join(absent)}" if absent else "")
         return state_to_arrays(doc["global_state"])
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
-        from depl_fl.orchestration.checkpointing import restore_controller, rounds_completed
+        from depl_fl.orchestration.checkpointing import restore_controller, resume_point, rounds_completed
 
         self.scenario, self.plan = doc["scenario"], doc["plan"]
         self.initial_loss = doc["initial_loss"]
@@ -724,7 +724,9 @@ class DepLStrategy(FedAvg):
         self.resumed_from = rounds_completed(doc)
         absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
                         - self.controller.dropped_clients)
-        LOG.info("resuming after round %d%s", self.resumed_from,
+        trained = self.controller.rounds_done
+        LOG.info("resuming after %s%s", resume_point(self.resumed_from, self.resumed_from - trained,
+                                                      finished=self.controller.next_decision() is None),
                  f"; absent now: {', '.join(absent)}" if absent else "")
         self.controller.drop(absent)
         return state_to_arrays(doc["global_state"]), float(doc["loss"])

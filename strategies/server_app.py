@@ -297,8 +297,23 @@ def summary_line(summary: Mapping[str, Any]) -> str:
             f"{num('cost_j', '.4g')} J + profiling {num('profile_energy_j', '.4g')} J), modeled time "
             f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
             f"{summary.get('replans', 0)} re-plans"
-            + (f", resumed after round {summary['resumed_from']}" if summary.get("resumed_from") else "")
+            + (f", resumed after {resumed_point(summary)}" if summary.get("resumed_from") else "")
             + (", AT RISK" if summary.get("at_risk") else ""))
+
+
+def resumed_point(summary: Mapping[str, Any]) -> str:
+    """Where a resumed job went on, from its summary: ``round 21 (8 exploration + 13 training rounds)``.
+
+    ``resumed_from`` numbers exploration rounds first; the exploration rounds
+    before it are at most ``profile_rounds``, the rest are training rounds. A
+    job whose every round came before the restart had already finished.
+    """
+    from depl_fl.orchestration.checkpointing import resume_point
+
+    completed = int(summary["resumed_from"])
+    profile_rounds = int(summary.get("profile_rounds") or 0)
+    return resume_point(completed, min(completed, profile_rounds),
+                        finished=completed == profile_rounds + int(summary.get("rounds") or 0))
 
 
 #: Set when the job is being interrupted (Ctrl-C/SIGTERM): no more "running" writes.
