@@ -76,7 +76,12 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
     from depl_fl.task.subnets import build_skeleton
 
     net = build_skeleton(network, float(compression))
-    set_state(net, sub_state)
+    try:
+        set_state(net, sub_state)
+    except ValueError as exc:
+        raise ValueError(f"the entries the server sent do not fit this node's network "
+                         f"{getattr(network, 'name', '')!r}: the ServerApp and the ClientApp must describe "
+                         f"the same UserNetwork (builder and input shape); {exc}") from exc
     net.to(device)
     start = time.perf_counter()
     loss = train(net, trainloader, int(epochs), device)

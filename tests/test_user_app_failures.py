@@ -1,0 +1,109 @@
+"""A user's own Flower app whose clients fail every reply: one line naming the client and the exception."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("flwr")
+torch = pytest.importorskip("torch")
+
+from flwr.clientapp import ClientApp  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+from clients.user_app import DepLClient  # noqa: E402
+from depl_fl.errors import ScenarioError  # noqa: E402
+from depl_fl.orchestration.reply_failures import error_gist, no_usable_reply  # noqa: E402
+from depl_fl.task.subnets import UserNetwork  # noqa: E402
+from strategies.inprocess_grid import InProcessGrid  # noqa: E402
+from strategies.user_app import depl_strategy, evaluate_fn, initial_arrays  # noqa: E402
+
+#: The shape of an error reply's reason under Flower's Ray backend (abridged): the wrapper's
+#: repr, the ClientApp's traceback, the chained wrapper exceptions.
+RAY_REASON = (
+    "<class 'ray.exceptions.RayTaskError(ClientAppException)'>:<'ray::ClientAppActor.run() (pid=1)\n"
+    '  File "client_app.py", line 27, in train_\n'
+    "    return depl.train(msg, context, loader)\n"
+    "ValueError: state names differ from the model: missing ['bn1.bias'], unexpected ['features.0.bias']\n"
+    "\nThe above exception was the direct cause of the following exception:\n\n"
+    "flwr.clientapp.client_app.ClientAppException: \n"
+    "Exception ClientAppException occurred. Message: state names differ'>")
+
+
+def test_error_gist_is_the_root_exception_line_of_a_ray_error_reply():
+    assert error_gist("error reply (code 2): " + RAY_REASON) == (
+        "ValueError: state names differ from the model: missing ['bn1.bias'], unexpected ['features.0.bias']")
+    assert error_gist("error reply (code 2): KeyError: 'img'") == "KeyError: 'img'"
+    assert error_gist("fc.bias has shape (3,), expected (10,)") == "fc.bias has shape (3,), expected (10,)"
+    assert error_gist("RuntimeError: " + "x" * 500, limit=40) == "RuntimeError: " + "x" * 23 + "..."
+
+
+def test_no_usable_reply_names_the_phase_the_rounds_and_the_first_client():
+    records = [{"rejected": [{"client": "c1", "reason": "error reply (code 2): " + RAY_REASON},
+                             {"client": "c2", "reason": "no reply"}]},
+               {"rejected": [{"client": "c1", "reason": "no reply"}]}]
+    assert no_usable_reply("exploration", records) == (
+        "exploration: no client sent a usable reply in 2 round(s); c1: ValueError: state names differ "
+        "from the model: missing ['bn1.bias'], unexpected ['features.0.bias']")
+    assert no_usable_reply("exploration", [{"rejected": []}]) == (
+        "exploration: no client sent a usable reply in 1 round(s)")
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+class _OtherMLP(nn.Module):
+    """The same sizes under other entry names: a ClientApp that builds another network than the server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(4, 8), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.out(torch.relu(self.hidden(torch.flatten(x, 1))))
+
+
+def _loader() -> DataLoader:
+    gen = torch.Generator().manual_seed(0)
+    return DataLoader(TensorDataset(torch.randn(12, 4, generator=gen), torch.arange(12) % 3), batch_size=4)
+
+
+def _train(net, loader, epochs, device):  # noqa: ARG001
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        optimizer.step()
+
+
+def _test(net, loader, device):  # noqa: ARG001
+    with torch.no_grad():
+        x, y = next(iter(loader))
+        return float(nn.functional.cross_entropy(net(x), y)), 0.0
+
+
+def test_a_clientapp_with_another_network_stops_the_job_in_one_line(tmp_path):
+    client = DepLClient(UserNetwork(_OtherMLP, (4,), "OtherMLP"), _train)
+    app = ClientApp()
+
+    @app.query()
+    def query(msg, context):
+        return client.query(msg, context, _loader())
+
+    @app.train()
+    def train(msg, context):
+        return client.train(msg, context, _loader())
+
+    network = UserNetwork(_mlp, (4,), "mlp")
+    strategy = depl_strategy(network, num_clients=2, overrides=[
+        "target.loss=0.5", "target.prob=0.8", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
+        "profile.explore.switch_rounds=[2]", f"profile.cache_dir={tmp_path}"])
+    with pytest.raises(ScenarioError) as err:
+        strategy.start(InProcessGrid(app, 2), initial_arrays(network),
+                       evaluate_fn=evaluate_fn(network, _test, _loader()))
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("exploration: no client sent a usable reply in 2 round(s); c")
+    assert "do not fit this node's network 'OtherMLP'" in message
+    assert "the ServerApp and the ClientApp must describe the same UserNetwork" in message
