@@ -199,6 +199,24 @@ def warn_loss_units(cfg: Mapping[str, Any]) -> None:
                     regime.get("floor"), regime.get("oscillation"))
 
 
+def profile_config(cfg: Mapping[str, Any], network: Any) -> Mapping[str, Any]:
+    """``cfg`` as the profiler sees it: with a user's network, its digest in ``model.network``.
+
+    A :class:`depl_fl.task.subnets.UserNetwork` is no part of the configuration,
+    so the cached loss profile keys on its digest
+    (:func:`depl_fl.task.network_identity.network_digest`): a ``task.py`` with
+    another network explores again instead of reusing the old network's profile.
+    DepL's own networks are named by the configuration and key as before.
+    """
+    from depl_fl.task.subnets import UserNetwork
+
+    if not isinstance(network, UserNetwork):
+        return cfg
+    from depl_fl.task.network_identity import network_digest
+
+    return {**cfg, "model": {**cfg["model"], "network": network_digest(network)}}
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
                    resume: Mapping[str, Any] | None = None, deployment: bool = False,
                    network: Any = None) -> DepLStrategy:
@@ -225,7 +243,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
         return build_scenario(cfg, fill_clusters(cfg, properties), models, loss)
 
-    profiler = make_profiler(cfg, scenario_of)
+    profiler = make_profiler(profile_config(cfg, network), scenario_of)
 
     def table_scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
         return scenario_of(properties, profiler.loss_doc)

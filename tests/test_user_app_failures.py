@@ -107,3 +107,46 @@ def test_a_clientapp_with_another_network_stops_the_job_in_one_line(tmp_path):
     assert message.startswith("exploration: no client sent a usable reply in 2 round(s); c")
     assert "do not fit this node's network 'OtherMLP'" in message
     assert "the ServerApp and the ClientApp must describe the same UserNetwork" in message
+
+
+class _NeedsClasses(nn.Module):
+    """quickstart's habit: the number of classes as a required argument."""
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.fc(torch.flatten(x, 1))
+
+
+def test_a_builder_that_needs_arguments_is_refused_in_one_line():
+    with pytest.raises(ScenarioError) as err:
+        depl_strategy(UserNetwork(_NeedsClasses, (4,), "Net"), num_clients=2)
+    assert str(err.value) == (
+        "Net: UserNetwork calls its builder with no arguments (missing a required argument: 'num_classes'); "
+        "give them with functools.partial, e.g. UserNetwork(functools.partial(Net, num_classes=10), ...)")
+    import functools
+
+    assert depl_strategy(UserNetwork(functools.partial(_NeedsClasses, num_classes=3), (4,), "Net"),
+                         num_clients=2, compressions=(0.0,)).arch == "Net"
+
+
+def test_the_profile_cache_keys_on_the_users_network():
+    from depl_fl.orchestration.profiling import federated_key
+    from strategies.server_app import profile_config
+    from strategies.user_app import depl_config
+
+    cfg = depl_config(2)
+    props = {"c0": {"cluster": "A", "num-samples": 12}, "c1": {"cluster": "B", "num-samples": 12}}
+    mlp, other = UserNetwork(_mlp, (4,), "Net"), UserNetwork(_OtherMLP, (4,), "Net")
+    key = federated_key(profile_config(cfg, mlp), props)
+    assert key == federated_key(profile_config(cfg, UserNetwork(_mlp, (4,), "Net")), props)
+    assert key != federated_key(profile_config(cfg, other), props)  # same sizes, other entries and code
+    wider = UserNetwork(lambda: nn.Sequential(nn.Flatten(), nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3)),
+                        (4,), "Net")
+    assert key != federated_key(profile_config(cfg, wider), props)
+    assert federated_key(cfg, props) != key  # without the network the key was one for every network
+    from depl_fl.task.partitions import geometry
+
+    assert profile_config(cfg, geometry(cfg)) is cfg  # DepL's own networks key as before
