@@ -150,3 +150,49 @@ def test_the_profile_cache_keys_on_the_users_network():
     from depl_fl.task.partitions import geometry
 
     assert profile_config(cfg, geometry(cfg)) is cfg  # DepL's own networks key as before
+
+
+def test_reported_loss_keeps_numbers_and_reads_nothing_as_no_loss():
+    from depl_fl.task.user_update import reported_loss
+
+    assert reported_loss(None) is None and reported_loss({"loss": 1.0}) is None
+    assert reported_loss(True) is None
+    assert reported_loss(0.5) == 0.5 and reported_loss(torch.tensor(2.0)) == 2.0
+    assert reported_loss(float("nan")) != reported_loss(float("nan"))  # a diverged loss stays NaN (rejected)
+
+
+class _Stop(Exception):
+    """Ends the job once the exploration has run."""
+
+
+def test_a_train_function_that_returns_nothing_trains(tmp_path):
+    def train_silently(net, loader, epochs, device):
+        _train(net, loader, epochs, device)  # returns None, as many users' train functions do
+
+    client = DepLClient(UserNetwork(_mlp, (4,), "mlp"), train_silently)
+    app = ClientApp()
+
+    @app.query()
+    def query(msg, context):
+        return client.query(msg, context, _loader())
+
+    @app.train()
+    def train(msg, context):
+        return client.train(msg, context, _loader())
+
+    network = UserNetwork(_mlp, (4,), "mlp")
+    strategy = depl_strategy(network, num_clients=2, overrides=[
+        "target.loss=0.5", "target.prob=0.8", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
+        "profile.explore.switch_rounds=[2]", f"profile.cache_dir={tmp_path}"])
+    explore = strategy.profiler.run
+
+    def explore_then_stop(*args, **kwargs):
+        explore(*args, **kwargs)
+        raise _Stop
+
+    strategy.profiler.run = explore_then_stop
+    with pytest.raises(_Stop):
+        strategy.start(InProcessGrid(app, 2), initial_arrays(network),
+                       evaluate_fn=evaluate_fn(network, _test, _loader()))
+    records = strategy.profiler.records
+    assert len(records) == 2 and all(r["rejected"] == [] and r["replied"] for r in records)

@@ -11,7 +11,6 @@ targets are then in its units).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -36,12 +35,20 @@ def sample_count(loader: Any) -> int:
                    for batch in loader))
 
 
-def _as_loss(value: Any) -> float:
+def reported_loss(value: Any) -> float | None:
+    """What the user's ``train`` returned as its train loss: a number, or None when it reported none.
+
+    ``train`` may return nothing (or something that is not a number): the
+    reply then carries no ``train-loss``. A returned number is kept as it is,
+    so that a non-finite loss (a diverged local update) still gets the reply
+    rejected by :mod:`depl_fl.orchestration.reply_checks`.
+    """
+    if value is None or isinstance(value, bool):
+        return None
     try:
-        loss = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        return float("nan")
-    return loss if math.isfinite(loss) else float("nan")
+        return None
 
 
 def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compression: float,
@@ -69,8 +76,8 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
     -------
     LocalResult
         The trained entries (same names and shapes as ``sub_state``), the
-        number of samples, the train loss ``train`` returned (NaN if none) and
-        the wall time.
+        number of samples, the train loss ``train`` returned (None if none,
+        :func:`reported_loss`) and the wall time.
     """
     from depl_fl.task.models import get_state, set_state
     from depl_fl.task.subnets import build_skeleton
@@ -86,7 +93,8 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
     start = time.perf_counter()
     loss = train(net, trainloader, int(epochs), device)
     seconds = time.perf_counter() - start
-    return LocalResult(get_state(net.cpu()), sample_count(trainloader), _as_loss(loss), float(seconds))
+    return LocalResult(get_state(net.cpu()), sample_count(trainloader), reported_loss(loss),
+                       float(seconds))
 
 
 def variant_network(network: Any, state: Mapping[str, np.ndarray], compression: float) -> nn.Module:
