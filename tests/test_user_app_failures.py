@@ -196,3 +196,49 @@ def test_a_train_function_that_returns_nothing_trains(tmp_path):
                        evaluate_fn=evaluate_fn(network, _test, _loader()))
     records = strategy.profiler.records
     assert len(records) == 2 and all(r["rejected"] == [] and r["replied"] for r in records)
+
+
+def _conv() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+
+
+def _flat_loader() -> DataLoader:
+    """Images flattened to 16 values: not the (1, 4, 4) samples the network was described with."""
+    return DataLoader(TensorDataset(torch.zeros(6, 16), torch.arange(6) % 3), batch_size=3)
+
+
+def _cross_entropy_test(net, loader, device):  # noqa: ARG001
+    with torch.no_grad():
+        x, y = next(iter(loader))
+        return float(nn.functional.cross_entropy(net(x), y)), 0.0
+
+
+def test_a_loader_of_other_shapes_fails_in_one_line_naming_both_shapes():
+    from depl_fl.task.models import get_state
+    from depl_fl.task.subnets import full_network
+    from depl_fl.task.user_update import user_evaluate, user_local_update
+
+    network = UserNetwork(_conv, (1, 4, 4), "conv")
+    state = get_state(full_network(network, seed=0))
+    hint = ("(the network takes one sample of shape (1, 4, 4), the UserNetwork's input_shape; "
+            "the loader's first batch has inputs of shape (3, 16))")
+    with pytest.raises(ScenarioError) as err:
+        user_evaluate(network, state, 0.0, _cross_entropy_test, _flat_loader())
+    assert str(err.value).startswith("test failed on the server's test loader: RuntimeError: ")
+    assert str(err.value).endswith(hint)
+    with pytest.raises(ScenarioError) as err:
+        user_local_update(network, state, 0.0, _train, _flat_loader(), 1)
+    assert str(err.value).startswith("train failed on this node's train loader: RuntimeError: ")
+    assert str(err.value).endswith(hint)
+
+
+def test_a_test_function_returning_the_loss_alone_is_refused_in_one_line():
+    from depl_fl.task.models import get_state
+    from depl_fl.task.subnets import full_network
+    from depl_fl.task.user_update import user_evaluate
+
+    network = UserNetwork(_mlp, (4,), "mlp")
+    state = get_state(full_network(network, seed=0))
+    with pytest.raises(ScenarioError, match=r"^test must return \(loss, accuracy\), got float 1\.0$"):
+        user_evaluate(network, state, 0.0, lambda net, loader, device: 1.0, _loader())
+    assert user_evaluate(network, state, 0.0, _test, _loader())[1] == 0.0

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from depl_fl.errors import ScenarioError
 from depl_fl.task.local_update import LocalResult
 
 #: ``train(net, trainloader, epochs, device)``: trains ``net`` in place; may return the mean train loss.
@@ -91,7 +92,11 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
                          f"the same UserNetwork (builder and input shape); {exc}") from exc
     net.to(device)
     start = time.perf_counter()
-    loss = train(net, trainloader, int(epochs), device)
+    try:
+        loss = train(net, trainloader, int(epochs), device)
+    except Exception as exc:  # the user's code: one line with what DepL knows about the shapes
+        raise ScenarioError(f"train failed on this node's train loader: {type(exc).__name__}: {exc}"
+                            f"{shape_hint(network, trainloader)}") from exc
     seconds = time.perf_counter() - start
     return LocalResult(get_state(net.cpu()), sample_count(trainloader), reported_loss(loss),
                        float(seconds))
@@ -115,5 +120,38 @@ def user_evaluate(network: Any, state: Mapping[str, np.ndarray], compression: fl
                   testloader: Any, device: str = "cpu") -> tuple[float, float]:
     """The user's ``test`` on the variant ``compression`` of the global ``state``: ``(loss, accuracy)``."""
     net = variant_network(network, state, compression).to(device)
-    loss, accuracy = test(net, testloader, device)
+    try:
+        result = test(net, testloader, device)
+    except Exception as exc:  # the user's code: one line with what DepL knows about the shapes
+        raise ScenarioError(f"test failed on the server's test loader: {type(exc).__name__}: {exc}"
+                            f"{shape_hint(network, testloader)}") from exc
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ScenarioError(f"test must return (loss, accuracy), got {type(result).__name__} {result!r:.80}")
+    loss, accuracy = result
     return float(loss), float(accuracy)
+
+
+def first_input_shape(loader: Any) -> tuple[int, ...] | None:
+    """Shape of the inputs of the loader's first batch (``batch[0]`` of a tuple), None if unknown."""
+    try:
+        batch = next(iter(loader))
+    except Exception:  # noqa: BLE001 - only a hint: any loader that cannot say gives none
+        return None
+    inputs = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+    shape = getattr(inputs, "shape", None)
+    return tuple(int(d) for d in shape) if shape is not None and not isinstance(inputs, Mapping) else None
+
+
+def shape_hint(network: Any, loader: Any) -> str:
+    """`` (the network takes ...; the loader's first batch has ...)`` when they disagree, else empty.
+
+    Read only after the user's function failed (iterating a loader draws from its random generator).
+    """
+    from depl_fl.task.subnets import input_shape_of
+
+    shape = first_input_shape(loader)
+    expected = input_shape_of(network)
+    if shape is None or tuple(shape[1:]) == tuple(expected):
+        return ""
+    return (f" (the network takes one sample of shape {tuple(expected)}, the UserNetwork's input_shape; "
+            f"the loader's first batch has inputs of shape {shape})")
