@@ -99,7 +99,7 @@ from flwr.serverapp import Grid
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import client_energy
-from depl_fl.errors import InfeasibleError
+from depl_fl.errors import InfeasibleError, ScenarioError
 from depl_fl.orchestration.exploration import (
     ExploreProgress,
     cheapest_clients,
@@ -127,6 +127,7 @@ from depl_fl.orchestration.profile_fit import (
 )
 from depl_fl.orchestration.profile_prior import prior_observations, task_of
 from depl_fl.orchestration.profiling import data_fingerprint, federated_key
+from depl_fl.orchestration.reply_failures import no_usable_reply
 from depl_fl.runs.runconfig import variant_list
 from depl_fl.runs.step_clock import StepClock
 from strategies.exchange import send_and_receive
@@ -298,6 +299,8 @@ class FederatedProfiler:
             return arrays
         arrays, observations, fresh_loss, current_loss = self._explore(strategy, grid, arrays, evaluate_fn,
                                                                         timeout, train_config, t0)
+        if not observations:  # every client failed every round: say why, not that nothing can be fitted
+            raise ScenarioError(no_usable_reply("exploration", self.records))
         fitted = self._fit(observations, fresh_loss, strategy.properties)
         self.wall_s, self.progress = time.perf_counter() - t0, None
         self.cost_when_made = {"rounds": len(self.records), "energy_j": self.energy_j, "time_s": self.time_s,
