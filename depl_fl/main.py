@@ -31,7 +31,7 @@ import hydra
 from omegaconf import DictConfig
 
 from depl_fl.console import log_to
-from depl_fl.errors import DeplError, InfeasibleError
+from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.processes import descendants, hand_to_reaper
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
@@ -55,6 +55,11 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     from depl_fl.task.partitions import geometry
 
     check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
+    if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
+        from depl_fl.runs.ray_cluster import find_cluster
+
+        # ray.init would retry for minutes at an address where no cluster answers
+        find_cluster(str(cfg["simulation"]["ray_address"]))
     if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
         from depl_fl.runs.checkpoint import load_checkpoint
 
@@ -133,7 +138,13 @@ def _start_ray(init_args: Mapping[str, Any]) -> None:
         pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
     os.environ["PYTHONPATH"] = pythonpath
     args = {"logging_level": DEFAULT_SIMULATION_CONFIG.init_args_logging_level, **init_args}
-    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
+    try:
+        ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
+    except ConnectionError as exc:  # the cluster went away since run_job found it
+        if "address" not in args:
+            raise
+        raise ScenarioError(f"simulation.ray_address={args['address']}: could not join the Ray "
+                            f"cluster: {' '.join(str(exc).split())}") from None
 
 
 def _stop_on_signals(out_dir: str | Path) -> None:
