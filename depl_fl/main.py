@@ -46,7 +46,10 @@ FAILURES = SweepFailures()
 def _quiet_flower() -> None:
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    import flwr.common.logger  # noqa: F401  (importing it sets Flower's logger to DEBUG: lower it after)
+
     log_to(sys.stdout, quiet_flower=True)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # Flower's link state sets up its migrations
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
