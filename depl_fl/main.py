@@ -59,7 +59,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 
     check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
-        from depl_fl.runs.ray_cluster import find_cluster
+        from strategies.ray_cluster import find_cluster
 
         # ray.init would retry for minutes at an address where no cluster answers
         find_cluster(str(cfg["simulation"]["ray_address"]))

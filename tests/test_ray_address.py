@@ -14,8 +14,8 @@ pytest.importorskip("hydra")
 
 from depl_fl.errors import ScenarioError  # noqa: E402
 from depl_fl.main import ray_init_args  # noqa: E402
-from depl_fl.runs.ray_cluster import check_reachable, find_cluster  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
+from strategies.ray_cluster import check_reachable, find_cluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
