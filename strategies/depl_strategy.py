@@ -50,6 +50,7 @@ from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.orchestration.controller import Planner, RunController
 from depl_fl.orchestration.npy_arrays import array_of
 from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
+from depl_fl.runs.client_listing import client_listing
 from depl_fl.runs.step_clock import StepClock
 from depl_fl.task.pruning import (
     SubnetIndex,
@@ -598,9 +599,7 @@ class DepLStrategy(FedAvg):
         nodes = self.wait_for_nodes(grid)
         self.properties = self.query_properties(grid, nodes, timeout)
         self._fill_clusters()
-        LOG.info("clients: %s", ", ".join(f"{c}({p['cluster']}, {p['num-samples']})"
-                                           for c, p in sorted(self.properties.items(),
-                                                              key=lambda kv: int(kv[0][1:]))))
+        LOG.info("clients: %s", client_listing(self.properties))
         result = Result()
         train_config = ConfigRecord() if train_config is None else train_config
         if self.resume is not None and self.resume.get("phase", "train") == "train":
