@@ -8,7 +8,12 @@ more round would reach), why the exploration ended, and the training that
 followed (rounds, joules, joules per round). Then per folder: the means of
 exploration and training energy, the exploration rounds, the mean energy of
 an exploration round against a training round's, and the share of the
-exploration energy spent after the first judged round. Reads results only.
+exploration energy spent after the first judged round; and how the value stop's look-ahead
+(:func:`depl_fl.orchestration.exploration_value.next_loss`, the straight line through the last two
+decreases) compares with the loss the next round reached: of the judged rounds followed by another,
+those where it predicted a lower loss, those whose look-ahead plan had no round (the look-ahead at or
+below the target), and of those the rounds whose next loss stayed above the target. Reads results
+only.
 
     python benchmarks/exploration_few.py LABEL=SWEEP_DIR... --out PREFIX
 """
@@ -22,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from depl_fl.orchestration.exploration_value import next_loss
 
 
 def job_rows(result: dict[str, Any]) -> dict[str, Any]:
@@ -47,10 +54,17 @@ def job_rows(result: dict[str, Any]) -> dict[str, Any]:
     else:
         why = "rounds"
     train_j = float(sum(float(r["energy_j"]) for r in train))
+    trajectory = [float(explore[0]["loss_before"])] + [float(r["loss"]) for r in explore] if explore else []
+    ahead = []
+    for k, v in sorted(judged.items()):
+        if k < len(explore):
+            ahead.append({"round": k, "predicted": next_loss(trajectory[:k + 1]),
+                          "reached": trajectory[k + 1], "no_round": float(v["next_plan_j"]) == 0.0})
     return {"seed": int(summary["seed"]), "explore": rows, "why": why,
             "explore_j": float(summary["profile_energy_j"]), "train_j": train_j,
             "train_rounds": len(train), "total_j": float(summary["total_energy_j"]),
-            "final_test_loss": summary.get("final_test_loss"), "target": float(summary["target_loss"])}
+            "final_test_loss": summary.get("final_test_loss"), "target": float(summary["target_loss"]),
+            "look_ahead": ahead}
 
 
 def folder_summary(jobs: list[dict[str, Any]]) -> dict[str, float]:
@@ -62,7 +76,13 @@ def folder_summary(jobs: list[dict[str, Any]]) -> dict[str, float]:
         first = next((r["round"] for r in j["explore"] if r["value"] is not None), None)
         spent = sum(r["energy_j"] for r in j["explore"] if first is not None and r["round"] > first)
         after_judged.append(spent / j["explore_j"] if j["explore_j"] else 0.0)
-    return {"jobs": len(jobs), "explore_j": float(np.mean([j["explore_j"] for j in jobs])),
+    ahead = [(a, j["target"]) for j in jobs for a in j["look_ahead"]]
+    no_round = [(a, t) for a, t in ahead if a["no_round"]]
+    return {"look_ahead_rounds": len(ahead),
+            "look_ahead_below_reached": sum(a["predicted"] < a["reached"] for a, _ in ahead),
+            "look_ahead_no_round": len(no_round),
+            "no_round_reached_above_target": sum(a["reached"] > t for a, t in no_round),
+            "jobs": len(jobs), "explore_j": float(np.mean([j["explore_j"] for j in jobs])),
             "train_j": float(np.mean([j["train_j"] for j in jobs])),
             "explore_rounds": float(np.mean([len(j["explore"]) for j in jobs])),
             "explore_round_j": float(np.mean(explore_round)) if explore_round else float("nan"),
@@ -72,13 +92,17 @@ def folder_summary(jobs: list[dict[str, Any]]) -> dict[str, float]:
 
 def markdown(folders: dict[str, list[dict[str, Any]]]) -> str:
     lines = ["| folder | jobs | exploration J | rounds | J / exploration round | training J | "
-             "J / training round | share of exploration J after the first judged round |",
-             "|---|---|---|---|---|---|---|---|"]
+             "J / training round | share of exploration J after the first judged round | "
+             "look-ahead: judged rounds followed by another, predicted below the loss reached, "
+             "plan of no round, of those above the target |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for label, jobs in folders.items():
         s = folder_summary(jobs)
         lines.append(f"| {label} | {s['jobs']} | {s['explore_j']:.1f} | {s['explore_rounds']:.1f} | "
                      f"{s['explore_round_j']:.2f} | {s['train_j']:.1f} | {s['train_round_j']:.2f} | "
-                     f"{s['share_after_first_judged']:.2f} |")
+                     f"{s['share_after_first_judged']:.2f} | {s['look_ahead_rounds']}, "
+                     f"{s['look_ahead_below_reached']}, {s['look_ahead_no_round']}, "
+                     f"{s['no_round_reached_above_target']} |")
     lines.append("")
     for label, jobs in folders.items():
         lines += [f"## {label}", "",

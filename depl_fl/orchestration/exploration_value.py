@@ -120,10 +120,11 @@ def look_ahead_loss(trajectory: Sequence[float], floor: float) -> float:
     With the target loss as the floor, the look-ahead never credits one more exploration round with
     reaching the target, where the plan from there has no round and costs nothing: whether a round
     meets the target is the met stop's to judge, with its margin, after the round. The straight
-    extrapolation of the last two decreases overshoots a learning curve that slows down: on the
-    development settings (5 and 6 clients) the loss it predicted lay below the loss the next round
-    reached in 27 of 29 judged rounds, and 8 of the 17 rounds explored on for a look-ahead below the
-    target ended above it (``benchmarks/results/exploration_few/``).
+    extrapolation of the last two decreases overshoots a learning curve that slows down: on two
+    development settings of 5 and 6 clients the loss it predicted lay below the loss the next round
+    reached in 9 of 10 judged rounds (12 of 12 with ``group_sizes: by_cost``), and 6 (9) rounds were
+    explored on for a look-ahead plan of no round, 3 (3) of them ending above the target
+    (``benchmarks/results/exploration_few/development.md``).
     """
     return max(next_loss(trajectory), float(floor))
 
