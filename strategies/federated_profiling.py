@@ -14,7 +14,10 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   (:func:`depl_fl.tracking.learning_curve.ratio_factor`; ``profile.plan_regime.rate_at_full``);
 * every round splits the clients into one disjoint, seeded random group per
   model variant (random group sizes, so the rounds see different sample
-  fractions ``r`` and the data exponents ``a``/``b`` are identifiable); each
+  fractions ``r`` and the data exponents ``a``/``b`` are identifiable; with
+  ``profile.explore.group_sizes: by_cost``, the default, the largest group
+  trains the cheapest variant and the smallest the costliest,
+  :func:`~depl_fl.orchestration.exploration.sizes_by_cost`); each
   group trains its variant at its cluster's cheapest level, all groups in
   the same round (one message exchange);
 * the server evaluates every group's aggregate (a run observation of that
@@ -40,11 +43,13 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 * it also ends, from round ``profile.explore.value_from_round`` on, after any
   round after which one more round would not pay for itself: the dependable
   plan from the model at hand costs no more than that round plus the
-  dependable plan from the loss the round would reach
+  dependable plan from the loss the round would reach, not below the target
+  loss with ``profile.explore.value_floor`` (the default)
   (:mod:`depl_fl.orchestration.exploration_value`; the energies judged are in
   ``profile.values``); the job then plans from there. It is not judged while
   the exploration is on the fresh model's plateau (the learning curve's rate
-  is not measurable there, :func:`~depl_fl.orchestration.exploration_value.value_judged`);
+  is not measurable there, :func:`~depl_fl.orchestration.exploration_value.value_judged`;
+  ``profile.explore.plateau_rounds`` rounds past it, default 3);
 * with ``profile.prior`` (another federation's profile of the same network and
   dataset, :mod:`depl_fl.orchestration.profile_prior`) the prior's
   observations join the fit and the exploration only calibrates them: at least
