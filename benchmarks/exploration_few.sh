@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The default job (tracking on, its frugal exploration: cheapest clusters, value stop, rate window 0.5)
 # on few clients, without a prior: DepL's total energy (exploration + training) against full's, with the
-# exploration rule of conf/profile/default.yaml (arm "rule") and without it (arm "old": the behaviour
-# before it, pinned by OLD below), on three settings fixed before any result of the rule (digits,
+# exploration rule RULE below (arm "rule"; opt-in, conf/profile/default.yaml) and without it (arm "old":
+# the defaults, pinned by OLD below), on three settings fixed before any result of the rule (digits,
 # in-process):
 #   q5a06: 5 clients, Dirichlet alpha 0.6, L* 0.45
 #   q6a05: 6 clients, alpha 0.5, L* 0.42
@@ -15,7 +15,7 @@
 #   OUT/<s>-rule/depl  method=depl, tracking on, the default profile, seeds FIRST..FIRST+SEEDS-1
 #   OUT/<s>-old/depl   the same with OLD, the same seeds
 #   OUT/<s>/full       plain FedAvg (tracking off, its own thorough exploration), FULL_SEEDS seeds from
-#                      FIRST; copied into both arms' folders (every ratio against the same full jobs)
+#                      FIRST, with RULE (as measured); copied into both arms' folders (every ratio against the same full jobs)
 #   SEEDS=10 FULL_SEEDS=5 FIRST=1300 bash benchmarks/exploration_few.sh OUT [SETTING ...]
 # then OUT/<s>-<arm>/report.{md,json} (depl-fl report), RESULTS/summary.{md,json}
 # (benchmarks/exploration_energy.py), RESULTS/rounds.{md,json} (benchmarks/exploration_few.py: the
@@ -34,7 +34,8 @@ F=${FIRST:-1300}
 declare -A CLIENTS=([q5a06]=5 [q6a05]=6 [q8a08]=8 [d5a09]=5 [d6a03]=6)
 declare -A ALPHA=([q5a06]=0.6 [q6a05]=0.5 [q8a08]=0.8 [d5a09]=0.9 [d6a03]=0.3)
 declare -A LOSS=([q5a06]=0.45 [q6a05]=0.42 [q8a08]=0.4 [d5a09]=0.45 [d6a03]=0.42)
-# The behaviour before the rule (conf/profile/default.yaml: explore.group_sizes by_cost, explore.value_floor true).
+# The rule (opt-in) and the defaults (conf/profile/default.yaml), each pinned.
+RULE=(profile.explore.group_sizes=by_cost profile.explore.value_floor=true)
 OLD=(profile.explore.group_sizes=random profile.explore.value_floor=false)
 
 NAMES=("${@:2}")
@@ -52,11 +53,11 @@ for name in "${NAMES[@]}"; do
         target.loss="${LOSS[$name]}" target.prob=0.9)
   mkdir -p "$S/$name-rule" "$S/$name-old"
   multirun "$S/$name-rule/depl" "$S/$name-rule/cache" "$S/$name.rule.log" "range($F,$((F + N)))" \
-      method=depl "${over[@]}" tracking.enabled=true
+      method=depl "${over[@]}" tracking.enabled=true "${RULE[@]}"
   multirun "$S/$name-old/depl" "$S/$name-old/cache" "$S/$name.old.log" "range($F,$((F + N)))" \
       method=depl "${over[@]}" tracking.enabled=true "${OLD[@]}"
   multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" \
-      "${over[@]}" method=full tracking.enabled=false
+      "${over[@]}" method=full tracking.enabled=false "${RULE[@]}"
   for arm in rule old; do
     report_arm "$S" "$name-$arm" "$name"
     FOLDERS+=("$name-$arm")

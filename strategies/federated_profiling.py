@@ -15,7 +15,7 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 * every round splits the clients into one disjoint, seeded random group per
   model variant (random group sizes, so the rounds see different sample
   fractions ``r`` and the data exponents ``a``/``b`` are identifiable; with
-  ``profile.explore.group_sizes: by_cost``, the default, the largest group
+  ``profile.explore.group_sizes: by_cost`` (opt-in), the largest group
   trains the cheapest variant and the smallest the costliest,
   :func:`~depl_fl.orchestration.exploration.sizes_by_cost`); each
   group trains its variant at its cluster's cheapest level, all groups in
@@ -44,7 +44,7 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   round after which one more round would not pay for itself: the dependable
   plan from the model at hand costs no more than that round plus the
   dependable plan from the loss the round would reach, not below the target
-  loss with ``profile.explore.value_floor`` (the default)
+  loss with ``profile.explore.value_floor`` (opt-in)
   (:mod:`depl_fl.orchestration.exploration_value`; the energies judged are in
   ``profile.values``); the job then plans from there. It is not judged while
   the exploration is on the fresh model's plateau (the learning curve's rate
