@@ -1,4 +1,5 @@
-# Sourced by the exploration benchmarks (exploration_prior.sh, exploration_frugal.sh, exploration_cheap.sh).
+# Sourced by the exploration benchmarks (exploration_frugal.sh, exploration_cheap.sh, and through
+# sweep_common.sh exploration_prior.sh and exploration_few.sh).
 #
 # multirun FOLDER CACHE LOG SEEDS OVERRIDES...
 #   One Hydra multirun of depl_fl.main (seeds SEEDS, e.g. "range(900,910)") into FOLDER, with its own
