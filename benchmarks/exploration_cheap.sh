@@ -34,13 +34,9 @@ declare -A SETTING=(
 )
 COMMON=(simulation=inprocess output.plot=false tracking.enabled=false target.prob=0.9)
 
-multirun() {  # multirun FOLDER CACHE LOG SEEDS OVERRIDES...
-  local dir=$1 cache=$2 log=$3 seeds=$4
-  shift 4
-  [ -n "$(find "$dir" -name results.json 2>/dev/null | head -1)" ] && return 0
-  nice -n 15 "$PY" -m depl_fl.main -m "${COMMON[@]}" "$@" "seed=$seeds" profile.cache_dir="$cache" \
-      hydra.sweep.dir="$dir" > "$log" 2>&1 || true
-}
+MULTIRUN_NICE=15
+# shellcheck source=benchmarks/lib/multirun.sh
+source benchmarks/lib/multirun.sh
 
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(h7a05 h10a10 h6a03)

@@ -55,13 +55,8 @@ PI_LIST=(${PIS:-0.9})
 # shellcheck disable=SC2206
 ARM_LIST=(${ARMS:-static tracking})
 
-multirun() {  # multirun FOLDER CACHE LOG SEEDS OVERRIDES...
-  local dir=$1 cache=$2 log=$3 seeds=$4
-  shift 4
-  [ -n "$(find "$dir" -name results.json 2>/dev/null | head -1)" ] && return 0
-  nice -n 10 "$PY" -m depl_fl.main -m "${COMMON[@]}" "$@" "seed=$seeds" profile.cache_dir="$cache" \
-      hydra.sweep.dir="$dir" > "$log" 2>&1 || true
-}
+# shellcheck source=benchmarks/lib/multirun.sh
+source benchmarks/lib/multirun.sh
 
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(g8a07 g11a04 g6a06)

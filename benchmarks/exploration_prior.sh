@@ -52,7 +52,8 @@ F=${FIRST:-1100}
 declare -A CLIENTS=([p5a05]=5 [p9a09]=9 [p14a03]=14 [d7a06]=7 [p6a07]=6 [p11a04]=11 [p12a06]=12)
 declare -A ALPHA=([p5a05]=0.5 [p9a09]=0.9 [p14a03]=0.3 [d7a06]=0.6 [p6a07]=0.7 [p11a04]=0.4 [p12a06]=0.6)
 declare -A LOSS=([p5a05]=0.45 [p9a09]=0.4 [p14a03]=0.45 [d7a06]=0.45 [p6a07]=0.45 [p11a04]=0.42 [p12a06]=0.4)
-COMMON=(simulation=inprocess output.plot=false)
+# shellcheck source=benchmarks/sweep_common.sh
+source benchmarks/sweep_common.sh
 # shellcheck disable=SC2206
 PI_LIST=(${PIS:-0.9})
 # shellcheck disable=SC2206
@@ -64,14 +65,6 @@ for arm in "${ARM_LIST[@]}"; do
          "static-frugal-default, static-frugal-prior)" >&2; exit 2 ;;
   esac
 done
-
-multirun() {  # multirun FOLDER CACHE LOG SEEDS OVERRIDES...
-  local dir=$1 cache=$2 log=$3 seeds=$4
-  shift 4
-  [ -n "$(find "$dir" -name results.json 2>/dev/null | head -1)" ] && return 0
-  nice -n 10 "$PY" -m depl_fl.main -m "${COMMON[@]}" "$@" "seed=$seeds" profile.cache_dir="$cache" \
-      hydra.sweep.dir="$dir" > "$log" 2>&1 || true
-}
 
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(p5a05 p9a09 p14a03)
@@ -109,8 +102,7 @@ for name in "${NAMES[@]}"; do
   multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" method=full \
       "${over[@]}" target.prob=0.9 tracking.enabled=false
   for folder in "${done_folders[@]}"; do
-    rm -rf "$S/$folder/full" && cp -r "$S/$name/full" "$S/$folder/full"
-    "$PY" -m depl_fl.cli report "$S/$folder" --out "$S/$folder" > /dev/null
+    report_arm "$S" "$folder" "$name"
     FOLDERS+=("$folder")
   done
 done

@@ -15,10 +15,14 @@ messages to a :class:`DepLClient` with its own data loader::
 
 QUERY is answered with the node's ``partition-id``, ``num-samples`` (the
 loader's samples) and ``cluster`` (node config ``cluster=``, else empty: the
-server then assigns one from its configured node classes). TRAIN carries the
+server then assigns one by the split of its configured node classes,
+``clusters.classes``' fractions in partition-id order, logs which and marks it
+``"cluster-source": "assigned"`` in its properties,
+:func:`depl_fl.orchestration.scenario_builder.fill_clusters`). TRAIN carries the
 planned variant's entries only; the helper rebuilds that sub-network, loads
 them, runs the user's ``train(net, trainloader, epochs, device)`` and replies
-with the trained entries and ``num-examples``, ``train-loss``, ``train-time-s``.
+with the trained entries and ``num-examples``, ``train-time-s`` and
+``train-loss`` (left out when ``train`` returns nothing).
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class DepLClient:
                                    self.train_fn, trainloader, int(conf.get("local-epochs", 1)), self.device)
         arrays = ArrayRecord({k: Array(np.require(v, requirements="C"))
                               for k, v in result.kept_state.items()})
-        metrics = MetricRecord({"num-examples": result.num_examples, "train-loss": result.train_loss,
-                                "train-time-s": result.train_time_s})
+        values = {"num-examples": result.num_examples, "train-time-s": result.train_time_s}
+        if result.train_loss is not None:  # a train function that returns nothing reports no loss
+            values["train-loss"] = result.train_loss
+        metrics = MetricRecord(values)
         return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)

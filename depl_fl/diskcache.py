@@ -54,6 +54,7 @@ def atomic_write(path: Path, write: Callable[[Any], None], *, binary: bool = Tru
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp's 0600 would hide results from other users
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
             write(fh)
             fh.flush()
@@ -63,6 +64,20 @@ def atomic_write(path: Path, write: Callable[[Any], None], *, binary: bool = Tru
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def current_umask() -> int:
+    """This process's file-creation mask (``/proc/self/status``; else by setting and restoring it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def path_stamp(value: Any) -> list[Any] | None:

@@ -31,7 +31,7 @@ import hydra
 from omegaconf import DictConfig
 
 from depl_fl.console import log_to
-from depl_fl.errors import DeplError, InfeasibleError
+from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.processes import descendants, hand_to_reaper
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
@@ -46,7 +46,10 @@ FAILURES = SweepFailures()
 def _quiet_flower() -> None:
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    import flwr.common.logger  # noqa: F401  (importing it sets Flower's logger to DEBUG: lower it after)
+
     log_to(sys.stdout, quiet_flower=True)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # Flower's link state sets up its migrations
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
@@ -55,6 +58,11 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     from depl_fl.task.partitions import geometry
 
     check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
+    if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
+        from strategies.ray_cluster import find_cluster
+
+        # ray.init would retry for minutes at an address where no cluster answers
+        find_cluster(str(cfg["simulation"]["ray_address"]))
     if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
         from depl_fl.runs.checkpoint import load_checkpoint
 
@@ -133,7 +141,13 @@ def _start_ray(init_args: Mapping[str, Any]) -> None:
         pythonpath = f"{pythonpath}{os.pathsep}{os.environ['PYTHONPATH']}"
     os.environ["PYTHONPATH"] = pythonpath
     args = {"logging_level": DEFAULT_SIMULATION_CONFIG.init_args_logging_level, **init_args}
-    ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
+    try:
+        ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
+    except ConnectionError as exc:  # the cluster went away since run_job found it
+        if "address" not in args:
+            raise
+        raise ScenarioError(f"simulation.ray_address={args['address']}: could not join the Ray "
+                            f"cluster: {' '.join(str(exc).split())}") from None
 
 
 def _stop_on_signals(out_dir: str | Path) -> None:

@@ -50,6 +50,7 @@ from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.orchestration.controller import Planner, RunController
 from depl_fl.orchestration.npy_arrays import array_of
 from depl_fl.orchestration.reply_checks import WEIGHT_KEY, check_reply
+from depl_fl.runs.client_listing import client_listing
 from depl_fl.runs.step_clock import StepClock
 from depl_fl.task.pruning import (
     SubnetIndex,
@@ -211,6 +212,12 @@ class DepLStrategy(FedAvg):
         The round-time drift test (:class:`depl_fl.tracking.device_costs.DriftTest`).
     arch : str
         The network's name in logs.
+    assign_clusters : callable, optional
+        ``assign_clusters(properties) -> properties``: gives the clients whose node
+        reported no cluster one, marked ``"cluster-source": "assigned"``
+        (:func:`depl_fl.orchestration.scenario_builder.fill_clusters`); applied
+        to the queried properties, so that the log, the scenario, the profile
+        cache and the checkpoint all see the cluster decided.
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -222,7 +229,9 @@ class DepLStrategy(FedAvg):
                  timeout_factor: float = 3.0, timeout_slack_s: float = 60.0,
                  on_round: RoundHook | None = None, resume: Mapping[str, Any] | None = None,
                  profiler: Any = None, clock: str = "model", drift: Any = None,
-                 arch: str = "network", method: str = "depl") -> None:
+                 arch: str = "network", method: str = "depl",
+                 assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
+                                           dict[str, dict[str, Any]]] | None = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -252,6 +261,7 @@ class DepLStrategy(FedAvg):
         self.drift = drift
         #: The planning method (``cfg.method``): the name of the empty plan of a job met during exploration.
         self.method = str(method)
+        self.assign_clusters = assign_clusters
         # Run state, filled by start().
         #: Client id -> what its accepted reply of the last aggregated round measured.
         self.reply_measured: dict[str, dict[str, Any]] = {}
@@ -340,6 +350,18 @@ class DepLStrategy(FedAvg):
         if not props and required:
             raise NodesUnavailableError("no client answered the properties query")
         return props
+
+    def _fill_clusters(self) -> None:
+        """Give the clients whose node reported no cluster one (``assign_clusters``), and log which."""
+        from depl_fl.orchestration.scenario_builder import assigned_clusters_note
+
+        if self.assign_clusters is None or all(str(p.get("cluster") or "") for p in self.properties.values()):
+            return
+        before = {cid for cid, p in self.properties.items() if p.get("cluster-source") == "assigned"}
+        self.properties = self.assign_clusters(self.properties)
+        note = assigned_clusters_note({cid: p for cid, p in self.properties.items() if cid not in before})
+        if note:
+            LOG.info("%s", note)
 
     def make_initial_plan(self) -> Plan:
         """The initial plan (given, or from ``plan_fn``); infeasible -> InfeasibleError."""
@@ -576,9 +598,8 @@ class DepLStrategy(FedAvg):
         self.summary()
         nodes = self.wait_for_nodes(grid)
         self.properties = self.query_properties(grid, nodes, timeout)
-        LOG.info("clients: %s", ", ".join(f"{c}({p['cluster']}, {p['num-samples']})"
-                                           for c, p in sorted(self.properties.items(),
-                                                              key=lambda kv: int(kv[0][1:]))))
+        self._fill_clusters()
+        LOG.info("clients: %s", client_listing(self.properties))
         result = Result()
         train_config = ConfigRecord() if train_config is None else train_config
         if self.resume is not None and self.resume.get("phase", "train") == "train":
@@ -674,7 +695,7 @@ class DepLStrategy(FedAvg):
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
-        from depl_fl.orchestration.checkpointing import rounds_completed
+        from depl_fl.orchestration.checkpointing import resume_point, rounds_completed
 
         for key, value in (doc.get("strategy") or {}).items():
             setattr(self, key, value)
@@ -682,13 +703,13 @@ class DepLStrategy(FedAvg):
             self.profiler.restore(doc["profiler"])
         self.resumed_from = rounds_completed(doc)
         absent = sorted(set(doc.get("properties") or ()) - set(self.properties))
-        LOG.info("resuming after round %d (exploration)%s", self.resumed_from,
+        LOG.info("resuming after %s%s", resume_point(self.resumed_from, self.resumed_from),
                  f"; absent now: {', '.join(absent)}" if absent else "")
         return state_to_arrays(doc["global_state"])
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
-        from depl_fl.orchestration.checkpointing import restore_controller, rounds_completed
+        from depl_fl.orchestration.checkpointing import restore_controller, resume_point, rounds_completed
 
         self.scenario, self.plan = doc["scenario"], doc["plan"]
         self.initial_loss = doc["initial_loss"]
@@ -702,7 +723,9 @@ class DepLStrategy(FedAvg):
         self.resumed_from = rounds_completed(doc)
         absent = sorted({c.id for c in self.scenario.clients} - set(self.node_of)
                         - self.controller.dropped_clients)
-        LOG.info("resuming after round %d%s", self.resumed_from,
+        trained = self.controller.rounds_done
+        LOG.info("resuming after %s%s", resume_point(self.resumed_from, self.resumed_from - trained,
+                                                      finished=self.controller.next_decision() is None),
                  f"; absent now: {', '.join(absent)}" if absent else "")
         self.controller.drop(absent)
         return state_to_arrays(doc["global_state"]), float(doc["loss"])
@@ -796,6 +819,7 @@ class DepLStrategy(FedAvg):
         if not props:
             return
         self.properties.update(props)
+        self._fill_clusters()
         built = self.scenario_fn(self.properties)
         scenario, admitted = admit_clients(self.controller.scenario,
                                            [c for c in built.clients if c.id in props])

@@ -14,7 +14,10 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
   (:func:`depl_fl.tracking.learning_curve.ratio_factor`; ``profile.plan_regime.rate_at_full``);
 * every round splits the clients into one disjoint, seeded random group per
   model variant (random group sizes, so the rounds see different sample
-  fractions ``r`` and the data exponents ``a``/``b`` are identifiable); each
+  fractions ``r`` and the data exponents ``a``/``b`` are identifiable; with
+  ``profile.explore.group_sizes: by_cost`` (opt-in), the largest group
+  trains the cheapest variant and the smallest the costliest,
+  :func:`~depl_fl.orchestration.exploration.sizes_by_cost`); each
   group trains its variant at its cluster's cheapest level, all groups in
   the same round (one message exchange);
 * the server evaluates every group's aggregate (a run observation of that
@@ -40,11 +43,13 @@ with the strategy's own round code (:meth:`DepLStrategy.configure_train` /
 * it also ends, from round ``profile.explore.value_from_round`` on, after any
   round after which one more round would not pay for itself: the dependable
   plan from the model at hand costs no more than that round plus the
-  dependable plan from the loss the round would reach
+  dependable plan from the loss the round would reach, not below the target
+  loss with ``profile.explore.value_floor`` (opt-in)
   (:mod:`depl_fl.orchestration.exploration_value`; the energies judged are in
   ``profile.values``); the job then plans from there. It is not judged while
   the exploration is on the fresh model's plateau (the learning curve's rate
-  is not measurable there, :func:`~depl_fl.orchestration.exploration_value.value_judged`);
+  is not measurable there, :func:`~depl_fl.orchestration.exploration_value.value_judged`;
+  ``profile.explore.plateau_rounds`` rounds past it, default 3);
 * with ``profile.prior`` (another federation's profile of the same network and
   dataset, :mod:`depl_fl.orchestration.profile_prior`) the prior's
   observations join the fit and the exploration only calibrates them: at least
@@ -99,7 +104,7 @@ from flwr.serverapp import Grid
 from depl_fl.contract.plan import RoundDecision, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.contract.semantics import client_energy
-from depl_fl.errors import InfeasibleError
+from depl_fl.errors import InfeasibleError, ScenarioError
 from depl_fl.orchestration.exploration import (
     ExploreProgress,
     cheapest_clients,
@@ -107,6 +112,7 @@ from depl_fl.orchestration.exploration import (
     merge_states,
     round_clients,
     round_cost,
+    sizes_by_cost,
     split_groups,
     worst,
     write_json_atomic,
@@ -127,6 +133,7 @@ from depl_fl.orchestration.profile_fit import (
 )
 from depl_fl.orchestration.profile_prior import prior_observations, task_of
 from depl_fl.orchestration.profiling import data_fingerprint, federated_key
+from depl_fl.orchestration.reply_failures import no_usable_reply
 from depl_fl.runs.runconfig import variant_list
 from depl_fl.runs.step_clock import StepClock
 from strategies.exchange import send_and_receive
@@ -298,6 +305,8 @@ class FederatedProfiler:
             return arrays
         arrays, observations, fresh_loss, current_loss = self._explore(strategy, grid, arrays, evaluate_fn,
                                                                         timeout, train_config, t0)
+        if not observations:  # every client failed every round: say why, not that nothing can be fitted
+            raise ScenarioError(no_usable_reply("exploration", self.records))
         fitted = self._fit(observations, fresh_loss, strategy.properties)
         self.wall_s, self.progress = time.perf_counter() - t0, None
         self.cost_when_made = {"rounds": len(self.records), "energy_j": self.energy_j, "time_s": self.time_s,
@@ -342,6 +351,7 @@ class FederatedProfiler:
         clients = self._pool(scenario, sorted(strategy.properties), levels)
         self.coverage = LabelCoverage.of_config(self.cfg, strategy.properties)
         switch_rounds = {int(k) for k in explore.get("switch_rounds") or []}
+        flops = [scenario.model(m).flops_per_sample for m in self.models]
         self.sem_points = {m: [tuple(p) for p in pts]
                            for m, pts in getattr(self.progress, "sem_points", {}).items()}
         state = self.progress or self._fresh_progress(evaluate_fn, arrays)
@@ -352,7 +362,7 @@ class FederatedProfiler:
                and not self._worth_stopping(strategy, k, observations, state.fresh_loss)):
             k += 1
             groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
-                                  strategy.network)
+                                  strategy.network, flops)
             clock = StepClock()
             self._train(strategy, grid, PROFILE_ROUND_OFFSET + k, groups, train_config, timeout)
             train_wall = clock.mark("exchange")
@@ -483,7 +493,8 @@ class FederatedProfiler:
         prior = self.prior.trajectory if self._prior_regime() else None
         theirs = self._prior_oscillation(plan_regime_of(self.cfg), oscillation) if prior is not None \
             else oscillation
-        if not value_judged_with_prior(trajectory, prior, oscillation, theirs):
+        rounds = int(self.cfg["profile"]["explore"].get("plateau_rounds", 3))
+        if not value_judged_with_prior(trajectory, prior, oscillation, theirs, rounds):
             LOG.info("exploration round %d: not yet enough rounds below the first round's plateau to read "
                      "a rate (loss %.4g, first round %.4g): no value judgement", done, trajectory[-1],
                      trajectory[1])
@@ -494,8 +505,10 @@ class FederatedProfiler:
         except DeplError as exc:  # no profile or no time left yet: explore on
             LOG.info("exploration round %d: no value judgement (%s)", done, exc)
             return False
+        floored = bool(self.cfg["profile"]["explore"].get("value_floor", False))
+        floor = float(self.cfg["target"]["loss"]) if floored else 0.0
         value = exploration_value(self._value_planner(strategy, fitted, targets), trajectory=trajectory,
-                                  round_j=float(self.records[-1]["energy_j"]))
+                                  round_j=float(self.records[-1]["energy_j"]), floor=floor)
         self.values.append({"round": done, **value.to_dict()})
         if value.stop():
             self.value_round = done
@@ -577,7 +590,7 @@ class FederatedProfiler:
                 and loss > float(factor) * float(self.cfg["target"]["loss"]))
 
     def _groups(self, k: int, clients: Sequence[str], levels: Mapping[str, int], arrays: ArrayRecord,
-                switch: bool, network: Any) -> list[_Group]:
+                switch: bool, network: Any, flops: Sequence[float]) -> list[_Group]:
         """Round ``k``'s disjoint groups, one per variant, all from the global model ``arrays``.
 
         In a switch round each group's observation starts from the loss of
@@ -591,6 +604,8 @@ class FederatedProfiler:
         cap = self.cfg["profile"]["explore"].get("max_clients")
         clients = round_clients(clients, cap, np.random.default_rng([int(self.cfg["seed"]), k, 11]))
         parts = split_groups(clients, len(models), np.random.default_rng([int(self.cfg["seed"]), k, 7]))
+        if str(self.cfg["profile"]["explore"].get("group_sizes", "random")) == "by_cost":
+            parts = sizes_by_cost(parts, flops)
         switch = switch and k > 1 and len(models) > 1
         groups = []
         for g, (model, members) in enumerate(zip(models, parts, strict=True)):

@@ -199,6 +199,24 @@ def warn_loss_units(cfg: Mapping[str, Any]) -> None:
                     regime.get("floor"), regime.get("oscillation"))
 
 
+def profile_config(cfg: Mapping[str, Any], network: Any) -> Mapping[str, Any]:
+    """``cfg`` as the profiler sees it: with a user's network, its digest in ``model.network``.
+
+    A :class:`depl_fl.task.subnets.UserNetwork` is no part of the configuration,
+    so the cached loss profile keys on its digest
+    (:func:`depl_fl.task.network_identity.network_digest`): a ``task.py`` with
+    another network explores again instead of reusing the old network's profile.
+    DepL's own networks are named by the configuration and key as before.
+    """
+    from depl_fl.task.subnets import UserNetwork
+
+    if not isinstance(network, UserNetwork):
+        return cfg
+    from depl_fl.task.network_identity import network_digest
+
+    return {**cfg, "model": {**cfg["model"], "network": network_digest(network)}}
+
+
 def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round: Any = None,
                    resume: Mapping[str, Any] | None = None, deployment: bool = False,
                    network: Any = None) -> DepLStrategy:
@@ -225,7 +243,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
         return build_scenario(cfg, fill_clusters(cfg, properties), models, loss)
 
-    profiler = make_profiler(cfg, scenario_of)
+    profiler = make_profiler(profile_config(cfg, network), scenario_of)
 
     def table_scenario_fn(properties: Mapping[str, Mapping[str, Any]]) -> Scenario:
         return scenario_of(properties, profiler.loss_doc)
@@ -270,7 +288,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler,
         clock=clock, drift=DriftTest(float(cost_cfg.get("drift_tolerance", 0.25)),
                                      int(cost_cfg.get("drift_rounds", 2))),
-        method=str(cfg["method"]))
+        method=str(cfg["method"]), assign_clusters=lambda properties: fill_clusters(cfg, properties))
     strategy.cost_report = cost_report
     return strategy
 
@@ -297,8 +315,23 @@ def summary_line(summary: Mapping[str, Any]) -> str:
             f"{num('cost_j', '.4g')} J + profiling {num('profile_energy_j', '.4g')} J), modeled time "
             f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
             f"{summary.get('replans', 0)} re-plans"
-            + (f", resumed after round {summary['resumed_from']}" if summary.get("resumed_from") else "")
+            + (f", resumed after {resumed_point(summary)}" if summary.get("resumed_from") else "")
             + (", AT RISK" if summary.get("at_risk") else ""))
+
+
+def resumed_point(summary: Mapping[str, Any]) -> str:
+    """Where a resumed job went on, from its summary: ``round 21 (8 exploration + 13 training rounds)``.
+
+    ``resumed_from`` numbers exploration rounds first; the exploration rounds
+    before it are at most ``profile_rounds``, the rest are training rounds. A
+    job whose every round came before the restart had already finished.
+    """
+    from depl_fl.orchestration.checkpointing import resume_point
+
+    completed = int(summary["resumed_from"])
+    profile_rounds = int(summary.get("profile_rounds") or 0)
+    return resume_point(completed, min(completed, profile_rounds),
+                        finished=completed == profile_rounds + int(summary.get("rounds") or 0))
 
 
 #: Set when the job is being interrupted (Ctrl-C/SIGTERM): no more "running" writes.

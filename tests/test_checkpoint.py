@@ -223,3 +223,13 @@ def test_the_flush_pacer_flushes_the_first_write_after_every_interval():
         seen.append(pacer.due())
     assert seen == [False, False, True, False, False, True]
     assert FlushPacer(0.0).due()  # no interval: every write
+
+
+def test_resume_point_counts_rounds_as_the_summary_does():
+    from depl_fl.orchestration.checkpointing import resume_point
+
+    assert resume_point(21, 8) == "round 21 (8 exploration + 13 training rounds)"
+    assert resume_point(21, 8, finished=True) == ("round 21 (8 exploration + 13 training rounds); "
+                                                  "the job had already finished: no round left to run")
+    assert resume_point(2, 2) == "round 2 (2 exploration rounds)"  # killed during the exploration
+    assert resume_point(5, 0) == "round 5 (5 training rounds)"  # a cached profile: no exploration round

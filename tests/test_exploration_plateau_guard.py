@@ -60,6 +60,16 @@ def test_the_plateau_is_read_from_the_first_trained_round():
     assert value_judged([*on_plateau, 1.85, 1.60, 1.42], 0.23)
 
 
+def test_the_rounds_past_the_plateau_the_guard_needs_are_a_parameter():
+    late = [2.30, 2.29, 2.28, 1.90, 1.50]  # two rounds after the plateau
+    assert rate_measurable(late, 0.2, rounds=2) and not rate_measurable(late, 0.2, rounds=3)
+    assert not rate_measurable(late[:4], 0.2, rounds=2)
+    assert not rate_measurable(PLATEAU, 0.2, rounds=1)  # on the plateau: never, whatever the rounds
+    on_plateau = [3.16, 2.24, 2.16, 2.27, 2.24]
+    assert value_judged([*on_plateau, 1.85, 1.60], 0.23, rounds=2)
+    assert not value_judged([*on_plateau, 1.85], 0.23, rounds=2)
+
+
 def _profiler(trajectory: list[float]):
     """A profiler after ``len(trajectory) - 1`` exploration rounds whose value judgement (if made) says
     one more round cannot pay for itself."""

@@ -14,6 +14,7 @@ import pytest
 from depl_fl.orchestration.exploration_value import (
     ExplorationValue,
     exploration_value,
+    look_ahead_loss,
     next_loss,
     plan_energy,
     value_settings,
@@ -54,6 +55,24 @@ def test_the_value_plans_from_the_loss_at_hand_and_from_the_next_one():
     slow = exploration_value(lambda loss: _plan(50.0 + 10.0 * loss), round_j=15.0, trajectory=[2.0, 1.0])
     assert slow.stop()  # the round saves 10 J for 15 J
     assert slow.to_dict() == pytest.approx({"plan_j": 60.0, "round_j": 15.0, "next_plan_j": 50.0})
+
+
+def test_the_look_ahead_is_floored_at_the_target_loss():
+    assert look_ahead_loss([2.0, 1.0, 0.7], 0.45) == pytest.approx(0.45)  # 0.05 by the straight line
+    assert look_ahead_loss([2.0, 1.6, 1.3], 0.45) == pytest.approx(next_loss([2.0, 1.6, 1.3]))
+    assert look_ahead_loss([2.0, 1.0, 0.7], 0.0) == pytest.approx(0.05)  # no floor: as before
+    asked = []
+
+    def plan(loss: float) -> SimpleNamespace:  # 12 J above the target, 3 J at it, no round below it
+        asked.append(round(loss, 9))
+        cost = 12.0 if loss > 0.45 else 3.0 if loss == 0.45 else 0.0
+        return SimpleNamespace(feasible=True, predicted={"cost_joules": cost})
+
+    unfloored = exploration_value(plan, round_j=10.0, trajectory=[2.0, 1.0, 0.7])
+    assert unfloored.next_plan_j == 0.0 and not unfloored.stop()  # 12 J against 10 J + nothing
+    floored = exploration_value(plan, round_j=10.0, trajectory=[2.0, 1.0, 0.7], floor=0.45)
+    assert asked == [0.7, 0.05, 0.7, 0.45] and floored.next_plan_j == 3.0
+    assert floored.stop()  # 12 J against 10 J + 3 J
 
 
 def test_no_dependable_plan_now_never_stops():

@@ -171,3 +171,21 @@ def test_a_job_explores_on_the_cheap_cluster_only_and_pays_less(jobs):
     s = cheap["summary"]
     assert s["status"] == "completed"
     assert s["total_energy_j"] == pytest.approx(s["profile_energy_j"] + s["cost_j"])
+
+
+def test_the_old_group_sizes_and_plateau_rounds_keep_the_cache_key_and_a_bad_choice_is_refused():
+    from depl_fl.orchestration.profiling import federated_key
+    from depl_fl.runs.runconfig import compose_config
+
+    props = {f"c{i}": {"cluster": "A", "num-samples": 10 + i, "partition-id": i} for i in range(3)}
+    old = compose_config(["num_clients=3", "profile.explore.group_sizes=random",
+                          "profile.explore.plateau_rounds=3"])
+    without = {**old, "profile": {**old["profile"], "explore": {
+        k: v for k, v in old["profile"]["explore"].items() if k not in ("group_sizes", "plateau_rounds")}}}
+    assert federated_key(old, props) == federated_key(without, props)
+    for other in ("profile.explore.group_sizes=by_cost", "profile.explore.plateau_rounds=2"):
+        changed = compose_config(["num_clients=3", "profile.explore.group_sizes=random",
+                                  "profile.explore.plateau_rounds=3", other])
+        assert federated_key(changed, props) != federated_key(old, props)
+    with pytest.raises(DeplError, match="profile.explore.group_sizes"):
+        compose_config(["num_clients=3", "profile.explore.group_sizes=largest"])

@@ -20,7 +20,11 @@ import depl_fl.task.data as data_mod  # noqa: E402
 import depl_fl.task.folder_data as folder_mod  # noqa: E402
 import depl_fl.task.partitions as partitions_mod  # noqa: E402
 from clients.client_app import make_client_app  # noqa: E402
-from depl_fl.orchestration.exploration import split_groups, write_json_atomic  # noqa: E402
+from depl_fl.orchestration.exploration import (  # noqa: E402
+    sizes_by_cost,
+    split_groups,
+    write_json_atomic,
+)
 from depl_fl.orchestration.profiling import federated_key  # noqa: E402
 from depl_fl.runs.report import build_report  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
@@ -320,6 +324,26 @@ def test_split_groups_are_disjoint_cover_and_vary_in_size():
         assert sorted(c for g in groups for c in g) == sorted(clients) and all(groups)
         sizes.add(len(groups[0]))
     assert len(sizes) >= 3
+
+
+def test_sizes_by_cost_gives_the_costliest_variant_the_smallest_group():
+    groups = [["c0"], ["c1", "c2", "c3"], ["c4", "c5"]]
+    # variants in order: cheap, costly, middle
+    out = sizes_by_cost(groups, [1.0, 4.0, 2.0])
+    assert out == [["c1", "c2", "c3"], ["c0"], ["c4", "c5"]]
+    assert sorted(c for g in out for c in g) == sorted(c for g in groups for c in g)
+
+
+def test_sizes_by_cost_keeps_the_drawn_sizes_and_the_drawn_order_on_ties():
+    clients = [f"c{i}" for i in range(7)]
+    for k in range(20):
+        groups = split_groups(clients, 2, np.random.default_rng(k))
+        out = sizes_by_cost(groups, [4.0, 1.0])  # full first, the pruned variant second
+        assert sorted(map(len, out)) == sorted(map(len, groups))
+        assert len(out[0]) <= len(out[1])
+    equal = [["a", "b"], ["c", "d"]]
+    assert sizes_by_cost(equal, [1.0, 1.0]) == equal
+    assert sizes_by_cost(equal, [4.0, 1.0]) == [["c", "d"], ["a", "b"]]
 
 
 # ---------------------------------------------------------------------------

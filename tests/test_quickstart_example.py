@@ -49,6 +49,9 @@ def test_quickstart_depl_runs_under_flwr_run(tmp_path):
     assert out.exists(), (proc.stdout + proc.stderr)[-3000:]
     doc = json.loads(out.read_text())
     assert doc["profile"], "the exploration rounds ran through the user's ClientApp"
+    # The simulated nodes set no cluster=: DepL assigns the configured split and says so.
+    assert {c["cluster-source"] for c in doc["clients"].values()} == {"assigned"}
+    assert "clients: c0(A, " in proc.stdout and "set no node config cluster=" in proc.stdout
     rounds = doc["profile"] + doc["rounds"]
     assert all(r["bytes_down"] == r["modelled_bytes_down"] > 0 for r in rounds)
     assert all(r["bytes_up"] == r["modelled_bytes_up"] for r in rounds if not r["rejected"])

@@ -241,3 +241,24 @@ def test_job_without_a_dependable_plan_after_exploring_says_so_in_results(tmp_pa
     from depl_fl.runs.report import parse_result
 
     assert math.isinf(parse_result(doc, "results.json").final_loss)  # the report counts a failure
+
+
+@pytest.mark.slow
+def test_resuming_a_finished_job_says_so_in_the_summarys_numbers(tmp_path):
+    run_dir = tmp_path / "job"
+    first = _start(run_dir, ["simulation=inprocess"])
+    _, stderr = first.communicate(timeout=900)
+    assert first.returncode == 0, stderr[-3000:]
+    done = _results(run_dir)
+    explored, trained = done["summary"]["profile_rounds"], done["summary"]["rounds"]
+    assert explored > 0 and trained > 0
+    again = _start(run_dir, ["simulation=inprocess", "resume=true"])
+    stdout, stderr = again.communicate(timeout=600)
+    assert again.returncode == 0, stderr[-3000:]
+    point = (f"round {explored + trained} ({explored} exploration + {trained} training rounds); "
+             "the job had already finished: no round left to run")
+    assert f"resuming after {point}" in stdout + stderr
+    doc = _results(run_dir)
+    assert [r["round"] for r in doc["rounds"]] == [r["round"] for r in done["rounds"]]
+    assert doc["summary"]["rounds"] == trained and doc["summary"]["resumed_from"] == explored + trained
+    assert f"{trained} rounds" in stdout + stderr and f"resumed after {point}" in stdout + stderr

@@ -182,6 +182,20 @@ def test_summary_line_states_the_verdict_and_survives_missing_figures():
     assert "final test loss n/a (validation n/a)" in broken and "(NOT met;" in broken
 
 
+def test_summary_line_of_a_resumed_job_splits_the_round_it_resumed_after():
+    from strategies.server_app import summary_line
+
+    base = {"method": "depl", "seed": 0, "met": True, "rounds": 13, "profile_rounds": 8}
+    finished = summary_line({**base, "resumed_from": 21})
+    assert finished.endswith("13 rounds, 0 re-plans, resumed after round 21 (8 exploration + 13 training "
+                             "rounds); the job had already finished: no round left to run")
+    went_on = summary_line({**base, "resumed_from": 10})
+    assert went_on.endswith("13 rounds, 0 re-plans, resumed after round 10 "
+                            "(8 exploration + 2 training rounds)")
+    in_exploration = summary_line({**base, "resumed_from": 5})
+    assert in_exploration.endswith("resumed after round 5 (5 exploration rounds)")
+
+
 def test_compressed_rounds_keep_one_structure_and_a_switch_starts_from_their_function(cfg):
     # Function-preserving switch (pruning.silence_dropped): the p50 rounds train one fixed
     # channel set, and the full model handed to the switch round computes the p50 model.

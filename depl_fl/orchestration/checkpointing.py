@@ -72,6 +72,22 @@ def rounds_completed(doc: Mapping[str, Any]) -> int:
     return len(profiler.get("records") or ()) + int(doc.get("rounds_done") or 0)
 
 
+def resume_point(completed: int, explored: int, finished: bool = False) -> str:
+    """Where a resumed job goes on, as its summary counts: ``round 21 (8 exploration + 13 training rounds)``.
+
+    ``completed`` is the last completed round as numbered in results.json
+    (:func:`rounds_completed`, exploration rounds first); ``explored`` how many
+    of them were exploration rounds, the rest are training rounds (what the
+    summary's ``rounds`` counts). ``finished``: no round was left to run.
+    """
+    explored = max(0, min(int(explored), int(completed)))
+    trained = int(completed) - explored
+    parts = ([f"{explored} exploration"] if explored else []) + ([f"{trained} training"] if trained or
+                                                                  not explored else [])
+    return (f"round {completed} ({' + '.join(parts)} rounds)"
+            + ("; the job had already finished: no round left to run" if finished else ""))
+
+
 def _profiler_state(profiler: Any) -> dict[str, Any] | None:
     """What the federated profiler paid and fitted (in-process pilots keep nothing per job)."""
     state = getattr(profiler, "checkpoint_state", None)

@@ -49,6 +49,24 @@ def split_groups(clients: Sequence[str], num_groups: int, rng: np.random.Generat
     return groups if all(groups) else [sorted(order[i::num_groups]) for i in range(num_groups)]
 
 
+def sizes_by_cost(groups: Sequence[Sequence[str]], costs: Sequence[float]) -> list[list[str]]:
+    """``groups`` handed to the variants of ``costs`` (per-sample cost, in the groups' order) so that
+    the cheaper a variant, the larger its group: the group sizes stay those drawn, the costliest
+    variant gets the smallest group.
+
+    Why: on a small federation the exploration pool holds few clients and a client on the largest
+    variant costs several times one on a pruned variant; a random hand-out put two of three clients
+    on the largest variant in a third of the rounds, and such a round costs 1.5x one with one client
+    there. Ties keep the drawn order (stable sorts).
+    """
+    by_size = sorted(range(len(groups)), key=lambda i: -len(groups[i]))
+    by_cost = sorted(range(len(costs)), key=lambda i: float(costs[i]))
+    out: list[list[str]] = [[] for _ in groups]
+    for variant, group in zip(by_cost, by_size, strict=True):
+        out[variant] = list(groups[group])
+    return out
+
+
 def round_clients(clients: Sequence[str], cap: int | None, rng: np.random.Generator) -> list[str]:
     """The clients of one exploration round: all of them, or a random ``cap`` of them (sorted)."""
     if cap is None or len(clients) <= int(cap):

@@ -26,18 +26,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from depl_fl.tracking.plateau import rate_measurable
+from depl_fl.tracking.plateau import ROUNDS_PAST_PLATEAU, rate_measurable
 
 
 def value_judged_with_prior(own: Sequence[float], prior: Sequence[float] | None, oscillation: float,
-                            prior_oscillation: float) -> bool:
+                            prior_oscillation: float, rounds: int = ROUNDS_PAST_PLATEAU) -> bool:
     """Whether the value stop may judge: the job's own worst-variant trajectory ``own`` or the prior's
     ``prior`` (each the loss before the exploration, then after every round) has left the plateau for
     enough rounds to read a rate. Both are read from their first trained round on (as
     :func:`depl_fl.orchestration.exploration_value.value_judged` does), each with its own
     federation's oscillation coefficient (``oscillation``, ``prior_oscillation``: the oscillation grows
-    with the local steps, fewer on a federation of more clients)."""
-    if rate_measurable([float(v) for v in own][1:], float(oscillation)):
+    with the local steps, fewer on a federation of more clients); ``rounds``: the rounds past the
+    plateau the own trajectory needs (``profile.explore.plateau_rounds``)."""
+    if rate_measurable([float(v) for v in own][1:], float(oscillation), rounds):
         return True
     return prior is not None and rate_measurable([float(v) for v in prior][1:], float(prior_oscillation))
 

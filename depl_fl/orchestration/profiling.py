@@ -94,8 +94,10 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
                   prior_observations: Sequence[Mapping[str, Any]] | None = None) -> str:
     """Cache key of a federated profile: configuration plus the nodes' data reports.
 
-    ``explore.max_clients: null`` and ``explore.clients: all`` (every client explores) key as before
-    the options existed. With ``profile.prior`` the prior's observations (``prior_observations``, as
+    ``explore.max_clients: null``, ``explore.clients: all`` (every client explores),
+    ``explore.group_sizes: random``, ``explore.plateau_rounds: 3`` and
+    ``explore.value_floor: false`` key as before the options existed. With ``profile.prior`` the
+    prior's observations (``prior_observations``, as
     :class:`~depl_fl.orchestration.profile_prior.ProfilePrior` holds them) are part of the key: the
     profile fitted with them is another profile than the one fitted without (or with another prior),
     and a job never reuses one for the other, nor one fitted with ``explore.prior_regime`` for one
@@ -103,7 +105,8 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
     """
     explore = raw = cfg["profile"].get("explore")
     if isinstance(explore, Mapping):
-        defaults = {"max_clients": None, "clients": "all"}
+        defaults = {"max_clients": None, "clients": "all", "group_sizes": "random", "plateau_rounds": 3,
+                    "value_floor": False}
         explore = {k: v for k, v in explore.items()
                    if k != "prior_regime" and (k not in defaults or v != defaults[k])}
     relevant: dict[str, Any] = {"config": profile_key(cfg), "explore": explore,

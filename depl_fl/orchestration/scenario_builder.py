@@ -67,9 +67,17 @@ def fill_clusters(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
                   ) -> dict[str, dict[str, Any]]:
     """Properties with an empty ``cluster`` given one by the configured split of partition ids.
 
-    A user's ClientApp without a node config ``cluster=`` reports none
-    (:class:`clients.user_app.DepLClient`); the split follows ``clusters.classes``'
-    fractions over the queried clients in partition-id order, as in simulation.
+    A node of a user's own Flower app whose SuperNode (or simulated node) sets
+    no node config ``cluster=`` reports an empty cluster
+    (:class:`clients.user_app.DepLClient`). The default is the rule DepL's own
+    simulation uses: the clients are split into consecutive blocks of
+    ``clusters.classes`` in the order the classes are listed, block sizes by
+    their ``fraction`` (:func:`depl_fl.runs.runconfig.cluster_assignment`),
+    over the queried clients in partition-id order. The classes are the
+    configured ones, so every client gets a class with resource levels the
+    planner can cost (``clusters=homogeneous``: one class for all). A client
+    given its cluster this way is marked ``"cluster-source": "assigned"``;
+    a cluster a node set is kept as it is.
     """
     from depl_fl.runs.runconfig import cluster_assignment
 
@@ -81,7 +89,21 @@ def fill_clusters(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
         order = sorted(out, key=lambda cid: int(out[cid].get("partition-id", 0)))
         for cid in blank:
             out[cid]["cluster"] = names[order.index(cid)]
+            out[cid]["cluster-source"] = "assigned"
     return out
+
+
+def assigned_clusters_note(properties: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """One log line naming the clients :func:`fill_clusters` assigned a cluster, by cluster; None if none."""
+    by_cluster: dict[str, list[str]] = {}
+    for cid, props in sorted(properties.items(), key=lambda kv: int(kv[1].get("partition-id", 0))):
+        if props.get("cluster-source") == "assigned":
+            by_cluster.setdefault(str(props["cluster"]), []).append(cid)
+    if not by_cluster:
+        return None
+    groups = "; ".join(f"{name}: {', '.join(cids)}" for name, cids in sorted(by_cluster.items()))
+    return (f"clusters: {sum(map(len, by_cluster.values()))} client(s) set no node config cluster=, "
+            f"assigned by clusters.classes' fractions in partition-id order ({groups})")
 
 
 def scenario_doc(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],

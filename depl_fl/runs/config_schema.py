@@ -52,6 +52,8 @@ class _Explore(Schema):
     stop_when_met: StrictBool = True
     value_stop: StrictBool = False
     value_from_round: Count = 4
+    plateau_rounds: Count = 3
+    value_floor: StrictBool = False
     prior_rounds: Count = 2
     prior_regime: StrictBool = True
     stop_loss_factor: Positive | None = None
@@ -59,6 +61,7 @@ class _Explore(Schema):
     max_deadline_share: _Fraction | None = None
     max_clients: Count | None = None
     clients: Literal["all", "cheapest"] = "all"
+    group_sizes: Literal["random", "by_cost"] = "random"
     switch_rounds: list[Count] | None = None
     min_points_per_level: Count = 4
     min_rounds_for_exponents: Count = 12

@@ -28,7 +28,8 @@ class LocalResult:
 
     kept_state: dict[str, np.ndarray]
     num_examples: int
-    train_loss: float
+    #: Mean train loss; None when a user's ``train`` reported none (see depl_fl.task.user_update).
+    train_loss: float | None
     train_time_s: float
 
 

@@ -462,13 +462,28 @@ def full_network(net: Network, seed: int | None = None) -> nn.Module:
         if seed is not None:
             torch.manual_seed(int(seed))
         if isinstance(net, UserNetwork):
-            model = net.build()
+            model = _build_user_network(net)
             if not isinstance(model, nn.Module):
                 raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
         else:
             model = build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
         _materialise_lazy(model, input_shape_of(net))
     return model
+
+
+def _build_user_network(net: UserNetwork) -> Any:
+    """``net.build()``; a builder that needs arguments is refused in one line saying how to give them."""
+    import inspect
+
+    try:
+        inspect.signature(net.build).bind()
+    except TypeError as exc:
+        raise ScenarioError(f"{net.name}: UserNetwork calls its builder with no arguments ({exc}); give "
+                            "them with functools.partial, e.g. "
+                            "UserNetwork(functools.partial(Net, num_classes=10), ...)") from exc
+    except ValueError:  # no signature to read (some builtins): just call it
+        pass
+    return net.build()
 
 
 def _materialise_lazy(model: nn.Module, sample_shape: tuple[int, ...]) -> None:

@@ -11,7 +11,6 @@ targets are then in its units).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from depl_fl.errors import ScenarioError
 from depl_fl.task.local_update import LocalResult
 
 #: ``train(net, trainloader, epochs, device)``: trains ``net`` in place; may return the mean train loss.
@@ -36,12 +36,20 @@ def sample_count(loader: Any) -> int:
                    for batch in loader))
 
 
-def _as_loss(value: Any) -> float:
+def reported_loss(value: Any) -> float | None:
+    """What the user's ``train`` returned as its train loss: a number, or None when it reported none.
+
+    ``train`` may return nothing (or something that is not a number): the
+    reply then carries no ``train-loss``. A returned number is kept as it is,
+    so that a non-finite loss (a diverged local update) still gets the reply
+    rejected by :mod:`depl_fl.orchestration.reply_checks`.
+    """
+    if value is None or isinstance(value, bool):
+        return None
     try:
-        loss = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        return float("nan")
-    return loss if math.isfinite(loss) else float("nan")
+        return None
 
 
 def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compression: float,
@@ -69,19 +77,29 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
     -------
     LocalResult
         The trained entries (same names and shapes as ``sub_state``), the
-        number of samples, the train loss ``train`` returned (NaN if none) and
-        the wall time.
+        number of samples, the train loss ``train`` returned (None if none,
+        :func:`reported_loss`) and the wall time.
     """
     from depl_fl.task.models import get_state, set_state
     from depl_fl.task.subnets import build_skeleton
 
     net = build_skeleton(network, float(compression))
-    set_state(net, sub_state)
+    try:
+        set_state(net, sub_state)
+    except ValueError as exc:
+        raise ValueError(f"the entries the server sent do not fit this node's network "
+                         f"{getattr(network, 'name', '')!r}: the ServerApp and the ClientApp must describe "
+                         f"the same UserNetwork (builder and input shape); {exc}") from exc
     net.to(device)
     start = time.perf_counter()
-    loss = train(net, trainloader, int(epochs), device)
+    try:
+        loss = train(net, trainloader, int(epochs), device)
+    except Exception as exc:  # the user's code: one line with what DepL knows about the shapes
+        raise ScenarioError(f"train failed on this node's train loader: {type(exc).__name__}: {exc}"
+                            f"{shape_hint(network, trainloader)}") from exc
     seconds = time.perf_counter() - start
-    return LocalResult(get_state(net.cpu()), sample_count(trainloader), _as_loss(loss), float(seconds))
+    return LocalResult(get_state(net.cpu()), sample_count(trainloader), reported_loss(loss),
+                       float(seconds))
 
 
 def variant_network(network: Any, state: Mapping[str, np.ndarray], compression: float) -> nn.Module:
@@ -102,5 +120,38 @@ def user_evaluate(network: Any, state: Mapping[str, np.ndarray], compression: fl
                   testloader: Any, device: str = "cpu") -> tuple[float, float]:
     """The user's ``test`` on the variant ``compression`` of the global ``state``: ``(loss, accuracy)``."""
     net = variant_network(network, state, compression).to(device)
-    loss, accuracy = test(net, testloader, device)
+    try:
+        result = test(net, testloader, device)
+    except Exception as exc:  # the user's code: one line with what DepL knows about the shapes
+        raise ScenarioError(f"test failed on the server's test loader: {type(exc).__name__}: {exc}"
+                            f"{shape_hint(network, testloader)}") from exc
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ScenarioError(f"test must return (loss, accuracy), got {type(result).__name__} {result!r:.80}")
+    loss, accuracy = result
     return float(loss), float(accuracy)
+
+
+def first_input_shape(loader: Any) -> tuple[int, ...] | None:
+    """Shape of the inputs of the loader's first batch (``batch[0]`` of a tuple), None if unknown."""
+    try:
+        batch = next(iter(loader))
+    except Exception:  # noqa: BLE001 - only a hint: any loader that cannot say gives none
+        return None
+    inputs = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+    shape = getattr(inputs, "shape", None)
+    return tuple(int(d) for d in shape) if shape is not None and not isinstance(inputs, Mapping) else None
+
+
+def shape_hint(network: Any, loader: Any) -> str:
+    """`` (the network takes ...; the loader's first batch has ...)`` when they disagree, else empty.
+
+    Read only after the user's function failed (iterating a loader draws from its random generator).
+    """
+    from depl_fl.task.subnets import input_shape_of
+
+    shape = first_input_shape(loader)
+    expected = input_shape_of(network)
+    if shape is None or tuple(shape[1:]) == tuple(expected):
+        return ""
+    return (f" (the network takes one sample of shape {tuple(expected)}, the UserNetwork's input_shape; "
+            f"the loader's first batch has inputs of shape {shape})")

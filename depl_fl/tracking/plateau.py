@@ -51,7 +51,7 @@ def rounds_past_plateau(losses: Sequence[float], oscillation: float) -> int:
     return len(losses) - 1 - plateau_end(losses, oscillation)
 
 
-def rate_measurable(losses: Sequence[float], oscillation: float) -> bool:
-    """Whether the trajectory has left the plateau by :data:`ROUNDS_PAST_PLATEAU` rounds or more (a
-    learning curve's level and rate can be read from it)."""
-    return rounds_past_plateau(losses, oscillation) >= ROUNDS_PAST_PLATEAU
+def rate_measurable(losses: Sequence[float], oscillation: float, rounds: int = ROUNDS_PAST_PLATEAU) -> bool:
+    """Whether the trajectory has left the plateau by ``rounds`` rounds or more (default
+    :data:`ROUNDS_PAST_PLATEAU`: a learning curve's level and rate can be read from it)."""
+    return rounds_past_plateau(losses, oscillation) >= int(rounds)

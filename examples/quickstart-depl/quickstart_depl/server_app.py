@@ -38,5 +38,7 @@ def main(grid: Grid, context: Context) -> None:
     if cfg["out-file"]:
         Path(str(cfg["out-file"])).write_text(json.dumps(
             {"rounds": records, "profile": strategy.profiler.records,
+             "clients": {cid: {"cluster": p["cluster"], "cluster-source": p.get("cluster-source", "node")}
+                         for cid, p in strategy.properties.items()},
              "final_loss": records[-1]["loss"] if records else None}, default=str))
     del result

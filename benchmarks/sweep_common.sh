@@ -1,0 +1,19 @@
+# Shared pieces of the exploration sweeps (sourced by benchmarks/exploration_prior.sh and
+# benchmarks/exploration_few.sh, never run on its own). Needs PY (the Python interpreter) set and the
+# working directory at the repository root.
+# shellcheck shell=bash
+
+# Overrides every job of the sweeps takes: in-process simulation, no plots.
+COMMON=(simulation=inprocess output.plot=false)
+
+# multirun FOLDER CACHE LOG SEEDS OVERRIDES... (benchmarks/lib/multirun.sh)
+# shellcheck source=benchmarks/lib/multirun.sh
+source benchmarks/lib/multirun.sh
+
+# report_arm SWEEP FOLDER SETTING: copy SWEEP/SETTING/full (the setting's full jobs) into SWEEP/FOLDER
+# and write SWEEP/FOLDER/report.{md,json} (depl-fl report).
+report_arm() {
+  local sweep=$1 folder=$2 setting=$3
+  rm -rf "${sweep:?}/$folder/full" && cp -r "$sweep/$setting/full" "$sweep/$folder/full"
+  "$PY" -m depl_fl.cli report "$sweep/$folder" --out "$sweep/$folder" > /dev/null
+}
