@@ -26,8 +26,17 @@
 #   OUT/<s>/full           plain FedAvg (tracking off, its own thorough exploration) at pi 0.9, FULL_SEEDS
 #                          seeds from FIRST; copied into every arm's folder, so every arm and pi is
 #                          reported against the same full jobs
+#   OUT/<s>T-static-default/depl, OUT/<s>T-static-prior/depl
+#                          the default and prior arms' commands with tracking.enabled=false (static plans:
+#                          no re-plan corrects the exploration; without tracking profile.explore's auto
+#                          options resolve to the thorough exploration), run only when ARMS names them
+#   OUT/<s>T-static-frugal-default/depl, OUT/<s>T-static-frugal-prior/depl
+#                          the static arms with profile=frugal (the frugal exploration whatever tracking
+#                          says: cheapest clusters, value stop, rate window 0.5)
+# ARMS (default "default prior") picks the arms, in that order, e.g. ARMS="static-default static-prior".
 # Each arm has its own profile cache folder.
-#   SEEDS=10 FULL_SEEDS=5 FIRST=1100 [PIS="0.9 0.95"] bash benchmarks/exploration_prior.sh OUT [SETTING ...]
+#   SEEDS=10 FULL_SEEDS=5 FIRST=1100 [PIS="0.9 0.95"] [ARMS="default prior static-default ..."] \
+#       bash benchmarks/exploration_prior.sh OUT [SETTING ...]
 # then OUT/<folder>/report.{md,json} (depl-fl report), RESULTS/summary.{md,json}
 # (benchmarks/exploration_energy.py), RESULTS/prior-sources.md (benchmarks/prior_sources.py: what the
 # sources cost), RESULTS/prior-effect.md (benchmarks/prior_effect.py: the seeds whose job the prior
@@ -47,6 +56,15 @@ declare -A LOSS=([p5a05]=0.45 [p9a09]=0.4 [p14a03]=0.45 [d7a06]=0.45 [p6a07]=0.4
 source benchmarks/sweep_common.sh
 # shellcheck disable=SC2206
 PI_LIST=(${PIS:-0.9})
+# shellcheck disable=SC2206
+ARM_LIST=(${ARMS:-default prior})
+for arm in "${ARM_LIST[@]}"; do
+  case $arm in
+    default | prior | static-default | static-prior | static-frugal-default | static-frugal-prior) ;;
+    *) echo "exploration_prior: unknown arm $arm (default, prior, static-default, static-prior," \
+         "static-frugal-default, static-frugal-prior)" >&2; exit 2 ;;
+  esac
+done
 
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(p5a05 p9a09 p14a03)
@@ -69,13 +87,17 @@ for name in "${NAMES[@]}"; do
   done_folders=()
   for pi in "${PI_LIST[@]}"; do
     tag=$([ "$pi" = 0.9 ] && echo "" || echo "-pi$pi")
-    mkdir -p "$S/$name$tag-default" "$S/$name$tag-prior"
-    multirun "$S/$name$tag-default/depl" "$S/$name$tag-default/cache" "$S/$name$tag.default.log" "$seeds" \
-        method=depl "${over[@]}" target.prob="$pi" tracking.enabled=true
-    multirun "$S/$name$tag-prior/depl" "$S/$name$tag-prior/cache" "$S/$name$tag.prior.log" "$seeds" \
-        method=depl "${over[@]}" target.prob="$pi" tracking.enabled=true \
-        profile.prior="$source_dir/results.json" profile.explore.prior_regime="${PRIOR_REGIME:-true}"
-    done_folders+=("$name$tag-default" "$name$tag-prior")
+    for arm in "${ARM_LIST[@]}"; do
+      tracking=$([ "${arm#static-}" = "$arm" ] && echo true || echo false)
+      extra=()
+      [ "${arm#static-frugal-}" = "$arm" ] || extra=(profile=frugal)
+      [ "${arm%prior}" = "$arm" ] || extra+=(profile.prior="$source_dir/results.json" \
+          profile.explore.prior_regime="${PRIOR_REGIME:-true}")
+      mkdir -p "$S/$name$tag-$arm"
+      multirun "$S/$name$tag-$arm/depl" "$S/$name$tag-$arm/cache" "$S/$name$tag.$arm.log" "$seeds" \
+          method=depl "${over[@]}" target.prob="$pi" tracking.enabled="$tracking" ${extra[@]+"${extra[@]}"}
+      done_folders+=("$name$tag-$arm")
+    done
   done
   multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" method=full \
       "${over[@]}" target.prob=0.9 tracking.enabled=false
