@@ -113,6 +113,7 @@ class _Tracking(Schema):
     ahead_margin: NonNegative | None
     every_rounds: Count | None
     keep_dependable_plan: StrictBool = False
+    diverge_rounds: Count | None = None
 
 
 class _Cost(Schema):
