@@ -674,7 +674,11 @@ class DepLStrategy(FedAvg):
         return initial_arrays, self.initial_loss
 
     def _fresh_loss(self) -> float | None:
-        """Validation loss of the fresh model: before the first exploration round, else the initial model's."""
+        """The fresh model's validation loss: before the first exploration round, else the initial model's.
+
+        The exploration's first record holds the worst variant's (the highest, the
+        divergence stop's most conservative bar).
+        """
         records = getattr(self.profiler, "records", None) or []
         loss = records[0].get("loss_before") if records else self.initial_loss
         return float(loss) if loss is not None and math.isfinite(float(loss)) else None

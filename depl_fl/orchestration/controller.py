@@ -405,9 +405,7 @@ class RunController:
                                                   self.trend)
                                      if usable else float("nan"))
         rec["replanned"] = False
-        if self.tracking and remaining and diverging([r["loss"] for r in self.records], self.fresh_loss,
-                                                     self.diverge_rounds):
-            self._stop_diverging(rec)
+        if self._diverging(rec):
             return rec
         if self.tracking and self.policy is not None and usable:
             if remaining and self.met_now(tracked):
@@ -420,8 +418,9 @@ class RunController:
             if reason is not None and not self._plan_still_holds(rec, reason) \
                     and not self._replan_cannot_help(rec, reason):
                 self._replan(rec, reason, self.rounds[k + 1:])
-        if not self.tracking and failed and rec["predicted_quantile"] > self.targets.target_loss:
-            self.at_risk = True  # a client was lost and nothing can re-plan around it
+        # Without tracking, a client was lost and nothing can re-plan around it.
+        self.at_risk = self.at_risk or (not self.tracking and bool(failed)
+                                        and rec["predicted_quantile"] > self.targets.target_loss)
         rec["at_risk"] = self.at_risk
         return rec
 
@@ -470,14 +469,18 @@ class RunController:
         self.notes.append(f"round {rec['round']}: the target is met now (loss {rec['tracked_loss']:.4g}); "
                           "stopping")
 
-    def _stop_diverging(self, rec: dict[str, Any]) -> None:
-        """Training keeps the model worse than the fresh one: no further round, the job says why."""
+    def _diverging(self, rec: dict[str, Any]) -> bool:
+        """With tracking on: whether training keeps the model worse than the fresh one; if so, stop."""
+        if not self.tracking or not diverging([r["loss"] for r in self.records], self.fresh_loss,
+                                              self.diverge_rounds):
+            return False
         assert self.diverge_rounds is not None and self.fresh_loss is not None
         self.stop_reason = divergence_reason(self.diverge_rounds, self.fresh_loss)
         self.rounds = self.rounds[: self.rounds_done]
         rec["stopped"] = self.stop_reason
         rec["at_risk"] = self.at_risk
         self.notes.append(f"round {rec['round']}: {self.stop_reason}; stopping")
+        return True
 
     def _follow_trend(self, decision: RoundDecision, previous: str | None, loss_before: float,
                       tracked: float) -> None:
