@@ -126,3 +126,15 @@ def test_a_diverging_job_stops_says_so_and_exits_like_an_unmet_job(tmp_path):
     assert s["met"] is False
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.endswith("; stopping")]
     assert lines == [f"[depl] round {train[-1]['round'] - s['profile_rounds']}: {s['stop_reason']}; stopping"]
+
+
+def test_the_key_is_checked_and_read_only_with_tracking():
+    from depl_fl.errors import ScenarioError
+    from depl_fl.runs.runconfig import compose_config
+
+    assert compose_config([])["tracking"]["diverge_rounds"] == 10
+    assert compose_config(["tracking.diverge_rounds=null"])["tracking"]["diverge_rounds"] is None
+    with pytest.raises(ScenarioError, match="tracking.diverge_rounds"):
+        compose_config(["tracking.diverge_rounds=0"])
+    with pytest.raises(ScenarioError, match="tracking.diverge_rounds=3: not read when tracking.enabled=false"):
+        compose_config(["tracking.enabled=false", "tracking.diverge_rounds=3"])
