@@ -218,6 +218,10 @@ class DepLStrategy(FedAvg):
         (:func:`depl_fl.orchestration.scenario_builder.fill_clusters`); applied
         to the queried properties, so that the log, the scenario, the profile
         cache and the checkpoint all see the cluster decided.
+    diverge_rounds : int, optional
+        With tracking on, stop once the validation loss of each of the last
+        this many training rounds is above the fresh model's
+        (:mod:`depl_fl.tracking.divergence`); ``None``: never.
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -231,7 +235,8 @@ class DepLStrategy(FedAvg):
                  profiler: Any = None, clock: str = "model", drift: Any = None,
                  arch: str = "network", method: str = "depl",
                  assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
-                                           dict[str, dict[str, Any]]] | None = None) -> None:
+                                           dict[str, dict[str, Any]]] | None = None,
+                 diverge_rounds: int | None = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -251,6 +256,7 @@ class DepLStrategy(FedAvg):
         self.track_mean = bool(track_mean)
         self.aggregation = aggregation if aggregation is not None else AggregationSettings()
         self.spike_tail_prob = float(spike_tail_prob)
+        self.diverge_rounds = diverge_rounds
         self.timeout_factor = float(timeout_factor)
         self.timeout_slack_s = float(timeout_slack_s)
         self.on_round = on_round
@@ -662,9 +668,20 @@ class DepLStrategy(FedAvg):
             result.evaluate_metrics_serverapp[0] = first
         self.initial_loss = float(first["loss"]) if first is not None else float("nan")
         self.initial_test_loss = _metric(first, "test-loss")
+        self.controller.fresh_loss = self._fresh_loss()
         if self.on_round is not None:
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
+
+    def _fresh_loss(self) -> float | None:
+        """The fresh model's validation loss: before the first exploration round, else the initial model's.
+
+        The exploration's first record holds the worst variant's (the highest, the
+        divergence stop's most conservative bar).
+        """
+        records = getattr(self.profiler, "records", None) or []
+        loss = records[0].get("loss_before") if records else self.initial_loss
+        return float(loss) if loss is not None and math.isfinite(float(loss)) else None
 
     def _initial_sem(self) -> float | None:
         """Standard error of the measured initial loss (the exploration's last evaluation), if any."""
@@ -691,7 +708,8 @@ class DepLStrategy(FedAvg):
                              replan_policy=self.replan_policy, track_mean=self.track_mean,
                              spike_tail_prob=self.spike_tail_prob,
                              loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift,
-                             start_trend=getattr(self.profiler, "start_trend", None))
+                             start_trend=getattr(self.profiler, "start_trend", None),
+                             diverge_rounds=self.diverge_rounds)
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""

@@ -288,7 +288,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         spike_tail_prob=float(tracking_cfg.get("spike_tail_prob", 1e-3)), profiler=profiler,
         clock=clock, drift=DriftTest(float(cost_cfg.get("drift_tolerance", 0.25)),
                                      int(cost_cfg.get("drift_rounds", 2))),
-        method=str(cfg["method"]), assign_clusters=lambda properties: fill_clusters(cfg, properties))
+        method=str(cfg["method"]), assign_clusters=lambda properties: fill_clusters(cfg, properties),
+        diverge_rounds=tracking_cfg.get("diverge_rounds"))
     strategy.cost_report = cost_report
     return strategy
 
@@ -316,7 +317,8 @@ def summary_line(summary: Mapping[str, Any]) -> str:
             f"{num('time_s', '.4g')} s, {summary.get('rounds')} rounds, "
             f"{summary.get('replans', 0)} re-plans"
             + (f", resumed after {resumed_point(summary)}" if summary.get("resumed_from") else "")
-            + (", AT RISK" if summary.get("at_risk") else ""))
+            + (", AT RISK" if summary.get("at_risk") else "")
+            + (f", stopped: {summary['stop_reason']}" if summary.get("stop_reason") else ""))
 
 
 def resumed_point(summary: Mapping[str, Any]) -> str:

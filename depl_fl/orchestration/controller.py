@@ -25,6 +25,7 @@ from depl_fl.contract.semantics import client_energy, data_ratio, effective_rati
 from depl_fl.orchestration.membership import drop_clients
 from depl_fl.orchestration.stop_rule import target_met
 from depl_fl.tracking import trend as trend_filter
+from depl_fl.tracking.divergence import divergence_reason, diverging
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 
 LOG = logging.getLogger("depl_fl.controller")
@@ -88,6 +89,10 @@ class RunController:
         ``{"mean", "std"}`` of the trend the plan starts from (the exploration's
         fitted trend, :mod:`depl_fl.tracking.exploration_trend`): the trend filter
         starts there instead of at the first measured loss.
+    diverge_rounds : int, optional
+        With tracking on, stop once the validation loss of each of the last
+        this many training rounds is above :attr:`fresh_loss`
+        (:mod:`depl_fl.tracking.divergence`); ``None``: never.
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
@@ -96,7 +101,8 @@ class RunController:
                  track_mean: bool = False, spike_tail_prob: float = 1e-3, max_spikes: int = 2,
                  label_coverage: Any = None, loss_sem: float | None = None,
                  loss_margin: float | None = None, clock: str = "model", drift: Any = None,
-                 start_trend: Mapping[str, float] | None = None) -> None:
+                 start_trend: Mapping[str, float] | None = None,
+                 diverge_rounds: int | None = None) -> None:
         if clock not in ("model", "wall"):
             raise ValueError(f"clock must be 'model' or 'wall', got {clock!r}")
         self.scenario = scenario
@@ -120,6 +126,11 @@ class RunController:
         self.dropped_clients: set[str] = set()
         #: True while no dependable continuation is known (an infeasible or failed re-plan).
         self.at_risk = False
+        self.diverge_rounds = None if diverge_rounds is None else int(diverge_rounds)
+        #: Validation loss of the fresh model (set by the strategy once measured): the divergence stop's bar.
+        self.fresh_loss: float | None = None
+        #: Why the job stopped before its plan's last round (the divergence stop), else ``None``.
+        self.stop_reason: str | None = None
         self.elapsed_s = 0.0
         self.spike_tail_prob = float(spike_tail_prob)
         self.max_spikes = int(max_spikes)
@@ -394,6 +405,8 @@ class RunController:
                                                   self.trend)
                                      if usable else float("nan"))
         rec["replanned"] = False
+        if self._diverging(rec):
+            return rec
         if self.tracking and self.policy is not None and usable:
             if remaining and self.met_now(tracked):
                 self._stop(rec, len(remaining))
@@ -405,8 +418,9 @@ class RunController:
             if reason is not None and not self._plan_still_holds(rec, reason) \
                     and not self._replan_cannot_help(rec, reason):
                 self._replan(rec, reason, self.rounds[k + 1:])
-        if not self.tracking and failed and rec["predicted_quantile"] > self.targets.target_loss:
-            self.at_risk = True  # a client was lost and nothing can re-plan around it
+        # Without tracking, a client was lost and nothing can re-plan around it.
+        self.at_risk = self.at_risk or (not self.tracking and bool(failed)
+                                        and rec["predicted_quantile"] > self.targets.target_loss)
         rec["at_risk"] = self.at_risk
         return rec
 
@@ -454,6 +468,19 @@ class RunController:
         rec["at_risk"] = False
         self.notes.append(f"round {rec['round']}: the target is met now (loss {rec['tracked_loss']:.4g}); "
                           "stopping")
+
+    def _diverging(self, rec: dict[str, Any]) -> bool:
+        """With tracking on: whether training keeps the model worse than the fresh one; if so, stop."""
+        if not self.tracking or not diverging([r["loss"] for r in self.records], self.fresh_loss,
+                                              self.diverge_rounds):
+            return False
+        assert self.diverge_rounds is not None and self.fresh_loss is not None
+        self.stop_reason = divergence_reason(self.diverge_rounds, self.fresh_loss)
+        self.rounds = self.rounds[: self.rounds_done]
+        rec["stopped"] = self.stop_reason
+        rec["at_risk"] = self.at_risk
+        self.notes.append(f"round {rec['round']}: {self.stop_reason}; stopping")
+        return True
 
     def _follow_trend(self, decision: RoundDecision, previous: str | None, loss_before: float,
                       tracked: float) -> None:

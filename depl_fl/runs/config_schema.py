@@ -116,6 +116,7 @@ class _Tracking(Schema):
     ahead_margin: NonNegative | None
     every_rounds: Count | None
     keep_dependable_plan: StrictBool = False
+    diverge_rounds: Count | None = None
 
 
 class _Cost(Schema):

@@ -9,7 +9,7 @@ Layout of ``results.json``::
                  "deadline_s", "cost_j", "time_s", "wall_s", "method", "seed", "met",
                  "rounds", "planned_rounds", "replans", "rejected_replies", "rolled_back_rounds",
                  "flagged_losses", "predicted": {...plan.predicted},
-                 "status", "resumed_from", "at_risk", "dropped_clients",
+                 "status", "stop_reason", "resumed_from", "at_risk", "dropped_clients",
                  "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
                  "profile_met_round", "profile_value_round",
                  "total_energy_j", "total_time_s", "elapsed_s",
@@ -78,7 +78,7 @@ from depl_fl.identity_memo import LastObjectMemo
 from depl_fl.runs.checkpoint import atomic_write_text
 
 RESULTS_VERSION = 1
-STATUSES = ("running", "completed", "interrupted", "infeasible", "failed")
+STATUSES = ("running", "completed", "diverged", "interrupted", "infeasible", "failed")
 #: The results section of the last scenario object written: see :func:`_scenario_doc`.
 _SCENARIO_DOC: LastObjectMemo[dict[str, Any]] = LastObjectMemo()
 #: ``(a scenario section, its compact JSON text)``: see :func:`compact_json`.
@@ -244,6 +244,8 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     round before a restart (``None`` when the job never restarted).
     ``rounds_memo`` (the job's rewrites after every round) reuses the final
     round records made for the last document (the same document).
+    A job the divergence stop ended (``controller.stop_reason``) finishes as
+    ``diverged``, with ``summary.stop_reason`` saying why.
     """
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
@@ -264,7 +266,10 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     summary["measured"] = measured_summary(profile_records + train)
     summary["elapsed_s"] = float(train[-1]["elapsed_s"]) if train else None
     offset = len(profile_records)
-    summary.update(status=status, resumed_from=resumed_from,
+    stop_reason = getattr(ctrl, "stop_reason", None)
+    if status == "completed" and stop_reason:
+        status = "diverged"
+    summary.update(status=status, stop_reason=stop_reason, resumed_from=resumed_from,
                    at_risk=bool(getattr(ctrl, "at_risk", False)),
                    dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
     doc = _finite_or_none({
