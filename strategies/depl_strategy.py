@@ -616,6 +616,8 @@ class DepLStrategy(FedAvg):
             if self.profiler is not None:  # profile rounds first; the job continues from their model
                 initial_arrays = self.profiler.run(self, grid, initial_arrays, evaluate_fn, timeout,
                                                    train_config)
+                if getattr(self.profiler, "stop_reason", None):  # the exploration diverged: no plan
+                    return self._diverged_in_exploration(initial_arrays, result)
             self._profile_end = time.monotonic()
             arrays, loss = self._plan_and_evaluate(initial_arrays, evaluate_fn, result)
         result.arrays = arrays
@@ -636,6 +638,14 @@ class DepLStrategy(FedAvg):
             clock.mark("admit")
             self.controller.records[-1].setdefault("steps_s", {}).update(clock.steps())
         self._decision = None
+        return result
+
+    def _diverged_in_exploration(self, arrays: ArrayRecord, result: Result) -> Result:
+        """The job the exploration's divergence stop ended: no plan, its model's losses as the final ones."""
+        last = self.profiler.records[-1]
+        self.initial_loss = float(last["loss"])
+        self.initial_test_loss = last.get("test_loss")
+        result.arrays = arrays
         return result
 
     def _log_plan(self) -> None:

@@ -136,6 +136,7 @@ from depl_fl.orchestration.profiling import data_fingerprint, federated_key
 from depl_fl.orchestration.reply_failures import no_usable_reply
 from depl_fl.runs.runconfig import variant_list
 from depl_fl.runs.step_clock import StepClock
+from depl_fl.tracking.divergence import divergence_reason, diverging
 from strategies.exchange import send_and_receive
 
 LOG = logging.getLogger("depl_fl.server")
@@ -237,6 +238,8 @@ class FederatedProfiler:
         #: The variants whose learning-curve rate the last fit read from the prior's trajectory
         #: (``profile.explore.prior_regime``; empty without a prior).
         self.rates_from_prior: list[str] = []
+        #: Why the exploration ended the job (the divergence stop), else ``None``: no profile, no plan.
+        self.stop_reason: str | None = None
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
@@ -305,6 +308,9 @@ class FederatedProfiler:
             return arrays
         arrays, observations, fresh_loss, current_loss = self._explore(strategy, grid, arrays, evaluate_fn,
                                                                         timeout, train_config, t0)
+        if self.stop_reason is not None:  # a diverging exploration: nothing worth fitting or caching
+            self.wall_s, self.progress = time.perf_counter() - t0, None
+            return arrays
         if not observations:  # every client failed every round: say why, not that nothing can be fitted
             raise ScenarioError(no_usable_reply("exploration", self.records))
         fitted = self._fit(observations, fresh_loss, strategy.properties)
@@ -358,7 +364,8 @@ class FederatedProfiler:
         k, losses, observations = state.done, state.losses, list(state.observations)
         self.trajectories = {m: (list(t[0]), list(t[1])) for m, t in state.trajectories.items()}
         self.pilot_sets = [list(c) for c in state.pilot_sets]
-        while (not self._met_now(k, losses) and self._explore_more(k, max(losses.values()))
+        while (not self._diverging(strategy) and not self._met_now(k, losses)
+               and self._explore_more(k, max(losses.values()))
                and not self._worth_stopping(strategy, k, observations, state.fresh_loss)):
             k += 1
             groups = self._groups(k, clients, self._levels(scenario, levels, k), arrays, k in switch_rounds,
@@ -390,6 +397,21 @@ class FederatedProfiler:
             self.records[-1]["steps_s"] = clock.steps()
             self._announce(k)
         return arrays, observations, state.fresh_loss, max(losses.values())
+
+    def _diverging(self, strategy: Any) -> bool:
+        """With tracking on: whether the exploration keeps the model worse than the fresh one (the
+        training side's divergence stop, :mod:`depl_fl.tracking.divergence`, on the merged models'
+        worst-variant losses); if so, set :attr:`stop_reason` and say so."""
+        rounds = getattr(strategy, "diverge_rounds", None)
+        if not getattr(strategy, "tracking", False) or not self.records:
+            return False
+        fresh = float(self.records[0]["loss_before"])
+        if not diverging([float(r["loss"]) for r in self.records], fresh, rounds):
+            return False
+        self.stop_reason = divergence_reason(int(rounds), fresh)
+        self.records[-1]["stopped"] = self.stop_reason
+        LOG.info("exploration round %d: %s; stopping", self.records[-1]["round"], self.stop_reason)
+        return True
 
     def _pool(self, scenario: Scenario, clients: Sequence[str], levels: Mapping[str, int]) -> list[str]:
         """The clients exploration rounds draw from: all, or with ``profile.explore.clients: cheapest``

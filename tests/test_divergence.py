@@ -98,8 +98,31 @@ def test_the_controller_runs_on_with_the_stop_off_or_without_tracking(setting, r
     assert ctl.rounds_done == 4 and ctl.stop_reason is None
 
 
+def test_the_exploration_stops_on_the_same_rule_with_tracking():
+    """The exploration's hook: the merged models' losses against the fresh one, the same reason."""
+    from types import SimpleNamespace
+
+    from depl_fl.runs.runconfig import compose_config
+    from strategies.federated_profiling import FederatedProfiler
+
+    profiler = FederatedProfiler(compose_config([]), provisional_scenario=None)
+    tracked, untracked = (SimpleNamespace(tracking=t, diverge_rounds=2) for t in (True, False))
+    assert not profiler._diverging(tracked)  # no round yet
+    profiler.records = [{"round": 1, "loss_before": FRESH, "loss": 2.4}, {"round": 2, "loss": 2.1},
+                        {"round": 3, "loss": 2.5}]
+    assert not profiler._diverging(tracked) and profiler.stop_reason is None
+    profiler.records.append({"round": 4, "loss": 2.6})
+    assert not profiler._diverging(untracked) and profiler.stop_reason is None
+    assert profiler._diverging(tracked)
+    assert profiler.stop_reason == divergence_reason(2, FRESH) == profiler.records[-1]["stopped"]
+    assert not any(r.get("stopped") for r in profiler.records[:-1])
+
+
 def test_a_diverging_job_stops_says_so_and_exits_like_an_unmet_job(tmp_path):
-    """Synthetic clients with a learning rate far too large: the job stops, results.json says why, exit 0."""
+    """Synthetic clients with a learning rate far too large: the job stops, results.json says why, exit 0.
+
+    The stop may come in the exploration or in training: the checks hold for the phase it came in.
+    """
     import json
     import os
     import subprocess
@@ -114,18 +137,24 @@ def test_a_diverging_job_stops_says_so_and_exits_like_an_unmet_job(tmp_path):
                            "num_clients=20", "simulation=inprocess", "target.loss=1.3", "train.lr=0.5",
                            "tracking.diverge_rounds=2", "output.plot=false",
                            f"profile.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'job'}"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "job" / "results.json").read_text())
     s = doc["summary"]
     fresh = doc["rounds"][0]["loss_before"]
-    train = [r for r in doc["rounds"] if r["phase"] == "train"]
     assert s["status"] == "diverged" and s["stop_reason"] == divergence_reason(2, fresh)
-    assert len(train) >= 2 and all(r["loss"] > fresh for r in train[-2:])
-    assert not any(r.get("stopped") for r in train[:-1]) and train[-1]["stopped"] == s["stop_reason"]
     assert s["met"] is False
+    last = doc["rounds"][-1]
+    assert last["stopped"] == s["stop_reason"] and not any(r.get("stopped") for r in doc["rounds"][:-1])
+    phase = [r for r in doc["rounds"] if r["phase"] == last["phase"]]
+    assert len(phase) >= 2 and all(r["loss"] > fresh for r in phase[-2:])
+    if last["phase"] == "profile":  # no profile fitted, no plan, no training round
+        assert s["planned_rounds"] == 0 and s["rounds"] == 0 and s["profile_rounds"] == last["round"]
+        where = f"exploration round {last['round']}"
+    else:
+        where = f"round {last['round'] - s['profile_rounds']}"
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.endswith("; stopping")]
-    assert lines == [f"[depl] round {train[-1]['round'] - s['profile_rounds']}: {s['stop_reason']}; stopping"]
+    assert lines == [f"[depl] {where}: {s['stop_reason']}; stopping"]
 
 
 def test_the_key_is_checked_and_read_only_with_tracking():

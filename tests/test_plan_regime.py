@@ -272,6 +272,22 @@ def test_the_rate_is_measured_on_the_last_share_of_the_exploration():
     assert late > whole  # the later rounds descend faster than the plateau-diluted average
 
 
+def test_a_rate_window_starting_above_the_fresh_loss_reads_from_the_fresh_loss():
+    """A learning rate far too large (20 synthetic clients at lr 0.5): the loss rises from 3.5 to 924 and
+    recovers to 17.9. The rise is no progress: the curve through it must not fall to 0 in one round."""
+    from depl_fl.orchestration.profile_fit import rate_span
+
+    rising = [3.525, 40.29, 923.9, 21.33, 17.6, 17.85]
+    assert rate_span(rising, 5, 0.5) == (3.525, 17.85, 3)
+    assert rate_span(rising, 5, 1.0) == (3.525, 17.85, 5)
+    assert rate_span([2.3, 2.5, 1.9, 1.6], 3, 0.5) == (2.3, 1.6, 2)  # a rise the run recovered from
+    regime = PlanRegime(1.1876, 0.4034, 0.4895, 0.1015, 0.0112, 0.6, 3.125, 0.1374)
+    measured = {"levels": [0.4, 3.0, 30.0], "mean": [0.0, 1.0, 5.0], "std": [0.1, 0.1, 0.1]}
+    run = plan_regime_run(measured, *rate_span(rising, 5, 0.5), regime, 0.0112)
+    at_last = [mu for lv, mu in zip(run["levels"], run["mean"], strict=True) if 0.4034 < lv <= 1.25 * 17.85]
+    assert at_last and max(at_last) < 1e-3  # no progress to plan with, not a drop to 0
+
+
 # -- a trend start: the measured levels above the curve ----------------------------------------------
 #: The residual network's exploration (seed 5): the raw losses swing up by 0.6 around a loss of 1.1, which
 #: the measured profile above the curve reads as a mean rise.

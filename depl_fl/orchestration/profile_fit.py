@@ -55,10 +55,16 @@ def rate_span(losses: Sequence[float], rounds: int, window: float) -> tuple[floa
     The first exploration rounds of a fresh model sit on a plateau the power-law curve does not have;
     a rate measured from the fresh loss then predicts the plan's rounds too slow, the more so the
     shorter the exploration.
+
+    The first loss is at most the fresh model's (``losses[0]``): a loss above it is a rise (a learning
+    rate too large), not a point of the learning curve, and a rate read from there down (a partial
+    recovery from the rise, 924 to 17.9 in three rounds on 20 synthetic clients at lr 0.5) predicted
+    the plan's loss to fall to 0 in one round. From the fresh loss such a window shows the progress
+    it really made: none when it ends above the fresh loss (the rate's minimum, no dependable plan).
     """
     rounds = min(int(rounds), len(losses) - 1)
     span = max(1, min(rounds, math.ceil(float(window) * rounds - 1e-9)))
-    return float(losses[-1 - span]), float(losses[-1]), span
+    return min(float(losses[-1 - span]), float(losses[0])), float(losses[-1]), span
 
 
 def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple[Sequence[float], Any]],

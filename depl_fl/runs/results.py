@@ -244,7 +244,8 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     round before a restart (``None`` when the job never restarted).
     ``rounds_memo`` (the job's rewrites after every round) reuses the final
     round records made for the last document (the same document).
-    A job the divergence stop ended (``controller.stop_reason``) finishes as
+    A job the divergence stop ended (``controller.stop_reason``, or the exploration's
+    ``profiler.stop_reason``) finishes as
     ``diverged``, with ``summary.stop_reason`` saying why.
     """
     if status not in STATUSES:
@@ -266,7 +267,7 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     summary["measured"] = measured_summary(profile_records + train)
     summary["elapsed_s"] = float(train[-1]["elapsed_s"]) if train else None
     offset = len(profile_records)
-    stop_reason = getattr(ctrl, "stop_reason", None)
+    stop_reason = getattr(ctrl, "stop_reason", None) or getattr(profiler, "stop_reason", None)
     if status == "completed" and stop_reason:
         status = "diverged"
     summary.update(status=status, stop_reason=stop_reason, resumed_from=resumed_from,
