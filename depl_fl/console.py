@@ -47,7 +47,8 @@ def log_to(stream: IO[str] | None = None, *, level: int = logging.INFO,
     prefix : str
         Printed before every message.
     quiet_flower : bool
-        Also lower Flower's own logger to warnings.
+        Also lower Flower's own logger, and that of the migrations its link state runs
+        (alembic), to warnings.
 
     Returns
     -------
@@ -56,6 +57,7 @@ def log_to(stream: IO[str] | None = None, *, level: int = logging.INFO,
     """
     if quiet_flower:
         logging.getLogger("flwr").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     logger = logging.getLogger(ROOT_LOGGER)
     logger.setLevel(level)
     if not any(getattr(h, "_depl", False) for h in logger.handlers):

@@ -49,7 +49,6 @@ def _quiet_flower() -> None:
     import flwr.common.logger  # noqa: F401  (importing it sets Flower's logger to DEBUG: lower it after)
 
     log_to(sys.stdout, quiet_flower=True)
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # Flower's link state sets up its migrations
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
