@@ -230,6 +230,18 @@ def test_a_job_interrupted_during_its_exploration_keeps_every_record(trained):
     _assert_keeps_every_record(whole, crashed, resumed)
 
 
+def test_a_job_interrupted_twice_keeps_every_record(trained):
+    """Interrupted during exploration round 2, resumed, interrupted again during training round 2."""
+    tmp, whole = trained
+    out = crash(tmp, TRAIN_JOB, "twice", crash_at=3)
+    # the resumed job's exchanges: 1 the properties query, 2-3 exploration rounds 2-3, 4-5 training rounds
+    with pytest.raises(Crash):
+        _run(_cfg(tmp, TRAIN_JOB, "resume=true"), out, crash_at=5)
+    crashed = _results(out)
+    assert [r["phase"] for r in crashed["rounds"]] == ["profile"] * 3 + ["train"]
+    _assert_keeps_every_record(whole, crashed, resume(tmp, TRAIN_JOB, out))
+
+
 @pytest.mark.parametrize("name", [n for n in INTERRUPTIONS if n != "during exploration round 2"])
 def test_a_job_interrupted_after_exploring_keeps_every_record(trained, name):
     whole, crashed, checkpoint, resumed = _interrupted_and_resumed(trained, name)
