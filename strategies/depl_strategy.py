@@ -723,10 +723,9 @@ class DepLStrategy(FedAvg):
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
-        from depl_fl.orchestration.checkpointing import resume_point, rounds_completed
+        from depl_fl.orchestration.checkpointing import restore_strategy_state, resume_point, rounds_completed
 
-        for key, value in (doc.get("strategy") or {}).items():
-            setattr(self, key, value)
+        restore_strategy_state(self, doc)
         if doc.get("profiler") and hasattr(self.profiler, "restore"):
             self.profiler.restore(doc["profiler"])
         self.resumed_from = rounds_completed(doc)
@@ -737,15 +736,19 @@ class DepLStrategy(FedAvg):
 
     def _resume_state(self, doc: Mapping[str, Any]) -> tuple[ArrayRecord, float]:
         """Scenario, plan, controller, model and loss from a checkpoint; absent clients are dropped."""
-        from depl_fl.orchestration.checkpointing import restore_controller, resume_point, rounds_completed
+        from depl_fl.orchestration.checkpointing import (
+            restore_controller,
+            restore_strategy_state,
+            resume_point,
+            rounds_completed,
+        )
 
         self.scenario, self.plan = doc["scenario"], doc["plan"]
         self.initial_loss = doc["initial_loss"]
         self.initial_test_loss = doc.get("initial_test_loss")
         self.controller = self._make_controller()
         restore_controller(self.controller, doc["controller"])
-        for key, value in (doc.get("strategy") or {}).items():
-            setattr(self, key, value)
+        restore_strategy_state(self, doc)
         if doc.get("profiler") and hasattr(self.profiler, "restore"):
             self.profiler.restore(doc["profiler"])
         self.resumed_from = rounds_completed(doc)

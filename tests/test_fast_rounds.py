@@ -185,14 +185,9 @@ def test_exploration_rounds_evaluate_each_variant_once_and_groups_on_validation(
 # The benchmark's figures
 # ---------------------------------------------------------------------------
 def _bench():
-    import importlib.util
-    from pathlib import Path
+    from tests.benchmark_scripts import load_benchmark
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "deploy_round_bench.py"
-    spec = importlib.util.spec_from_file_location("deploy_round_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("deploy_round_bench")
 
 
 def test_benchmark_ratios_steps_and_verdicts_per_phase():

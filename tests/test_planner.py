@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,11 +23,9 @@ from depl_fl.planner.context import PlanContext
 from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
 from depl_fl.planner.quantile import LossPropagator, kappa
 from depl_fl.planner.resources import ClientSet, allocate_levels, round_options
+from tests.benchmark_scripts import load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location(
-    "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")
-scenarios = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(scenarios)
+scenarios = load_benchmark("scenarios", module_name="planner_scenarios")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ deadline of 1.0-1.15x that plan's time at the cheapest levels).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -24,12 +23,10 @@ from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import scenario_from_dict
 from depl_fl.contract.semantics import evaluate_plan, plan_errors
 from depl_fl.planner import make_plan
+from tests.benchmark_scripts import load_benchmark
 
 HERE = Path(__file__).resolve().parent
-_SPEC = importlib.util.spec_from_file_location("planner_scenarios",
-                                               HERE.parent / "benchmarks" / "scenarios.py")
-scenarios = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(scenarios)
+scenarios = load_benchmark("scenarios", module_name="planner_scenarios")
 
 CHECK_SEED = 424242
 CHECK_N = 20000

@@ -19,8 +19,6 @@ and pruning that must not change any plan:
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,11 +29,9 @@ from depl_fl.planner.context import PlanContext
 from depl_fl.planner.data_selection import candidate_sets, rounds_needed, rounds_needed_all
 from depl_fl.planner.quantile import LossPropagator, PlanStart
 from depl_fl.planner.resources import Option, allocate_levels, block_costs, round_options
+from tests.benchmark_scripts import load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location(
-    "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")
-scenarios = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(scenarios)
+scenarios = load_benchmark("scenarios", module_name="planner_scenarios")
 
 
 def _version2(seed: int):

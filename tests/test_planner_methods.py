@@ -8,18 +8,13 @@ clients). The mean-based ``expectation`` baseline misses pi on a clear share.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from depl_fl.contract.semantics import evaluate_plan, plan_errors
 from depl_fl.planner import make_plan
+from tests.benchmark_scripts import load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location(
-    "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")
-scenarios = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(scenarios)
+scenarios = load_benchmark("scenarios", module_name="planner_scenarios")
 
 SEEDS = range(20)
 CHECK_SEED = 424242

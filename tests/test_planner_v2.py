@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +12,9 @@ from depl_fl.contract.scenario import Scenario, scenario_from_dict, scenario_to_
 from depl_fl.contract.semantics import evaluate_plan, plan_errors, set_coverage, simulate_final_losses
 from depl_fl.planner import make_plan, predict_quantile
 from depl_fl.planner.data_selection import candidate_sets, predictable
+from tests.benchmark_scripts import load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location(
-    "planner_scenarios", Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios.py")
-scenarios = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(scenarios)
+scenarios = load_benchmark("scenarios", module_name="planner_scenarios")
 
 FLOOR = 4.0
 

@@ -9,8 +9,6 @@ import pytest
 pytest.importorskip("flwr")
 torch = pytest.importorskip("torch")
 
-from flwr.clientapp import ClientApp  # noqa: E402
-from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from clients.user_app import DepLClient  # noqa: E402
@@ -19,6 +17,7 @@ from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from depl_fl.task.subnets import UserNetwork  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.user_app import depl_strategy, evaluate_fn, initial_arrays  # noqa: E402
+from tests.user_app_wiring import small_mlp, user_client_app  # noqa: E402
 
 #: The default configuration's node classes: A (fraction 0.4), then B (0.6).
 CLASSES = compose_config([])["clusters"]["classes"]
@@ -48,10 +47,6 @@ class _Stop(Exception):
     """Ends the job right after the properties query (no exploration, no round)."""
 
 
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-
-
 def _loader() -> DataLoader:
     gen = torch.Generator().manual_seed(0)
     return DataLoader(TensorDataset(torch.randn(6, 4, generator=gen), torch.arange(6) % 3), batch_size=3)
@@ -66,14 +61,8 @@ def _test(net, loader, device):  # noqa: ARG001
 
 
 def test_the_log_names_the_assigned_clusters_of_nodes_that_set_none(caplog):
-    network = UserNetwork(_mlp, (4,), "mlp")
-    depl = DepLClient(network, _train)
-    app = ClientApp()
-
-    @app.query()
-    def query(msg, context):
-        return depl.query(msg, context, _loader())
-
+    network = UserNetwork(small_mlp, (4,), "mlp")
+    app = user_client_app(DepLClient(network, _train), _loader, train=False)
     grid = InProcessGrid(app, 3, node_configs=[{}, {"cluster": "A"}, {}])
     strategy = depl_strategy(network, num_clients=3)
 

@@ -7,7 +7,6 @@ import pytest
 pytest.importorskip("flwr")
 torch = pytest.importorskip("torch")
 
-from flwr.clientapp import ClientApp  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
@@ -17,6 +16,7 @@ from depl_fl.orchestration.reply_failures import error_gist, no_usable_reply  # 
 from depl_fl.task.subnets import UserNetwork  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
 from strategies.user_app import depl_strategy, evaluate_fn, initial_arrays  # noqa: E402
+from tests.user_app_wiring import small_mlp, user_client_app  # noqa: E402
 
 #: The shape of an error reply's reason under Flower's Ray backend (abridged): the wrapper's
 #: repr, the ClientApp's traceback, the chained wrapper exceptions.
@@ -49,10 +49,6 @@ def test_no_usable_reply_names_the_phase_the_rounds_and_the_first_client():
         "exploration: no client sent a usable reply in 1 round(s)")
 
 
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
-
-
 class _OtherMLP(nn.Module):
     """The same sizes under other entry names: a ClientApp that builds another network than the server."""
 
@@ -83,22 +79,18 @@ def _test(net, loader, device):  # noqa: ARG001
         return float(nn.functional.cross_entropy(net(x), y)), 0.0
 
 
+def _two_exploration_rounds(network: UserNetwork, cache_dir):
+    """The strategy of a 2-client job that explores in 2 rounds (its profile cached in ``cache_dir``)."""
+    return depl_strategy(network, num_clients=2, overrides=[
+        "target.loss=0.5", "target.prob=0.8", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
+        "profile.explore.switch_rounds=[2]", f"profile.cache_dir={cache_dir}"])
+
+
 def test_a_clientapp_with_another_network_stops_the_job_in_one_line(tmp_path):
     client = DepLClient(UserNetwork(_OtherMLP, (4,), "OtherMLP"), _train)
-    app = ClientApp()
-
-    @app.query()
-    def query(msg, context):
-        return client.query(msg, context, _loader())
-
-    @app.train()
-    def train(msg, context):
-        return client.train(msg, context, _loader())
-
-    network = UserNetwork(_mlp, (4,), "mlp")
-    strategy = depl_strategy(network, num_clients=2, overrides=[
-        "target.loss=0.5", "target.prob=0.8", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
-        "profile.explore.switch_rounds=[2]", f"profile.cache_dir={tmp_path}"])
+    app = user_client_app(client, _loader)
+    network = UserNetwork(small_mlp, (4,), "mlp")
+    strategy = _two_exploration_rounds(network, tmp_path)
     with pytest.raises(ScenarioError) as err:
         strategy.start(InProcessGrid(app, 2), initial_arrays(network),
                        evaluate_fn=evaluate_fn(network, _test, _loader()))
@@ -139,9 +131,9 @@ def test_the_profile_cache_keys_on_the_users_network():
 
     cfg = depl_config(2)
     props = {"c0": {"cluster": "A", "num-samples": 12}, "c1": {"cluster": "B", "num-samples": 12}}
-    mlp, other = UserNetwork(_mlp, (4,), "Net"), UserNetwork(_OtherMLP, (4,), "Net")
+    mlp, other = UserNetwork(small_mlp, (4,), "Net"), UserNetwork(_OtherMLP, (4,), "Net")
     key = federated_key(profile_config(cfg, mlp), props)
-    assert key == federated_key(profile_config(cfg, UserNetwork(_mlp, (4,), "Net")), props)
+    assert key == federated_key(profile_config(cfg, UserNetwork(small_mlp, (4,), "Net")), props)
     assert key != federated_key(profile_config(cfg, other), props)  # same sizes, other entries and code
     wider = UserNetwork(lambda: nn.Sequential(nn.Flatten(), nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3)),
                         (4,), "Net")
@@ -169,21 +161,10 @@ def test_a_train_function_that_returns_nothing_trains(tmp_path):
     def train_silently(net, loader, epochs, device):
         _train(net, loader, epochs, device)  # returns None, as many users' train functions do
 
-    client = DepLClient(UserNetwork(_mlp, (4,), "mlp"), train_silently)
-    app = ClientApp()
-
-    @app.query()
-    def query(msg, context):
-        return client.query(msg, context, _loader())
-
-    @app.train()
-    def train(msg, context):
-        return client.train(msg, context, _loader())
-
-    network = UserNetwork(_mlp, (4,), "mlp")
-    strategy = depl_strategy(network, num_clients=2, overrides=[
-        "target.loss=0.5", "target.prob=0.8", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
-        "profile.explore.switch_rounds=[2]", f"profile.cache_dir={tmp_path}"])
+    client = DepLClient(UserNetwork(small_mlp, (4,), "mlp"), train_silently)
+    app = user_client_app(client, _loader)
+    network = UserNetwork(small_mlp, (4,), "mlp")
+    strategy = _two_exploration_rounds(network, tmp_path)
     explore = strategy.profiler.run
 
     def explore_then_stop(*args, **kwargs):
@@ -207,12 +188,6 @@ def _flat_loader() -> DataLoader:
     return DataLoader(TensorDataset(torch.zeros(6, 16), torch.arange(6) % 3), batch_size=3)
 
 
-def _cross_entropy_test(net, loader, device):  # noqa: ARG001
-    with torch.no_grad():
-        x, y = next(iter(loader))
-        return float(nn.functional.cross_entropy(net(x), y)), 0.0
-
-
 def test_a_loader_of_other_shapes_fails_in_one_line_naming_both_shapes():
     from depl_fl.task.models import get_state
     from depl_fl.task.subnets import full_network
@@ -223,7 +198,7 @@ def test_a_loader_of_other_shapes_fails_in_one_line_naming_both_shapes():
     hint = ("(the network takes one sample of shape (1, 4, 4), the UserNetwork's input_shape; "
             "the loader's first batch has inputs of shape (3, 16))")
     with pytest.raises(ScenarioError) as err:
-        user_evaluate(network, state, 0.0, _cross_entropy_test, _flat_loader())
+        user_evaluate(network, state, 0.0, _test, _flat_loader())
     assert str(err.value).startswith("test failed on the server's test loader: RuntimeError: ")
     assert str(err.value).endswith(hint)
     with pytest.raises(ScenarioError) as err:
@@ -237,7 +212,7 @@ def test_a_test_function_returning_the_loss_alone_is_refused_in_one_line():
     from depl_fl.task.subnets import full_network
     from depl_fl.task.user_update import user_evaluate
 
-    network = UserNetwork(_mlp, (4,), "mlp")
+    network = UserNetwork(small_mlp, (4,), "mlp")
     state = get_state(full_network(network, seed=0))
     with pytest.raises(ScenarioError, match=r"^test must return \(loss, accuracy\), got float 1\.0$"):
         user_evaluate(network, state, 0.0, lambda net, loader, device: 1.0, _loader())

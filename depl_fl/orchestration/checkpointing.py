@@ -5,8 +5,11 @@ this module only knows the strategy: the global model, the current loss, the
 scenario and plan, and the whole state of the
 :class:`~depl_fl.orchestration.controller.RunController` (round records, remaining
 rounds, re-plans, failed and dropped clients, elapsed modelled time, the
-online estimator and the re-planning policy). The planner callable is not
-saved: the resumed job builds its own from the same configuration.
+online estimator and the re-planning policy), and the cost report (which
+costs the plans used: with ``cost.source=measured`` the fit from the
+exploration rounds, made once when the scenario is built and so not remade by
+a job resumed after its plan). The planner callable is not saved: the resumed
+job builds its own from the same configuration.
 """
 
 from __future__ import annotations
@@ -54,12 +57,29 @@ def strategy_payload(strategy: Any, global_state: Mapping[str, Any], loss: float
         "resumed_from": strategy.resumed_from,
         "strategy": {k: getattr(strategy, k) for k in STRATEGY_STATE if hasattr(strategy, k)},
         "profiler": _profiler_state(getattr(strategy, "profiler", None)),
+        "cost_report": _cost_report(strategy),
     }
     if ctrl is not None:
         payload.update(initial_loss=strategy.initial_loss,
                        initial_test_loss=getattr(strategy, "initial_test_loss", None),
                        scenario=ctrl.scenario, plan=strategy.plan, controller=controller_state(ctrl))
     return payload
+
+
+def restore_strategy_state(strategy: Any, doc: Mapping[str, Any]) -> None:
+    """Put a checkpoint's strategy state (:data:`STRATEGY_STATE`, the cost report) back into ``strategy``.
+
+    The cost report is filled in place: the scenario function that wrote it
+    (:func:`strategies.server_app.measured_scenario_fn`) keeps writing into the
+    same object. A checkpoint without one (written before it was kept) leaves
+    the report as the strategy was built.
+    """
+    for key, value in (doc.get("strategy") or {}).items():
+        setattr(strategy, key, value)
+    report, saved = getattr(strategy, "cost_report", None), doc.get("cost_report")
+    if isinstance(report, dict) and saved:
+        report.clear()
+        report.update(saved)
 
 
 def rounds_completed(doc: Mapping[str, Any]) -> int:
@@ -86,6 +106,12 @@ def resume_point(completed: int, explored: int, finished: bool = False) -> str:
                                                                   not explored else [])
     return (f"round {completed} ({' + '.join(parts)} rounds)"
             + ("; the job had already finished: no round left to run" if finished else ""))
+
+
+def _cost_report(strategy: Any) -> dict[str, Any] | None:
+    """A copy of the strategy's cost report (None without one)."""
+    report = getattr(strategy, "cost_report", None)
+    return dict(report) if isinstance(report, dict) else None
 
 
 def _profiler_state(profiler: Any) -> dict[str, Any] | None:

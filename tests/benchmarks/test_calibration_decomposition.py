@@ -3,18 +3,15 @@ plan, the cell's sources of margin, and its bad-input exits."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration_decomposition.py"
-_SPEC = importlib.util.spec_from_file_location("calibration_decomposition", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-dec = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(dec)
+from tests.benchmark_scripts import load_benchmark
+
+dec = load_benchmark("calibration_decomposition")
 
 
 def _doc(actual: float = 0.3, judged: float = 0.004) -> dict:
@@ -121,11 +118,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
 
 
 def test_the_bank_check_refuses_a_bank_without_the_settings(tmp_path: Path, capsys) -> None:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration_bank_check.py"
-    spec = importlib.util.spec_from_file_location("calibration_bank_check", path)
-    assert spec is not None and spec.loader is not None
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = load_benchmark("calibration_bank_check")
     (tmp_path / "d1").mkdir()
     assert check.main([str(tmp_path), "--settings", "d1,d2"]) == 2
     assert "has no folder for every setting" in capsys.readouterr().err

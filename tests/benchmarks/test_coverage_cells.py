@@ -3,7 +3,6 @@ exploration's local steps against the federation's."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,12 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location(
-    "coverage_cells", ROOT / "benchmarks" / "plan_regime" / "coverage_cells.py")
-assert _SPEC is not None and _SPEC.loader is not None
-coverage_cells = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(coverage_cells)
+coverage_cells = load_benchmark("plan_regime/coverage_cells")
 
 
 class _Job:

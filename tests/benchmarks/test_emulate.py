@@ -4,7 +4,6 @@ coverage / calibration it reports."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
@@ -13,11 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "plan_regime" / "emulate.py"
-_SPEC = importlib.util.spec_from_file_location("emulate", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-emulate = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(emulate)
+emulate = load_benchmark("plan_regime/emulate")
 
 
 def test_the_plan_is_the_first_round_whose_quantile_meets_the_target_or_none() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "exploration_plateau.py"
-_SPEC = importlib.util.spec_from_file_location("exploration_plateau", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-plateau = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(plateau)
+plateau = load_benchmark("exploration_plateau")
 
 #: A run mean proportional to the loss above a floor of 0: a 10% drop per round.
 LEVELS, MEANS = [0.0, 10.0], [0.0, 1.0]

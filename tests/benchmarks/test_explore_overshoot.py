@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-_SPEC = importlib.util.spec_from_file_location(
-    "explore_overshoot", Path(__file__).resolve().parents[2] / "benchmarks" / "explore_overshoot.py")
-assert _SPEC is not None and _SPEC.loader is not None
-explore_overshoot = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(explore_overshoot)
+from tests.benchmark_scripts import load_benchmark
+
+explore_overshoot = load_benchmark("explore_overshoot")
 
 
 def _job(folder: Path, explore_losses: list[float], train_rounds: int, test_loss: float,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -11,17 +10,11 @@ import numpy as np
 import pytest
 
 from depl_fl.runs.report import wilson_interval
+from tests.benchmark_scripts import load_benchmark
 
-_ROOT = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("goal_ceiling", _ROOT / "benchmarks" / "goal_ceiling.py")
-assert _SPEC is not None and _SPEC.loader is not None
-goal_ceiling = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(goal_ceiling)
+goal_ceiling = load_benchmark("goal_ceiling")
 
-_PIT_SPEC = importlib.util.spec_from_file_location("plan_pit", _ROOT / "benchmarks" / "plan_pit.py")
-assert _PIT_SPEC is not None and _PIT_SPEC.loader is not None
-plan_pit = importlib.util.module_from_spec(_PIT_SPEC)
-_PIT_SPEC.loader.exec_module(plan_pit)
+plan_pit = load_benchmark("plan_pit")
 
 
 @pytest.mark.parametrize("runs,prob", [(20, 0.8), (40, 0.8), (40, 0.9), (100, 0.95), (30, 0.9)])

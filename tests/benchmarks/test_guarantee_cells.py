@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("guarantee_cells", ROOT / "benchmarks" / "guarantee_cells.py")
-assert _SPEC is not None and _SPEC.loader is not None
-guarantee_cells = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(guarantee_cells)
+guarantee_cells = load_benchmark("guarantee_cells")
 
 
 def _group(successes: int, runs: int, pi: float, wilson: tuple[float, float],

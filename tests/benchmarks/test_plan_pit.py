@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 from depl_fl.contract.plan import RoundDecision
 from depl_fl.contract.scenario import scenario_from_dict
 from depl_fl.contract.semantics import simulate_final_losses
+from tests.benchmark_scripts import load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location(
-    "plan_pit", Path(__file__).resolve().parents[2] / "benchmarks" / "plan_pit.py")
-assert _SPEC is not None and _SPEC.loader is not None
-plan_pit = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(plan_pit)
+plan_pit = load_benchmark("plan_pit")
 
 SCENARIO = {
     "version": 1,

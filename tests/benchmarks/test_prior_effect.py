@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_scripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts import their sibling sweep_io
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-prior_effect = _load("prior_effect")
-prior_sources = _load("prior_sources")
+prior_effect = load_benchmark("prior_effect")
+prior_sources = load_benchmark("prior_sources")
 
 
 def _job(folder: Path, seed: int, profile_j: list[float], losses: list[float], train_j: float,

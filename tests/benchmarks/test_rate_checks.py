@@ -3,20 +3,15 @@ over" (the learning curve's inverse and the slope of realised on fitted rates)."
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from depl_fl.tracking.learning_curve import rate_coefficient
+from tests.benchmark_scripts import load_benchmark
 
-_SPEC = importlib.util.spec_from_file_location(
-    "rate_checks", Path(__file__).resolve().parents[2] / "benchmarks" / "plan_regime" / "rate_checks.py")
-assert _SPEC is not None and _SPEC.loader is not None
-rate_checks = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(rate_checks)
+rate_checks = load_benchmark("plan_regime/rate_checks")
 
 POWER, FLOOR = 1.08, 0.145
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-_SPEC = importlib.util.spec_from_file_location(
-    "regime_replan", Path(__file__).resolve().parents[2] / "benchmarks" / "regime_replan.py")
-assert _SPEC is not None and _SPEC.loader is not None
-regime_replan = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(regime_replan)
+from tests.benchmark_scripts import load_benchmark
+
+regime_replan = load_benchmark("regime_replan")
 
 
 def test_only_finished_static_jobs_with_a_plan_are_re_planned(tmp_path: Path) -> None:

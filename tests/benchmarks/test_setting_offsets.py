@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "setting_offsets.py"
-_SPEC = importlib.util.spec_from_file_location("setting_offsets", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-setting_offsets = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(setting_offsets)
+from tests.benchmark_scripts import load_benchmark
+
+setting_offsets = load_benchmark("setting_offsets")
 
 
 def test_loo_error_is_zero_for_a_linear_law_and_not_for_noise() -> None:
