@@ -147,12 +147,14 @@ def test_a_non_iid_job_on_ray_equals_the_in_process_job(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     job = ["dataset=synthetic", "model=synthetic_mlp", "num_clients=40", "profile.explore.max_clients=20",
-           "target.loss=1.3", "target.max_rounds=3", "simulation.client_num_cpus=0.5"]
+           "target.loss=1.3", "target.max_rounds=3"]
+    backends = {"ray": ["simulation=ray", "simulation.client_num_cpus=0.5"],
+                "inprocess": ["simulation=inprocess"]}
     env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1", "RAY_DEDUP_LOGS": "0"}
     rounds = {}
-    for backend in ("ray", "inprocess"):
+    for backend, overrides in backends.items():
         out = tmp_path / backend
-        proc = subprocess.run([sys.executable, "-m", "depl_fl.main", *job, f"simulation={backend}",
+        proc = subprocess.run([sys.executable, "-m", "depl_fl.main", *job, *overrides,
                                f"profile.cache_dir={out / 'cache'}", f"hydra.run.dir={out}"],
                               cwd=root, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 3, proc.stderr[-3000:]  # the target is out of reach in 3 rounds
