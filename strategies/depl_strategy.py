@@ -97,6 +97,22 @@ def client_id_of(partition_id: int) -> str:
     return f"c{int(partition_id)}"
 
 
+def partition_order(cid: str, properties: Mapping[str, Mapping[str, Any]]) -> tuple[int, int, str]:
+    """Sort key putting a client in its partition's place: known partitions first, by partition id.
+
+    Replies reach the server in arrival order: on Ray the order in which the
+    ClientApp actors finish, which changes from run to run; in a deployment
+    the order of the nodes' networks. Summing the replies (the aggregate, the
+    weighted train loss, the round's energy) in that order changes the last
+    bits of the sums, and a job whose loss is unstable (non-IID clients)
+    grows such a bit into a different run. Taken in partition order, every
+    backend sums alike; the in-process grid already delivers in this order
+    (node id = first node id + partition id).
+    """
+    pid = (properties.get(cid) or {}).get("partition-id")
+    return (0, int(pid), cid) if isinstance(pid, (int, float)) else (1, 0, cid)
+
+
 def arrays_to_state(record: ArrayRecord) -> dict[str, np.ndarray]:
     """An ArrayRecord as a dict of numpy arrays (each equal to ``Array.numpy()``'s)."""
     return {k: array_of(v) for k, v in record.items()}
@@ -355,7 +371,7 @@ class DepLStrategy(FedAvg):
             self.client_of[node] = cid
         if not props and required:
             raise NodesUnavailableError("no client answered the properties query")
-        return props
+        return dict(sorted(props.items(), key=lambda item: partition_order(item[0], props)))
 
     def _fill_clusters(self) -> None:
         """Give the clients whose node reported no cluster one (``assign_clusters``), and log which."""
@@ -479,14 +495,16 @@ class DepLStrategy(FedAvg):
         ``num-examples`` above the queried ``num-samples``, an update norm above
         ``norm_factor`` times the reference (:mod:`strategies.robust_aggregation`).
         When nothing survives, or the aggregate fails its sanity check, the
-        global model is unchanged (``None`` is returned).
+        global model is unchanged (``None`` is returned). The replies are
+        taken in partition order (:func:`partition_order`), whatever order
+        they arrived in, so every backend sums them alike.
         """
         assert self._structure is not None and self._global_state is not None
         from depl_fl.tracking.device_costs import reply_measurement
 
         self._rejected = []
         self._aggregate_problem = None
-        replies = list(replies)
+        replies = sorted(replies, key=lambda reply: partition_order(self.sender_of(reply), self.properties))
         self._bytes["up"] = sum(_reply_bytes(r) for r in replies)
         accepted = self._screen(server_round, replies)
         arrived = {self.sender_of(r): self.arrivals[r.metadata.reply_to_message_id] for r in replies
