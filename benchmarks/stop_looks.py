@@ -97,7 +97,8 @@ def train_trajectory(setting: str, seed: int, rounds: int, clients_per_round: in
         replies = []
         for c in picked:
             x, y = parts[c]
-            res = local_update(state, geo, 0.0, x, y, epochs=int(train["local_epochs"]), lr=float(train["lr"]),
+            res = local_update(state, geo, 0.0, x, y, epochs=int(train["local_epochs"]),
+                               lr=float(train["lr"]),
                                batch_size=int(train["batch_size"]), seed=seed * 100_003 + r * 101 + c)
             replies.append((res.kept_state, res.num_examples))
         state = aggregate(state, replies, structure)
@@ -168,8 +169,9 @@ def summarise(runs: list[dict[str, Any]], targets: list[float], fixed_rounds: li
                 miss = sum(s["miss"] for s in stops)
                 over = sum(s["over"] for s in stops)
                 cells.append({"target": target, "prob": prob, "splits": n, "stopped": len(stops),
-                              "miss": miss, "miss_wilson": wilson_interval(miss, len(stops)) if stops else None,
-                              "over": over, "over_wilson": wilson_interval(over, len(stops)) if stops else None,
+                              "miss": miss, "over": over,
+                              "miss_wilson": wilson_interval(miss, len(stops)) if stops else None,
+                              "over_wilson": wilson_interval(over, len(stops)) if stops else None,
                               "mean_round": float(np.mean([s["round"] for s in stops])) if stops else None,
                               "mean_looks": float(np.mean([s["looks"] for s in stops])) if stops else None})
         summary["rules"][rule] = cells
@@ -189,7 +191,8 @@ def markdown(setting: str, seed: int, pooled: np.ndarray, targets: list[float], 
     """One setting's tables."""
     lines = [f"### {setting} (trajectory seed {seed}; split seeds {meta['split_seeds']})", "",
              f"{meta['rounds']} rounds, {meta['clients_per_round']} of 10 clients a round; pooled held-out "
-             f"loss by round: {', '.join(f'{v:.3f}' for v in pooled)}. Training {meta['train_cpu_s']:.0f} s CPU, "
+             f"loss by round: {', '.join(f'{v:.3f}' for v in pooled)}. "
+             f"Training {meta['train_cpu_s']:.0f} s CPU, "
              f"splits {meta['split_cpu_s']:.0f} s CPU.", "",
              "One look at a fixed round (the margin's own calibration): P[test - validation > margin]", "",
              "| round | pooled loss | " + " | ".join(f"π {p} (≤ {1 - p:.2f})" for p in PROBS) + " |",
@@ -235,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             z = np.load(cached)
             losses, labels, train_cpu = z["losses"], z["labels"], float(z["train_cpu_s"])
         else:
-            losses, labels, train_cpu = train_trajectory(setting, args.seed, args.rounds, args.clients_per_round)
+            losses, labels, train_cpu = train_trajectory(setting, args.seed, args.rounds,
+                                                         args.clients_per_round)
             np.savez(cached, losses=losses, labels=labels, train_cpu_s=train_cpu)
         targets = targets_of(losses)
         fixed = sorted({max(0, int(round(f * args.rounds)) - 1) for f in TARGET_AT})
@@ -245,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         split_cpu = time.process_time() - t0
         summary = summarise(runs, targets, fixed)
         meta = {"rounds": args.rounds, "clients_per_round": args.clients_per_round, "train_cpu_s": train_cpu,
-                "split_cpu_s": split_cpu, "split_seeds": f"{seeds.start}-{seeds.stop - 1}", "draws": args.draws}
+                "split_cpu_s": split_cpu, "split_seeds": f"{seeds.start}-{seeds.stop - 1}",
+                "draws": args.draws}
         pooled = losses.mean(axis=1)
         texts.append(markdown(setting, args.seed, pooled, targets, summary, meta))
         figures["settings"][setting] = {"seed": args.seed, "targets": targets, "pooled": pooled.tolist(),

@@ -129,18 +129,9 @@ def margin_quantiles(look_losses: np.ndarray, test_size: int, probs: list[float]
     function's margin at ``probs[i]`` with the same ``draws`` and ``seed``.
     """
     looks = np.asarray(look_losses, dtype=float)
-    if looks.ndim != 2 or looks.shape[0] < 1:
-        raise ScenarioError(f"stop margin: need a (looks, samples) array of losses, got shape {looks.shape}")
     probs = np.asarray(probs, dtype=float).ravel()
+    _check_margin_input(looks, test_size, probs)
     n_val, n_test = looks.shape[1], int(test_size)
-    if n_val < 2:
-        raise ScenarioError(f"stop margin: need at least 2 validation losses, got {n_val}")
-    if n_test < 1:
-        raise ScenarioError(f"stop margin: the test split must hold a sample, got {test_size!r}")
-    if probs.size == 0 or not np.all((probs > 0.0) & (probs < 1.0)):
-        raise ScenarioError(f"stop margin: probability must be in (0, 1), got {probs.tolist()!r}")
-    if not np.all(np.isfinite(looks)):
-        raise ScenarioError("stop margin: the validation losses are not all finite")
     sem = float(np.std(looks[-1], ddof=1)) / math.sqrt(n_val)
     if sem == 0.0:
         return np.zeros(probs.size)
@@ -165,6 +156,20 @@ def margin_quantiles(look_losses: np.ndarray, test_size: int, probs: list[float]
                 largest = diff if largest is None else np.maximum(largest, diff)
             studentised.append(largest)
     return np.quantile(np.concatenate(studentised), probs) * sem
+
+
+def _check_margin_input(looks: np.ndarray, test_size: int, probs: np.ndarray) -> None:
+    """One-line errors for what no margin can be read from."""
+    if looks.ndim != 2 or looks.shape[0] < 1:
+        raise ScenarioError(f"stop margin: need a (looks, samples) array of losses, got shape {looks.shape}")
+    if looks.shape[1] < 2:
+        raise ScenarioError(f"stop margin: need at least 2 validation losses, got {looks.shape[1]}")
+    if int(test_size) < 1:
+        raise ScenarioError(f"stop margin: the test split must hold a sample, got {test_size!r}")
+    if probs.size == 0 or not np.all((probs > 0.0) & (probs < 1.0)):
+        raise ScenarioError(f"stop margin: probability must be in (0, 1), got {probs.tolist()!r}")
+    if not np.all(np.isfinite(looks)):
+        raise ScenarioError("stop margin: the validation losses are not all finite")
 
 
 def studentised_differences(val: np.ndarray, test_mean: np.ndarray) -> np.ndarray:
