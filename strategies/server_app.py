@@ -83,6 +83,12 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     pass, and ``loss-margin`` is NaN (not measured). A round whose loss is
     flagged as a spike and imputed below the target then reads the last
     measured margin.
+    With ``tracking.stop_looks=joint`` the margin holds for every evaluation
+    so far that measured one, not for this one alone
+    (:func:`depl_fl.tracking.split_margin.joint_stop_margin`): the stop rule
+    checks every round and stops at the first that passes. Those evaluations'
+    per-sample validation losses are kept in this process (a resumed job
+    starts its looks afresh).
     ``evaluate_fn.validation_loss(arrays, compression)`` computes the
     validation loss alone (the same figure as ``loss``), for the exploration's
     group observations, which read nothing else. Every loss here is
@@ -92,10 +98,21 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     from depl_fl.task.losses import load_loss, loss_spec
     from depl_fl.task.partitions import geometry, test_split, validation_split
     from depl_fl.task.training import evaluate_model, evaluate_with_losses
-    from depl_fl.tracking.split_margin import stop_margin
+    from depl_fl.tracking.split_margin import joint_stop_margin, stop_margin
 
     prob, seed, target = float(cfg["target"]["prob"]), int(cfg["seed"]), float(cfg["target"]["loss"])
     loss_fn = load_loss(loss_spec(cfg))
+    joint = (cfg.get("tracking") or {}).get("stop_looks", "one") == "joint"
+    looks: list[Any] = []  # per-sample validation losses of the evaluations that measured a margin
+
+    def margin_of(losses: Any, test_size: int, server_round: int) -> float:
+        margin_seed = seed * 100_003 + int(server_round)
+        if not joint:
+            return stop_margin(losses, test_size, prob, seed=margin_seed)
+        import numpy as np
+
+        looks.append(np.asarray(losses, dtype=float))
+        return joint_stop_margin(np.vstack(looks), test_size, prob, seed=margin_seed)
 
     def validation_loss(arrays: ArrayRecord, compression: float = 0.0) -> float:
         """The validation loss alone (what a decision reads), without the figures for the record."""
@@ -116,7 +133,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         test_size = len(test[1])
         sem = float(np.std(losses, ddof=1)) / math.sqrt(test_size)
         readable = loss <= target or prob <= 0.5
-        margin = (stop_margin(losses, test_size, prob, seed=seed * 100_003 + int(server_round))
+        margin = (margin_of(losses, test_size, server_round)
                   if readable and np.all(np.isfinite(losses)) else float("nan"))
         test_loss, test_acc = evaluate_model(model, *test, loss_fn=loss_fn)
         return MetricRecord({"loss": float(loss), "accuracy": float(acc), "loss-sem": sem,

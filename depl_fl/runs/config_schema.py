@@ -117,6 +117,7 @@ class _Tracking(Schema):
     every_rounds: Count | None
     keep_dependable_plan: StrictBool = False
     diverge_rounds: Count | None = None
+    stop_looks: Literal["one", "joint"] = "one"
 
 
 class _Cost(Schema):

@@ -76,24 +76,72 @@ def stop_margin(val_losses: np.ndarray, test_size: int, prob: float, *,
         On fewer than two validation losses, a test size below one, a
         probability outside (0, 1) or non-finite losses.
     """
-    losses = np.asarray(val_losses, dtype=float).ravel()
-    n_val, n_test = losses.size, int(test_size)
-    if n_val < 2:
-        raise ScenarioError(f"stop margin: need at least 2 validation losses, got {n_val}")
-    if n_test < 1:
-        raise ScenarioError(f"stop margin: the test split must hold a sample, got {test_size!r}")
-    if not 0.0 < prob < 1.0:
-        raise ScenarioError(f"stop margin: probability must be in (0, 1), got {prob!r}")
-    if not np.all(np.isfinite(losses)):
-        raise ScenarioError("stop margin: the validation losses are not all finite")
-    sem = float(np.std(losses, ddof=1)) / math.sqrt(n_val)
+    losses = np.asarray(val_losses, dtype=float).ravel()[None, :]
+    return float(margin_quantiles(losses, test_size, [prob], draws=draws, seed=seed,
+                                  max_resample=max_resample, joint=False)[0])
+
+
+def joint_stop_margin(look_losses: np.ndarray, test_size: int, prob: float, *,
+                      draws: int = DEFAULT_DRAWS, seed: int = 0,
+                      max_resample: int | None = MAX_RESAMPLE) -> float:
+    """The stop margin of the last look that holds for every look at once (sup-t bootstrap).
+
+    A rule that checks ``validation + margin <= target`` at every round and
+    stops at the first that passes picks the round whose validation loss
+    happens to be low; a margin calibrated for one look then misses more
+    often than ``1 - prob`` at the stop. Bounding the largest studentised
+    error over the looks bounds the error at whichever look stops:
+    ``P[test_k - val_k > q * sem_k for some look k] <= 1 - prob`` when ``q``
+    is the ``prob``-quantile of ``max_k (mean T*_k - mean V*_k) / sem(V*_k)``.
+    The looks share one split, so each redraw takes the same validation and
+    test positions in every look: the redraws carry the correlation of the
+    looks' errors, and a look that repeats the one before adds almost nothing.
+
+    Parameters
+    ----------
+    look_losses : ndarray, shape (looks, n_val)
+        Per-sample validation losses of each look's model, the same samples in
+        the same order in every row; the last row is the look at hand.
+    test_size, prob, draws, seed, max_resample
+        As for :func:`stop_margin` (one look: the same margin, draw for draw).
+
+    Returns
+    -------
+    float
+        ``q * sem`` of the last look (``0.0`` when its losses are all equal).
+
+    Raises
+    ------
+    ScenarioError
+        As :func:`stop_margin`, and on an empty or ragged ``look_losses``.
+    """
+    return float(margin_quantiles(look_losses, test_size, [prob], draws=draws, seed=seed,
+                                  max_resample=max_resample, joint=True)[0])
+
+
+def margin_quantiles(look_losses: np.ndarray, test_size: int, probs: list[float] | np.ndarray, *,
+                     draws: int = DEFAULT_DRAWS, seed: int = 0, max_resample: int | None = MAX_RESAMPLE,
+                     joint: bool = True) -> np.ndarray:
+    """The margins of the last look at several probabilities from one set of redraws.
+
+    ``joint``: :func:`joint_stop_margin` over all rows of ``look_losses``;
+    else :func:`stop_margin` of the last row. Element ``i`` equals that
+    function's margin at ``probs[i]`` with the same ``draws`` and ``seed``.
+    """
+    looks = np.asarray(look_losses, dtype=float)
+    probs = np.asarray(probs, dtype=float).ravel()
+    _check_margin_input(looks, test_size, probs)
+    n_val, n_test = looks.shape[1], int(test_size)
+    sem = float(np.std(looks[-1], ddof=1)) / math.sqrt(n_val)
     if sem == 0.0:
-        return 0.0
+        return np.zeros(probs.size)
+    if not joint:
+        looks = looks[-1:]
     rng = np.random.default_rng(seed)
     if max_resample is not None and n_val > int(max_resample):
         sub = rng.choice(n_val, size=int(max_resample), replace=False)
-        losses, n_test = losses[sub], max(1, round(n_test * int(max_resample) / n_val))
-        n_val = losses.size
+        looks, n_test = looks[:, sub], max(1, round(n_test * int(max_resample) / n_val))
+        n_val = looks.shape[1]
     studentised = []
     for start in range(0, int(draws), _CHUNK):
         b = min(_CHUNK, int(draws) - start)
@@ -101,9 +149,27 @@ def stop_margin(val_losses: np.ndarray, test_size: int, prob: float, *,
         test_index = rng.integers(0, n_val, size=(b, n_test))
         for row in range(0, b, _BLOCK):  # the rows' gather and sums stay in the cache
             rows = slice(row, min(row + _BLOCK, b))
-            test_mean = losses[test_index[rows]].mean(axis=1)
-            studentised.append(studentised_differences(losses[val_index[rows]], test_mean))
-    return float(np.quantile(np.concatenate(studentised), prob)) * sem
+            largest = None
+            for losses in looks:
+                test_mean = losses[test_index[rows]].mean(axis=1)
+                diff = studentised_differences(losses[val_index[rows]], test_mean)
+                largest = diff if largest is None else np.maximum(largest, diff)
+            studentised.append(largest)
+    return np.quantile(np.concatenate(studentised), probs) * sem
+
+
+def _check_margin_input(looks: np.ndarray, test_size: int, probs: np.ndarray) -> None:
+    """One-line errors for what no margin can be read from."""
+    if looks.ndim != 2 or looks.shape[0] < 1:
+        raise ScenarioError(f"stop margin: need a (looks, samples) array of losses, got shape {looks.shape}")
+    if looks.shape[1] < 2:
+        raise ScenarioError(f"stop margin: need at least 2 validation losses, got {looks.shape[1]}")
+    if int(test_size) < 1:
+        raise ScenarioError(f"stop margin: the test split must hold a sample, got {test_size!r}")
+    if probs.size == 0 or not np.all((probs > 0.0) & (probs < 1.0)):
+        raise ScenarioError(f"stop margin: probability must be in (0, 1), got {probs.tolist()!r}")
+    if not np.all(np.isfinite(looks)):
+        raise ScenarioError("stop margin: the validation losses are not all finite")
 
 
 def studentised_differences(val: np.ndarray, test_mean: np.ndarray) -> np.ndarray:
