@@ -355,7 +355,9 @@ SLOW_NODE_JOB = ["cost.source=measured", "cost.drift_rounds=1", "cost.drift_tole
 def test_a_node_slowed_down_in_a_deployment_triggers_a_replan(tmp_path):
     proc, stdout, stderr, out = _deploy(tmp_path, ["-n", "3", "-c", "A,B,B", "-r", "12",
                                                    "--node-extra", 'level-watts="3,6"', *SLOW_NODE_JOB],
-                                        timeout=1500)
+                                        timeout=1500,
+                                        # its own exploration measures the devices: no cached profile
+                                        env={"DEPL_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, (stdout[-3000:], stderr[-3000:])
     doc = json.loads((out / "results.json").read_text())
     _check_complete(doc)
