@@ -1,4 +1,4 @@
-"""train.device and simulation.client_num_gpus on a machine without CUDA (the GPU checks: test_device_gpu.py)."""
+"""train.device and simulation.client_num_gpus without CUDA (the GPU checks: tests/test_device_gpu.py)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,11 @@ def test_local_training_on_cuda_follows_the_cpus():
 
 
 def user_client_round(device: str) -> tuple[dict, dict, object, list[str]]:
-    """A DepLClient with ``device`` whose ``train`` leaves the net there: (sent, reply, structure, devices)."""
+    """A DepLClient on ``device`` whose ``train`` leaves the net there.
+
+    Returns the full state, the reply's entries, the variant's structure and
+    the devices ``train`` saw the net on.
+    """
     from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -125,7 +129,8 @@ def user_client_round(device: str) -> tuple[dict, dict, object, list[str]]:
     conf = ConfigRecord({"compression": 0.5, "local-epochs": 1, "server-round": 1})
     msg = Message(RecordDict({"arrays": state_to_arrays(sent), "config": conf}), dst_node_id=100,
                   message_type=MessageType.TRAIN)
-    context = Context(run_id=1, node_id=100, node_config={"partition-id": 0}, state=RecordDict(), run_config={})
+    context = Context(run_id=1, node_id=100, node_config={"partition-id": 0}, state=RecordDict(),
+                      run_config={})
     reply = DepLClient(network, train, device=device).train(msg, context, DataLoader(data, batch_size=8))
     return full, arrays_to_state(reply.content["arrays"]), structure, seen
 
