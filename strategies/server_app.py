@@ -451,7 +451,7 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
 
-    cfg = resolve_job_devices(resolve_exploration(cfg))
+    cfg = resolve_job_devices(resolve_exploration(cfg), simulation=not deployment)
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     resume = load_checkpoint(out_dir, cfg) if cfg.get("resume") else None

@@ -162,6 +162,8 @@ def test_gpu_share_and_ray_rules(monkeypatch):
         assert str(err.value).startswith(start) and "\n" not in str(err.value)
     # A running cluster brings its own GPUs: only the Ray rules apply.
     assert resolve_job_devices(with_("cpu", 2.0, ray_address="auto"))["train"]["device"] == "cpu"
+    # A deployment reads no simulation.* key: its server checks the device alone.
+    assert resolve_job_devices(with_("cuda", 0.0), simulation=False)["train"]["device"] == "cuda"
 
 
 def test_client_resources_carry_the_gpu_share():

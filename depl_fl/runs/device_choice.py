@@ -20,8 +20,11 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task.devices import cuda_devices, resolve_device
 
 
-def resolve_job_devices(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_job_devices(cfg: Mapping[str, Any], simulation: bool = True) -> dict[str, Any]:
     """``cfg`` with ``train.device`` resolved on this machine, after checking the GPU share.
+
+    ``simulation=False`` (a deployment, ``flwr run``: no ``simulation.*`` key is
+    read there) checks the device only.
 
     Raises
     ------
@@ -35,7 +38,7 @@ def resolve_job_devices(cfg: Mapping[str, Any]) -> dict[str, Any]:
     train = cfg.get("train") or {}
     device = resolve_device(train.get("device", "cpu"))
     sim = cfg.get("simulation") or {}
-    if sim:
+    if sim and simulation:
         check_gpu_share(sim, device)
     return {**cfg, "train": {**train, "device": device}}
 
