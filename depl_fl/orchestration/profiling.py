@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 
 from depl_fl.console import OneLineParser, log_to, parse_or_status
 from depl_fl.errors import DeplError, ScenarioError
+from depl_fl.runs.device_choice import resolve_job_devices
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("depl_fl.profiling")
@@ -466,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_to(sys.stderr, prefix="")
     # This command is the in-process pilots: the keys only federated profiling reads are refused.
     cfg = compose_config([*args.overrides, "profile.source=inprocess"])
+    # The pilots train on train.device: resolved here (auto keys the cache as what it became).
+    cfg = resolve_job_devices(cfg, simulation=False)
     doc, path = ensure_profile(cfg, force=args.force)
     if args.out:
         out = Path(args.out)
