@@ -24,6 +24,11 @@ always for ``dataset=folder``; otherwise (simulation) the partition
 * ``evaluate``: loss (``model.loss``, cross-entropy by default) and accuracy of
   the global (full) model on the local partition.
 
+Training and evaluation run on the node's device: its node config's
+``device`` when set (``--node-config "device='cuda'"``), else the job's
+``train.device`` (:func:`depl_fl.task.devices.node_device`: the node's own
+setting wins, it knows its machine); the arrays of every reply are CPU numpy.
+
 The run configuration reaches the handlers by closure
 (:func:`clients.client_app.make_client_app`, used by ``depl_fl.main``) or, for
 ``flwr run .``, from the run config
@@ -151,6 +156,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     ``cache_dir`` (the node cache), so only there do the default levels act.
     """
     from depl_fl.task.device_levels import applied, level_setting
+    from depl_fl.task.devices import node_device
     from depl_fl.task.energy_meter import SOURCES, meter_for, reply_energy
     from depl_fl.task.local_update import local_update
     from depl_fl.task.losses import loss_spec
@@ -161,6 +167,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     pid, _ = node_partition(context)
     data = node_data(cfg, context, cache_dir)
     train = cfg["train"]
+    device = node_device(train.get("device", "cpu"), context.node_config)
     server_round = int(conf.get("server-round", 0))
     setting = level_setting(context.node_config, int(conf.get("level", 0)), deployment=cache_dir is not None)
     meter = meter_for(context.node_config.get("energy-meter"))
@@ -172,7 +179,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
             lr=float(conf.get("lr", train["lr"])),
             batch_size=int(conf.get("batch-size", train["batch_size"])),
             seed=client_seed(int(conf.get("seed", cfg["seed"])), server_round, pid),
-            loss=loss_spec(cfg),
+            loss=loss_spec(cfg), device=device,
         )
         metered = meter.joules_between(before, meter.read_uj()) if meter is not None else None
     state, sent = apply_faults(cfg, context, server_round, result.kept_state, {  # faults: experiments only
@@ -198,13 +205,15 @@ def evaluate_content(content: RecordDict, context: Context, cfg: Mapping[str, An
     """Loss and accuracy of the received global model on the local partition."""
     import torch
 
+    from depl_fl.task.devices import node_device
     from depl_fl.task.local_update import evaluate_state
     from depl_fl.task.losses import loss_spec
 
     torch.set_num_threads(1)
+    device = node_device(cfg["train"].get("device", "cpu"), context.node_config)
     data = node_data(cfg, context, cache_dir)
     loss, acc = evaluate_state(_state_of(content["arrays"]), data.geometry, data.x, data.y,
-                               loss=loss_spec(cfg))
+                               loss=loss_spec(cfg), device=device)
     return RecordDict({"metrics": MetricRecord({"num-examples": int(len(data.y)), "eval-loss": loss,
                                                 "eval-acc": acc})})
 

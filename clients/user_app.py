@@ -22,7 +22,14 @@ server then assigns one by the split of its configured node classes,
 planned variant's entries only; the helper rebuilds that sub-network, loads
 them, runs the user's ``train(net, trainloader, epochs, device)`` and replies
 with the trained entries and ``num-examples``, ``train-time-s`` and
-``train-loss`` (left out when ``train`` returns nothing).
+``train-loss`` (left out when ``train`` returns nothing). The entries go back
+as CPU numpy arrays wherever ``train`` left the network (:func:`get_state
+<depl_fl.task.models.get_state>`).
+
+The device is the helper's ``device`` (``cpu``, ``cuda``, ``cuda:N`` or
+``auto``: CUDA when this node has it, as in Flower's quickstart), unless the
+node config sets its own (``--node-config "device='cuda'"``), which wins: the
+node's operator knows its machine (:func:`depl_fl.task.devices.node_device`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 
+from depl_fl.task.devices import node_device
 from depl_fl.task.subnets import UserNetwork
 from depl_fl.task.user_update import TrainFn, sample_count, user_local_update
 
@@ -46,7 +54,8 @@ class DepLClient:
     train : callable
         ``train(net, trainloader, epochs, device)``; may return the mean train loss.
     device : str
-        Torch device for training.
+        Torch device for training: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``
+        (a node config ``device`` wins over it).
     """
 
     def __init__(self, network: UserNetwork, train: TrainFn, device: str = "cpu") -> None:
@@ -69,7 +78,8 @@ class DepLClient:
         conf = msg.content["config"]
         sub_state = {name: arr.numpy() for name, arr in msg.content["arrays"].items()}
         result = user_local_update(self.network, sub_state, float(conf.get("compression", 0.0)),
-                                   self.train_fn, trainloader, int(conf.get("local-epochs", 1)), self.device)
+                                   self.train_fn, trainloader, int(conf.get("local-epochs", 1)),
+                                   node_device(self.device, context.node_config))
         arrays = ArrayRecord({k: Array(np.require(v, requirements="C"))
                               for k, v in result.kept_state.items()})
         values = {"num-examples": result.num_examples, "train-time-s": result.train_time_s}

@@ -4,7 +4,8 @@ Composes ``conf/config.yaml`` and runs the Flower simulation (the loss
 profile is measured by federated exploration rounds inside the job, see
 :mod:`strategies.federated_profiling`; with ``profile.source=inprocess`` the
 in-process pilots run before the simulation): ``flwr.simulation.run_simulation`` on Ray with
-``client_resources.num_cpus = simulation.client_num_cpus`` (default), or the
+``client_resources.num_cpus = simulation.client_num_cpus`` and ``num_gpus =
+simulation.client_num_gpus`` (default), or the
 same ServerApp strategy and ClientApp code on the small in-process Grid
 (``simulation=inprocess``). With ``simulation.ray_address`` the job joins a
 running Ray cluster (``ray.init(address=...)``) instead of starting its own.
@@ -52,10 +53,18 @@ def _quiet_flower() -> None:
 
 
 def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
-    """Run one job of a validated plain config; returns the results.json path."""
+    """Run one job of a validated plain config; returns the results.json path.
+
+    ``train.device`` is resolved first (``auto`` recorded as what it became) and,
+    with ``simulation.client_num_gpus``, checked against this machine
+    (:func:`depl_fl.runs.device_choice.resolve_job_devices`): before pilots or
+    any simulation start.
+    """
+    from depl_fl.runs.device_choice import resolve_job_devices
     from depl_fl.task.losses import check_loss, loss_spec
     from depl_fl.task.partitions import geometry
 
+    cfg = resolve_job_devices(cfg)
     check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
         from strategies.ray_cluster import find_cluster
@@ -94,14 +103,18 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
         server_app=make_server_app(cfg, out_dir=out_dir, outcome=outcome),
         client_app=make_client_app(cfg),
         num_supernodes=int(cfg["num_clients"]),
-        backend_config={"client_resources": {"num_cpus": float(sim["client_num_cpus"]), "num_gpus": 0.0},
-                        "init_args": init_args},
+        backend_config={"client_resources": client_resources(sim), "init_args": init_args},
     )
     if "error" in outcome:
         raise outcome["error"]
     if "results" not in outcome:
         raise RuntimeError("the Flower simulation ended without results (see the log above)")
     return Path(outcome["results"])
+
+
+def client_resources(sim: Mapping[str, Any]) -> dict[str, float]:
+    """Flower's ``client_resources`` of the ``simulation`` config: CPUs and GPU share of each client."""
+    return {"num_cpus": float(sim["client_num_cpus"]), "num_gpus": float(sim.get("client_num_gpus") or 0.0)}
 
 
 def ray_init_args(sim: Mapping[str, Any]) -> dict[str, Any]:

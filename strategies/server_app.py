@@ -92,8 +92,10 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
     ``evaluate_fn.validation_loss(arrays, compression)`` computes the
     validation loss alone (the same figure as ``loss``), for the exploration's
     group observations, which read nothing else. Every loss here is
-    ``model.loss`` (cross-entropy by default, :mod:`depl_fl.task.losses`).
+    ``model.loss`` (cross-entropy by default, :mod:`depl_fl.task.losses`),
+    computed on ``train.device``.
     """
+    from depl_fl.task.devices import resolve_device
     from depl_fl.task.local_update import loaded_variant
     from depl_fl.task.losses import load_loss, loss_spec
     from depl_fl.task.partitions import geometry, test_split, validation_split
@@ -102,6 +104,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
 
     prob, seed, target = float(cfg["target"]["prob"]), int(cfg["seed"]), float(cfg["target"]["loss"])
     loss_fn = load_loss(loss_spec(cfg))
+    device = resolve_device(cfg["train"].get("device", "cpu"))
     joint = (cfg.get("tracking") or {}).get("stop_looks", "one") == "joint"
     looks: list[Any] = []  # per-sample validation losses of the evaluations that measured a margin
 
@@ -119,7 +122,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression))
+        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression), device)
         return float(evaluate_model(model, *validation_split(cfg), loss_fn=loss_fn)[0])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
@@ -127,7 +130,7 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression))
+        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression), device)
         val, test = validation_split(cfg), test_split(cfg)
         loss, acc, losses = evaluate_with_losses(model, *val, loss_fn=loss_fn)
         test_size = len(test[1])
@@ -432,8 +435,9 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     ``resume=true`` the job continues from the checkpoint of ``out_dir``.
     Ctrl-C leaves ``results.json`` with ``summary.status: interrupted``.
     The exploration options that follow tracking are resolved first (a no-op on
-    a config from :func:`depl_fl.runs.runconfig.prepare`): the job runs and
-    records values, never ``auto``.
+    a config from :func:`depl_fl.runs.runconfig.prepare`), and ``train.device``
+    on this machine (:func:`depl_fl.runs.device_choice.resolve_job_devices`,
+    where the server evaluates): the job runs and records values, never ``auto``.
 
     Returns
     -------
@@ -441,12 +445,13 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
         The path of ``results.json``.
     """
     from depl_fl.runs.checkpoint import CHECKPOINT_FILE, flush_file, load_checkpoint, set_random_state
+    from depl_fl.runs.device_choice import resolve_job_devices
     from depl_fl.runs.exploration_choice import resolve_exploration
     from depl_fl.runs.results import build_results, write_results
     from depl_fl.task.local_update import initial_state
     from depl_fl.task.partitions import geometry
 
-    cfg = resolve_exploration(cfg)
+    cfg = resolve_job_devices(resolve_exploration(cfg), simulation=not deployment)
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
     resume = load_checkpoint(out_dir, cfg) if cfg.get("resume") else None

@@ -85,7 +85,13 @@ def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:
 
 def evaluate_fn(network: UserNetwork, test: TestFn, testloader: Any,
                 device: str = "cpu") -> Callable[[int, ArrayRecord, float], MetricRecord]:
-    """``evaluate_fn(server_round, arrays, compression)`` running the user's ``test`` on that variant."""
+    """``evaluate_fn(server_round, arrays, compression)`` running the user's ``test`` on that variant.
+
+    ``device``: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when the server has it).
+    """
+    from depl_fl.task.devices import resolve_device
+
+    device = resolve_device(device, field="evaluate_fn device")
 
     def evaluate(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
         loss, accuracy = user_evaluate(network, arrays_to_state(arrays), float(compression), test,

@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 
 from depl_fl.console import OneLineParser, log_to, parse_or_status
 from depl_fl.errors import DeplError, ScenarioError
+from depl_fl.runs.device_choice import resolve_job_devices
 from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
 
 LOG = logging.getLogger("depl_fl.profiling")
@@ -64,13 +65,16 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
     model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None) and k != "regime"}
     # plan_regime.explored_oscillation null (the constant oscillation), anchor last (the last measured
     # loss) and rate_at_full cheapest (the rate as before the option) hash like a section without them.
+    # train.device cpu (the default) hashes like a train section without the key: a profile measured
+    # before the option was measured on the CPU.
+    train = {k: v for k, v in cfg["train"].items() if not (k == "device" and v == "cpu")}
     regime = prof.get("plan_regime")
     if isinstance(regime, Mapping):
         regime = {k: v for k, v in regime.items() if not (k in REGIME_DEFAULTS and REGIME_DEFAULTS[k] == v)}
     relevant = {
         "version": PROFILE_VERSION,
         "dataset": cfg["dataset"], "model": model, "num_clients": cfg["num_clients"],
-        "partition": cfg["partition"], "train": cfg["train"],
+        "partition": cfg["partition"], "train": train,
         "profile": {**{k: prof.get(k) for k in ("seeds", "rounds", "switch_rounds", "switch_at",
                                                 "subset_fractions", "data_exponent_mean",
                                                 "data_exponent_std", "spread_horizon")},
@@ -119,19 +123,21 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
 
 
 class _Pilot:
-    """In-process FedAvg rounds with pruned variants (the ClientApp's code, no messaging)."""
+    """In-process FedAvg rounds with pruned variants (the ClientApp's code, no messaging), on train.device."""
 
     def __init__(self, cfg: Mapping[str, Any], seed: int) -> None:
         import numpy as np
         import torch
 
         from depl_fl.orchestration.label_coverage import LabelCoverage
+        from depl_fl.task.devices import resolve_device
         from depl_fl.task.losses import check_loss, loss_spec
         from depl_fl.task.partitions import client_partition, geometry, validation_split
 
         torch.set_num_threads(1)
         self.cfg = cfg
         self.seed = seed
+        self.device = resolve_device(cfg["train"].get("device", "cpu"))
         self.geometry = geometry(cfg)
         check_loss(loss_spec(cfg), self.geometry.num_classes)
         n = int(cfg["num_clients"])
@@ -156,7 +162,7 @@ class _Pilot:
         from depl_fl.task.losses import loss_spec
 
         return float(evaluate_variant(state, self.geometry, self.comp[model], *self.test,
-                                      loss=loss_spec(self.cfg))[0])
+                                      loss=loss_spec(self.cfg), device=self.device)[0])
 
     def subset(self, fraction: float) -> list[int]:
         """A seeded random subset of ``round(fraction * n)`` clients (at least one)."""
@@ -213,7 +219,8 @@ class _Pilot:
             res = local_update(sub_state, self.geometry, compression, x, y,
                                epochs=int(train["local_epochs"]), lr=float(train["lr"]),
                                batch_size=int(train["batch_size"]),
-                               seed=client_seed(self.seed, server_round, pid), loss=loss_spec(self.cfg))
+                               seed=client_seed(self.seed, server_round, pid), loss=loss_spec(self.cfg),
+                               device=self.device)
             replies.append((res.kept_state, res.num_examples))
         return aggregate_pruned(state, replies, structure)
 
@@ -460,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_to(sys.stderr, prefix="")
     # This command is the in-process pilots: the keys only federated profiling reads are refused.
     cfg = compose_config([*args.overrides, "profile.source=inprocess"])
+    # The pilots train on train.device: resolved here (auto keys the cache as what it became).
+    cfg = resolve_job_devices(cfg, simulation=False)
     doc, path = ensure_profile(cfg, force=args.force)
     if args.out:
         out = Path(args.out)

@@ -23,6 +23,7 @@ from depl_fl.contract.schema import (
 )
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.config_choices import AGGREGATION_RULES, FAULT_KINDS, fault_kind
+from depl_fl.task.devices import DEVICE_PATTERN
 
 _Fraction = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, lt=1)]
 #: Longest accepted wait (seconds): beyond it Python's own thread waits overflow.
@@ -45,6 +46,7 @@ class _Train(Schema):
     local_epochs: Count
     lr: Positive
     batch_size: Count
+    device: Annotated[str, Field(strict=True, pattern=DEVICE_PATTERN)] = "cpu"
 
 
 class _Explore(Schema):
@@ -146,6 +148,7 @@ _RayAddress = Annotated[str, Field(strict=True, pattern=r"^(auto|[^\s:]+:[0-9]{1
 class _Simulation(Schema):
     backend: Literal["ray", "inprocess"]
     client_num_cpus: Positive = 1.0
+    client_num_gpus: NonNegative = 0.0
     ray_num_cpus: Count | None = None
     ray_address: _RayAddress | None = None
 

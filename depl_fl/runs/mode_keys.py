@@ -44,8 +44,8 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   ``method=full`` (no expanded graph). ``depl-fl plan`` follows the same
   table for its options (:data:`PLAN_OPTIONS`): ``--guarantee`` with a
   method other than ``depl``, ``--eta`` with ``full`` or ``optimum``.
-* ``simulation.client_num_cpus``, ``ray_num_cpus``, ``ray_address``: Ray only, refused with
-  ``simulation.backend=inprocess``. Under ``flwr run .`` the federation
+* ``simulation.client_num_cpus``, ``client_num_gpus``, ``ray_num_cpus``, ``ray_address``: Ray
+  only, refused with ``simulation.backend=inprocess``. Under ``flwr run .`` the federation
   (``pyproject.toml``, ``$FLWR_HOME/config.toml``) decides how the apps run:
   every ``simulation.*`` key is refused there.
 * ``output.dir``: read only under ``flwr run .``; a Hydra job writes into its
@@ -234,7 +234,8 @@ RULES: tuple[ModeRule, ...] = (
     ModeRule("method", _switch("method", "depl"), {"planner.eta": _of(*PLAN_OPTIONS["--eta"])},
              "FedAvg plans no expanded graph"),
     ModeRule("simulation.backend", _backend_mode,
-             {"simulation.client_num_cpus": _of("ray"), "simulation.ray_num_cpus": _of("ray"),
+             {"simulation.client_num_cpus": _of("ray"), "simulation.client_num_gpus": _of("ray"),
+              "simulation.ray_num_cpus": _of("ray"),
               "simulation.ray_address": _of("ray")},
              "the in-process grid runs every client in this process"),
     ModeRule("dataset.name", _switch("dataset.name", "digits"),

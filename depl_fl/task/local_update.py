@@ -6,7 +6,10 @@ so the loss profile is measured with exactly the client training code.
 ``loss`` is the job's ``model.loss`` spec (``None``: cross-entropy,
 :mod:`depl_fl.task.losses`), used by every training and evaluation here.
 torch is imported on first use, so that :class:`TaskGeometry` is cheap to import
-(a ClientApp process answering a query never loads torch).
+(a ClientApp process answering a query never loads torch). ``device`` is a
+resolved torch device (:func:`depl_fl.task.devices.resolve_device`): the
+network trains or is evaluated there, and every state that comes back is numpy
+in host memory.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def local_update(
     batch_size: int,
     seed: int,
     loss: str | None = None,
+    device: str = "cpu",
 ) -> LocalResult:
     """Load the sub-network the server sent, fine-tune it locally, return its entries.
 
@@ -67,6 +71,8 @@ def local_update(
         Seed of the mini-batch order.
     loss : str, optional
         The user's per-sample loss ``PKG.MODULE:NAME``; cross-entropy when ``None``.
+    device : str
+        Resolved torch device of the training (``cpu``, ``cuda``, ``cuda:N``).
 
     Returns
     -------
@@ -87,19 +93,20 @@ def local_update(
     # The process's cached sub-network: set_state overwrites every entry, train_local clears the
     # gradients and get_state copies, so nothing of one update reaches the next (clients of a
     # process run one after another), and no copy of the network is made per message.
-    model = cached_skeleton(geometry, compression)
+    model = cached_skeleton(geometry, compression, device)
     set_state(model, sub_state)
     mean_loss, seconds = train_local(model, x, y, epochs, lr, batch_size, seed, loss_fn=load_loss(loss))
     return LocalResult(get_state(model), int(len(y)), float(mean_loss), float(seconds))
 
 
 def evaluate_state(state: Mapping[str, np.ndarray], geometry: TaskGeometry,
-                   x: np.ndarray, y: np.ndarray, loss: str | None = None) -> tuple[float, float]:
-    """Loss and accuracy of the full model with weights ``state`` on ``(x, y)``."""
+                   x: np.ndarray, y: np.ndarray, loss: str | None = None,
+                   device: str = "cpu") -> tuple[float, float]:
+    """Loss and accuracy of the full model with weights ``state`` on ``(x, y)``, computed on ``device``."""
     from depl_fl.task.losses import load_loss
     from depl_fl.task.training import evaluate_model
 
-    return evaluate_model(variant_model(state, geometry, 0.0), x, y, loss_fn=load_loss(loss))
+    return evaluate_model(variant_model(state, geometry, 0.0, device), x, y, loss_fn=load_loss(loss))
 
 
 def initial_state(geometry: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
@@ -111,7 +118,8 @@ def initial_state(geometry: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
 
 
 def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
-                     x: np.ndarray, y: np.ndarray, loss: str | None = None) -> tuple[float, float]:
+                     x: np.ndarray, y: np.ndarray, loss: str | None = None,
+                     device: str = "cpu") -> tuple[float, float]:
     """Loss and accuracy of the model variant ``compression`` pruned from ``state``.
 
     This is the loss DepL tracks: the loss of the model being trained (the
@@ -121,28 +129,31 @@ def evaluate_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, co
     from depl_fl.task.losses import load_loss
     from depl_fl.task.training import evaluate_model
 
-    return evaluate_model(variant_model(state, geometry, compression), x, y, loss_fn=load_loss(loss))
+    return evaluate_model(variant_model(state, geometry, compression, device), x, y,
+                          loss_fn=load_loss(loss))
 
 
-def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
-    """The network of variant ``compression`` with its weights pruned from ``state``."""
+def variant_model(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
+                  device: str = "cpu") -> Any:
+    """The network of variant ``compression`` with its weights pruned from ``state``, on ``device``."""
     from depl_fl.task.subnets import build_skeleton
 
-    return _load_variant(build_skeleton(geometry, compression), state, geometry, compression)
+    return _load_variant(build_skeleton(geometry, compression).to(device), state, geometry, compression)
 
 
-def loaded_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float) -> Any:
+def loaded_variant(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
+                   device: str = "cpu") -> Any:
     """:func:`variant_model`'s network and weights, loaded into the process's cached sub-network.
 
     No copy of the network is made: the result is valid until the next load
     into the same variant (another call, or a client's local update in this
     process), so it is for a use that ends before, such as a central
     evaluation. ``set_state`` overwrites every entry, so nothing of an
-    earlier load remains.
+    earlier load remains. ``device`` picks the cached copy on that device.
     """
     from depl_fl.task.subnets import cached_skeleton
 
-    return _load_variant(cached_skeleton(geometry, compression), state, geometry, compression)
+    return _load_variant(cached_skeleton(geometry, compression, device), state, geometry, compression)
 
 
 def _load_variant(model: Any, state: Mapping[str, np.ndarray], geometry: TaskGeometry,
@@ -160,7 +171,7 @@ def _load_variant(model: Any, state: Mapping[str, np.ndarray], geometry: TaskGeo
 
 
 def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compression: float,
-                x: np.ndarray, y: np.ndarray, loss: str | None = None) -> float:
+                x: np.ndarray, y: np.ndarray, loss: str | None = None, device: str = "cpu") -> float:
     """Standard deviation of the per-sample loss of variant ``compression`` on ``(x, y)``.
 
     ``loss_spread / sqrt(n)`` is the standard error of the mean loss on ``n``
@@ -169,5 +180,5 @@ def loss_spread(state: Mapping[str, np.ndarray], geometry: TaskGeometry, compres
     from depl_fl.task.losses import load_loss
     from depl_fl.task.training import per_sample_losses
 
-    model = variant_model(state, geometry, compression)
+    model = variant_model(state, geometry, compression, device)
     return float(np.std(per_sample_losses(model, x, y, loss_fn=load_loss(loss)), ddof=1))

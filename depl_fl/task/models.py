@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from depl_fl.errors import ScenarioError
 from depl_fl.task.archs import ARCHS, ArchSpec, LayerSpec, arch_spec, flatten_spatial
+from depl_fl.task.slicing import host_array
 
 __all__ = ["ARCHS", "ArchSpec", "LayerSpec", "SpecNet", "arch_spec", "build_model",
            "get_state", "set_state"]
@@ -115,12 +116,14 @@ def build_model(
 
 
 def get_state(model: nn.Module) -> dict[str, np.ndarray]:
-    """Return the model's state dict as float32 numpy arrays (copies)."""
+    """Return the model's state dict as numpy arrays in host memory (copies), whatever the model's device."""
     return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
 
 
 def set_state(model: nn.Module, state: Mapping[str, np.ndarray]) -> None:
-    """Load numpy arrays into ``model`` (names and shapes must match exactly).
+    """Load numpy arrays (or torch tensors on any device) into ``model``, which keeps its device.
+
+    Names and shapes must match exactly.
 
     Raises
     ------
@@ -134,7 +137,7 @@ def set_state(model: nn.Module, state: Mapping[str, np.ndarray]) -> None:
         raise ValueError(f"state names differ from the model: missing {missing}, unexpected {extra}")
     tensors = {}
     for name, ref in own.items():
-        arr = np.asarray(state[name])
+        arr = host_array(state[name])
         if tuple(arr.shape) != tuple(ref.shape):
             raise ValueError(f"{name}: shape {arr.shape} does not match the model's {tuple(ref.shape)}")
         tensors[name] = torch.as_tensor(arr, dtype=ref.dtype)

@@ -20,7 +20,9 @@ set of a compressed variant stays put round after round.
 
 Integer entries (BatchNorm's ``num_batches_tracked``) are never averaged as
 floats: :func:`aggregate` takes the lower median of the replies' values, an
-exact integer that one bad client cannot move.
+exact integer that one bad client cannot move. Every function takes torch
+tensors on any device as well as numpy arrays (:func:`host_array`) and returns
+numpy arrays.
 """
 
 from __future__ import annotations
@@ -28,12 +30,25 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from depl_fl.errors import DeplError, ScenarioError
 
 State = Mapping[str, np.ndarray]
+
+
+def host_array(value: Any, dtype: Any = None) -> np.ndarray:
+    """``value`` as a numpy array in host memory; a torch tensor on any device is copied to the CPU first.
+
+    Duck-typed (``detach`` and ``cpu``), so this module never imports torch: a
+    state whose tensors a user's code left on a GPU slices and scatters like
+    its numpy arrays, and what comes out is numpy on the CPU.
+    """
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=dtype)
 
 
 class PruneError(DeplError, ValueError):
@@ -199,7 +214,7 @@ class SubnetLayout:
         for axis in self.axes:
             if axis.reads != reads or len(self.shapes[axis.entry]) < min_ndim:
                 continue
-            arr = np.abs(np.asarray(state[axis.entry]))
+            arr = np.abs(host_array(state[axis.entry]))
             others = tuple(d for d in range(arr.ndim) if d != axis.dim)
             per_coord = arr.sum(axis=others, dtype=np.float64)
             owned = axis.owner >= 0
@@ -305,7 +320,7 @@ def extract(full_state: State, structure: SubnetIndex) -> dict[str, np.ndarray]:
     check_state(full_state, structure.full_shapes, "full state")
     out = {}
     for name, idx in structure.index.items():
-        arr = np.asarray(full_state[name])
+        arr = host_array(full_state[name])
         sub = _take(arr, idx)
         out[name] = np.array(sub, copy=True, order="C")
     return out
@@ -315,7 +330,7 @@ def check_sub_state(sub_state: State, structure: SubnetIndex) -> None:
     """Raise :class:`PruneError` unless names/shapes match the variant and values are finite."""
     check_state(sub_state, structure.sub_shapes(), "sub-network state")
     for name, arr in sub_state.items():
-        arr = np.asarray(arr)
+        arr = host_array(arr)
         if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
             raise PruneError(f"sub-network state: {name} contains non-finite values")
 
@@ -358,12 +373,12 @@ def aggregate(full_state: State, replies: Iterable[tuple[State, float]],
     weights /= weights.sum()
     result = {}
     for name, idx in structure.index.items():
-        full = np.asarray(full_state[name])
+        full = host_array(full_state[name])
         if np.issubdtype(full.dtype, np.floating):
-            merged = sum(w * np.asarray(state[name], dtype=np.float64)
+            merged = sum(w * host_array(state[name], dtype=np.float64)
                          for (state, _), w in zip(replies, weights, strict=True))
         else:
-            stacked = np.sort(np.stack([np.asarray(state[name]) for state, _ in replies]), axis=0)
+            stacked = np.sort(np.stack([host_array(state[name]) for state, _ in replies]), axis=0)
             merged = stacked[(len(replies) - 1) // 2]
         result[name] = _put(full, merged, idx)
     return result
@@ -382,7 +397,7 @@ def scatter(full_state: State, sub_state: State, structure: SubnetIndex) -> dict
     """Write one sub-network state back into a copy of the full state."""
     check_state(full_state, structure.full_shapes, "full state")
     check_sub_state(sub_state, structure)
-    return {name: _put(np.asarray(full_state[name]), np.asarray(sub_state[name]), idx)
+    return {name: _put(host_array(full_state[name]), host_array(sub_state[name]), idx)
             for name, idx in structure.index.items()}
 
 
@@ -401,7 +416,7 @@ def silence(full_state: State, layout: SubnetLayout, structure: SubnetIndex) -> 
     for g, kept in zip(layout.groups, structure.keep, strict=True):
         mask[g.offset:g.offset + g.width] = False
         mask[g.offset + np.asarray(kept, dtype=np.int64)] = True
-    out = {name: np.array(arr, copy=True) for name, arr in full_state.items()}
+    out = {name: np.array(host_array(arr), copy=True) for name, arr in full_state.items()}
     for axis in layout.axes:
         if not axis.reads or not np.issubdtype(out[axis.entry].dtype, np.floating):
             continue

@@ -562,9 +562,24 @@ def _skeleton(net: Network, compression: float) -> nn.Module:
     return _SKELETONS[(net, compression)]
 
 
-def cached_skeleton(net: Network, compression: float) -> nn.Module:
-    """The cached sub-network itself (weights arbitrary); callers must not keep what they load into it."""
-    return _skeleton(net, float(compression))
+#: Copies of the cached sub-networks on a device other than the CPU, per (network, compression, device).
+_ON_DEVICE: dict[tuple[Network, float, str], nn.Module] = {}
+
+
+def cached_skeleton(net: Network, compression: float, device: str = "cpu") -> nn.Module:
+    """The cached sub-network itself (weights arbitrary); callers must not keep what they load into it.
+
+    ``device`` (a resolved device, :func:`depl_fl.task.devices.resolve_device`)
+    other than ``cpu`` gives a copy cached on that device: the CPU skeleton
+    stays on the CPU for what reads it there (FLOP counting, the variants'
+    checks, :func:`build_skeleton`).
+    """
+    if device == "cpu":
+        return _skeleton(net, float(compression))
+    key = (net, float(compression), str(device))
+    if key not in _ON_DEVICE:
+        _ON_DEVICE[key] = copy.deepcopy(_skeleton(net, float(compression))).to(device)
+    return _ON_DEVICE[key]
 
 
 def build_skeleton(net: Network, compression: float) -> nn.Module:

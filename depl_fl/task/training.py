@@ -10,7 +10,10 @@ IID digits clients (one local epoch per round) bring the global test loss from
 about 2.4 to below 1 within three FedAvg rounds. Mini-batch order comes from a
 generator seeded with ``seed``, so a call is deterministic for a given seed,
 model state and thread count. Setting the number of torch threads is the
-caller's job. The loss is cross-entropy unless ``loss_fn`` gives a user's
+caller's job. Training and evaluation run on the model's device (``train.device``,
+:mod:`depl_fl.task.devices`): the data goes there, the figures come back as
+Python numbers and CPU arrays; the mini-batch order is drawn on the CPU, so it
+is the same on every device. The loss is cross-entropy unless ``loss_fn`` gives a user's
 per-sample loss (:mod:`depl_fl.task.losses`). A network whose BatchNorm cannot
 normalise a single sample never trains on a batch of one (:func:`batch_starts`).
 """
@@ -31,13 +34,22 @@ MOMENTUM = 0.9
 
 
 def _as_tensors(
-    x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor
+    x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, device: torch.device | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     xt = (x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x, dtype=np.float32))).float()
     yt = (y if torch.is_tensor(y) else torch.as_tensor(np.asarray(y))).long()
     if xt.shape[0] != yt.shape[0]:
         raise ScenarioError(f"x has {xt.shape[0]} samples but y has {yt.shape[0]}")
+    if device is not None:  # on the CPU a no-op: the very tensors above
+        xt, yt = xt.to(device), yt.to(device)
     return xt, yt
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """The device of the model's first parameter or buffer (the CPU for a model without any)."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 def batch_starts(n: int, batch_size: int, fold_single: bool) -> list[tuple[int, int]]:
@@ -120,7 +132,8 @@ def train_local(
     """
     if epochs < 1 or batch_size < 1 or not lr > 0:
         raise ScenarioError(f"need epochs >= 1, batch_size >= 1, lr > 0 (got {epochs}, {batch_size}, {lr})")
-    xt, yt = _as_tensors(x, y)
+    device = model_device(model)
+    xt, yt = _as_tensors(x, y, device)
     n = xt.shape[0]
     if n == 0:
         raise ScenarioError("cannot train on an empty partition")
@@ -133,7 +146,7 @@ def train_local(
     fold = n > batch_size and n % batch_size == 1 and one_sample_breaks_batch_norm(model, xt[:1])
     bounds = batch_starts(n, batch_size, fold)
     for _ in range(epochs):
-        order = torch.randperm(n, generator=gen)
+        order = torch.randperm(n, generator=gen).to(device)  # drawn on the CPU: one order on every device
         for i, stop in bounds:
             idx = order[i:stop]
             for p in params:
@@ -210,7 +223,7 @@ def evaluate_model(
 def _eval_batches(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
                   batch_size: int):
     """``(logits, labels)`` of every evaluation batch (evaluation mode; the caller disables grad)."""
-    xt, yt = _as_tensors(x, y)
+    xt, yt = _as_tensors(x, y, model_device(model))
     if xt.shape[0] == 0:
         raise ScenarioError("cannot evaluate on an empty set")
     model.eval()
@@ -253,7 +266,7 @@ def evaluate_with_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.n
             losses = _sample_losses(logits, target, loss_fn)
         loss_sum, correct, n = loss_sum + batch_loss, correct + batch_correct, n + len(target)
         out.append(losses)
-    return loss_sum / n, correct / n, torch.cat(out).numpy().astype(float)
+    return loss_sum / n, correct / n, torch.cat(out).cpu().numpy().astype(float)
 
 
 def _cross_entropy_sum_and_samples(logits: torch.Tensor, target: torch.Tensor) -> tuple[float, torch.Tensor]:
@@ -276,10 +289,10 @@ def per_sample_losses(model: nn.Module, x: np.ndarray | torch.Tensor, y: np.ndar
 
     The loss is cross-entropy unless ``loss_fn`` gives a user's per-sample loss.
     """
-    xt, yt = _as_tensors(x, y)
+    xt, yt = _as_tensors(x, y, model_device(model))
     if xt.shape[0] == 0:
         raise ScenarioError("cannot evaluate on an empty set")
     model.eval()
     out = [_sample_losses(model(xt[i:i + batch_size]), yt[i:i + batch_size], loss_fn)
            for i in range(0, xt.shape[0], batch_size)]
-    return torch.cat(out).numpy().astype(float)
+    return torch.cat(out).cpu().numpy().astype(float)
