@@ -233,3 +233,14 @@ def test_resume_point_counts_rounds_as_the_summary_does():
                                                   "the job had already finished: no round left to run")
     assert resume_point(2, 2) == "round 2 (2 exploration rounds)"  # killed during the exploration
     assert resume_point(5, 0) == "round 5 (5 training rounds)"  # a cached profile: no exploration round
+
+
+def test_device_keys_may_change_on_resumption(tmp_path):
+    """A job checkpointed on the CPU (or before the device keys existed) resumes on a GPU machine."""
+    cpu = {**CFG, "train": {"lr": 0.05, "device": "cpu"}, "simulation": {"client_num_gpus": 0}}
+    save_checkpoint(tmp_path, {**CFG, "train": {"lr": 0.05}, "simulation": {}}, {"rounds_done": 1})
+    assert load_checkpoint(tmp_path, cpu)["rounds_done"] == 1
+    gpu = {**cpu, "train": {"lr": 0.05, "device": "cuda"}, "simulation": {"client_num_gpus": 0.5}}
+    assert load_checkpoint(tmp_path, gpu)["rounds_done"] == 1
+    with pytest.raises(ScenarioError, match="config train.lr differs"):
+        load_checkpoint(tmp_path, {**gpu, "train": {"lr": 0.1, "device": "cuda"}})

@@ -29,7 +29,7 @@ import pickle
 import random
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -40,8 +40,10 @@ from depl_fl.identity_memo import LastObjectMemo
 
 CHECKPOINT_FILE = "checkpoint.pkl"
 CHECKPOINT_VERSION = 1
-#: Configuration keys that may differ between a run and its resumption.
-RESUME_FREE_KEYS = ("resume",)
+#: Configuration keys (dotted) that may differ between a run and its resumption. The device keys say
+#: where a job computes, not what: a job checkpointed on one machine resumes on another with or
+#: without a GPU, and a checkpoint written before the keys existed still resumes.
+RESUME_FREE_KEYS = ("resume", "train.device", "simulation.client_num_gpus")
 
 
 #: Seconds between the per-round writes that are flushed to the disk (see the module docstring).
@@ -102,8 +104,19 @@ def flush_file(path: str | Path) -> bool:
 
 
 def resumable_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """``cfg`` without the keys that may change on resumption."""
-    return {k: v for k, v in cfg.items() if k not in RESUME_FREE_KEYS}
+    """``cfg`` without the keys that may change on resumption (:data:`RESUME_FREE_KEYS`)."""
+    return _without(cfg, RESUME_FREE_KEYS)
+
+
+def _without(cfg: Mapping[str, Any], dotted: Sequence[str]) -> dict[str, Any]:
+    """``cfg`` as nested dicts with the ``dotted`` keys left out."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        if key in dotted:
+            continue
+        inner = [d[len(key) + 1:] for d in dotted if d.startswith(f"{key}.")]
+        out[key] = _without(value, inner) if inner and isinstance(value, Mapping) else value
+    return out
 
 
 def first_difference(a: Any, b: Any, prefix: str = "") -> str | None:
