@@ -400,13 +400,30 @@ def test_a_replan_from_a_better_start_after_an_infeasible_one_runs(loss):
     assert len(calls) == 5 and "replan_skipped" not in fifth
 
 
-def test_the_checkpoint_leaves_out_the_last_infeasible_replan():
-    from depl_fl.orchestration.checkpointing import controller_state
+def test_a_resumed_run_skips_the_same_replan_as_the_uninterrupted_one():
+    import pickle
+
+    from depl_fl.orchestration.checkpointing import INFEASIBLE_KEY, controller_state, restore_controller
 
     scenario, targets, plan = _plan_regime_setting()
     ctl = RunController(scenario, targets, plan, planner=_counting([]), tracking=True,
                         replan_policy=ReplanPolicy())
     _run_rounds(ctl, STALLING)
     assert ctl._infeasible is not None and ctl._infeasible[0] == 4
-    state = controller_state(ctl)
-    assert "_infeasible" not in state and "records" in state
+    state = pickle.loads(pickle.dumps(controller_state(ctl)))  # as a checkpoint holds it
+    assert "_infeasible" not in state and state[INFEASIBLE_KEY][0] == 4
+    fifth = _run_rounds(ctl, [(2.33, 2.35)])[-1]
+    assert "replan_skipped" in fifth
+
+    calls: list = []
+    resumed = RunController(pickle.loads(pickle.dumps(scenario)), targets, plan, planner=_counting(calls),
+                            tracking=True, replan_policy=ReplanPolicy())
+    restore_controller(resumed, state)
+    again = _run_rounds(resumed, [(2.33, 2.35)])[-1]
+    assert again["replan_skipped"] == fifth["replan_skipped"] and calls == []
+
+    older = {k: v for k, v in state.items() if k != INFEASIBLE_KEY}  # a checkpoint without the key
+    rebuilt = RunController(scenario, targets, plan, planner=_counting(calls), tracking=True,
+                            replan_policy=ReplanPolicy())
+    restore_controller(rebuilt, older)
+    assert "replan_skipped" not in _run_rounds(rebuilt, [(2.33, 2.35)])[-1] and len(calls) == 1

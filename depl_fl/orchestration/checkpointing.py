@@ -17,23 +17,29 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 #: Controller attributes that are rebuilt, not restored (notes are logged once the round is saved,
-#: the re-planning scenario is a cache, and the last infeasible re-plan's start is read only with
-#: that same scenario object, which a restored run does not have: it re-plans once more instead).
+#: the re-planning scenario is a cache, and the last infeasible re-plan holds that cache's scenario
+#: object: it is saved apart, :data:`INFEASIBLE_KEY`, and bound to the restored run's scenario).
 _NOT_SAVED = ("planner", "notes", "_replanning", "_infeasible")
+#: The controller's last infeasible re-plan (round and start), while a skip may rest on it.
+INFEASIBLE_KEY = "infeasible_replan"
 #: Strategy attributes carried across a restart (the robust aggregation's norm reference).
 STRATEGY_STATE = ("_threshold", "_norm_history")
 
 
 def controller_state(controller: Any) -> dict[str, Any]:
-    """The controller's attributes minus the planner callable."""
-    return {k: v for k, v in vars(controller).items() if k not in _NOT_SAVED}
+    """The controller's attributes minus the planner callable and caches, plus its last infeasible re-plan."""
+    state = {k: v for k, v in vars(controller).items() if k not in _NOT_SAVED}
+    state[INFEASIBLE_KEY] = controller.infeasible_state()
+    return state
 
 
 def restore_controller(controller: Any, state: Mapping[str, Any]) -> None:
-    """Overwrite a freshly built controller's state with a saved one."""
+    """Overwrite a freshly built controller's state with a saved one (a checkpoint without the
+    infeasible re-plan, written before it was kept, re-plans once more where the run had skipped)."""
     for key, value in state.items():
-        if key not in _NOT_SAVED:
+        if key not in _NOT_SAVED and key != INFEASIBLE_KEY:
             setattr(controller, key, value)
+    controller.restore_infeasible(state.get(INFEASIBLE_KEY))
 
 
 def strategy_payload(strategy: Any, global_state: Mapping[str, Any], loss: float, *,

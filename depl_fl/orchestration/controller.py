@@ -595,6 +595,24 @@ class RunController:
                           "dependable plan from a better start: not re-planned (at risk)")
         return True
 
+    def infeasible_state(self) -> tuple[int, Any] | None:
+        """The last infeasible re-plan (its round and start) while a skip may still rest on it.
+
+        Checkpointed: a resumed run skips the same re-plans as the uninterrupted
+        one. ``None`` when the planner's scenario is no longer the one that
+        re-plan used (a refitted loss model is a new scenario every round).
+        """
+        if self._infeasible is None:
+            return None
+        if self.estimator is not None and self.estimator.num_observations > 0:
+            return None
+        round_no, scenario, start = self._infeasible
+        return (round_no, start) if self._replanning_scenario() is scenario else None
+
+    def restore_infeasible(self, saved: tuple[int, Any] | None) -> None:
+        """Put back :meth:`infeasible_state` after a restore, on the scenario the restored run plans with."""
+        self._infeasible = None if saved is None else (saved[0], self._replanning_scenario(), saved[1])
+
     def _replan(self, rec: dict[str, Any], reason: str, remaining: list[RoundDecision]) -> None:
         from depl_fl.tracking.online import ReplanRecord
 
