@@ -629,7 +629,7 @@ def _open_bands(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndar
     :data:`NDTR_ZERO`, ``ndtr`` gives the same 1 or 0 on either side, so the
     split may be found by solving for ``p`` instead of computing every gap.
     The few trajectories without both spreads (a walk at loss 0 has none)
-    are split by :func:`_unspread_bands`.
+    are split by :func:`_split_unspread`.
     """
     if points is None or fmap.judged_error <= 0.0:
         return None
@@ -640,40 +640,39 @@ def _open_bands(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndar
         return None
     spread = (osc > 0.0) & (judged > 0.0)
     every = bool(spread.all())
-    sg, so, sj = (gap, osc, judged) if every else (gap[spread], osc[spread], judged[spread])
     # Rounding moves a solved split by a few ulps of these magnitudes: far below a judged spread.
-    if not np.all(np.abs(sg) + so * float(np.abs(points).max()) < SPLIT_SCALE * sj):
+    fits = np.abs(gap) + osc * float(np.abs(points).max()) < SPLIT_SCALE * judged
+    if not (fits.all() if every else (fits | ~spread).all()):
         return None
-    with np.errstate(over="ignore"):
-        first = np.searchsorted(points, (sg - NDTR_ONE * sj) / so, side="right")
-        stop = np.maximum(np.searchsorted(points, (sg - NDTR_ZERO * sj) / so, side="left"), first)
-    if every:
-        return _Bands(gap, osc, judged, first, stop)
-    return _unspread_bands(gap, osc, judged, points, spread, first, stop)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # the unspread are set apart
+        first = np.searchsorted(points, (gap - NDTR_ONE * judged) / osc, side="right")
+        stop = np.maximum(np.searchsorted(points, (gap - NDTR_ZERO * judged) / osc, side="left"), first)
+    if not every and not _split_unspread(gap, osc, judged, points, spread, first, stop):
+        return None
+    return _Bands(gap, osc, judged, first, stop)
 
 
-def _unspread_bands(gap: np.ndarray, osc: np.ndarray, judged: np.ndarray, points: np.ndarray,
-                    spread: np.ndarray, first: np.ndarray, stop: np.ndarray) -> _Bands | None:
-    """:func:`_open_bands` where some trajectories lack a spread (``first``, ``stop``: those of the
-    ``spread`` ones).
+def _split_unspread(gap: np.ndarray, osc: np.ndarray, judged: np.ndarray, points: np.ndarray,
+                    spread: np.ndarray, first: np.ndarray, stop: np.ndarray) -> bool:
+    """Set ``first`` and ``stop`` of the trajectories without both spreads (:func:`_open_bands`), in
+    place; False where a step's ones do not come first.
 
     Without a judged spread a term is the step ``gap - osc * p_j >= 0``
     (:func:`_standard_scores`), computed here as :func:`_judged_scores` does;
-    it falls with ``p_j`` (``osc >= 0``), so its ones come first (checked: None
-    otherwise) and no term is open. Without an oscillation but with a judged
-    spread every term is left open (computed as before).
+    it falls with ``p_j`` (``osc >= 0``), so its ones come first (checked)
+    and no term is open. Without an oscillation but with a judged spread
+    every term is left open (computed as before).
     """
-    size = points.size
-    all_first = np.zeros(gap.size, dtype=first.dtype)
-    all_stop = np.full(gap.size, size, dtype=stop.dtype)
-    all_first[spread], all_stop[spread] = first, stop
-    for i in np.nonzero(~spread & (judged == 0.0))[0]:
-        ones = (gap[i] - osc[i] * points) >= 0.0
-        count = int(np.count_nonzero(ones))
-        if not ones[:count].all():
-            return None
-        all_first[i] = all_stop[i] = count
-    return _Bands(gap, osc, judged, all_first, all_stop)
+    rows = np.nonzero(~spread)[0]
+    first[rows], stop[rows] = 0, points.size
+    steps = rows[judged[rows] == 0.0]
+    if steps.size:
+        ones = (gap[steps, None] - osc[steps, None] * points[None, :]) >= 0.0
+        count = np.count_nonzero(ones, axis=1)
+        if not np.array_equal(ones, np.arange(points.size)[None, :] < count[:, None]):
+            return False
+        first[steps] = stop[steps] = count
+    return True
 
 
 def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
