@@ -225,10 +225,18 @@ class LossPropagator:
                         var: np.ndarray, kappa: float, uncovered: np.ndarray | float = 0.0,
                         ratio: np.ndarray | float = 1.0) -> np.ndarray:
         """``mean + kappa * std`` of the judged final loss (see :meth:`judged_array`)."""
+        jm, jsd = self.judged_mean_std(models, which, mean, var, uncovered, ratio)
+        return jm + kappa * jsd
+
+    def judged_mean_std(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
+                        var: np.ndarray, uncovered: np.ndarray | float = 0.0,
+                        ratio: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """The judged final loss's mean and standard deviation, whose ``mean + kappa * std`` is
+        :meth:`judged_quantile` (neither depends on ``kappa``: a caller trying many may keep them)."""
         if not self.has_final_map():  # version 1: the walk's own quantile
-            return mean + kappa * np.sqrt(var)
+            return mean, np.sqrt(var)
         jm, jv = self.judged_array(models, which, mean, var, uncovered, ratio)
-        return jm + kappa * np.sqrt(jv)
+        return jm, np.sqrt(jv)
 
     def start_quantile(self, mean: np.ndarray | float, var: np.ndarray | float,
                        kappa: float) -> np.ndarray | float:
