@@ -28,6 +28,7 @@ import json
 import math
 import os
 import pickle
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,9 +121,12 @@ def summarize(replays: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
         cpu = [min(r["calls"][i]["cpu_s"] for r in replays) for i, c in enumerate(replays[0]["calls"])
                if c["call"] == kind]
         out[kind] = {"calls": len(cpu), "cpu_ms": 1000 * sum(cpu),
+                     "each_ms": [1000 * c for c in cpu],
                      "initial_ms": 1000 * cpu[0] if kind == "make_plan" and cpu else 0.0,
                      "ms_per_round": 1000 * (sum(cpu) - (cpu[0] if kind == "make_plan" and cpu else 0.0))
                      / rounds}
+    replans = out["make_plan"]["each_ms"][1:]
+    out["make_plan"]["replan_median_ms"] = statistics.median(replans) if replans else 0.0
     out["same_answers"] = all(c["same_answer"] for r in replays for c in r["calls"])
     out["load_average"] = [r["load_average"] for r in replays]
     return out
@@ -143,12 +147,15 @@ def write_outputs(doc: dict[str, Any], out: Path) -> Path:
              "each call counted. Per training round: the re-plans (the initial plan apart) and the checks "
              "of the remaining plan, divided by the job's training rounds.", "",
              "| code | initial plan, CPU ms | re-plans: calls, CPU ms per training round "
+             "| each re-plan, CPU ms (median) "
              "| plan checks: calls, CPU ms per training round | every answer as in the job | load |",
-             "|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|"]
     for name, s in doc["codes"].items():
         mp, ph = s["make_plan"], s["plan_holds"]
         load = "-".join(f"{x:.1f}" for x in (min(s["load_average"]), max(s["load_average"])))
+        each = " / ".join(f"{v:.1f}" for v in mp["each_ms"][1:])
         lines.append(f"| {name} | {mp['initial_ms']:.0f} | {mp['calls'] - 1}, {mp['ms_per_round']:.1f} "
+                     f"| {each} ({mp['replan_median_ms']:.1f}) "
                      f"| {ph['calls']}, {ph['ms_per_round']:.1f} | {'yes' if s['same_answers'] else 'NO'} "
                      f"| {load} |")
     lines += ["", f"In the job itself (one plain run, this checkout): planning "

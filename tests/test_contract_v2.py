@@ -396,3 +396,33 @@ def test_set_shift_moments_match_the_monte_carlo_and_round_trip() -> None:
     assert scenario_from_dict(_doc(version=1, set_shift={"mean": 1.0, "std": 0.0})).loss.set_shift is None
     with pytest.raises(Exception, match="set_shift"):
         scenario_from_dict(_doc(set_shift={"mean": 1.0, "std": -0.1}))
+
+
+def test_open_bands_split_trajectories_at_loss_zero_as_their_steps() -> None:
+    from scipy.special import ndtr
+
+    import depl_fl.contract.semantics as semantics
+
+    # No unseen classes: a walk at loss 0 has no judged spread, and no oscillation where eval_std is 0.
+    for eval_std in ([0.0, 0.02], [0.01, 0.02]):
+        doc = _doc(eval_dof=3.4, judged_error=1e-4)
+        doc["loss"]["run"]["full"]["eval_std"] = eval_std
+        scenario = scenario_from_dict(doc)
+        last = _rounds(("c0", "c1"), 4)[-1]
+        walk = simulate_final_losses(scenario, _rounds(("c0", "c1"), 4), 4_000, 3, judged=False)[None, :]
+        walk[0, ::500] = 0.0
+        fmap = semantics.final_map(scenario, last)
+        points = semantics._quadrature_points(fmap)
+        assert np.count_nonzero(fmap.judged_std(walk[0]) == 0.0) == 8
+        for target in (0.0, 1.5, 1.7, 1.8, 2.2):
+            z = semantics._judged_scores(fmap, walk[0], target, points)
+            bands = semantics._open_bands(fmap, walk[0], target, points)
+            assert bands is not None
+            j = np.arange(points.size)[:, None]
+            ones, zeros = j < bands.first[None, :], j >= bands.stop[None, :]
+            assert np.all(ndtr(z[ones]) == 1.0) and np.all(ndtr(z[zeros]) == 0.0)
+            assert np.all(np.isfinite(z[~(ones | zeros)]))
+            assert np.array_equal(bands.scores(0, walk.size, points), z.T[(~(ones | zeros)).T])
+            prob = float(judged_probabilities(scenario, last, walk, target)[0])
+            for need in (prob, np.nextafter(prob, 2.0), np.nextafter(prob, -1.0), 0.5):
+                assert judged_reaches(scenario, last, walk, target, need)[0] == (prob >= need)

@@ -295,3 +295,18 @@ def test_candidate_sets_are_kept_per_scenario_object():
     assert candidate_sets(scen, model) == first
     smaller = dataclasses.replace(scen, clients=scen.clients[:30])
     assert {c for s in candidate_sets(smaller, model) for c in s.ids} <= {c.id for c in scen.clients[:30]}
+
+
+def test_hinge_sums_add_the_levels_in_order_bit_for_bit() -> None:
+    from depl_fl.planner.quantile import _hinge_sums
+
+    rng = np.random.default_rng(4)
+    for n, levels, rows in ((1, 1, 1), (37, 13, 1), (37, 13, 37), (5, 40, 5)):
+        e1, e2 = rng.normal(size=(n, levels)) * 1e3, rng.normal(size=(n, levels))
+        w1, w2 = rng.normal(size=(rows, levels, 4)), rng.normal(size=(rows, levels, 4)) * 1e-3
+        const = rng.normal(size=(4,) if rows == 1 else (n, 4))
+        one_by_one = np.array(np.broadcast_to(const, (n, 4)))
+        for j in range(levels):
+            one_by_one += e1[:, j, None] * w1[:, j]
+            one_by_one += e2[:, j, None] * w2[:, j]
+        assert np.array_equal(_hinge_sums(const, e1, e2, w1, w2), one_by_one)

@@ -193,3 +193,25 @@ def test_a_large_set_shift_keeps_the_plan_on_the_set_the_model_trained_on() -> N
     start = PlanStart(scen.loss.initial, 0.0, None, previous_clients=tuple(subset))
     replan = make_plan(shifted, targets, seed=4, start=start)
     assert replan.feasible and all(set(r.clients) in (set(subset), everyone) for r in replan.rounds)
+
+
+def test_a_graph_solves_each_kappa_as_a_fresh_graph_would() -> None:
+    from depl_fl.planner.context import PlanContext
+    from depl_fl.planner.model_selection import EdgeSpec, LayeredGraph
+
+    scen, targets = skewed(2)
+    ctx = PlanContext.build(scen, targets, None, 0.05)
+    assert ctx.prop.has_final_map()
+    edges = {m.id: EdgeSpec(10.0 * (1.0 - m.compression) + 1.0, 1.0) for m in scen.models}
+    everyone = tuple(c.id for c in scen.clients)
+    r, unseen = ctx.prop.set_terms(everyone)
+    _, gap = ctx.prop.set_terms(_uncovered_set(scen))
+
+    def fresh() -> LayeredGraph:
+        return LayeredGraph(ctx.prop, r, edges, ctx.start_mean, 0.0, None, 1e9, 25, ctx.bin_width)
+
+    kept = fresh()  # asked again and again, as a kappa search does
+    asks = [(k, u) for k in (1.28, 0.5, 2.0, 1.28, 3.0, 0.9) for u in (unseen, gap)]
+    found = [kept.solve(k, targets.target_loss, u) for k, u in asks]
+    assert [f is not None for f in found].count(True) >= 6
+    assert found == [fresh().solve(k, targets.target_loss, u) for k, u in asks]

@@ -185,13 +185,15 @@ def test_the_replay_sums_each_calls_least_time_per_training_round_and_says_wheth
     assert summary["make_plan"]["initial_ms"] == pytest.approx(200.0)
     assert summary["make_plan"]["ms_per_round"] == pytest.approx((50.0 + 30.0) / 2)
     assert summary["plan_holds"]["ms_per_round"] == pytest.approx(5.0) and summary["same_answers"] is True
+    assert summary["make_plan"]["each_ms"] == pytest.approx([200.0, 50.0, 30.0])
+    assert summary["make_plan"]["replan_median_ms"] == pytest.approx(40.0)
     assert replan_replay.summarize([turn([0.3, 0.01, 0.05, 0.04], same=False)], 2)["same_answers"] is False
     job = {"rounds": 2, "replans": 2, "replans_infeasible": 1, "replans_deferred": 0, "replans_skipped": 1,
            "load_average": 3.0, "planning_ms_per_round": 41.0, "plan_check_ms_per_round": 2.5}
     doc = {"clients": 10, "repeats": 2, "job": job, "command": "python benchmarks/replan_replay.py",
            "codes": {"this checkout": summary, "before": summary}}
     text = replan_replay.write_outputs(doc, tmp_path).read_text()
-    assert "| this checkout | 200 | 2, 40.0 | 1, 5.0 | yes | 2.0-2.0 |" in text
+    assert "| this checkout | 200 | 2, 40.0 | 50.0 / 30.0 (40.0) | 1, 5.0 | yes | 2.0-2.0 |" in text
     assert "1 skipped after an infeasible one" in text and "planning 41.0 ms" in text
 
 

@@ -375,3 +375,16 @@ def test_walk_moments_are_the_profiles_interpolation_bit_for_bit() -> None:
         for x in (rng.normal(1.4, 0.6, 4000), rng.normal(1.0, 0.4, (3, 2000)), np.array([levels[4]] * 80)):
             mu, sigma = walk_moments(profile, x)
             assert np.array_equal(mu, profile.mean_at(x)) and np.array_equal(sigma, profile.walk_std_at(x))
+
+
+def test_segments_are_the_searchsorted_segments_in_bytes_and_past_255_levels() -> None:
+    from depl_fl.contract.semantics import _segments, _span
+
+    rng = np.random.default_rng(8)
+    for n_levels in (2, 13, 256, 300):
+        levels = np.sort(rng.choice(np.linspace(0.0, 3.0, 3001), n_levels, replace=False))
+        x = np.clip(rng.uniform(-0.5, 3.5, 6000), levels[0], levels[-1])
+        x[::11] = rng.choice(levels, x[::11].size)  # exactly on nodes
+        seg = _segments(x, levels, _span(x, levels))
+        assert seg.dtype == np.intp
+        assert np.array_equal(seg, np.searchsorted(levels, x, side="right") - 1)

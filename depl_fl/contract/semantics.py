@@ -628,21 +628,51 @@ def _open_bands(fmap: FinalMap, walk: np.ndarray, target: float, points: np.ndar
     then 0. Where a term's gap lies within rounding of :data:`NDTR_ONE` or
     :data:`NDTR_ZERO`, ``ndtr`` gives the same 1 or 0 on either side, so the
     split may be found by solving for ``p`` instead of computing every gap.
+    The few trajectories without both spreads (a walk at loss 0 has none)
+    are split by :func:`_split_unspread`.
     """
     if points is None or fmap.judged_error <= 0.0:
         return None
     gap = target - fmap.mean_part(walk)
     osc = fmap.oscillation_std(walk)
     judged = fmap.judged_std(walk)
-    if osc is None or judged is None or not (np.all(osc > 0.0) and np.all(judged > 0.0)):
+    if osc is None or judged is None or not (np.all(osc >= 0.0) and np.all(judged >= 0.0)):  # NaN too
         return None
+    spread = (osc > 0.0) & (judged > 0.0)
+    every = bool(spread.all())
     # Rounding moves a solved split by a few ulps of these magnitudes: far below a judged spread.
-    if not np.all(np.abs(gap) + osc * float(np.abs(points).max()) < SPLIT_SCALE * judged):
+    fits = np.abs(gap) + osc * float(np.abs(points).max()) < SPLIT_SCALE * judged
+    if not (fits.all() if every else (fits | ~spread).all()):
         return None
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # the unspread are set apart
         first = np.searchsorted(points, (gap - NDTR_ONE * judged) / osc, side="right")
-        stop = np.searchsorted(points, (gap - NDTR_ZERO * judged) / osc, side="left")
-    return _Bands(gap, osc, judged, first, np.maximum(stop, first))
+        stop = np.maximum(np.searchsorted(points, (gap - NDTR_ZERO * judged) / osc, side="left"), first)
+    if not every and not _split_unspread(gap, osc, judged, points, spread, first, stop):
+        return None
+    return _Bands(gap, osc, judged, first, stop)
+
+
+def _split_unspread(gap: np.ndarray, osc: np.ndarray, judged: np.ndarray, points: np.ndarray,
+                    spread: np.ndarray, first: np.ndarray, stop: np.ndarray) -> bool:
+    """Set ``first`` and ``stop`` of the trajectories without both spreads (:func:`_open_bands`), in
+    place; False where a step's ones do not come first.
+
+    Without a judged spread a term is the step ``gap - osc * p_j >= 0``
+    (:func:`_standard_scores`), computed here as :func:`_judged_scores` does;
+    it falls with ``p_j`` (``osc >= 0``), so its ones come first (checked)
+    and no term is open. Without an oscillation but with a judged spread
+    every term is left open (computed as before).
+    """
+    rows = np.nonzero(~spread)[0]
+    first[rows], stop[rows] = 0, points.size
+    steps = rows[judged[rows] == 0.0]
+    if steps.size:
+        ones = (gap[steps, None] - osc[steps, None] * points[None, :]) >= 0.0
+        count = np.count_nonzero(ones, axis=1)
+        if not np.array_equal(ones, np.arange(points.size)[None, :] < count[:, None]):
+            return False
+        first[steps] = stop[steps] = count
+    return True
 
 
 def _quadrature_points(fmap: FinalMap) -> np.ndarray | None:
@@ -765,10 +795,18 @@ def _segments(xc: np.ndarray, lv: np.ndarray, span: tuple[int, int]) -> np.ndarr
     """The segment of every clamped ``xc`` within ``span`` (:func:`_span`), compared only with the
     levels between its smallest and largest value."""
     first, last = span
-    seg = np.full(xc.shape, first, dtype=np.intp)
+    if last > np.iinfo(np.uint8).max:
+        seg = np.full(xc.shape, first, dtype=np.intp)
+        for k in range(first + 1, last + 1):
+            seg += xc >= lv[k]
+        return seg
+    # Counted in bytes into one reused mask: a quarter of the memory traffic of intp counts.
+    count = np.full(xc.shape, first, dtype=np.uint8)
+    above = np.empty(xc.shape, dtype=bool)
     for k in range(first + 1, last + 1):
-        seg += xc >= lv[k]
-    return seg
+        np.greater_equal(xc, lv[k], out=above)
+        np.add(count, above.view(np.uint8), out=count)
+    return count.astype(np.intp)  # take() is faster with intp indices
 
 
 class _InterpTable:

@@ -136,6 +136,7 @@ class LayeredGraph:
         self._last = _Layer(np.array([start_mean]), np.array([start_var]), np.array([start_idx]),
                             np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1, dtype=np.int64), 0.0)
         self._done = not self.reachable
+        self._judged_moments: dict[tuple[int, float], tuple[np.ndarray, np.ndarray]] = {}
 
     def _grow(self) -> bool:
         """Append the next layer; False when there is none (round limit, deadline)."""
@@ -174,6 +175,16 @@ class LayeredGraph:
         self._last = layer
         return True
 
+    def _judged(self, index: int, unseen: float) -> tuple[np.ndarray, np.ndarray]:
+        """Judged mean and std of layer ``index``'s vertices (kept: every kappa asks again)."""
+        key = (index, unseen)
+        found = self._judged_moments.get(key)
+        if found is None:
+            layer = self.layers[index]
+            found = self.prop.judged_mean_std(self.models, layer.model, layer.mean, layer.var, unseen, self.r)
+            self._judged_moments[key] = found
+        return found
+
     def solve(self, kappa: float, target: float, unseen: float = 0.0) -> GraphResult | None:
         """Lightest goal (``mean + kappa * std <= target``); None when none is reachable.
 
@@ -191,8 +202,8 @@ class LayeredGraph:
             k += 1
             if best is not None and layer.min_weight >= best[0]:
                 break
-            goal = self.prop.judged_quantile(self.models, layer.model, layer.mean, layer.var, kappa,
-                                             unseen, self.r) <= target
+            judged_mean, judged_std = self._judged(k - 1, unseen)
+            goal = judged_mean + kappa * judged_std <= target
             if goal.any():
                 g = np.nonzero(goal)[0]
                 i = int(g[np.argmin(layer.weight[g])])

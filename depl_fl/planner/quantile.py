@@ -225,10 +225,18 @@ class LossPropagator:
                         var: np.ndarray, kappa: float, uncovered: np.ndarray | float = 0.0,
                         ratio: np.ndarray | float = 1.0) -> np.ndarray:
         """``mean + kappa * std`` of the judged final loss (see :meth:`judged_array`)."""
+        jm, jsd = self.judged_mean_std(models, which, mean, var, uncovered, ratio)
+        return jm + kappa * jsd
+
+    def judged_mean_std(self, models: Sequence[str], which: np.ndarray | int, mean: np.ndarray,
+                        var: np.ndarray, uncovered: np.ndarray | float = 0.0,
+                        ratio: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """The judged final loss's mean and standard deviation, whose ``mean + kappa * std`` is
+        :meth:`judged_quantile` (neither depends on ``kappa``: a caller trying many may keep them)."""
         if not self.has_final_map():  # version 1: the walk's own quantile
-            return mean + kappa * np.sqrt(var)
+            return mean, np.sqrt(var)
         jm, jv = self.judged_array(models, which, mean, var, uncovered, ratio)
-        return jm + kappa * np.sqrt(jv)
+        return jm, np.sqrt(jv)
 
     def start_quantile(self, mean: np.ndarray | float, var: np.ndarray | float,
                        kappa: float) -> np.ndarray | float:
@@ -314,10 +322,7 @@ class LossPropagator:
         e2 = d * e1 + var_c * cdf                         # E[(L - l_j)_+^2] (0 in padding)
         w1 = w1_t[0][None] if single else w1_t[rows]      # (1 or n, K, 4)
         w2 = w2_t[0][None] if single else w2_t[rows]
-        e = np.array(np.broadcast_to(const_t[0] if single else const_t[rows], (mean.size, 4)))
-        for j in range(lv_t.shape[1]):
-            e += e1[:, j, None] * w1[:, j]
-            e += e2[:, j, None] * w2[:, j]
+        e = _hinge_sums(const_t[0] if single else const_t[rows], e1, e2, w1, w2)
         e_mu, e_lmu, e_mu2, e_sd2 = e.T
         e_lmu = e_lmu + (lmu_t[0] if single else lmu_t[rows]) * mean
         ra, rb = r ** self.a, r ** (-2.0 * self.b)
@@ -398,6 +403,22 @@ class _HingeProfile:
         return cls(tuple(float(v) for v in lv), const, mu0,
                    tuple(tuple(float(v) for v in row) for row in w1),
                    tuple(tuple(float(v) for v in row) for row in w2))
+
+
+def _hinge_sums(const: np.ndarray, e1: np.ndarray, e2: np.ndarray, w1: np.ndarray,
+                w2: np.ndarray) -> np.ndarray:
+    """``const + e1_0 w1_0 + e2_0 w2_0 + e1_1 w1_1 + ...`` per element, shape ``(n, 4)``.
+
+    Summed left to right, level by level, by one ``np.add.accumulate`` (a
+    sequential sum, unlike ``sum``'s pairwise one): the same roundings as
+    adding the terms one by one in that order, without a numpy call per level.
+    """
+    n, levels = e1.shape
+    terms = np.empty((n, 1 + 2 * levels, 4))
+    terms[:, 0] = const
+    np.multiply(e1[:, :, None], w1, out=terms[:, 1::2])
+    np.multiply(e2[:, :, None], w2, out=terms[:, 2::2])
+    return np.add.accumulate(terms, axis=1)[:, -1]
 
 
 def _hinge_square(hp: _HingeProfile, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
