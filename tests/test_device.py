@@ -149,6 +149,7 @@ def test_gpu_share_and_ray_rules(monkeypatch):
 
     assert resolve_job_devices(with_("cuda", 0.25))["train"]["device"] == "cuda"
     assert resolve_job_devices(with_("auto", 1))["train"]["device"] == "cuda"
+    assert resolve_job_devices(with_("auto", 0.0))["train"]["device"] == "cpu"  # no client could see it
     assert resolve_job_devices(with_("cpu", 0.5))["train"]["device"] == "cpu"
     refusals = {
         ("cuda", 0.0): "train.device=cuda: under simulation=ray a client sees a GPU only with a GPU share",

@@ -2,7 +2,8 @@
 
 ``train.device`` (``cpu`` by default, ``cuda``, ``cuda:N`` or ``auto``) is where
 the clients train and the server evaluates; a job records it resolved
-(``auto`` becomes ``cuda`` or ``cpu``). ``simulation.client_num_gpus`` is the
+(``auto`` becomes ``cuda`` or ``cpu``; ``cpu`` under Ray without a GPU share, where no
+client could see a GPU). ``simulation.client_num_gpus`` is the
 GPU share of every simulated client under Ray (Flower's ``client_resources``
 ``num_gpus``, beside ``num_cpus``). Both are refused in one line before any
 round where this machine cannot honour them (:func:`resolve_job_devices`).
@@ -36,8 +37,12 @@ def resolve_job_devices(cfg: Mapping[str, Any], simulation: bool = True) -> dict
         (Ray gives each client its own GPU, seen there as ``cuda``).
     """
     train = cfg.get("train") or {}
-    device = resolve_device(train.get("device", "cpu"))
+    spec = train.get("device", "cpu")
     sim = cfg.get("simulation") or {}
+    ray_without_share = (simulation and sim.get("backend") == "ray"
+                         and float(sim.get("client_num_gpus") or 0.0) <= 0)
+    # auto means "a GPU where the clients can use one": under Ray without a GPU share they cannot.
+    device = "cpu" if str(spec).strip() == "auto" and ray_without_share else resolve_device(spec)
     if sim and simulation:
         check_gpu_share(sim, device)
     return {**cfg, "train": {**train, "device": device}}
