@@ -37,6 +37,10 @@ changed at a time (the plan itself is not made again):
 ``oscillation at reference steps``
     the oscillation without the plan regime's growth with the local SGD steps
     (``(steps / reference_steps)**gamma`` removed): what the constant predicts on the bank's steps.
+``oscillation within the steps range``
+    the oscillation the plan regime uses with the local steps held inside ``--steps-range``
+    (default: the configured ``profile.plan_regime.steps_min`` / ``steps_max``, the bank's range):
+    the job's own plan where its steps lie inside, else its growth with the steps stopped at the range's end.
 ``no coverage``
     every set at its plain data ratio ``r`` instead of ``c_S r`` (rate and oscillation).
 ``trend start``
@@ -50,7 +54,8 @@ worse than predicted; sd: spread over the predicted one) and the cell's pi-quant
 predictions put against the runs' own (actual / predicted; 1 when calibrated). A term whose
 removal moves that ratio onto 1 and the share onto ``1 - pi`` carries the margin.
 
-    python benchmarks/calibration_decomposition.py SWEEP_DIR [SWEEP_DIR ...] [--out PREFIX]
+    python benchmarks/calibration_decomposition.py SWEEP_DIR [SWEEP_DIR ...] [--out PREFIX] \
+        [--steps-range MIN,MAX]
 
 Writes ``PREFIX.md`` and ``PREFIX.json`` (stdout without ``--out``). No job's decision is involved:
 the script reads results.json and profile cache files only.
@@ -60,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import math
 import sys
@@ -78,6 +84,7 @@ SAMPLES = 4000
 BANK_MEDIAN_OSCILLATION = 0.041
 TERMS = ("model", "no judged error", "normal oscillation", "own oscillation", "oscillation with own excess",
          "curve error beside own oscillation", "oscillation at reference steps",
+         "oscillation within the steps range",
          "oscillation without the set's size", "no oscillation", "no coverage", "trend start")
 
 
@@ -106,9 +113,11 @@ def scaled_oscillation(loss: dict[str, Any], factor: float) -> dict[str, Any]:
     return out
 
 
-def job_oscillation(doc: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, float] | None:
-    """The job's local steps, the oscillation coefficient its plan used there and the one its
-    exploration measures (also at the reference steps)."""
+def job_oscillation(doc: dict[str, Any], cached: dict[str, Any] | None,
+                    steps_range: tuple[float | None, float | None] = (None, None)) -> dict[str, float] | None:
+    """The job's local steps, the oscillation coefficient its plan used there, the one its plan
+    uses with the steps held inside ``steps_range`` and the one its exploration measures (also at
+    the reference steps)."""
     from depl_fl.orchestration.profile_fit import local_steps, plan_oscillation
     from depl_fl.tracking.learning_curve import PlanRegime
     from depl_fl.tracking.oscillation import difference_oscillation
@@ -123,8 +132,11 @@ def job_oscillation(doc: dict[str, Any], cached: dict[str, Any] | None) -> dict[
     estimate = difference_oscillation([(t[0], t[1]) for t in trajectories.values()], regime.noise_exponent)
     if estimate is None:
         return None
-    used = plan_oscillation({m: (t[0], t[1]) for m, t in trajectories.items()}, regime, steps)
-    return {"steps": steps, "constant": used, "measured": estimate.coefficient,
+    merged = {m: (t[0], t[1]) for m, t in trajectories.items()}
+    used = plan_oscillation(merged, regime, steps)
+    bounded = dataclasses.replace(regime, steps_min=steps_range[0], steps_max=steps_range[1])
+    return {"steps": steps, "constant": used, "in_range": plan_oscillation(merged, bounded, steps),
+            "measured": estimate.coefficient,
             "measured_at_reference": estimate.coefficient / regime.steps_factor(steps),
             "steps_factor": regime.steps_factor(steps)}
 
@@ -164,6 +176,8 @@ def variant_losses(doc: dict[str, Any], cached: dict[str, Any] | None,
         combined = math.sqrt(max(osc["constant"] ** 2 - reference ** 2 + osc["measured"] ** 2, 0.0))
         out["oscillation with own excess"] = (scaled_oscillation(loss, combined / osc["constant"]), None)
         out["oscillation at reference steps"] = (scaled_oscillation(loss, 1.0 / osc["steps_factor"]), None)
+        within = osc["in_range"] / osc["constant"]
+        out["oscillation within the steps range"] = (scaled_oscillation(loss, within), None)
         curve = osc["constant"] / osc["steps_factor"]
         beside = math.sqrt(max(curve ** 2 - bank_median ** 2, 0.0) + osc["measured"] ** 2)
         out["curve error beside own oscillation"] = (scaled_oscillation(loss, beside / osc["constant"]), None)
@@ -218,7 +232,8 @@ def _cache(sweep: Path, doc: dict[str, Any]) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path is not None else None
 
 
-def job_row(sweep: Path, doc: dict[str, Any], bank_median: float) -> dict[str, Any]:
+def job_row(sweep: Path, doc: dict[str, Any], bank_median: float,
+            steps_range: tuple[float | None, float | None] = (None, None)) -> dict[str, Any]:
     """One job: its outcome, how it ended, and per term its PIT and predicted pi-quantile."""
     s = doc["summary"]
     pi, target = float(s["target_prob"]), float(s["target_loss"])
@@ -230,7 +245,7 @@ def job_row(sweep: Path, doc: dict[str, Any], bank_median: float) -> dict[str, A
     if not row["rounds"] or row["actual"] is None:
         return row
     cached = _cache(sweep, doc)
-    osc = job_oscillation(doc, cached)
+    osc = job_oscillation(doc, cached, steps_range)
     row["oscillation"] = osc
     row["terms"] = {}
     seed = int(s.get("seed", 0))
@@ -358,11 +373,29 @@ def pooled_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _steps_range(text: str | None) -> tuple[float | None, float | None] | None:
+    """``(MIN, MAX)`` of ``--steps-range`` (None: the configured range); None when it is no range."""
+    if text is None:
+        from depl_fl.orchestration.profile_fit import plan_regime_of
+        from depl_fl.runs.runconfig import compose_config
+
+        regime = plan_regime_of(compose_config([]))
+        return regime.steps_min, regime.steps_max
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        return None
+    return (low, high) if 0.0 < low <= high < math.inf else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweeps", type=Path, nargs="+", metavar="SWEEP_DIR")
     parser.add_argument("--out", type=Path, default=None, help="write PREFIX.md and PREFIX.json")
     parser.add_argument("--bank-median", type=float, default=BANK_MEDIAN_OSCILLATION)
+    parser.add_argument("--steps-range", default=None, metavar="MIN,MAX",
+                        help="the local steps range of the term 'oscillation within the steps range' "
+                             "(default: the configured profile.plan_regime.steps_min,steps_max)")
     args = parser.parse_args(argv)
     for sweep in args.sweeps:
         if not sweep.is_dir():
@@ -371,10 +404,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bank_median >= 0.0:
         print(f"error: --bank-median must be a number >= 0, got {args.bank_median}", file=sys.stderr)
         return 2
+    steps_range = _steps_range(args.steps_range)
+    if steps_range is None:
+        print(f"error: --steps-range must be MIN,MAX with 0 < MIN <= MAX, got {args.steps_range!r}",
+              file=sys.stderr)
+        return 2
     cells, every = [], []
     for sweep in args.sweeps:
         jobs = static_jobs(sweep)
-        rows = [job_row(sweep, doc, args.bank_median) for doc in jobs]
+        rows = [job_row(sweep, doc, args.bank_median, steps_range) for doc in jobs]
         every += rows
         for pi in sorted({r["pi"] for r in rows}):
             cells.append(cell_lines(sweep.name, pi, [r for r in rows if r["pi"] == pi]))

@@ -7,6 +7,11 @@
 #   c6a07:  6 clients, Dirichlet alpha 0.7, L* 0.40
 #   c9a03:  9 clients, alpha 0.3, L* 0.40
 #   c14a06: 14 clients, alpha 0.6, L* 0.35
+# and the steps range's evaluation settings (benchmarks/results/calibration/steps_range/settings.md),
+# named explicitly, with SEEDS="range(1400,1420)":
+#   s5a08:  5 clients, alpha 0.8, L* 0.45
+#   s6a04:  6 clients, alpha 0.4, L* 0.42
+#   s10a06: 10 clients, alpha 0.6, L* 0.40
 #
 #   bash benchmarks/calibration_sweep.sh [OUT] [SETTING ...]
 # Options (environment): SEEDS (default "range(500,520)"), PROBS (default 0.9,0.95,0.8: run in that order),
@@ -24,6 +29,9 @@ declare -A SETTING=(
   [c6a07]="num_clients=6 partition.alpha=0.7 target.loss=0.4"
   [c9a03]="num_clients=9 partition.alpha=0.3 target.loss=0.4"
   [c14a06]="num_clients=14 partition.alpha=0.6 target.loss=0.35"
+  [s5a08]="num_clients=5 partition.alpha=0.8 target.loss=0.45"
+  [s6a04]="num_clients=6 partition.alpha=0.4 target.loss=0.42"
+  [s10a06]="num_clients=10 partition.alpha=0.6 target.loss=0.40"
 )
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(c6a07 c9a03 c14a06)

@@ -92,6 +92,9 @@ def test_a_key_override_sets_the_key(overrides):
     ("planner.guarantee=hope", "planner.guarantee"), ("target.deadline_s=1e300", "target.deadline_s"),
     ("planner.mc_trajectories=0", "planner.mc_trajectories"),
     ("seed=-1", "config seed"), ("train.batch_size=0", "train.batch_size"),
+    ("profile.plan_regime.steps_min=6",
+     r"profile.plan_regime.steps_min: must be at most steps_max \(5.614\)"),
+    ("profile.plan_regime.steps_max=0", "profile.plan_regime.steps_max: must be > 0"),
 ])
 def test_bad_values_are_one_line_errors(override, message):
     with pytest.raises(ScenarioError, match=message) as info:

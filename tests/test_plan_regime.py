@@ -8,6 +8,7 @@ them, and the learning-curve profile of :mod:`depl_fl.tracking.learning_curve`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -195,6 +196,40 @@ def test_plan_regime_constants_are_checked() -> None:
     with pytest.raises(ScenarioError, match="missing floor"):
         PlanRegime.from_config({k: v for k, v in raw.items() if k != "floor"})
     assert REGIME.oscillation_at(2 * 3.125) == pytest.approx(0.16 * 2 ** 0.6)
+
+
+
+def test_the_steps_factor_is_the_power_law_inside_the_fitted_range_and_constant_beyond() -> None:
+    bounded = dataclasses.replace(REGIME, steps_min=3.2, steps_max=5.6)
+    for steps in (3.2, 3.125 * 1.3, 4.5, 5.6):
+        assert bounded.steps_factor(steps) == REGIME.steps_factor(steps)
+    assert bounded.steps_factor(7.5) == REGIME.steps_factor(5.6) < REGIME.steps_factor(7.5)
+    assert bounded.steps_factor(45.0) == REGIME.steps_factor(5.6)
+    assert bounded.steps_factor(1.0) == REGIME.steps_factor(3.2) > REGIME.steps_factor(1.0)
+    assert bounded.oscillation_at(9.0) == pytest.approx(0.16 * (5.6 / 3.125) ** 0.6)
+    only_top = dataclasses.replace(REGIME, steps_max=5.6)
+    assert only_top.steps_factor(1.0) == REGIME.steps_factor(1.0)
+    assert only_top.steps_factor(9.0) == REGIME.steps_factor(5.6)
+
+
+def test_the_steps_range_is_read_from_the_config_and_absent_means_unbounded() -> None:
+    raw = {"power": 1.08, "floor": 0.145, "rate_exponent": 0.31, "noise_exponent": 0.55, "oscillation": 0.16,
+           "steps_exponent": 0.6, "reference_steps": 3.125, "judged_error_factor": 0.75,
+           "oscillation_dof": 3.4}
+    assert PlanRegime.from_config(raw).steps_max is None
+    read = PlanRegime.from_config({**raw, "steps_min": 3.2, "steps_max": 5.6})
+    assert (read.steps_min, read.steps_max) == (3.2, 5.6)
+
+
+@pytest.mark.parametrize(("low", "high", "message"), [
+    (6.0, 5.0, r"steps_min: must be at most steps_max, got 6.0 > 5.0"),
+    (0.0, 5.0, r"steps_min: must be null or a number > 0, got 0.0"),
+    (3.0, math.inf, r"steps_max: must be null or a number > 0, got inf"),
+])
+def test_a_bad_steps_range_is_a_one_line_error(low: float, high: float, message: str) -> None:
+    with pytest.raises(ScenarioError, match=message) as err:
+        dataclasses.replace(REGIME, steps_min=low, steps_max=high)
+    assert "\n" not in str(err.value)
 
 
 # -- tracking in the plan regime: the trend filter and stopping --------------------------------------

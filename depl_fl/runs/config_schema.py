@@ -79,6 +79,9 @@ class _PlanRegime(Schema):
     oscillation: NonNegative
     steps_exponent: NonNegative
     reference_steps: Positive
+    # the local steps the constants were fitted on (absent: a configuration recorded before, no bound)
+    steps_min: Positive | None = None
+    steps_max: Positive | None = None
     judged_error_factor: NonNegative
     oscillation_dof: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=2)] | None = None
     rate_window: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1)] = 1.0
@@ -86,6 +89,13 @@ class _PlanRegime(Schema):
     anchor: Literal["last", "trend"] = "last"
     # absent: a configuration recorded before the option, whose jobs converted the cheapest clusters' only
     rate_at_full: Literal["always", "cheapest"] = "cheapest"
+
+    @model_validator(mode="after")
+    def _steps_range(self) -> _PlanRegime:
+        low, high = self.steps_min, self.steps_max
+        if low is not None and high is not None and low > high:
+            raise invalid(f"must be at most steps_max ({high}), got {low}", "steps_min")
+        return self
 
 
 class _Profile(Schema):

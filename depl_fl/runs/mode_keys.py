@@ -87,8 +87,8 @@ FLWR_RUN = "flwr run ."
 _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "profile.switch_at",
                "profile.subset_fractions", "profile.spread_horizon")
 _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
-                     "reference_steps", "judged_error_factor", "oscillation_dof", "rate_window",
-                     "explored_oscillation", "anchor")
+                     "reference_steps", "steps_min", "steps_max", "judged_error_factor", "oscillation_dof",
+                     "rate_window", "explored_oscillation", "anchor")
 _MISSING = object()
 
 #: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.

@@ -23,7 +23,10 @@ with ``r_eff**a`` and its oscillation with ``r_eff**-b``. The loss oscillates
 around that trend from round to round without accumulating (period-2
 oscillation of FedAvg on skewed clients, larger with more local SGD steps):
 ``eval_std = o sqrt(L) (steps / reference_steps)**gamma`` with ``std =
-sqrt(2) eval_std`` (the walk adds no spread of its own). The judged test loss
+sqrt(2) eval_std`` (the walk adds no spread of its own); ``steps`` is held
+inside the range of local steps the constants were fitted on
+(``steps_min``, ``steps_max``): the power law is not carried beyond the
+bank's settings. The judged test loss
 differs from the validation loss the walk tracks by the sampling error of
 two finite splits: ``judged_error = jf * c`` with ``c`` the measured
 ``sem**2 / L`` (contract field ``loss.judged_error``).
@@ -117,6 +120,12 @@ class PlanRegime:
         clusters', a ``max_clients`` exploration's rate then counts as measured
         at ``r = 1`` (:func:`depl_fl.orchestration.profile_fit.reads_rate_at_full`).
         Not given: :data:`RATE_AT_FULL_BEFORE`, as before the option.
+    steps_min, steps_max : float or None
+        The range of local steps (of a client of average size) the constants
+        were fitted on: the steps factor holds the steps inside it, constant
+        beyond (the growth with the steps is measured only there). None: no
+        bound on that side (a section recorded before the option: the power
+        law at any steps, as then).
     """
 
     power: float
@@ -131,6 +140,8 @@ class PlanRegime:
     explored_oscillation: float | None = None
     anchor: str = "last"
     rate_at_full: str = RATE_AT_FULL_BEFORE
+    steps_min: float | None = None
+    steps_max: float | None = None
 
     def __post_init__(self) -> None:
         if not (self.power > 1.0 and math.isfinite(self.power)):
@@ -151,6 +162,7 @@ class PlanRegime:
         if ref is not None and not (ref >= 0.0 and math.isfinite(ref)):
             raise ScenarioError("profile.plan_regime.explored_oscillation: must be null or a number >= 0, "
                                 f"got {ref!r}")
+        _check_steps_range(self.steps_min, self.steps_max)
         if self.anchor not in ANCHORS:
             raise ScenarioError(f"profile.plan_regime.anchor: must be one of {', '.join(ANCHORS)}, "
                                 f"got {self.anchor!r}")
@@ -161,7 +173,8 @@ class PlanRegime:
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> PlanRegime:
         """The constants of a ``profile.plan_regime`` config section (extra keys ignored; without
-        ``rate_at_full``, a section recorded before it: :data:`RATE_AT_FULL_BEFORE`)."""
+        ``rate_at_full``, a section recorded before it: :data:`RATE_AT_FULL_BEFORE`; without
+        ``steps_min`` / ``steps_max``: no bound on the steps)."""
         names = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
                  "reference_steps", "judged_error_factor")
         missing = [n for n in names if raw.get(n) is None]
@@ -169,7 +182,7 @@ class PlanRegime:
             raise ScenarioError(f"profile.plan_regime: missing {', '.join(missing)}")
         try:
             values: dict[str, float | None] = {n: float(raw[n]) for n in names}
-            for name in ("oscillation_dof", "explored_oscillation"):
+            for name in ("oscillation_dof", "explored_oscillation", "steps_min", "steps_max"):
                 values[name] = None if raw.get(name) is None else float(raw[name])
         except (TypeError, ValueError):
             raise ScenarioError("profile.plan_regime: every constant must be a number") from None
@@ -180,10 +193,29 @@ class PlanRegime:
         """``o (steps / reference_steps)**gamma``: the oscillation coefficient for ``local_steps``."""
         return self.oscillation * self.steps_factor(local_steps)
 
+    def fitted_steps(self, local_steps: float) -> float:
+        """``local_steps`` held inside ``[steps_min, steps_max]`` (an unbounded side left as it is)."""
+        steps = float(local_steps)
+        if self.steps_max is not None:
+            steps = min(steps, self.steps_max)
+        if self.steps_min is not None:
+            steps = max(steps, self.steps_min)
+        return steps
+
     def steps_factor(self, local_steps: float) -> float:
         """``(steps / reference_steps)**gamma``: how the oscillation at ``local_steps`` compares with the
-        reference steps'."""
-        return (max(local_steps, 1e-9) / self.reference_steps) ** self.steps_exponent
+        reference steps', with ``steps`` held inside the fitted range (:meth:`fitted_steps`)."""
+        return (max(self.fitted_steps(local_steps), 1e-9) / self.reference_steps) ** self.steps_exponent
+
+
+def _check_steps_range(low: float | None, high: float | None) -> None:
+    """Refuse a steps range that is not ``0 < steps_min <= steps_max`` (either side may be None)."""
+    for name, bound in (("steps_min", low), ("steps_max", high)):
+        if bound is not None and not (bound > 0.0 and math.isfinite(bound)):
+            raise ScenarioError(f"profile.plan_regime.{name}: must be null or a number > 0, got {bound!r}")
+    if low is not None and high is not None and low > high:
+        raise ScenarioError("profile.plan_regime.steps_min: must be at most steps_max, "
+                            f"got {low!r} > {high!r}")
 
 
 def effective_floor(floor: float, last_loss: float) -> float:

@@ -69,7 +69,7 @@ def test_each_term_changes_the_prediction_the_way_it_says() -> None:
 
 def test_the_jobs_own_oscillation_replaces_the_constant_in_proportion() -> None:
     doc = _doc()
-    osc = {"steps": 3.0, "constant": 0.2, "measured": 0.05, "measured_at_reference": 0.05,
+    osc = {"steps": 3.0, "constant": 0.2, "in_range": 0.2, "measured": 0.05, "measured_at_reference": 0.05,
            "steps_factor": 1.0}
     terms = dec.variant_losses(doc, cached=None, osc=osc, bank_median=0.041)
     own = terms["own oscillation"][0]["run"]["full"]["eval_std"]
@@ -84,6 +84,18 @@ def test_the_jobs_own_oscillation_replaces_the_constant_in_proportion() -> None:
     beside = grown["curve error beside own oscillation"][0]["run"]["full"]["eval_std"]
     factor = np.sqrt((0.2 / 1.6) ** 2 - 0.041**2 + 0.05**2) / 0.2
     assert beside == pytest.approx([factor * v for v in constant])
+    held = dec.variant_losses(doc, cached=None, osc={**osc, "in_range": 0.15}, bank_median=0.041)
+    within = held["oscillation within the steps range"][0]["run"]["full"]["eval_std"]
+    assert within == pytest.approx([0.75 * v for v in constant])
+    inside = terms["oscillation within the steps range"][0]["run"]["full"]["eval_std"]
+    assert inside == pytest.approx(constant)
+
+
+def test_the_steps_range_option_reads_the_configured_range_and_refuses_a_bad_one() -> None:
+    assert dec._steps_range(None) == (3.207, 5.614)
+    assert dec._steps_range("3,6") == (3.0, 6.0)
+    assert dec._steps_range("6,3") is None
+    assert dec._steps_range("3") is None
 
 
 def test_a_cell_splits_jobs_met_in_exploration_from_planned_ones(tmp_path: Path) -> None:
