@@ -92,13 +92,19 @@ def test_a_key_override_sets_the_key(overrides):
     ("planner.guarantee=hope", "planner.guarantee"), ("target.deadline_s=1e300", "target.deadline_s"),
     ("planner.mc_trajectories=0", "planner.mc_trajectories"),
     ("seed=-1", "config seed"), ("train.batch_size=0", "train.batch_size"),
-    ("profile.plan_regime.steps_min=6",
-     r"profile.plan_regime.steps_min: must be at most steps_max \(5.614\)"),
+    ("profile.plan_regime.steps_min=0", "profile.plan_regime.steps_min: must be > 0"),
     ("profile.plan_regime.steps_max=0", "profile.plan_regime.steps_max: must be > 0"),
 ])
 def test_bad_values_are_one_line_errors(override, message):
     with pytest.raises(ScenarioError, match=message) as info:
         compose_config([override])
+    assert "\n" not in str(info.value)
+
+
+def test_a_steps_range_upside_down_is_a_one_line_error():
+    with pytest.raises(ScenarioError, match=r"profile.plan_regime.steps_min: must be at most steps_max "
+                                            r"\(5.614\)") as info:
+        compose_config(["profile.plan_regime.steps_min=6", "profile.plan_regime.steps_max=5.614"])
     assert "\n" not in str(info.value)
 
 

@@ -64,12 +64,11 @@ def test_committed_scale_figures_run_with_the_digits_cnns_constants(overrides, e
     assert values["rate_at_full"] == "cheapest"
 
 
-def test_each_network_with_a_bank_holds_the_steps_inside_its_banks_range_and_the_others_do_not():
-    assert (regime([])["steps_min"], regime([])["steps_max"]) == (3.207, 5.614)
-    resnet = regime(["model=digits_resnet"])
-    assert (resnet["steps_min"], resnet["steps_max"]) == (3.742, 5.614)
-    for overrides in (["dataset=synthetic", "model=synthetic_mlp"], scale_bench.JOB, scale_ray_job.JOB,
-                      guarantee_scale_overrides()):
+def test_the_steps_range_is_opt_in_and_read_from_the_models_regime():
+    held = regime(["model.regime.steps_min=3.207", "model.regime.steps_max=5.614"])
+    assert (held["steps_min"], held["steps_max"]) == (3.207, 5.614)
+    for overrides in ([], ["model=digits_resnet"], ["dataset=synthetic", "model=synthetic_mlp"],
+                      scale_bench.JOB, scale_ray_job.JOB, guarantee_scale_overrides()):
         values = regime(list(overrides))
         assert (values["steps_min"], values["steps_max"]) == (None, None)
 
