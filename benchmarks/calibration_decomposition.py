@@ -373,14 +373,16 @@ def pooled_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _steps_range(text: str | None) -> tuple[float | None, float | None] | None:
-    """``(MIN, MAX)`` of ``--steps-range`` (None: the configured range); None when it is no range."""
-    if text is None:
-        from depl_fl.orchestration.profile_fit import plan_regime_of
-        from depl_fl.runs.runconfig import compose_config
+#: The local steps the digits CNN's trajectory bank ran (outward-rounded; ``benchmarks/plan_regime/steps_range.py``):
+#: the opt-in ``model.regime.steps_min`` / ``steps_max`` of ``conf/model/digits_cnn.yaml``.
+BANK_STEPS_RANGE = (3.207, 5.614)
 
-        regime = plan_regime_of(compose_config([]))
-        return regime.steps_min, regime.steps_max
+
+def _steps_range(text: str | None) -> tuple[float | None, float | None] | None:
+    """``(MIN, MAX)`` of ``--steps-range`` (None: the digits CNN bank's, :data:`BANK_STEPS_RANGE`); None
+    when it is no range."""
+    if text is None:
+        return BANK_STEPS_RANGE
     try:
         low, high = (float(v) for v in text.split(","))
     except ValueError:
@@ -395,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bank-median", type=float, default=BANK_MEDIAN_OSCILLATION)
     parser.add_argument("--steps-range", default=None, metavar="MIN,MAX",
                         help="the local steps range of the term 'oscillation within the steps range' "
-                             "(default: the configured profile.plan_regime.steps_min,steps_max)")
+                             "(default: the digits CNN bank's, 3.207,5.614)")
     args = parser.parse_args(argv)
     for sweep in args.sweeps:
         if not sweep.is_dir():

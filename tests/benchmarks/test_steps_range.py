@@ -35,7 +35,10 @@ def test_the_bank_range_is_printed_against_the_configured_one(tmp_path: Path, ca
     assert steps_range.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "| d1 | 1 | 3.0000-3.0000 |" in out and "| d2 | 1 | 5.0000-5.0000 |" in out
-    assert "federation steps 3.0000-5.0000; configured steps_min 3.207, steps_max 5.614" in out
+    assert "federation steps 3.0000-5.0000; configured steps_min None, steps_max None" in out  # opt-in
+    held = "model.regime.steps_min=3.207 model.regime.steps_max=5.614"
+    assert steps_range.main([str(tmp_path), "--overrides", held]) == 0
+    assert "configured steps_min 3.207, steps_max 5.614" in capsys.readouterr().out
 
 
 def test_a_folder_without_bank_jobs_exits_2(tmp_path: Path, capsys) -> None:
