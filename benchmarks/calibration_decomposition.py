@@ -373,8 +373,8 @@ def pooled_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-#: The local steps the digits CNN's trajectory bank ran (outward-rounded; ``benchmarks/plan_regime/steps_range.py``):
-#: the opt-in ``model.regime.steps_min`` / ``steps_max`` of ``conf/model/digits_cnn.yaml``.
+#: The local steps the digits CNN's trajectory bank ran (outward-rounded;
+#: ``benchmarks/plan_regime/steps_range.py``): the opt-in ``model.regime.steps_min`` / ``steps_max``.
 BANK_STEPS_RANGE = (3.207, 5.614)
 
 
