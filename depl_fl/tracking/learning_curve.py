@@ -23,10 +23,10 @@ with ``r_eff**a`` and its oscillation with ``r_eff**-b``. The loss oscillates
 around that trend from round to round without accumulating (period-2
 oscillation of FedAvg on skewed clients, larger with more local SGD steps):
 ``eval_std = o sqrt(L) (steps / reference_steps)**gamma`` with ``std =
-sqrt(2) eval_std`` (the walk adds no spread of its own); ``steps`` is held
-inside the range of local steps the constants were fitted on
-(``steps_min``, ``steps_max``): the power law is not carried beyond the
-bank's settings. The judged test loss
+sqrt(2) eval_std`` (the walk adds no spread of its own); ``steps`` may be
+held inside the range of local steps the constants were fitted on
+(``steps_min``, ``steps_max``; opt-in, unbounded by default), so that the
+power law is not carried beyond the bank's settings. The judged test loss
 differs from the validation loss the walk tracks by the sampling error of
 two finite splits: ``judged_error = jf * c`` with ``c`` the measured
 ``sem**2 / L`` (contract field ``loss.judged_error``).
