@@ -170,7 +170,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     device = node_device(train.get("device", "cpu"), context.node_config)
     server_round = int(conf.get("server-round", 0))
     setting = level_setting(context.node_config, int(conf.get("level", 0)), deployment=cache_dir is not None)
-    meter = meter_for(context.node_config.get("energy-meter"))
+    meter = meter_for(context.node_config.get("energy-meter"), device)
     with applied(setting) as level_metrics:
         before = meter.read_uj() if meter is not None else None
         result = local_update(

@@ -37,8 +37,10 @@ rc=$?
 echo "job exit $rc after $(( $(date +%s) - start )) s; its last lines:"
 if [ "$rc" -eq 0 ]; then tail -n 2 "$WORK/job.log"; else status=1; tail -n 20 "$WORK/job.log"; fi
 if [ -f "$WORK/job/results.json" ]; then
-  "$PY" -c "import json, sys; d = json.load(open(sys.argv[1])); print('results.json: device',
-d['config']['train']['device'], 'rounds', [r['phase'] for r in d['rounds']])" "$WORK/job/results.json"
+  "$PY" -c "import json, sys; d = json.load(open(sys.argv[1])); r = d['rounds']; print('results.json: device',
+d['config']['train']['device'], 'rounds', [x['phase'] for x in r], 'energy sources',
+sorted({str(x.get('energy_source')) for x in r}), 'measured J', [x.get('measured_energy_j') for x in r])" \
+    "$WORK/job/results.json"
 fi
 
 if [ -n "$OUT_DIR" ]; then

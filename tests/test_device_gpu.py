@@ -181,3 +181,23 @@ def test_the_sub_network_forward_on_cuda_equals_the_cpus(name):
     with ieee_fp32():
         cpu, gpu = sub_network_outputs("cuda", network, shape)
     torch.testing.assert_close(gpu, cpu, atol=1e-5, rtol=1e-5)
+
+
+def test_the_gpu_meter_reads_the_energy_of_work_on_the_gpu():
+    """NVML's counter of the GPU torch trains on grows while it works (needs nvidia-ml-py)."""
+    import time
+
+    pytest.importorskip("pynvml")
+    from depl_fl.task.energy_meter import GpuMeter, meter_for
+
+    meter = GpuMeter("cuda")
+    assert meter.available, "nvidia-ml-py is installed but NVML gave no energy counter for cuda"
+    a = torch.randn(4096, 4096, device="cuda")
+    start, t0 = meter.read_uj(), time.perf_counter()
+    while time.perf_counter() - t0 < 2.0:
+        a = torch.tanh(a @ a)
+    torch.cuda.synchronize()
+    joules = meter.joules_between(start, meter.read_uj())
+    seconds = time.perf_counter() - t0
+    assert 10.0 * seconds < joules < 2000.0 * seconds  # between 10 W and 2 kW while it multiplies
+    assert any(isinstance(m, GpuMeter) for m in meter_for(None, "cuda").meters)

@@ -134,6 +134,73 @@ def test_no_readable_meter_means_declared_or_model(tmp_path):
     assert reply_energy(None, None, 2.0) == (None, "model")
 
 
+class _FakeNvml:
+    """pynvml's calls the GPU meter makes, on one GPU whose counter the test moves (millijoules)."""
+
+    def __init__(self, uuid: str) -> None:
+        self.uuid, self.mj, self.inits = uuid, 5_000, 0
+
+    def nvmlInit(self) -> None:
+        self.inits += 1
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        if uuid != self.uuid:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return uuid
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        return self.mj
+
+
+def _fake_gpu(monkeypatch, nvml_uuid: str, torch_uuid: str) -> _FakeNvml:
+    import sys
+    import types
+
+    import torch
+
+    nvml = _FakeNvml(nvml_uuid)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(uuid=torch_uuid if index == 1 else "other"))
+    return nvml
+
+
+def test_a_cuda_node_adds_its_gpus_counter_found_by_uuid(monkeypatch, tmp_path):
+    nvml = _fake_gpu(monkeypatch, "GPU-1234-abcd", "1234-abcd")  # torch names it without NVML's prefix
+    _fake_powercap(tmp_path, {"intel-rapl:0": 1_000_000})
+    meters = meter_for(tmp_path, "cuda:1")
+    assert meters is not None and len(meters.meters) == 2
+    start = meters.read_uj()
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("3000000\n")  # the package: +2 J
+    nvml.mj += 7_500  # the GPU: +7.5 J
+    assert meters.joules_between(start, meters.read_uj()) == pytest.approx(9.5)
+    assert len(meter_for(tmp_path, "cpu").meters) == 1  # a CPU node reads no GPU
+    assert meter_for("off", "cuda:1") is None  # off: no meter at all
+    gpu_only = meter_for(tmp_path / "absent", "cuda:1")
+    assert gpu_only is not None and [type(m).__name__ for m in gpu_only.meters] == ["GpuMeter"]
+
+
+def test_a_gpu_nvml_cannot_name_is_no_meter(monkeypatch, tmp_path):
+    _fake_gpu(monkeypatch, "GPU-other", "1234-abcd")
+    assert meter_for(tmp_path / "absent", "cuda:1") is None
+    monkeypatch.delitem(__import__("sys").modules, "pynvml")
+    monkeypatch.setattr("builtins.__import__", _refusing("pynvml"))
+    assert meter_for(tmp_path / "absent", "cuda:1") is None  # nvidia-ml-py not installed
+
+
+def _refusing(name: str):
+    import builtins
+
+    real = builtins.__import__
+
+    def importer(module, *args, **kwargs):
+        if module == name:
+            raise ImportError(f"No module named {name!r}")
+        return real(module, *args, **kwargs)
+    return importer
+
+
 def test_reply_reports_energy_source_and_bytes(cfg, monkeypatch, tmp_path):
     _, declared = _train(cfg, 1, {"level-watts": "2,8", "energy-meter": "off"}, monkeypatch)
     assert declared["energy-source-code"] == 1

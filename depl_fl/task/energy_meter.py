@@ -1,11 +1,16 @@
 """The energy of a node's training: from a meter when it has one, else declared power x busy time.
 
-The meter is Linux powercap (RAPL): every top-level zone
+The CPU meter is Linux powercap (RAPL): every top-level zone
 ``<root>/<vendor>-rapl:<n>/energy_uj`` (a package's cumulative energy in
 microjoules, wrapping at ``max_energy_range_uj``). Most kernels let only root
 read it; an unreadable or absent counter means no meter. A package meter
 counts everything the package ran in the interval, not only the training.
-No torch, no flwr.
+
+A node that trains on a CUDA device adds that GPU's own counter (NVML's
+total energy since the driver loaded, in millijoules; Volta and later) when
+``pynvml`` (the optional ``nvidia-ml-py``) is installed: :class:`GpuMeter`.
+Like the package meter it counts everything the GPU ran in the interval
+(other clients sharing it included). No flwr; torch only to name the GPU.
 """
 
 from __future__ import annotations
@@ -74,12 +79,70 @@ class RaplMeter:
         return total / 1e6
 
 
-def meter_for(setting: object) -> RaplMeter | None:
-    """The node's meter from node config ``energy-meter`` (a powercap root, or ``off``); None if none."""
+class GpuMeter:
+    """Cumulative energy of the GPU behind a torch CUDA device, read through NVML.
+
+    The GPU is found by its UUID (torch's device properties), so the reading
+    is the right GPU also where ``CUDA_VISIBLE_DEVICES`` renumbers the devices
+    (a Ray client's GPU share). Not available: no ``pynvml``, no CUDA, or a
+    GPU without an energy counter.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.handle = None
+        try:
+            import pynvml  # optional: nvidia-ml-py
+            import torch
+
+            index = int(str(device).partition(":")[2] or torch.cuda.current_device())
+            uuid = str(torch.cuda.get_device_properties(index).uuid)
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+        except Exception:  # any failure means the same: this node has no GPU meter
+            return
+        self._nvml = pynvml
+        self.handle = handle
+
+    @property
+    def available(self) -> bool:
+        """Whether the GPU's energy counter answered."""
+        return self.handle is not None
+
+    def read_uj(self) -> list[int]:
+        """The GPU's counter now (microjoules)."""
+        return [int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) * 1000]
+
+    def joules_between(self, start: list[int], end: list[int]) -> float:
+        """Energy between two :meth:`read_uj` readings (a 64-bit counter: no wrap-around)."""
+        return max(end[0] - start[0], 0) / 1e6
+
+
+class Meters:
+    """Several meters read as one: their readings side by side, their energies summed."""
+
+    def __init__(self, meters: list[RaplMeter | GpuMeter]) -> None:
+        self.meters = meters
+
+    def read_uj(self) -> list[list[int]]:
+        """Every meter's reading now."""
+        return [m.read_uj() for m in self.meters]
+
+    def joules_between(self, start: list[list[int]], end: list[list[int]]) -> float:
+        """The meters' energies between two :meth:`read_uj` readings, summed."""
+        return float(sum(m.joules_between(a, b) for m, a, b in zip(self.meters, start, end, strict=True)))
+
+
+def meter_for(setting: object, device: str = "cpu") -> Meters | None:
+    """The node's meters: RAPL from node config ``energy-meter`` (a powercap root; ``off``: no meter at
+    all), plus the GPU's own counter when the node trains on a CUDA ``device``; None if none answers."""
     if setting is not None and str(setting).strip().lower() in {"off", "none", "false", ""}:
         return None
-    meter = RaplMeter(POWERCAP_ROOT if setting is None else str(setting))
-    return meter if meter.available else None
+    found: list[RaplMeter | GpuMeter] = [RaplMeter(POWERCAP_ROOT if setting is None else str(setting))]
+    if str(device).startswith("cuda"):
+        found.append(GpuMeter(device))
+    meters = [m for m in found if m.available]
+    return Meters(meters) if meters else None
 
 
 def reply_energy(metered_j: float | None, watts: float | None, busy_s: float) -> tuple[float | None, str]:
