@@ -98,6 +98,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     sim = cfg["simulation"]
     init_args = ray_init_args(sim)
     _start_ray(init_args)
+    _check_room(sim)
     _stop_on_signals(out_dir)  # again: ray.init replaced the SIGTERM handler with its own
     run_simulation(
         server_app=make_server_app(cfg, out_dir=out_dir, outcome=outcome),
@@ -123,13 +124,18 @@ def ray_init_args(sim: Mapping[str, Any]) -> dict[str, Any]:
     With ``simulation.ray_address`` (``auto`` or ``HOST:PORT``) the job joins
     that running Ray cluster instead of starting Ray on this machine; the
     cluster's nodes then bring their own CPUs, so ``ray_num_cpus`` must be
-    unset. The client resources (``client_num_cpus``) apply either way: Flower
-    places as many ClientApp actors on each node as its CPUs allow.
+    unset. Without it the job starts its own Ray (``address="local"``): a bare
+    ``ray.init`` would join the cluster of the last ``ray start`` on this
+    machine or ``RAY_ADDRESS`` unasked (and refuse ``num_cpus`` there). The
+    client resources (``client_num_cpus``) apply either way: Flower places as
+    many ClientApp actors on each node as its CPUs allow.
     """
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
     if sim.get("ray_address"):
         init_args["address"] = str(sim["ray_address"])
-    elif sim.get("ray_num_cpus"):
+        return init_args
+    init_args["address"] = "local"
+    if sim.get("ray_num_cpus"):
         init_args["num_cpus"] = int(sim["ray_num_cpus"])
     return init_args
 
@@ -156,10 +162,20 @@ def _start_ray(init_args: Mapping[str, Any]) -> None:
     try:
         ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
     except ConnectionError as exc:  # the cluster went away since run_job found it
-        if "address" not in args:
+        if args.get("address", "local") == "local":
             raise
         raise ScenarioError(f"simulation.ray_address={args['address']}: could not join the Ray "
                             f"cluster: {' '.join(str(exc).split())}") from None
+
+
+def _check_room(sim: Mapping[str, Any]) -> None:
+    """Stop in one line if no Ray node holds one client; say so if other jobs hold the free CPUs."""
+    from strategies.ray_cluster import check_room
+
+    where = f"the Ray cluster at {sim['ray_address']}" if sim.get("ray_address") else "this machine's Ray"
+    warning = check_room(client_resources(sim), where)
+    if warning:
+        LOG.warning(warning)
 
 
 def _stop_on_signals(out_dir: str | Path) -> None:
