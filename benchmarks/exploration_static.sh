@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Static plans (tracking off) from two explorations, against full's total energy: the thorough one (the
-# default without tracking: every client, no value stop, the rate from the whole exploration) and the
-# exploration on the cheapest clusters without the value stop, its rate read from the whole exploration
-# at r = 1 through the rounds' r_eff (the same number of rounds as the thorough one, each on the cheap
-# clusters). Settings fixed before any result: digits, pi 0.9, in-process.
+# Static plans (tracking off) from two explorations, against full's total energy: the thorough one (every
+# client, no value stop, the rate from the whole exploration; profile.explore.without_tracking=thorough)
+# and the exploration on the cheapest clusters without the value stop, its rate read from the whole
+# exploration at r = 1 through the rounds' r_eff (the same number of rounds as the thorough one, each on
+# the cheap clusters; the default without tracking since these figures). Both arms are pinned by their
+# explicit values. Settings fixed before any result: digits, pi 0.9, in-process.
 #   c6a05:  6 clients, Dirichlet alpha 0.5, L* 0.42
 #   c9a07:  9 clients, alpha 0.7, L* 0.40
 #   c13a04: 13 clients, alpha 0.4, L* 0.45
