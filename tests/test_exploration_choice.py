@@ -184,6 +184,25 @@ def test_a_resumed_job_keeps_the_checkpoints_exploration(tmp_path):
     assert recorded_config(tmp_path / "elsewhere") is None  # no checkpoint: load_checkpoint says so
 
 
+def test_the_word_is_no_part_of_the_profile_cache_key():
+    """The key reads the resolved values: a static job keys as before the key existed with the thorough
+    values, and the cheap one keys as a job that set clients=cheapest."""
+    from depl_fl.orchestration.profiling import federated_key
+
+    props = {f"c{i}": {"cluster": "A", "num-samples": 10 + i, "partition-id": i} for i in range(3)}
+    thorough = compose_config(["num_clients=3", "tracking.enabled=false",
+                               "profile.explore.without_tracking=thorough"])
+    before = copy.deepcopy(thorough)
+    del before["profile"]["explore"]["without_tracking"]
+    assert federated_key(thorough, props) == federated_key(before, props)
+    cheap = compose_config(["num_clients=3", "tracking.enabled=false"])
+    assert federated_key(cheap, props) != federated_key(thorough, props)
+    explicit = compose_config(["num_clients=3", "tracking.enabled=false",
+                               "profile.explore.without_tracking=thorough",
+                               "profile.explore.clients=cheapest"])
+    assert federated_key(cheap, props) == federated_key(explicit, props)
+
+
 def test_a_resolved_config_validates_again():
     validate(compose_config([]))
     validate(compose_config(["cost.source=measured"]))
