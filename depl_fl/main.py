@@ -224,7 +224,13 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        plain = prepare(to_plain(cfg), entry=HYDRA_JOB)
+        plain = to_plain(cfg)
+        if plain.get("resume"):  # the exploration the checkpoint recorded, whatever auto stands for now
+            from depl_fl.runs.checkpoint import recorded_config
+            from depl_fl.runs.exploration_choice import keep_recorded
+
+            plain = keep_recorded(plain, recorded_config(out_dir))
+        plain = prepare(plain, entry=HYDRA_JOB)
         path = run_job(plain, out_dir)
     except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
         _interrupted(out_dir, 128 + signal.SIGINT)
