@@ -128,3 +128,35 @@ def test_the_key_is_checked_and_read_only_with_tracking():
     refused = "tracking.stall_rounds=3: not read when tracking.enabled=false"
     with pytest.raises(ScenarioError, match=refused):
         compose_config(["tracking.enabled=false", "tracking.stall_rounds=3"])
+
+
+def test_a_stalled_job_stops_says_so_and_exits_like_an_unmet_job(tmp_path):
+    """Non-IID synthetic clients that do not learn: the job stops as stalled, says why, exits 0."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("flwr")
+    pytest.importorskip("torch")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "depl_fl.main", "dataset=synthetic", "model=synthetic_mlp",
+                           "num_clients=20", "simulation=inprocess", "dataset.alpha=0", "dataset.beta=0",
+                           "target.loss=0.5", "tracking.diverge_rounds=null", "tracking.stall_rounds=2",
+                           "output.plot=false", f"profile.cache_dir={tmp_path / 'cache'}",
+                           f"hydra.run.dir={tmp_path / 'job'}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "job" / "results.json").read_text())
+    s = doc["summary"]
+    train = [r for r in doc["rounds"] if r["phase"] == "train"]
+    losses = [r["loss"] for r in train]
+    assert s["status"] == "stalled" and s["met"] is False
+    assert s["stop_reason"] == stall_reason(2, min([s["initial_loss"], *losses]))
+    assert train[-1]["stopped"] == s["stop_reason"] and not any(r.get("stopped") for r in train[:-1])
+    assert stalled(losses, s["initial_loss"], 2) and not stalled(losses[:-1], s["initial_loss"], 2)
+    assert s["rounds"] == len(train)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.endswith("; stopping")]
+    assert lines == [f"[depl] round {len(train)}: {s['stop_reason']}; stopping"]
