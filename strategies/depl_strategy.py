@@ -238,6 +238,11 @@ class DepLStrategy(FedAvg):
         With tracking on, stop once the validation loss of each of the last
         this many training rounds is above the fresh model's
         (:mod:`depl_fl.tracking.divergence`); ``None``: never.
+    stall_rounds : int, optional
+        With tracking on, stop once the lowest validation loss of the training so
+        far (the exploration's last measured loss counting as the first) was
+        reached at least this many training rounds ago
+        (:mod:`depl_fl.tracking.stall`); ``None``: never.
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -252,7 +257,7 @@ class DepLStrategy(FedAvg):
                  arch: str = "network", method: str = "depl",
                  assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
                                            dict[str, dict[str, Any]]] | None = None,
-                 diverge_rounds: int | None = None) -> None:
+                 diverge_rounds: int | None = None, stall_rounds: int | None = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -273,6 +278,7 @@ class DepLStrategy(FedAvg):
         self.aggregation = aggregation if aggregation is not None else AggregationSettings()
         self.spike_tail_prob = float(spike_tail_prob)
         self.diverge_rounds = diverge_rounds
+        self.stall_rounds = stall_rounds
         self.timeout_factor = float(timeout_factor)
         self.timeout_slack_s = float(timeout_slack_s)
         self.on_round = on_round
@@ -698,6 +704,7 @@ class DepLStrategy(FedAvg):
         self.initial_loss = float(first["loss"]) if first is not None else float("nan")
         self.initial_test_loss = _metric(first, "test-loss")
         self.controller.fresh_loss = self._fresh_loss()
+        self.controller.start_loss = self.initial_loss if math.isfinite(self.initial_loss) else None
         if self.on_round is not None:
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
@@ -738,7 +745,7 @@ class DepLStrategy(FedAvg):
                              spike_tail_prob=self.spike_tail_prob,
                              loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift,
                              start_trend=getattr(self.profiler, "start_trend", None),
-                             diverge_rounds=self.diverge_rounds)
+                             diverge_rounds=self.diverge_rounds, stall_rounds=self.stall_rounds)
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
@@ -767,6 +774,8 @@ class DepLStrategy(FedAvg):
         self.initial_test_loss = doc.get("initial_test_loss")
         self.controller = self._make_controller()
         restore_controller(self.controller, doc["controller"])
+        if self.controller.start_loss is None and math.isfinite(float(self.initial_loss)):
+            self.controller.start_loss = float(self.initial_loss)  # checkpointed before the patience stop
         restore_strategy_state(self, doc)
         if doc.get("profiler") and hasattr(self.profiler, "restore"):
             self.profiler.restore(doc["profiler"])

@@ -27,6 +27,7 @@ from depl_fl.orchestration.stop_rule import target_met
 from depl_fl.tracking import trend as trend_filter
 from depl_fl.tracking.divergence import divergence_reason, diverging
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
+from depl_fl.tracking.stall import stall_reason, stalled
 
 LOG = logging.getLogger("depl_fl.controller")
 
@@ -93,6 +94,10 @@ class RunController:
         With tracking on, stop once the validation loss of each of the last
         this many training rounds is above :attr:`fresh_loss`
         (:mod:`depl_fl.tracking.divergence`); ``None``: never.
+    stall_rounds : int, optional
+        With tracking on, stop once the lowest validation loss of the job so far
+        (:attr:`start_loss` counting as round 0) was reached at least this many
+        training rounds ago (:mod:`depl_fl.tracking.stall`); ``None``: never.
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
@@ -102,7 +107,7 @@ class RunController:
                  label_coverage: Any = None, loss_sem: float | None = None,
                  loss_margin: float | None = None, clock: str = "model", drift: Any = None,
                  start_trend: Mapping[str, float] | None = None,
-                 diverge_rounds: int | None = None) -> None:
+                 diverge_rounds: int | None = None, stall_rounds: int | None = None) -> None:
         if clock not in ("model", "wall"):
             raise ValueError(f"clock must be 'model' or 'wall', got {clock!r}")
         self.scenario = scenario
@@ -129,7 +134,12 @@ class RunController:
         self.diverge_rounds = None if diverge_rounds is None else int(diverge_rounds)
         #: Validation loss of the fresh model (set by the strategy once measured): the divergence stop's bar.
         self.fresh_loss: float | None = None
-        #: Why the job stopped before its plan's last round (the divergence stop), else ``None``.
+        self.stall_rounds = None if stall_rounds is None else int(stall_rounds)
+        #: Validation loss the training starts from (set by the strategy): the patience stop's first bar.
+        self.start_loss: float | None = None
+        #: Whether the patience stop ended the job.
+        self.stalled = False
+        #: Why the job stopped before its plan's last round (the divergence or patience stop), else ``None``.
         self.stop_reason: str | None = None
         self.elapsed_s = 0.0
         self.spike_tail_prob = float(spike_tail_prob)
@@ -405,7 +415,7 @@ class RunController:
                                                   self.trend)
                                      if usable else float("nan"))
         rec["replanned"] = False
-        if self._diverging(rec):
+        if self._diverging(rec) or self._stalled(rec):
             return rec
         if self.tracking and self.policy is not None and usable:
             if remaining and self.met_now(tracked):
@@ -476,6 +486,21 @@ class RunController:
             return False
         assert self.diverge_rounds is not None and self.fresh_loss is not None
         self.stop_reason = divergence_reason(self.diverge_rounds, self.fresh_loss)
+        self.rounds = self.rounds[: self.rounds_done]
+        rec["stopped"] = self.stop_reason
+        rec["at_risk"] = self.at_risk
+        self.notes.append(f"round {rec['round']}: {self.stop_reason}; stopping")
+        return True
+
+    def _stalled(self, rec: dict[str, Any]) -> bool:
+        """With tracking on: whether the loss stopped improving for the patience; if so, stop."""
+        losses = [r["loss"] for r in self.records]
+        if not self.tracking or not stalled(losses, self.start_loss, self.stall_rounds):
+            return False
+        assert self.stall_rounds is not None
+        finite = [float(v) for v in [self.start_loss, *losses] if v is not None and math.isfinite(float(v))]
+        self.stop_reason = stall_reason(self.stall_rounds, min(finite) if finite else math.nan)
+        self.stalled = True
         self.rounds = self.rounds[: self.rounds_done]
         rec["stopped"] = self.stop_reason
         rec["at_risk"] = self.at_risk

@@ -131,6 +131,7 @@ class _Tracking(Schema):
     every_rounds: Count | None
     keep_dependable_plan: StrictBool = False
     diverge_rounds: Count | None = None
+    stall_rounds: Count | None = None
     stop_looks: Literal["one", "joint"] = "one"
 
 

@@ -35,8 +35,8 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   and ``cache_dir`` are read by both sources (the fallback exponents and the
   cache).
 * ``tracking.margin``, ``ahead_margin``, ``every_rounds``, ``keep_dependable_plan``: the re-planning
-  policy, ``diverge_rounds`` (the divergence stop) and ``stop_looks`` (the stop margin over the
-  looks so far), refused with ``tracking.enabled=false``.
+  policy, ``diverge_rounds`` (the divergence stop), ``stall_rounds`` (the patience stop) and
+  ``stop_looks`` (the stop margin over the looks so far), refused with ``tracking.enabled=false``.
   ``tracking.spike_tail_prob``
   is read in every mode (spikes are flagged and recorded without tracking too).
 * ``planner.guarantee``: refused with ``method=expectation``, which plans,
@@ -233,6 +233,7 @@ RULES: tuple[ModeRule, ...] = (
     ModeRule("tracking.enabled", _switch("tracking.enabled", False),
              {f"tracking.{name}": _of("true") for name in ("margin", "ahead_margin", "every_rounds",
                                                                "keep_dependable_plan", "diverge_rounds",
+                                                               "stall_rounds",
                                                                "stop_looks")},
              "they steer online re-planning"),
     ModeRule("method", _switch("method", "depl"), {"planner.guarantee": AllBut("expectation")},

@@ -35,7 +35,9 @@ decision reads, and ``met`` judges the test loss.
 after every round), ``completed`` at the end and ``interrupted`` after Ctrl-C
 or SIGTERM; ``infeasible`` when the job stopped because no dependable plan exists
 (e.g. after its exploration rounds) and ``failed`` when it stopped on another error,
-both with the one-line reason in ``summary.error``; ``summary.resumed_from`` is
+both with the one-line reason in ``summary.error``; ``diverged`` or ``stalled`` when
+the divergence or the patience stop ended it (``summary.stop_reason`` says why);
+``summary.resumed_from`` is
 the last completed round before a restart, numbered as in ``rounds`` (``null``
 for a job that never restarted).
 Every write is atomic.
@@ -78,7 +80,7 @@ from depl_fl.identity_memo import LastObjectMemo
 from depl_fl.runs.checkpoint import atomic_write_text
 
 RESULTS_VERSION = 1
-STATUSES = ("running", "completed", "diverged", "interrupted", "infeasible", "failed")
+STATUSES = ("running", "completed", "diverged", "stalled", "interrupted", "infeasible", "failed")
 #: The results section of the last scenario object written: see :func:`_scenario_doc`.
 _SCENARIO_DOC: LastObjectMemo[dict[str, Any]] = LastObjectMemo()
 #: ``(a scenario section, its compact JSON text)``: see :func:`compact_json`.
@@ -246,7 +248,8 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     round records made for the last document (the same document).
     A job the divergence stop ended (``controller.stop_reason``, or the exploration's
     ``profiler.stop_reason``) finishes as
-    ``diverged``, with ``summary.stop_reason`` saying why.
+    ``diverged``, one the patience stop ended (:mod:`depl_fl.tracking.stall`) as ``stalled``,
+    with ``summary.stop_reason`` saying why.
     """
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
@@ -269,7 +272,7 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
     offset = len(profile_records)
     stop_reason = getattr(ctrl, "stop_reason", None) or getattr(profiler, "stop_reason", None)
     if status == "completed" and stop_reason:
-        status = "diverged"
+        status = "stalled" if getattr(ctrl, "stalled", False) else "diverged"
     summary.update(status=status, stop_reason=stop_reason, resumed_from=resumed_from,
                    at_risk=bool(getattr(ctrl, "at_risk", False)),
                    dropped_clients=sorted(getattr(ctrl, "dropped_clients", ()) or ()))
