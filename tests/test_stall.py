@@ -120,7 +120,7 @@ def test_the_key_is_checked_and_read_only_with_tracking():
     from depl_fl.errors import ScenarioError
     from depl_fl.runs.runconfig import compose_config
 
-    assert compose_config([])["tracking"]["stall_rounds"] == 20
+    assert compose_config([])["tracking"]["stall_rounds"] == 50
     assert compose_config(["tracking.stall_rounds=null"])["tracking"]["stall_rounds"] is None
     for bad in ("0", "-3", "2.5", "abc"):
         with pytest.raises(ScenarioError, match="tracking.stall_rounds"):
