@@ -58,6 +58,12 @@ COMMON = ["num_clients=4", "simulation=inprocess", "profile.explore.rounds=3", "
           "tracking.enabled=false", "output.plot=false", "model=custom", "model.compressions=[0.0,0.5,0.75]"]
 
 
+def with_overrides(common: list[str], extra: tuple[str, ...]) -> list[str]:
+    """``common`` with each key that ``extra`` sets replaced by ``extra``'s value (Hydra takes a key once)."""
+    keys = {o.partition("=")[0] for o in extra}
+    return [o for o in common if o.partition("=")[0] not in keys] + list(extra)
+
+
 def run_job(name: str, work: Path, module: str = "tests.user_nets", extra: tuple[str, ...] = ()) -> dict:
     """One job; its exit status, its ``depl-fl:`` lines, a traceback flag, its rounds and wall time.
 
@@ -65,7 +71,7 @@ def run_job(name: str, work: Path, module: str = "tests.user_nets", extra: tuple
     """
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "depl_fl.main", *COMMON, *extra,
+    proc = subprocess.run([sys.executable, "-m", "depl_fl.main", *with_overrides(COMMON, extra),
                            f"model.factory={module}:{name.partition('@')[0]}", f"hydra.run.dir={work}",
                            f"profile.cache_dir={work / 'cache'}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
@@ -139,7 +145,8 @@ def main() -> None:
     lines = ["# Networks users bring: trained with bytes as modelled, or refused in one line", "",
              "One short DepL job per network (`python -m depl_fl.main model=custom "
              f"model.factory={args.module}:NAME`, "
-             + " ".join(f"`{o}`" for o in [*COMMON[:-2], *args.overrides] if not o.startswith("model.compr"))
+             + " ".join(f"`{o}`" for o in with_overrides(COMMON[:-2], tuple(args.overrides))
+                        if not o.startswith("model.compr"))
              + f", `{compressions}`) on the bundled 8x8 digits. Bytes: every round's measured "
              "`bytes_down`/`bytes_up` against the modelled `modelled_bytes_down`/`_up` (the variant's "
              "`size_bytes` per planned client). Exit 3 (no dependable plan) comes after the "

@@ -271,3 +271,28 @@ def test_a_refused_job_exits_2_in_one_line_before_the_first_round(name, override
     assert len(lines) == 1 and message in lines[0], proc.stderr[-2000:]
     results = tmp_path / "results.json"
     assert not results.exists() or '"rounds": []' in results.read_text()
+
+
+# --- the Python API: the same networks as a user's own Flower app gives them ---
+
+
+@pytest.mark.parametrize("cls, roots", [("DepthMultiplierNet", ("pw",)), ("FrozenMiddleNet", ("c3",)),
+                                        ("DenseNetTiny", WORKING["densenet_tiny"])])
+def test_a_user_network_class_derives_the_same_variants(cls, roots):
+    import tests.user_nets_more as nets
+    from depl_fl.task.subnets import UserNetwork
+
+    net = UserNetwork(getattr(nets, cls), (1, 8, 8), cls)
+    layout = network_layout(net)
+    assert tuple(g.root for g in layout.groups) == roots
+    check_variants(net, layout, (0.0, 0.5, 0.75))
+
+
+def test_a_reparametrized_user_network_is_refused_compressed_in_one_line():
+    import tests.user_nets_more as nets
+    from depl_fl.task.subnets import UserNetwork
+
+    net = UserNetwork(nets.SpectralNormNet, (1, 8, 8), "SpectralNormNet")
+    with pytest.raises(ScenarioError, match="layer 'c2' has a reparametrized weight") as err:
+        check_variants(net, network_layout(net), (0.0, 0.5))
+    assert "\n" not in str(err.value)
