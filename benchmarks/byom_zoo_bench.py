@@ -45,7 +45,7 @@ MORE_NETWORKS: dict[str, list[str]] = {
         "vgg_net", "densenet_tiny", "squeezenet_tiny", "inception_net", "activation_mix_net", "padding_net",
         "instance_norm_net", "fpn_net", "pixel_conv1d_net", "module_dict_net", "frozen_stem_net",
         "frozen_middle_net", "bottleneck_net", "batch_norm_variants_net", "depth_multiplier_net",
-        "pixel_shuffle_net", "sequential_cnn")},
+        "pixel_shuffle_net", "actnorm_net", "sequential_cnn")},
     "log_softmax_net": ["model.loss=tests.user_nets_more:nll_loss"],
     "weight_norm_net": [], "spectral_norm_net": [], "legacy_weight_norm_net": [],
     "weight_norm_net@full": ["model.compressions=[0]"],

@@ -62,6 +62,7 @@ WORKING = {
     "depth_multiplier_net": ("pw",),                  # the multiplier conv's inputs and outputs whole
     "pixel_shuffle_net": ("c1", "c3"),                # the conv before the PixelShuffle whole
     "log_softmax_net": ("c1", "c2"),
+    "actnorm_net": ("c1", "c2"),                      # ActNorm's [1, C, 1, 1] shift and scale sliced
     "sequential_cnn": ("0", "3", "6"),
 }
 #: The per-sample loss a network is trained with (cross-entropy when absent).
@@ -214,6 +215,47 @@ def test_batch_norm_without_running_statistics_or_affine_is_sliced():
     assert shapes["bn1.weight"] == (8,) and "bn1.running_mean" not in shapes  # no statistics
     assert shapes["bn2.running_mean"] == (12,) and "bn2.weight" not in shapes
     assert shapes["bn3.running_var"] == shapes["bn3.weight"] == (16,)
+
+
+def test_a_bool_flag_buffer_comes_back_as_bool_and_a_counter_as_an_integer():
+    from depl_fl.orchestration.reply_checks import check_update
+
+    kinds = {"n1.initialized": "bool", "n1.steps": "int64"}
+    shapes = {"n1.initialized": (), "n1.steps": ()}
+    ok = {"n1.initialized": np.array(True), "n1.steps": np.array(3, dtype=np.int64)}
+    assert check_update(ok, {"num-examples": 4}, shapes, kinds) == []
+    swapped = {"n1.initialized": np.array(1, dtype=np.int64), "n1.steps": np.array(True)}
+    problems = check_update(swapped, {"num-examples": 4}, shapes, kinds)
+    assert problems == ["n1.initialized has dtype int64, expected a bool buffer",
+                        "n1.steps has dtype bool, expected an integer buffer"]
+
+
+# --- DepL rounds in process: a compressed and a full round, bytes as modelled ---
+
+
+@pytest.mark.parametrize("name", ["actnorm_net", "frozen_middle_net", "log_softmax_net"])
+def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
+    from strategies.depl_strategy import arrays_to_state
+    from tests.test_byom_rounds import N, _run
+
+    loss = [f"model.loss={LOSSES[name]}"] if name in LOSSES else []
+    _, _, docs, strategy, _, init, result = _run(
+        name, model=["model=custom", f"model.factory={MODULE}:{name}", *loss])
+    records = strategy.controller.records
+    assert [r["model"] for r in records] == ["p50", "full"]
+    assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
+    sizes = {d["id"]: int(d["size_bytes"]) for d in docs}
+    for rec in records:
+        assert np.isfinite(rec["loss"])
+        assert rec["bytes_down"] == rec["modelled_bytes_down"] == sizes[rec["model"]] * N
+        assert rec["bytes_up"] == rec["modelled_bytes_up"] == sizes[rec["model"]] * N
+    final = arrays_to_state(result.arrays)
+    assert set(final) == set(init)
+    if name == "actnorm_net":  # the flags and counters come back and are merged, never averaged
+        assert final["n1.initialized"].dtype == np.bool_ and bool(final["n1.initialized"])
+        assert final["n1.steps"].dtype == np.int64 and int(final["n1.steps"]) > 0
+    if name == "frozen_middle_net":
+        np.testing.assert_array_equal(final["frozen.weight"], init["frozen.weight"])
 
 
 # --- factory signatures ---

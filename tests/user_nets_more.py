@@ -417,6 +417,41 @@ class PixelShuffleNet(nn.Module):
         return self.head(F.relu(self.c3(x)).mean((2, 3)))
 
 
+class ActNorm(nn.Module):
+    """Glow's ActNorm: a per-channel shift and scale set from the first training batch (a bool flag)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.loc = nn.Parameter(torch.zeros(1, channels, 1, 1))
+        self.scale = nn.Parameter(torch.ones(1, channels, 1, 1))
+        self.register_buffer("initialized", torch.tensor(False))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        if self.training:
+            if not bool(self.initialized):
+                with torch.no_grad():
+                    self.loc.copy_(-x.mean((0, 2, 3), keepdim=True))
+                    self.scale.copy_(1.0 / (x.std((0, 2, 3), keepdim=True) + 1e-6))
+                    self.initialized.fill_(True)
+            self.steps += 1
+        return (x + self.loc) * self.scale
+
+
+class ActNormNet(nn.Module):
+    """Convs with ActNorm (data-dependent initialisation, a bool and an int64 buffer) instead of BatchNorm."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.c1, self.n1 = nn.Conv2d(in_channels, 16, 3, padding=1), ActNorm(16)
+        self.c2, self.n2 = nn.Conv2d(16, 24, 3, padding=1), ActNorm(24)
+        self.head = nn.Linear(24, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.n2(self.c2(F.relu(self.n1(self.c1(x))))))
+        return self.head(x.mean((2, 3)))
+
+
 class LogSoftmaxNet(nn.Module):
     """A network ending in ``log_softmax`` (log-probabilities), trained with :func:`nll_loss`."""
 
@@ -532,6 +567,11 @@ def depth_multiplier_net(num_classes: int = 10, in_channels: int = 1) -> nn.Modu
 def pixel_shuffle_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`PixelShuffleNet`."""
     return PixelShuffleNet(num_classes, in_channels)
+
+
+def actnorm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`ActNormNet`."""
+    return ActNormNet(num_classes, in_channels)
 
 
 def log_softmax_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
