@@ -230,6 +230,17 @@ def test_a_bool_flag_buffer_comes_back_as_bool_and_a_counter_as_an_integer():
                         "n1.steps has dtype bool, expected an integer buffer"]
 
 
+def test_a_negative_log_likelihood_is_checked_on_the_networks_own_log_probabilities():
+    from depl_fl.task.losses import PROBE_SAMPLES, check_loss
+    from depl_fl.task.subnets import probe_outputs
+
+    outputs = probe_outputs(_geo("log_softmax_net"), PROBE_SAMPLES)
+    assert outputs.shape == (PROBE_SAMPLES, 10) and bool((outputs <= 0).all())
+    check_loss(LOSSES["log_softmax_net"], 10, outputs)  # >= 0 on log-probabilities
+    with pytest.raises(ScenarioError, match="negative or non-finite"):  # not on arbitrary numbers
+        check_loss(LOSSES["log_softmax_net"], 10)
+
+
 # --- DepL rounds in process: a compressed and a full round, bytes as modelled ---
 
 

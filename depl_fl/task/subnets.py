@@ -582,6 +582,13 @@ def _base(net: Network) -> nn.Module:
     return model
 
 
+def probe_outputs(net: Network, samples: int) -> torch.Tensor:
+    """The full network's evaluation-mode outputs for ``samples`` example samples (what a loss reads)."""
+    model = copy.deepcopy(_base(net)).eval()
+    with torch.no_grad():
+        return model(example_batch(input_shape_of(net), batch=samples))
+
+
 #: Sub-networks per (network, compression), built once per process.
 _SKELETONS: dict[tuple[Network, float], nn.Module] = {}
 
