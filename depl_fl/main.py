@@ -65,12 +65,8 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     from depl_fl.task.partitions import geometry
 
     cfg = resolve_job_devices(cfg)
-    if loss_spec(cfg) is not None:  # before pilots or any simulation start, on the network's own outputs
-        from depl_fl.task.losses import PROBE_SAMPLES
-        from depl_fl.task.subnets import probe_outputs
-
-        geo = geometry(cfg)
-        check_loss(loss_spec(cfg), geo.num_classes, probe_outputs(geo, PROBE_SAMPLES))
+    geo = geometry(cfg)
+    check_loss(loss_spec(cfg), geo.num_classes, geo)  # before pilots or any simulation start
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
         from strategies.ray_cluster import find_cluster
 
