@@ -37,7 +37,7 @@ FACTORY = "tests.user_nets:resnet_tiny"
 OVERRIDES = ["model=custom", f"model.factory={FACTORY}", "model.compressions=[0.0,0.5,0.75]",
              "profile.explore.rounds=3", "profile.explore.max_rounds=3", "profile.explore.switch_rounds=[2]",
              "target.loss=2.0", "target.prob=0.6", "target.deadline_s=3000", "tracking.enabled=false",
-             "output.plot=false"]
+             "profile.explore.without_tracking=thorough", "output.plot=false"]
 #: Goal per round, down and up: measured within this share of modelled.
 TOLERANCE = 0.05
 

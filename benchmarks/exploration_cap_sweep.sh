@@ -14,7 +14,10 @@ export FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 PY=${PYTHON:-.venv/bin/python}
 S=${1:-multirun/settings-plateau}
 mkdir -p "$S"
-common=(simulation=inprocess output.plot=false method=depl tracking.enabled=false)
+# profile.explore.without_tracking=thorough: the exploration static plans and full's jobs explored when these figures were
+# measured (every client; the default without tracking explores on the cheapest clusters).
+common=(simulation=inprocess output.plot=false method=depl tracking.enabled=false
+        profile.explore.without_tracking=thorough)
 cap20=(profile.explore.max_rounds=20 profile.explore.max_deadline_share=null)
 run() {  # run NAME ARM SEED_FIRST SEED_LAST PROBS OVERRIDES...
     local name=$1 arm=$2 first=$3 last=$4 probs=$5; shift 5

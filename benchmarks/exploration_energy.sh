@@ -34,8 +34,10 @@ for name in "${NAMES[@]}"; do
     [ -n "$(find "$S/$name/$method" -name results.json 2>/dev/null | head -1)" ] && continue
     count=$N; extra=("${OPTS[@]}")
     [ "$method" = full ] && count=$NF && extra=()
+    # profile.explore.without_tracking=thorough: the exploration these figures were measured with (every client; the
+    # default without tracking explores on the cheapest clusters)
     nice -n 10 "$PY" -m depl_fl.main -m simulation=inprocess output.plot=false tracking.enabled=false \
-        target.prob=0.9 "method=$method" "${over[@]}" "${extra[@]}" "seed=range($F,$((F + count)))" \
+        profile.explore.without_tracking=thorough target.prob=0.9 "method=$method" "${over[@]}" "${extra[@]}" "seed=range($F,$((F + count)))" \
         profile.cache_dir="$S/$name/cache-$method" hydra.sweep.dir="$S/$name/$method" \
         > "$S/$name.$method.log" 2>&1 || true
   done

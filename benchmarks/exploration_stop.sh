@@ -10,8 +10,10 @@ PY=${PYTHON:-.venv/bin/python}
 S=${1:-multirun/exploration-stop}
 N=${SEEDS:-4}
 F=${FIRST:-400}
+# profile.explore.without_tracking=thorough: the exploration static plans explored when these figures were measured (every
+# client; the default without tracking explores on the cheapest clusters).
 common=(simulation=inprocess output.plot=false method=depl tracking.enabled=false target.prob=0.9
-        num_clients=5 partition.alpha=0.8 target.loss=0.45 "seed=range($F,$((F + N)))")
+        profile.explore.without_tracking=thorough num_clients=5 partition.alpha=0.8 target.loss=0.45 "seed=range($F,$((F + N)))")
 run() {  # run ARM STOP_WHEN_MET
     nice -n 10 "$PY" -m depl_fl.main -m "${common[@]}" "profile.explore.stop_when_met=$2" \
         profile.cache_dir="$S/cache-$1" hydra.sweep.dir="$S/$1" || true

@@ -22,12 +22,13 @@ SEEDS=${2:-"range(0,30)"}
 PY=${PYTHON:-.venv/bin/python}
 mkdir -p "$(dirname "$SWEEP")"
 # profile=thorough: the exploration these figures were measured with (the default profile explores
-# frugally where tracking is on: conf/profile/default.yaml).
-common=(simulation=inprocess partition.alpha=0.5 target.prob=0.9 "seed=$SEEDS" output.plot=false profile=thorough)
+# frugally where tracking is on: conf/profile/default.yaml); not on the pilot job, which explores nothing
+# (an exploration option set there is refused).
+common=(simulation=inprocess partition.alpha=0.5 target.prob=0.9 "seed=$SEEDS" output.plot=false)
 (
-  "$PY" -m depl_fl.main -m "${common[@]}" method=depl profile.cache_dir="$SWEEP/cache-depl" \
+  "$PY" -m depl_fl.main -m "${common[@]}" profile=thorough method=depl profile.cache_dir="$SWEEP/cache-depl" \
       hydra.sweep.dir="$SWEEP/depl"
-  "$PY" -m depl_fl.main -m "${common[@]}" method=depl profile.cache_dir="$SWEEP/cache-depl" \
+  "$PY" -m depl_fl.main -m "${common[@]}" profile=thorough method=depl profile.cache_dir="$SWEEP/cache-depl" \
       hydra.sweep.dir="$SWEEP/depl-reuse"
 ) > "$SWEEP.a.log" 2>&1 &
 "$PY" -m depl_fl.main -m "${common[@]}" method=full tracking.enabled=false profile.source=inprocess \

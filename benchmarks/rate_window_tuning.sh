@@ -13,9 +13,11 @@ F=${FIRST:-400}
 mkdir -p "$S"
 for w in 1.0 0.5; do
   out="$S/w${w/./}"
+  # profile.explore.without_tracking=thorough: the exploration these figures were measured with (every client; the
+  # default without tracking explores on the cheapest clusters)
   [ -n "$(find "$out" -name results.json 2>/dev/null | head -1)" ] || \
     nice -n 10 "$PY" -m depl_fl.main -m simulation=inprocess output.plot=false tracking.enabled=false \
-        method=depl target.prob=0.9 num_clients=5 partition.alpha=0.8 target.loss=0.45 profile.explore.value_stop=true \
+        profile.explore.without_tracking=thorough method=depl target.prob=0.9 num_clients=5 partition.alpha=0.8 target.loss=0.45 profile.explore.value_stop=true \
         "profile.plan_regime.rate_window=$w" "seed=range($F,$((F + N)))" \
         profile.cache_dir="$out-cache" hydra.sweep.dir="$out" > "$out.log" 2>&1 || true
   "$PY" -m depl_fl.cli report "$out" --out "$out" > /dev/null

@@ -3,8 +3,10 @@
 # working directory at the repository root.
 # shellcheck shell=bash
 
-# Overrides every job of the sweeps takes: in-process simulation, no plots.
-COMMON=(simulation=inprocess output.plot=false)
+# Overrides every job of the sweeps takes: in-process simulation, no plots, and the exploration static
+# plans and full's jobs explored when these sweeps' figures were measured (every client; the default
+# without tracking explores on the cheapest clusters; tracking jobs are not affected).
+COMMON=(simulation=inprocess output.plot=false profile.explore.without_tracking=thorough)
 
 # multirun FOLDER CACHE LOG SEEDS OVERRIDES... (benchmarks/lib/multirun.sh)
 # shellcheck source=benchmarks/lib/multirun.sh

@@ -99,6 +99,7 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     sim = cfg["simulation"]
     init_args = ray_init_args(sim)
     _start_ray(init_args)
+    _check_room(sim)
     _stop_on_signals(out_dir)  # again: ray.init replaced the SIGTERM handler with its own
     run_simulation(
         server_app=make_server_app(cfg, out_dir=out_dir, outcome=outcome),
@@ -124,13 +125,18 @@ def ray_init_args(sim: Mapping[str, Any]) -> dict[str, Any]:
     With ``simulation.ray_address`` (``auto`` or ``HOST:PORT``) the job joins
     that running Ray cluster instead of starting Ray on this machine; the
     cluster's nodes then bring their own CPUs, so ``ray_num_cpus`` must be
-    unset. The client resources (``client_num_cpus``) apply either way: Flower
-    places as many ClientApp actors on each node as its CPUs allow.
+    unset. Without it the job starts its own Ray (``address="local"``): a bare
+    ``ray.init`` would join the cluster of the last ``ray start`` on this
+    machine or ``RAY_ADDRESS`` unasked (and refuse ``num_cpus`` there). The
+    client resources (``client_num_cpus``) apply either way: Flower places as
+    many ClientApp actors on each node as its CPUs allow.
     """
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
     if sim.get("ray_address"):
         init_args["address"] = str(sim["ray_address"])
-    elif sim.get("ray_num_cpus"):
+        return init_args
+    init_args["address"] = "local"
+    if sim.get("ray_num_cpus"):
         init_args["num_cpus"] = int(sim["ray_num_cpus"])
     return init_args
 
@@ -157,10 +163,20 @@ def _start_ray(init_args: Mapping[str, Any]) -> None:
     try:
         ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **args)
     except ConnectionError as exc:  # the cluster went away since run_job found it
-        if "address" not in args:
+        if args.get("address", "local") == "local":
             raise
         raise ScenarioError(f"simulation.ray_address={args['address']}: could not join the Ray "
                             f"cluster: {' '.join(str(exc).split())}") from None
+
+
+def _check_room(sim: Mapping[str, Any]) -> None:
+    """Stop in one line if no Ray node holds one client; say so if other jobs hold the free CPUs."""
+    from strategies.ray_cluster import check_room
+
+    where = f"the Ray cluster at {sim['ray_address']}" if sim.get("ray_address") else "this machine's Ray"
+    warning = check_room(client_resources(sim), where)
+    if warning:
+        LOG.warning(warning)
 
 
 def _stop_on_signals(out_dir: str | Path) -> None:
@@ -209,7 +225,13 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        plain = prepare(to_plain(cfg), entry=HYDRA_JOB)
+        plain = to_plain(cfg)
+        if plain.get("resume"):  # the exploration the checkpoint recorded, whatever auto stands for now
+            from depl_fl.runs.checkpoint import recorded_config
+            from depl_fl.runs.exploration_choice import keep_recorded
+
+            plain = keep_recorded(plain, recorded_config(out_dir))
+        plain = prepare(plain, entry=HYDRA_JOB)
         path = run_job(plain, out_dir)
     except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
         _interrupted(out_dir, 128 + signal.SIGINT)

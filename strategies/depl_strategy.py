@@ -405,6 +405,7 @@ class DepLStrategy(FedAvg):
             raise InfeasibleError(
                 f"no dependable plan: P[loss <= {self.targets.target_loss:g}] >= "
                 f"{self.targets.target_prob:g} {self.targets.limits_text()} is not reachable"
+                f" from loss {self.scenario.loss.initial:.4g}"
                 f" ({shortfall_text(plan, self.targets.target_prob)}{relief}); relax {knobs}")
         unknown = sorted({c for r in plan.rounds for c in r.clients} - set(self.node_of))
         if unknown:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,8 @@ def test_impossible_target_is_one_line(tmp_path):
     assert len(err) == 1 and "no dependable plan" in err[0]
     # The job's round cap (target.max_rounds=2) is one of the limits the user can relax: named.
     assert "and 2 rounds (max_rounds)" in err[0] and "or target.max_rounds" in err[0]
+    # ... and says where training would start, so a target far below it reads as such.
+    assert re.search(r"is not reachable from loss \d+\.\d+ \(", err[0]), err[0]
     # A loss of 0 is out of reach at any deadline: the line says more deadline does not make a plan.
     assert "4x the deadline reaches" in err[0] and "more deadline alone does not make one" in err[0]
     assert "Traceback" not in proc.stderr

@@ -156,7 +156,8 @@ def jobs(tmp_path_factory):
     pytest.importorskip("flwr")
     pytest.importorskip("torch")
     tmp = tmp_path_factory.mktemp("explore-cheap")
-    return _run(tmp, "cheap", "profile.explore.clients=cheapest"), _run(tmp, "all")
+    return (_run(tmp, "cheap", "profile.explore.clients=cheapest"),
+            _run(tmp, "all", "profile.explore.clients=all"))
 
 
 def test_a_job_explores_on_the_cheap_cluster_only_and_pays_less(jobs):

@@ -24,7 +24,10 @@ JOB = ["simulation=inprocess", "profile.explore.rounds=6",
        "profile.explore.stop_loss_factor=null", "profile.explore.switch_rounds=[2]",
        "profile.explore.min_points_per_level=2", "profile.explore.value_from_round=2",
        "target.loss=0.25", "target.prob=0.6", "target.max_rounds=30", "tracking.enabled=false",
-       "output.plot=false", "planner.mc_trajectories=5000"]
+       "output.plot=false", "planner.mc_trajectories=5000",
+       # every client explores (the job was set up on that exploration: on the cheap cluster's clients
+       # alone the job plans no training round)
+       "profile.explore.without_tracking=thorough"]
 
 
 def _run(tmp: Path, name: str, *extra: str, clients: int = N) -> dict:

@@ -35,7 +35,9 @@ def test_an_address_is_accepted_and_passed_to_ray_init(address):
 
 def test_without_an_address_ray_starts_here_with_its_cpus():
     args = ray_init_args(compose_config(["simulation.ray_num_cpus=2"])["simulation"])
-    assert args["num_cpus"] == 2 and "address" not in args
+    # "local": never the cluster of the last `ray start` here nor RAY_ADDRESS, which a bare ray.init joins
+    assert args["num_cpus"] == 2 and args["address"] == "local"
+    assert ray_init_args(compose_config([])["simulation"])["address"] == "local"
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -87,3 +89,51 @@ def test_the_job_stops_in_one_line_with_status_2_when_no_cluster_answers(tmp_pat
     assert proc.stderr.strip().splitlines()[-1].startswith(
         f"depl-fl: simulation.ray_address={address}: no Ray cluster answers at "), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_actor_room_counts_node_by_node_as_flower_does():
+    from strategies.ray_cluster import actor_room
+
+    nodes = [{"CPU": 1.0}, {"CPU": 1.0}]
+    assert actor_room(nodes, {"num_cpus": 0.5, "num_gpus": 0.0}) == 4
+    assert actor_room(nodes, {"num_cpus": 2.0, "num_gpus": 0.0}) == 0  # 2 CPUs in all, but 1 per node
+    assert actor_room([{"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0}], {"num_cpus": 1.0, "num_gpus": 0.25}) == 4
+
+
+def test_a_client_no_node_holds_is_one_line():
+    from strategies.ray_cluster import room_verdict
+
+    with pytest.raises(ScenarioError) as info:
+        room_verdict([{"CPU": 1.0}, {"CPU": 1.0}], {"CPU": 2.0}, {"num_cpus": 2.0, "num_gpus": 0.0},
+                     "the Ray cluster at auto")
+    assert str(info.value) == ("simulation.client_num_cpus: no node of the Ray cluster at auto has the "
+                               "2 CPUs of one client (CPUs per node: 1, 1); lower "
+                               "simulation.client_num_cpus / client_num_gpus")
+
+
+def test_a_cluster_whose_cpus_other_jobs_hold_is_said_and_a_free_one_is_not():
+    from strategies.ray_cluster import room_verdict
+
+    nodes, client = [{"CPU": 1.0}, {"CPU": 1.0}], {"num_cpus": 0.5, "num_gpus": 0.0}
+    assert room_verdict(nodes, {"CPU": 2.0}, client, "x") is None
+    assert room_verdict(nodes, {"CPU": 0.5}, client, "x") is None
+    warning = room_verdict(nodes, {"CPU": 0.25}, client, "the Ray cluster at auto")
+    assert warning is not None and warning.startswith("the Ray cluster at auto: its free resources hold no "
+                                                      "client of 0.5 CPUs now (0.25 CPUs free")
+
+
+def test_auto_among_several_ray_instances_asks_for_the_address(monkeypatch):
+    pytest.importorskip("ray")
+    import ray._private.services as services
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: ["10.0.0.1:6379", "10.0.0.1:6380"])
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
+    with pytest.raises(ScenarioError) as info:
+        find_cluster("auto", timeout_s=1.0)
+    assert str(info.value).startswith("simulation.ray_address=auto: 2 Ray instances run on this machine "
+                                      "(10.0.0.1:6379, 10.0.0.1:6380)")
+    # one recorded `ray start` cluster among them is Ray's own choice: no refusal from the count
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: "10.0.0.1:6380")
+    monkeypatch.setattr("strategies.ray_cluster.check_reachable", lambda *args, **kwargs: None)
+    assert find_cluster("auto", timeout_s=1.0) == "10.0.0.1:6380"

@@ -110,6 +110,24 @@ def test_job_joins_a_running_two_node_cluster(tmp_path):
         # One CPU per node and one per client: Flower placed one ClientApp actor on each node.
         assert len(clients) == 2, clients
         assert {a["node"] for a in clients} == set(node_ids)
+
+        # A client larger than every node: one line, exit 2 (Flower's empty actor pool hung the job).
+        big = subprocess.run(
+            [sys.executable, "-m", "depl_fl.main", *SHORT_JOB, f"simulation.ray_address={gcs}",
+             "simulation.client_num_cpus=2", f"hydra.run.dir={tmp_path / 'big'}"],
+            cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+        assert big.returncode == 2, big.stderr[-3000:]
+        assert big.stderr.strip().splitlines()[-1].startswith(
+            f"depl-fl: simulation.client_num_cpus: no node of the Ray cluster at {gcs} has the 2 CPUs")
+
+        # No ray_address: the job starts its own Ray even with RAY_ADDRESS naming the cluster
+        # (a bare ray.init joined it and refused ray_num_cpus there).
+        own = subprocess.run(
+            [sys.executable, "-m", "depl_fl.main", *SHORT_JOB, "simulation.ray_num_cpus=1",
+             f"profile.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'own'}"],
+            cwd=ROOT, env={**_env(), "RAY_ADDRESS": gcs}, capture_output=True, text=True, timeout=600)
+        assert own.returncode == 0, own.stderr[-3000:]
+        assert len([a for a in _actors(gcs) if a["class"] == "ClientAppActor"]) == 2
     finally:
         for node in reversed(nodes):
             _stop(node)

@@ -106,7 +106,9 @@ def run_policy(overrides: list[str], model: str, which: str, rounds: int, folder
     from depl_fl.main import run_job
     from depl_fl.runs.runconfig import compose_config
 
+    # profile.explore.without_tracking=thorough: the exploration the bank was recorded with (every client)
     cfg = compose_config(overrides + ["simulation=inprocess", "output.plot=false", "tracking.enabled=false",
+                                      "profile.explore.without_tracking=thorough",
                                       f"target.max_rounds={rounds}", "target.deadline_s=100000"])
     cache = tempfile.mkdtemp(prefix="bank-cache-")
     cfg["profile"]["cache_dir"] = cache

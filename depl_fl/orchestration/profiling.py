@@ -100,7 +100,8 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
 
     ``explore.max_clients: null``, ``explore.clients: all`` (every client explores),
     ``explore.group_sizes: random``, ``explore.plateau_rounds: 3`` and
-    ``explore.value_floor: false`` key as before the options existed. With ``profile.prior`` the
+    ``explore.value_floor: false`` key as before the options existed; ``explore.without_tracking``
+    is no part of the key (it only picks the resolved values, which are). With ``profile.prior`` the
     prior's observations (``prior_observations``, as
     :class:`~depl_fl.orchestration.profile_prior.ProfilePrior` holds them) are part of the key: the
     profile fitted with them is another profile than the one fitted without (or with another prior),
@@ -111,8 +112,9 @@ def federated_key(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, 
     if isinstance(explore, Mapping):
         defaults = {"max_clients": None, "clients": "all", "group_sizes": "random", "plateau_rounds": 3,
                     "value_floor": False}
+        unkeyed = ("prior_regime", "without_tracking")
         explore = {k: v for k, v in explore.items()
-                   if k != "prior_regime" and (k not in defaults or v != defaults[k])}
+                   if k not in unkeyed and (k not in defaults or v != defaults[k])}
     relevant: dict[str, Any] = {"config": profile_key(cfg), "explore": explore,
                                 "data": data_fingerprint(properties)}
     if prior_observations is not None:

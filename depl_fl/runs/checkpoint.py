@@ -217,6 +217,18 @@ def save_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any], payload: Mappin
     return atomic_write_bytes(Path(out_dir) / CHECKPOINT_FILE, checkpoint_bytes(doc), durable=durable)
 
 
+def recorded_config(out_dir: str | Path) -> dict[str, Any] | None:
+    """The configuration the checkpoint of ``out_dir`` recorded (``None``: none there, or unreadable;
+    :func:`load_checkpoint` then says which in one line)."""
+    path = Path(out_dir) / CHECKPOINT_FILE
+    try:
+        doc = pickle.loads(path.read_bytes())
+    except Exception:  # missing or unreadable: load_checkpoint names it
+        return None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    return config if isinstance(config, dict) else None
+
+
 def load_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The checkpoint of ``out_dir`` for a job with configuration ``cfg``.
 

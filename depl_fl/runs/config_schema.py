@@ -63,6 +63,8 @@ class _Explore(Schema):
     max_deadline_share: _Fraction | None = None
     max_clients: Count | None = None
     clients: Literal["all", "cheapest"] = "all"
+    # absent: a configuration recorded before the option, when auto stood for the thorough exploration
+    without_tracking: Literal["cheap", "thorough"] = "thorough"
     group_sizes: Literal["random", "by_cost"] = "random"
     switch_rounds: list[Count] | None = None
     min_points_per_level: Count = 4

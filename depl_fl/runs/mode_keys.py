@@ -62,8 +62,9 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
 
 A default of ``auto`` (the exploration options that follow tracking,
 :mod:`depl_fl.runs.exploration_choice`) counts as the value it resolves to
-with the configuration's ``tracking.enabled``: ``profile=thorough`` with
-tracking sets them, the default profile never does.
+with the configuration's ``tracking.enabled`` and
+``profile.explore.without_tracking``: ``profile=thorough`` with tracking
+sets them, the default profile never does.
 
 Pure Python: imports neither Hydra nor the config schema; the caller passes
 the configuration ``conf/`` composes without overrides (the defaults).
@@ -78,7 +79,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from depl_fl.errors import ScenarioError
-from depl_fl.runs.exploration_choice import measures_costs, resolve_exploration, tracking_enabled
+from depl_fl.runs.exploration_choice import (
+    measures_costs,
+    resolve_exploration,
+    tracking_enabled,
+    without_tracking,
+)
 
 #: Entry points that check a configuration (``None``: a library call, e.g. a test or benchmark).
 HYDRA_JOB = "a Hydra job (depl_fl/main.py)"
@@ -321,7 +327,7 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
     """
     cfg = resolve_exploration(cfg)
     defaults = resolve_exploration(with_model_defaults(defaults, cfg), tracking=tracking_enabled(cfg),
-                                   measured=measures_costs(cfg))
+                                   measured=measures_costs(cfg), without=without_tracking(cfg))
     out = []
     for rule in RULES:
         mode = rule.mode(cfg, entry)
