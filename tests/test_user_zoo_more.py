@@ -241,6 +241,25 @@ def test_a_negative_log_likelihood_is_checked_on_the_networks_own_log_probabilit
         check_loss(LOSSES["log_softmax_net"], 10)
 
 
+def test_a_dropout_network_trains_reproducibly_from_the_updates_seed():
+    """Dropout draws from torch's global generator: seeded per update, restored after it."""
+    from depl_fl.task.training import train_local
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((24, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 24)
+    runs = []
+    for draws in (0, 5):  # another history of the global generator before the update
+        torch.manual_seed(123)
+        torch.rand(draws)
+        net = full_network(_geo("vgg_net"), seed=0)
+        loss, _ = train_local(net, x, y, epochs=1, lr=0.05, batch_size=8, seed=7)
+        runs.append((loss, get_state(net)))
+        assert torch.rand(1).item() == (torch.manual_seed(123), torch.rand(draws + 1))[1][-1].item()
+    assert runs[0][0] == runs[1][0]
+    for key, arr in runs[0][1].items():
+        np.testing.assert_array_equal(arr, runs[1][1][key])
+
+
 # --- DepL rounds in process: a compressed and a full round, bytes as modelled ---
 
 
