@@ -65,7 +65,8 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     from depl_fl.task.partitions import geometry
 
     cfg = resolve_job_devices(cfg)
-    check_loss(loss_spec(cfg), geometry(cfg).num_classes)  # before pilots or any simulation start
+    geo = geometry(cfg)
+    check_loss(loss_spec(cfg), geo.num_classes, geo)  # before pilots or any simulation start
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
         from strategies.ray_cluster import find_cluster
 

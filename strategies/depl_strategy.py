@@ -543,7 +543,7 @@ class DepLStrategy(FedAvg):
         assert self._structure is not None and self._global_state is not None
         expected = self._structure.sub_shapes()
         assert self.network is not None
-        integers = {name for name, dtype in self.network.dtypes.items()
+        integers = {name: dtype for name, dtype in self.network.dtypes.items()
                     if not np.issubdtype(np.dtype(dtype), np.floating)}
         reference = extract(self._global_state, self._structure)
         queried = self._queried_median()

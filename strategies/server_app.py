@@ -256,7 +256,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         from depl_fl.task.partitions import geometry
 
         network = geometry(cfg)
-        check_loss(loss_spec(cfg), network.num_classes)
+        check_loss(loss_spec(cfg), network.num_classes, network)
         warn_loss_units(cfg)
     models = model_docs_for(cfg, network)
 

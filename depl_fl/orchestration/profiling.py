@@ -141,7 +141,7 @@ class _Pilot:
         self.seed = seed
         self.device = resolve_device(cfg["train"].get("device", "cpu"))
         self.geometry = geometry(cfg)
-        check_loss(loss_spec(cfg), self.geometry.num_classes)
+        check_loss(loss_spec(cfg), self.geometry.num_classes, self.geometry)
         n = int(cfg["num_clients"])
         self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]
         self.test = validation_split(cfg, seed=seed)

@@ -4,7 +4,7 @@ A reply is aggregated only when it carries no error, exactly the expected
 sub-network entry names with the expected shapes, the expected kind of dtype
 (a real floating dtype for weights and floating buffers: no bool, complex or
 object arrays; an integer dtype for integer buffers such as BatchNorm's
-``num_batches_tracked``), only finite values, and a positive finite
+``num_batches_tracked``; bool for a flag buffer), only finite values, and a positive finite
 ``num-examples``. Everything else is rejected with a reason.
 The weight and update-norm bounds follow in :mod:`strategies.robust_aggregation`.
 """
@@ -22,14 +22,20 @@ WEIGHT_KEY = "num-examples"
 
 
 def array_problem(name: str, arr: np.ndarray, expected: tuple[int, ...],
-                  integer: bool = False) -> str | None:
+                  integer: bool | str = False) -> str | None:
     """Why one received array is unusable: wrong shape or dtype kind, NaN/inf (``None``: fine).
 
     ``integer`` says the entry is an integer buffer (a counter): it must then
-    have an integer dtype (bool is no counter).
+    have an integer dtype (bool is no counter). ``integer="bool"`` says it is
+    a flag buffer (``register_buffer("initialized", torch.tensor(False))``):
+    it must then be bool.
     """
     if tuple(arr.shape) != expected:
         return f"{name} has shape {tuple(arr.shape)}, expected {expected}"
+    if integer == "bool":
+        if arr.dtype != np.bool_:
+            return f"{name} has dtype {arr.dtype}, expected a bool buffer"
+        return None
     if integer:
         if not np.issubdtype(arr.dtype, np.integer):
             return f"{name} has dtype {arr.dtype}, expected an integer buffer"
@@ -42,9 +48,17 @@ def array_problem(name: str, arr: np.ndarray, expected: tuple[int, ...],
     return None
 
 
+def _integer_kind(name: str, integer_entries: frozenset[str] | set[str] | Mapping[str, str]) -> bool | str:
+    """``"bool"`` for a flag buffer, True for any other integer buffer, False for floating entries."""
+    if isinstance(integer_entries, Mapping):
+        kind = integer_entries.get(name)
+        return False if kind is None else ("bool" if np.dtype(kind) == np.bool_ else True)
+    return name in integer_entries
+
+
 def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, Any] | None,
                  expected_shapes: Mapping[str, tuple[int, ...]],
-                 integer_entries: frozenset[str] | set[str] = frozenset()) -> list[str]:
+                 integer_entries: frozenset[str] | set[str] | Mapping[str, str] = frozenset()) -> list[str]:
     """Problems of one pruned update (empty list = acceptable).
 
     Parameters
@@ -55,8 +69,9 @@ def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, A
         The reply's metrics (must hold a positive finite ``num-examples``).
     expected_shapes : mapping of str to tuple of int
         Names and shapes of the planned sub-network's weights.
-    integer_entries : set of str
-        Entries that are integer buffers in the global state.
+    integer_entries : set of str, or mapping of str to dtype name
+        Entries that are integer buffers in the global state; as a mapping, a
+        ``"bool"`` one is a flag buffer that must come back as bool.
 
     Returns
     -------
@@ -75,7 +90,7 @@ def check_update(state: Mapping[str, np.ndarray] | None, metrics: Mapping[str, A
             problems.append(f"unexpected arrays {extra}")
         for name in sorted(set(state) & set(expected_shapes)):
             problem = array_problem(name, np.asarray(state[name]), tuple(expected_shapes[name]),
-                                    integer=name in integer_entries)
+                                    integer=_integer_kind(name, integer_entries))
             if problem is not None:
                 problems.append(problem)
     if metrics is None:
@@ -113,7 +128,7 @@ def unpack_reply(msg: Any) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]
 
 
 def check_reply(msg: Any, expected_shapes: Mapping[str, tuple[int, ...]],
-                integer_entries: frozenset[str] | set[str] = frozenset()
+                integer_entries: frozenset[str] | set[str] | Mapping[str, str] = frozenset()
                 ) -> tuple[dict[str, np.ndarray] | None, dict[str, Any] | None, list[str]]:
     """Unpack and check one training reply: ``(state, metrics, problems)``."""
     try:

@@ -3,7 +3,8 @@
 ``model.arch`` names a built-in network (:data:`depl_fl.task.models.ARCHS`);
 with ``model=custom`` it is the factory ``PKG.MODULE:NAME`` itself, a
 callable ``NAME(num_classes=K, in_channels=C)`` that returns an
-``nn.Module`` for the dataset's ``C x S x S`` images. The factory must be
+``nn.Module`` for the dataset's ``C x S x S`` images; it receives only the
+arguments its signature names (:func:`factory_arguments`). The factory must be
 importable wherever the job runs (the server and every node).
 """
 
@@ -43,6 +44,43 @@ def load_factory(spec: str, field: str = "model.factory") -> Callable[..., Any]:
     return target
 
 
+def factory_arguments(factory: Callable[..., Any], spec: str, offered: dict[str, int]) -> dict[str, int]:
+    """The keyword arguments of ``offered`` (``num_classes``, ``in_channels``) that ``factory`` takes.
+
+    A factory (a function or a class) receives the ones its signature names,
+    all of them with ``**kwargs``, so ``NAME(num_classes)`` and ``NAME()`` work
+    too. A signature that cannot be read gets them all.
+
+    Raises
+    ------
+    ScenarioError
+        One line: ``factory`` is an ``nn.Module`` instance, not a factory, or a
+        parameter without a default is not one of ``offered``.
+    """
+    import inspect
+
+    if isinstance(factory, nn.Module):
+        raise ScenarioError(f"model.factory {spec!r} is an nn.Module instance ({type(factory).__name__}), "
+                            "not a factory: give its class or a function that builds it")
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): offer everything
+        return dict(offered)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return dict(offered)
+    named = {p.name for p in params
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    given = named & set(offered)
+    missing = [p.name for p in params if p.default is inspect.Parameter.empty and p.name not in given
+               and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    if missing:
+        given = ", ".join(f"{k}={v}" for k, v in offered.items())
+        raise ScenarioError(f"model.factory {spec!r}: its parameter {missing[0]!r} has no default, but DepL "
+                            f"passes only {given} (those the signature names): give it a default, or wrap "
+                            "the factory in a function of these")
+    return {k: v for k, v in offered.items() if k in named}
+
+
 def build_network(arch: str, num_classes: int, in_channels: int, image_size: int,
                   seed: int | None = None) -> nn.Module:
     """Build the full network of ``arch`` (built-in name or factory), optionally seeded.
@@ -73,11 +111,13 @@ def build_network(arch: str, num_classes: int, in_channels: int, image_size: int
                                 "or model=custom model.factory=PKG.MODULE:NAME")
         return build_model(arch, num_classes, in_channels, image_size, seed=seed)
     factory = load_factory(arch)
+    offered = {"num_classes": int(num_classes), "in_channels": int(in_channels)}
+    kwargs = factory_arguments(factory, arch, offered)
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(int(seed))
         try:
-            net = factory(num_classes=int(num_classes), in_channels=int(in_channels))
+            net = factory(**kwargs)
         except Exception as exc:  # user code: report it in one line
             raise ScenarioError(f"model.factory {arch!r} failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(net, nn.Module):

@@ -59,19 +59,29 @@ def load_loss(spec: str | None) -> LossFn | None:
     return None if spec is None else load_factory(spec, field=FIELD)
 
 
-def check_loss(spec: str | None, num_classes: int) -> None:
+def check_loss(spec: str | None, num_classes: int, network: Any = None) -> None:
     """Refuse a ``model.loss`` that breaks the contract on a seeded probe batch (one line).
 
     Checks that the callable returns a floating tensor of shape ``(n,)``, finite
     and non-negative, with a finite gradient in the logits, and that each
-    sample's loss does not change when the batch is cut in two.
+    sample's loss does not change when the batch is cut in two. The probe's
+    logits are the outputs of ``network`` (a task geometry or a
+    :class:`depl_fl.task.subnets.UserNetwork`) for :data:`PROBE_SAMPLES` example
+    samples when it is given: what the loss will read (a network ending in
+    ``log_softmax`` gives log-probabilities, on which a negative log-likelihood
+    is never negative); else seeded standard normal numbers.
     """
     fn = load_loss(spec)
     if fn is None:
         return
     k = int(num_classes)
-    gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(PROBE_SAMPLES, k, generator=gen).requires_grad_(True)
+    if network is not None:
+        from depl_fl.task.subnets import probe_outputs
+
+        logits = probe_outputs(network, PROBE_SAMPLES).to(torch.float32).clone().requires_grad_(True)
+    else:
+        gen = torch.Generator().manual_seed(0)
+        logits = torch.randn(PROBE_SAMPLES, k, generator=gen).requires_grad_(True)
     targets = torch.arange(PROBE_SAMPLES) % k
     out = _probe(fn, spec, logits, targets)
     if not out.requires_grad:

@@ -135,14 +135,61 @@ def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
     """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
 
     Channels an attention reads or writes are kept whole
-    (:func:`depl_fl.task.attention_layers.attention_modules`).
+    (:func:`depl_fl.task.attention_layers.attention_modules`), and so are a
+    frozen layer's (:func:`_frozen`).
     """
+    if reparametrized_layers(model):
+        return None, []  # traced faithfully by nothing: every channel kept whole (check_variants says why)
     dg = _dependency_graph(model, x)
     out = output_layer(model, x)
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
               if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = attention_modules(groups, ROOT_TYPES)
-    return dg, [g for g in groups if not any(item.dep.target.module in attention for item in g.items)]
+
+    def whole(group: Any) -> bool:
+        return any(item.dep.target.module in attention or _frozen(item.dep.target.module)
+                   for item in group.items)
+
+    return dg, [g for g in groups if not whole(g)]
+
+
+def _frozen(module: Any) -> bool:
+    """Whether a group member holds a parameter the user froze (``requires_grad=False``).
+
+    A frozen layer's channels are kept whole, in and out: dropping its input
+    channels would silence (zero) its weights that read them, which no
+    training round can restore, and a frozen layer is meant to stay as given.
+    """
+    if isinstance(module, nn.Parameter):
+        return not module.requires_grad
+    if not isinstance(module, nn.Module):
+        return False
+    return any(not p.requires_grad for p in module.parameters(recurse=False))
+
+
+def reparametrized_layers(model: nn.Module) -> list[str]:
+    """Layers whose weight is computed from other entries: a weight or spectral norm, any parametrization.
+
+    ``torch.nn.utils.parametrizations.weight_norm``/``spectral_norm`` (and any
+    ``torch.nn.utils.parametrize`` parametrization) keep the weight as
+    ``parametrizations.weight.original*`` entries, the older
+    ``torch.nn.utils.weight_norm``/``spectral_norm`` as ``weight_g``/``weight_v``
+    or ``weight_orig`` with a hook. torch-pruning 1.6.1 neither traces their
+    readers nor prunes these entries, so a network holding one keeps every
+    channel whole (``model.compressions=[0]`` trains it; compressed variants are
+    refused, naming the layer).
+    """
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    found = []
+    for name, module in model.named_modules():
+        hooks = module._forward_pre_hooks.values()
+        if parametrize.is_parametrized(module) or any(isinstance(h, (WeightNorm, SpectralNorm))
+                                                      for h in hooks):
+            found.append(name)
+    return found
 
 
 def _is_parameter(item: Any) -> bool:
@@ -172,10 +219,11 @@ def _tracked(dg: Any, group: Any) -> bool:
     sizes happen to match is caught by the Check step (:func:`check_variants`).
     So is a group split along its channels (``torch.chunk``, ``torch.split``:
     a GLU gate, ShuffleNetV2's halves), whose pieces torch-pruning 1.6.1 does
-    not prune consistently.
+    not prune consistently, and one through a depthwise convolution with a
+    channel multiplier (:func:`_multiplier_conv`).
     """
     for item in group.items:
-        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT:
+        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT or _multiplier_conv(item.dep.target.module):
             return False
         size = _pruned_size(dg, item)
         if size is not None and len(item.idxs) and max(item.idxs) >= size:
@@ -201,6 +249,20 @@ def _conv_blocks(module: Any) -> int:
     """The groups of a grouped (not depthwise) convolution; 1 for any other layer."""
     groups = int(getattr(module, "groups", 1)) if isinstance(module, nn.modules.conv._ConvNd) else 1
     return groups if 1 < groups < int(module.in_channels) else 1
+
+
+def _multiplier_conv(module: Any) -> bool:
+    """A depthwise convolution with a channel multiplier (or its converse), which torch-pruning mis-prunes.
+
+    ``groups`` equal to the inputs with ``m x groups`` outputs (MobileNetV1's or
+    Xception's depth multiplier), or equal to the outputs with more inputs:
+    torch-pruning 1.6.1 takes the second for a depthwise convolution and
+    prunes neither as its groups require, so their channels are kept whole.
+    """
+    if not isinstance(module, nn.modules.conv._ConvNd) or int(module.groups) <= 1:
+        return False
+    groups, cin, cout = int(module.groups), int(module.in_channels), int(module.out_channels)
+    return cin != cout and groups in (cin, cout)
 
 
 def _group_blocks(group: Any) -> int:
@@ -307,7 +369,8 @@ def _probe_key(module: nn.Module, handler: Any) -> tuple[Any, ...]:
     """
     groups = getattr(module, "groups", 1)
     grouping = "depthwise" if groups > 1 and groups == getattr(module, "out_channels", None) else groups
-    entries = tuple((k, v.dim()) for k, v in _own_entries(module).items())
+    # A dimension of size 1 is one a pruning function may leave alone (PReLU's single shared parameter).
+    entries = tuple((k, tuple(int(s) == 1 for s in v.shape)) for k, v in _own_entries(module).items())
     return (type(module), getattr(handler, "__name__", str(handler)), grouping, entries)
 
 
@@ -519,6 +582,13 @@ def _base(net: Network) -> nn.Module:
     return model
 
 
+def probe_outputs(net: Network, samples: int) -> torch.Tensor:
+    """The full network's evaluation-mode outputs for ``samples`` example samples (what a loss reads)."""
+    model = copy.deepcopy(_base(net)).eval()
+    with torch.no_grad():
+        return model(example_batch(input_shape_of(net), batch=samples))
+
+
 #: Sub-networks per (network, compression), built once per process.
 _SKELETONS: dict[tuple[Network, float], nn.Module] = {}
 
@@ -622,7 +692,11 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
         Naming the layer whose output channels the network cannot lose.
     """
     if not layout.groups and any(c > 0 for c in compressions):
-        raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned, so every "
+        layers = reparametrized_layers(_base(geo))
+        why = (f" (layer {layers[0]!r} has a reparametrized weight, a weight or spectral norm, which "
+               "torch-pruning cannot slice, so every channel is kept whole; remove it with "
+               "torch.nn.utils.parametrize.remove_parametrizations to compress)") if layers else ""
+        raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned{why}, so every "
                             "compressed variant would be the full network; use model.compressions=[0]")
     prepare_skeletons(geo, tuple(compressions))
     with one_thread():

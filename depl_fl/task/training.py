@@ -145,17 +145,24 @@ def train_local(
     start = time.perf_counter()
     fold = n > batch_size and n % batch_size == 1 and one_sample_breaks_batch_norm(model, xt[:1])
     bounds = batch_starts(n, batch_size, fold)
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=gen).to(device)  # drawn on the CPU: one order on every device
-        for i, stop in bounds:
-            idx = order[i:stop]
-            for p in params:
-                p.grad = None
-            loss = _batch_loss(model(xt[idx]), yt[idx], loss_fn)
-            loss.backward()
-            sgd_momentum_step(params, buffers, lr)
-            total += float(loss.detach()) * len(idx)
-            count += len(idx)
+    # Stochastic layers (dropout, stochastic depth) draw from torch's global generator: seeded from
+    # ``seed`` inside the loop and restored after it, so an update is reproducible and leaves the
+    # caller's random state as it was.
+    on_gpu = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=on_gpu):
+        torch.manual_seed(int(seed))
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=gen).to(device)  # drawn on the CPU: one order on every device
+            for i, stop in bounds:
+                idx = order[i:stop]
+                for p in params:
+                    p.grad = None
+                loss = _batch_loss(model(xt[idx]), yt[idx], loss_fn)
+                loss.backward()
+                sgd_momentum_step(params, buffers, lr)
+                total += float(loss.detach()) * len(idx)
+                count += len(idx)
     seconds = time.perf_counter() - start
     return total / count, seconds
 
