@@ -10,20 +10,12 @@ from depl_fl.contract.plan import Targets
 from depl_fl.orchestration.controller import RunController
 from depl_fl.planner import make_plan
 from depl_fl.tracking.online import ReplanPolicy
-from tests.two_clusters import two_cluster_scenario
+from tests.two_clusters import two_cluster_scenario, two_cluster_setting
 
 
 @pytest.fixture()
 def setting():
-    scenario = two_cluster_scenario()
-    targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0)
-
-    def planner(scn, tgt, start):
-        return make_plan(scn, tgt, method="depl", seed=0, start=start)
-
-    plan = planner(scenario, targets, None)
-    assert plan.feasible
-    return scenario, targets, plan, planner
+    return two_cluster_setting()
 
 
 def test_failed_client_triggers_replan_without_it(setting):

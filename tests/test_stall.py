@@ -6,12 +6,10 @@ import math
 
 import pytest
 
-from depl_fl.contract.plan import Targets
 from depl_fl.orchestration.controller import RunController
-from depl_fl.planner import make_plan
 from depl_fl.tracking.online import ReplanPolicy
 from depl_fl.tracking.stall import rounds_since_best, stall_reason, stalled
-from tests.two_clusters import two_cluster_scenario
+from tests.two_clusters import two_cluster_setting
 
 START = 2.0
 
@@ -59,15 +57,9 @@ def test_the_reason_names_the_lowest_loss_and_the_rounds():
 
 @pytest.fixture()
 def setting():
-    scenario = two_cluster_scenario()
-    targets = Targets(target_loss=1.5, target_prob=0.9, deadline_s=400.0)
-
-    def planner(scn, tgt, start):
-        return make_plan(scn, tgt, method="depl", seed=0, start=start)
-
-    plan = planner(scenario, targets, None)
-    assert plan.feasible and len(plan.rounds) > 3
-    return scenario, targets, plan, planner
+    found = two_cluster_setting()
+    assert len(found[2].rounds) > 3
+    return found
 
 
 def _controller(setting, rounds, tracking=True):

@@ -30,3 +30,22 @@ def two_cluster_scenario(plan_regime: bool = False) -> Scenario:
         doc["loss"]["judged_error"] = 5e-5
         doc["version"] = 2
     return scenario_from_dict(doc)
+
+
+def two_cluster_setting(target_loss: float = 1.5, deadline_s: float = 400.0):
+    """The scenario above with a target, its DepL plan and the planner that re-plans it (seed 0).
+
+    Returns ``(scenario, targets, plan, planner)``, the shape the run controller's tests take.
+    """
+    from depl_fl.contract.plan import Targets
+    from depl_fl.planner import make_plan
+
+    scenario = two_cluster_scenario()
+    targets = Targets(target_loss=target_loss, target_prob=0.9, deadline_s=deadline_s)
+
+    def planner(scn, tgt, start):
+        return make_plan(scn, tgt, method="depl", seed=0, start=start)
+
+    plan = planner(scenario, targets, None)
+    assert plan.feasible
+    return scenario, targets, plan, planner
