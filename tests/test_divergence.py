@@ -9,7 +9,7 @@ import pytest
 from depl_fl.orchestration.controller import RunController
 from depl_fl.tracking.divergence import divergence_reason, diverging
 from depl_fl.tracking.online import ReplanPolicy
-from tests.two_clusters import two_cluster_setting
+from tests.two_clusters import feed_losses, two_cluster_setting
 
 FRESH = 2.30
 
@@ -65,15 +65,7 @@ def _controller(setting, rounds, tracking=True):
 
 
 def _feed(ctl, losses):
-    before = FRESH
-    for loss in losses:
-        decision = ctl.next_decision()
-        if decision is None:
-            break
-        ctl.record(decision, before, loss, accuracy=0.1, wall_s=0.1, replied=list(decision.clients),
-                   rejected=[])
-        before = loss
-    return ctl
+    return feed_losses(ctl, losses, FRESH)
 
 
 def test_the_controller_stops_after_the_rounds_above_the_fresh_loss(setting):

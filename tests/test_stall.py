@@ -9,7 +9,7 @@ import pytest
 from depl_fl.orchestration.controller import RunController
 from depl_fl.tracking.online import ReplanPolicy
 from depl_fl.tracking.stall import rounds_since_best, stall_reason, stalled
-from tests.two_clusters import two_cluster_setting
+from tests.two_clusters import feed_losses, two_cluster_setting
 
 START = 2.0
 
@@ -72,15 +72,7 @@ def _controller(setting, rounds, tracking=True):
 
 
 def _feed(ctl, losses):
-    before = START
-    for loss in losses:
-        decision = ctl.next_decision()
-        if decision is None:
-            break
-        ctl.record(decision, before, loss, accuracy=0.1, wall_s=0.1, replied=list(decision.clients),
-                   rejected=[])
-        before = loss
-    return ctl
+    return feed_losses(ctl, losses, START)
 
 
 def test_the_controller_stops_once_the_lowest_loss_is_the_patience_old(setting):

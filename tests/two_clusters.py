@@ -49,3 +49,18 @@ def two_cluster_setting(target_loss: float = 1.5, deadline_s: float = 400.0):
     plan = planner(scenario, targets, None)
     assert plan.feasible
     return scenario, targets, plan, planner
+
+
+def feed_losses(ctl, losses, before: float):
+    """Record one planned round per loss of ``losses`` on the run controller ``ctl``, until it stops.
+
+    ``before`` is the loss the first round starts from; every client replies. Returns ``ctl``.
+    """
+    for loss in losses:
+        decision = ctl.next_decision()
+        if decision is None:
+            break
+        ctl.record(decision, before, loss, accuracy=0.1, wall_s=0.1, replied=list(decision.clients),
+                   rejected=[])
+        before = loss
+    return ctl
