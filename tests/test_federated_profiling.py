@@ -370,7 +370,9 @@ def test_loopback_deployment_on_per_node_folders(split, tmp_path):
          "profile.explore.rounds=2", "profile.explore.switch_rounds=[2]",
          "profile.explore.stop_loss_factor=null", "profile.explore.stop_when_met=false",
          "profile.explore.min_points_per_level=1", "target.loss=1.5", "target.prob=0.6",
-         "target.deadline_s=1e5", "tracking.enabled=false", "output.plot=false"],
+         "target.deadline_s=1e5", "tracking.enabled=false", "output.plot=false",
+         # every node explores (the cheapest cluster alone, 2 rounds, finds no plan for this target)
+         "profile.explore.without_tracking=thorough"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1600)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     if isolate:
