@@ -19,10 +19,11 @@ import pytest
 from depl_fl.processes import alive, hand_to_reaper, stop_after_exit
 
 ROOT = Path(__file__).resolve().parent.parent
-#: A short job (digits, 3 clients): 2 federated exploration rounds, then 3 training rounds; every
-#: reply is held back 1 s (fault kind ``slow``) so that a signal lands while the job still runs.
+#: A short job (digits, 3 clients): 2 federated exploration rounds on every client (the cheapest
+#: cluster alone finds no plan in 2 rounds), then 3 training rounds; every reply is held back 1 s
+#: (fault kind ``slow``) so that a signal lands while the job still runs.
 JOB = ["num_clients=3", "profile.explore.rounds=2", "profile.explore.max_rounds=2",
-       "profile.explore.stop_when_met=false",
+       "profile.explore.stop_when_met=false", "profile.explore.without_tracking=thorough",
        "profile.explore.switch_rounds=[2]", "target.loss=0.35", "target.prob=0.6", "target.max_rounds=6",
        "tracking.enabled=false", "output.plot=false", "faults.clients=[c0,c1,c2]", "faults.kind=slow",
        "faults.slow_s=1.0"]
