@@ -485,12 +485,7 @@ class RunController:
                                               self.diverge_rounds):
             return False
         assert self.diverge_rounds is not None and self.fresh_loss is not None
-        self.stop_reason = divergence_reason(self.diverge_rounds, self.fresh_loss)
-        self.rounds = self.rounds[: self.rounds_done]
-        rec["stopped"] = self.stop_reason
-        rec["at_risk"] = self.at_risk
-        self.notes.append(f"round {rec['round']}: {self.stop_reason}; stopping")
-        return True
+        return self._stop_early(rec, divergence_reason(self.diverge_rounds, self.fresh_loss))
 
     def _stalled(self, rec: dict[str, Any]) -> bool:
         """With tracking on: whether the loss stopped improving for the patience; if so, stop."""
@@ -499,8 +494,12 @@ class RunController:
             return False
         assert self.stall_rounds is not None
         finite = [float(v) for v in [self.start_loss, *losses] if v is not None and math.isfinite(float(v))]
-        self.stop_reason = stall_reason(self.stall_rounds, min(finite) if finite else math.nan)
         self.stalled = True
+        return self._stop_early(rec, stall_reason(self.stall_rounds, min(finite) if finite else math.nan))
+
+    def _stop_early(self, rec: dict[str, Any], reason: str) -> bool:
+        """End the job after this round for ``reason``: no round left, the reason recorded and noted."""
+        self.stop_reason = reason
         self.rounds = self.rounds[: self.rounds_done]
         rec["stopped"] = self.stop_reason
         rec["at_risk"] = self.at_risk
