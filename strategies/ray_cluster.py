@@ -39,6 +39,9 @@ CONNECT_TIMEOUT_S = 5.0
 DEFAULT_TEMP_DIR = "/tmp/ray"
 #: The file in a Ray temp dir where every ``ray start`` records its cluster's GCS address.
 RECORD = "ray_current_cluster"
+#: Memory (bytes) of one ClientApp actor at least: a Python worker with torch and Flower imported
+#: (about 240 MiB each measured for the digits CNN; larger models need more).
+ACTOR_BYTES_FLOOR = 200 * 2**20
 
 
 def _refused(address: str, why: str) -> ScenarioError:
@@ -272,7 +275,9 @@ def room_verdict(nodes: Sequence[Mapping[str, float]], free: Mapping[str, float]
     Raises
     ------
     ScenarioError
-        No node has the resources of one client (Flower's actor pool would be empty).
+        No node has the resources of one client (Flower's actor pool would be empty),
+        or a node would get more ClientApp actors than its Ray memory holds
+        (:func:`crowded_node`).
 
     Returns
     -------
@@ -286,9 +291,36 @@ def room_verdict(nodes: Sequence[Mapping[str, float]], free: Mapping[str, float]
         have = ", ".join(f"{float(n.get('CPU', 0.0)):g}" for n in nodes) or "none"
         raise ScenarioError(f"simulation.client_num_cpus: no node of {where} has the {want} of one client "
                             f"(CPUs per node: {have}); lower simulation.client_num_cpus / client_num_gpus")
+    crowded = crowded_node(nodes, client)
+    if crowded is not None:
+        cpus, actors, memory = crowded
+        share = float(client["num_cpus"])
+        raise ScenarioError(
+            f"simulation.client_num_cpus={share:g}: Flower would start {actors} ClientApp actors on a node "
+            f"of {where} ({cpus:g} CPUs / {share:g}; as many whatever the number of clients), each a Python "
+            f"process of at least {ACTOR_BYTES_FLOOR / 2**20:.0f} MiB, more than the node's "
+            f"{memory / 2**30:.1f} GiB of Ray memory; raise simulation.client_num_cpus (to at least "
+            f"{cpus * ACTOR_BYTES_FLOOR / memory:.2g} there)")
     if actor_room([free], client) == 0:
         return (f"{where}: its free resources hold no client of {want} now ({float(free.get('CPU', 0.0)):g} "
                 "CPUs free; other jobs hold the rest): the ClientApp actors wait until they are freed")
+    return None
+
+
+def crowded_node(nodes: Sequence[Mapping[str, float]],
+                 client: Mapping[str, float]) -> tuple[float, int, float] | None:
+    """``(CPUs, actors, memory bytes)`` of the first node whose actors cannot all fit its Ray memory.
+
+    Flower starts ``node CPUs / client_num_cpus`` actors on each node before the
+    first round, however few clients the job has, so a tiny CPU share (0.01 on
+    2 CPUs: 200 processes) exhausts the machine's memory. A node without a
+    ``memory`` resource is not judged.
+    """
+    for resources in nodes:
+        memory = float(resources.get("memory", 0.0))
+        actors = actor_room([resources], client)
+        if memory > 0 and actors * ACTOR_BYTES_FLOOR > memory:
+            return float(resources.get("CPU", 0.0)), actors, memory
     return None
 
 

@@ -292,3 +292,25 @@ def test_auto_passes_over_a_jobs_own_ray_and_joins_a_ray_start_cluster(monkeypat
         for proc in reversed(started):
             _stop_group(proc)
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_a_cpu_share_so_small_that_the_actors_outgrow_a_nodes_memory_is_one_line():
+    from strategies.ray_cluster import ACTOR_BYTES_FLOOR, crowded_node, room_verdict
+
+    gib = 2.0**30
+    node = {"CPU": 2.0, "memory": 16.0 * gib}
+    # 0.25 CPU: 8 actors, 0.05: 40 (about 8 GiB, still within the node's memory): no verdict
+    assert crowded_node([node], {"num_cpus": 0.25, "num_gpus": 0.0}) is None
+    assert room_verdict([node], node, {"num_cpus": 0.05, "num_gpus": 0.0}, "x") is None
+    assert crowded_node([{"CPU": 2.0}], {"num_cpus": 0.001, "num_gpus": 0.0}) is None  # no memory: not judged
+    # 0.01 CPU: Flower starts 200 actors before the first round, whatever the number of clients
+    assert crowded_node([{"CPU": 1.0, "memory": 64 * gib}, node], {"num_cpus": 0.01, "num_gpus": 0.0}) == (
+        2.0, 200, 16.0 * gib)
+    assert 200 * ACTOR_BYTES_FLOOR > 16.0 * gib > 81 * ACTOR_BYTES_FLOOR
+    with pytest.raises(ScenarioError) as info:
+        room_verdict([node], node, {"num_cpus": 0.01, "num_gpus": 0.0}, "this machine's Ray")
+    assert str(info.value) == (
+        "simulation.client_num_cpus=0.01: Flower would start 200 ClientApp actors on a node of this "
+        "machine's Ray (2 CPUs / 0.01; as many whatever the number of clients), each a Python process of at "
+        "least 200 MiB, more than the node's 16.0 GiB of Ray memory; raise simulation.client_num_cpus (to at "
+        "least 0.024 there)")
