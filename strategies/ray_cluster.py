@@ -201,8 +201,10 @@ def unreachable_line(address: str, given: str, host_port: str, why: str,
         here = "no Ray cluster runs on this machine"
         if own:
             here += f", only {_own(own)}"
+    fix = "check the host name" if why.startswith("cannot resolve") else \
+        f"start its head (`ray start --head --port {port}`)"
     return (f"simulation.ray_address={address}: no Ray cluster answers at {tried} ({why}); {here}; give a "
-            f"running cluster's HOST:PORT or start its head (`ray start --head --port {port}`)")
+            f"running cluster's HOST:PORT or {fix}")
 
 
 def check_reachable(host_port: str, address: str, timeout_s: float = CONNECT_TIMEOUT_S,

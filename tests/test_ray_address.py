@@ -235,6 +235,7 @@ def test_a_host_that_does_not_resolve_is_one_line():
     assert str(info.value).startswith("simulation.ray_address=no-such-head.invalid:6379: no Ray cluster "
                                       "answers at no-such-head.invalid:6379 (cannot resolve "
                                       "no-such-head.invalid: ")
+    assert str(info.value).endswith("give a running cluster's HOST:PORT or check the host name")
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
