@@ -40,7 +40,7 @@ DEFAULT_TEMP_DIR = "/tmp/ray"
 #: The file in a Ray temp dir where every ``ray start`` records its cluster's GCS address.
 RECORD = "ray_current_cluster"
 #: Memory (bytes) of one ClientApp actor at least: a Python worker with torch and Flower imported
-#: (about 240 MiB each measured for the digits CNN; larger models need more).
+#: (about 210 MiB a Ray worker measured with the digits CNN; larger models need more).
 ACTOR_BYTES_FLOOR = 200 * 2**20
 
 
