@@ -35,7 +35,7 @@ from depl_fl.errors import ScenarioError
 
 #: Seconds to wait for the cluster's GCS port to accept a connection.
 CONNECT_TIMEOUT_S = 5.0
-#: Ray's temp dir when ``ray start`` / ``ray.init`` get no other.
+#: Ray's temp dir when ``ray start`` / ``ray.init`` get no other (and ``TMPDIR`` is unset).
 DEFAULT_TEMP_DIR = "/tmp/ray"
 #: The file in a Ray temp dir where every ``ray start`` records its cluster's GCS address.
 RECORD = "ray_current_cluster"
@@ -64,7 +64,7 @@ class RayInstance:
     recorded: bool
 
 
-def raylet_flags(cmdline: Sequence[str]) -> tuple[str, str] | None:
+def raylet_flags(cmdline: Sequence[str], default_temp_dir: str = DEFAULT_TEMP_DIR) -> tuple[str, str] | None:
     """``(GCS address, temp dir)`` from a raylet's command line; None for any other process.
 
     The raylet names both in its own flags and in the worker command it carries
@@ -81,7 +81,7 @@ def raylet_flags(cmdline: Sequence[str]) -> tuple[str, str] | None:
                 flags.setdefault(name.replace("_", "-"), value)
     if "--gcs-address" not in flags:
         return None
-    return flags["--gcs-address"], flags.get("--temp-dir", DEFAULT_TEMP_DIR)
+    return flags["--gcs-address"], flags.get("--temp-dir", default_temp_dir)
 
 
 def classify(raylets: Iterable[tuple[str, str]], record_in: Callable[[str], str | None]) -> list[RayInstance]:
@@ -106,11 +106,13 @@ def _record_in(temp_dir: str) -> str | None:
 def running_instances() -> list[RayInstance]:
     """The Ray instances with a raylet on this machine, each marked cluster or job's own."""
     import psutil
+    from ray._common.utils import get_default_ray_temp_dir
 
+    default_temp_dir = get_default_ray_temp_dir()
     raylets = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            flags = raylet_flags(proc.info["cmdline"] or [])
+            flags = raylet_flags(proc.info["cmdline"] or [], default_temp_dir)
         except (psutil.AccessDenied, psutil.NoSuchProcess):
             continue
         if flags:
@@ -137,8 +139,10 @@ def choose_auto(instances: Sequence[RayInstance], recorded_default: str | None) 
     """
     clusters = [i.address for i in instances if i.recorded]
     own = [i.address for i in instances if not i.recorded]
-    if recorded_default in clusters or len(clusters) == 1:
-        return recorded_default if recorded_default in clusters else clusters[0]
+    if recorded_default is not None and recorded_default in clusters:
+        return recorded_default
+    if len(clusters) == 1:
+        return clusters[0]
     if clusters:
         raise _refused("auto", f"{len(clusters)} Ray clusters run on this machine ({', '.join(clusters)}) "
                                "and none is the one the last `ray start` without --temp-dir recorded; give "
@@ -147,7 +151,7 @@ def choose_auto(instances: Sequence[RayInstance], recorded_default: str | None) 
         raise _refused("auto", f"no Ray cluster runs on this machine, only {_own(own)} (started by "
                                "`ray.init`, each ends with its job), which auto does not join; start a "
                                "cluster (`ray start --head`) or give its HOST:PORT")
-    stale = (f" (the last `ray start` recorded {recorded_default} in {DEFAULT_TEMP_DIR}/{RECORD}, which "
+    stale = (f" (the last `ray start` recorded {recorded_default} in Ray's temp dir ({RECORD}), which "
              "no longer runs)") if recorded_default else ""
     raise _refused("auto", f"no running Ray cluster found on this machine{stale}; start one with "
                            "`ray start --head`, or give the head's HOST:PORT")
@@ -173,9 +177,9 @@ def resolve_address(address: str) -> str:
         return choose_auto(running_instances(), find_bootstrap_address(None))
     try:
         resolved = canonicalize_bootstrap_address(address)
-    except (ConnectionError, ValueError):  # pragma: no cover - auto with RAY_ADDRESS set never looks
-        raise _refused(address, "no running Ray cluster found on this machine (start one with "
-                                "`ray start --head`, or give the head's HOST:PORT)") from None
+    except (ConnectionError, ValueError):  # the schema checked HOST:PORT, so RAY_ADDRESS for auto
+        raise _refused(address, f"RAY_ADDRESS={os.environ.get('RAY_ADDRESS', '')!r} is not a Ray "
+                                "cluster's HOST:PORT; fix or unset it") from None
     if resolved is None:  # pragma: no cover - only for address None/"local", which the schema refuses
         raise _refused(address, "names no cluster")
     return resolved

@@ -83,6 +83,15 @@ def test_auto_follows_ray_address_to_a_cluster_that_is_down(monkeypatch):
         find_cluster("auto", timeout_s=2.0)
 
 
+def test_auto_with_a_ray_address_that_is_no_address_is_one_line(monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", "head-without-port")
+    with pytest.raises(ScenarioError) as info:
+        find_cluster("auto", timeout_s=1.0)
+    assert str(info.value) == ("simulation.ray_address=auto: RAY_ADDRESS='head-without-port' is not a Ray "
+                               "cluster's HOST:PORT; fix or unset it")
+
+
 def test_a_port_that_accepts_connections_passes_the_check():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -178,7 +187,7 @@ def test_auto_joins_the_one_cluster_and_never_a_jobs_own_ray():
         "(192.0.2.2:41585) (started by `ray.init`, each ends with its job), which auto does not join; "
         "start a cluster (`ray start --head`) or give its HOST:PORT")
     with pytest.raises(ScenarioError, match=r"no running Ray cluster found on this machine \(the last "
-                                            r"`ray start` recorded 192.0.2.2:6379 in /tmp/ray/"):
+                                            r"`ray start` recorded 192.0.2.2:6379 in Ray's temp dir"):
         choose_auto([], "192.0.2.2:6379")
     with pytest.raises(ScenarioError, match=r"^simulation.ray_address=auto: no running Ray cluster found "
                                             r"on this machine; start one with `ray start --head`"):
