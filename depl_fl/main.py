@@ -67,11 +67,15 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
     cfg = resolve_job_devices(cfg)
     geo = geometry(cfg)
     check_loss(loss_spec(cfg), geo.num_classes, geo)  # before pilots or any simulation start
+    joins = None
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
         from strategies.ray_cluster import find_cluster
 
         # ray.init would retry for minutes at an address where no cluster answers
-        find_cluster(str(cfg["simulation"]["ray_address"]))
+        joins = find_cluster(str(cfg["simulation"]["ray_address"]))
+        if joins != cfg["simulation"]["ray_address"]:
+            LOG.info("simulation.ray_address=%s: joining the Ray cluster at %s",
+                     cfg["simulation"]["ray_address"], joins)
     if cfg.get("resume"):  # no checkpoint, or another config's: one line before anything starts
         from depl_fl.runs.checkpoint import load_checkpoint
 
@@ -97,9 +101,9 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 
     outcome: dict[str, Any] = {}
     sim = cfg["simulation"]
-    init_args = ray_init_args(sim)
+    init_args = ray_init_args(sim, joins)
     _start_ray(init_args)
-    _check_room(sim)
+    _check_room(sim, joins)
     _stop_on_signals(out_dir)  # again: ray.init replaced the SIGTERM handler with its own
     run_simulation(
         server_app=make_server_app(cfg, out_dir=out_dir, outcome=outcome),
@@ -119,11 +123,13 @@ def client_resources(sim: Mapping[str, Any]) -> dict[str, float]:
     return {"num_cpus": float(sim["client_num_cpus"]), "num_gpus": float(sim.get("client_num_gpus") or 0.0)}
 
 
-def ray_init_args(sim: Mapping[str, Any]) -> dict[str, Any]:
+def ray_init_args(sim: Mapping[str, Any], joins: str | None = None) -> dict[str, Any]:
     """``ray.init`` arguments of the ``simulation`` config.
 
     With ``simulation.ray_address`` (``auto`` or ``HOST:PORT``) the job joins
-    that running Ray cluster instead of starting Ray on this machine; the
+    that running Ray cluster instead of starting Ray on this machine (``joins``:
+    the ``HOST:PORT`` that :func:`strategies.ray_cluster.find_cluster` found for
+    it, which ``auto`` stands for); the
     cluster's nodes then bring their own CPUs, so ``ray_num_cpus`` must be
     unset. Without it the job starts its own Ray (``address="local"``): a bare
     ``ray.init`` would join the cluster of the last ``ray start`` on this
@@ -133,7 +139,7 @@ def ray_init_args(sim: Mapping[str, Any]) -> dict[str, Any]:
     """
     init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
     if sim.get("ray_address"):
-        init_args["address"] = str(sim["ray_address"])
+        init_args["address"] = joins or str(sim["ray_address"])
         return init_args
     init_args["address"] = "local"
     if sim.get("ray_num_cpus"):
@@ -169,11 +175,16 @@ def _start_ray(init_args: Mapping[str, Any]) -> None:
                             f"cluster: {' '.join(str(exc).split())}") from None
 
 
-def _check_room(sim: Mapping[str, Any]) -> None:
+def _check_room(sim: Mapping[str, Any], joins: str | None = None) -> None:
     """Stop in one line if no Ray node holds one client; say so if other jobs hold the free CPUs."""
     from strategies.ray_cluster import check_room
 
-    where = f"the Ray cluster at {sim['ray_address']}" if sim.get("ray_address") else "this machine's Ray"
+    where = "this machine's Ray"
+    if sim.get("ray_address"):
+        address = str(sim["ray_address"])
+        where = f"the Ray cluster at {joins or address}"
+        if joins not in (None, address):  # auto: the cluster it found, then what was asked
+            where += f" ({address})"
     warning = check_room(client_resources(sim), where)
     if warning:
         LOG.warning(warning)

@@ -85,7 +85,7 @@ def _stop(node: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_job_joins_a_running_two_node_cluster(tmp_path):
+def test_job_joins_a_running_two_node_cluster(tmp_path, monkeypatch):
     temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # Ray's socket paths must stay short
     port = _free_port()
     gcs = f"127.0.0.1:{port}"
@@ -97,6 +97,11 @@ def test_job_joins_a_running_two_node_cluster(tmp_path):
         nodes.append(_start(["--address", gcs], tmp_path / "worker.log"))
         node_ids = _wait_for_nodes(gcs, 2)
         assert len(node_ids) == 2, (tmp_path / "worker.log").read_text()[-2000:]
+        # auto finds it too: the head (own --temp-dir) and the second node recorded it, as `ray start` does
+        from strategies.ray_cluster import find_cluster
+
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        assert find_cluster("auto").endswith(f":{port}")
 
         proc = subprocess.run(
             [sys.executable, "-m", "depl_fl.main", *SHORT_JOB, f"simulation.ray_address={gcs}",

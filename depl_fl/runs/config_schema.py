@@ -155,7 +155,24 @@ class _Planner(Schema):
     mc_trajectories: Annotated[Count, Field(le=10_000_000)]
 
 
-_RayAddress = Annotated[str, Field(strict=True, pattern=r"^(auto|[^\s:]+:[0-9]{1,5})$")]
+def _ray_address(value: Any) -> Any:
+    """``auto`` or ``HOST:PORT``; a Ray Client address and an impossible port are named as such."""
+    if not isinstance(value, str) or value == "auto":
+        return value
+    if "://" in value:
+        raise invalid(f"{value!r} is a URL (Ray Client's ray://HOST:10001 among them); a job joins a "
+                      "cluster through its head's GCS address: give HOST:PORT (the port of `ray start "
+                      "--head --port`, 6379 by default)")
+    host, _, port = value.rpartition(":")
+    if not host or ":" in host or not port.isdigit() or any(c.isspace() for c in value):
+        raise invalid(f"must be auto or HOST:PORT (the head's GCS address, e.g. 127.0.0.1:6379), "
+                      f"got {value!r}")
+    if not 1 <= int(port) <= 65535:
+        raise invalid(f"port {port} of {value!r} is not in 1-65535")
+    return value
+
+
+_RayAddress = Annotated[Annotated[str, Field(strict=True)] | None, BeforeValidator(_ray_address)]
 
 
 class _Simulation(Schema):
@@ -163,7 +180,7 @@ class _Simulation(Schema):
     client_num_cpus: Positive = 1.0
     client_num_gpus: NonNegative = 0.0
     ray_num_cpus: Count | None = None
-    ray_address: _RayAddress | None = None
+    ray_address: _RayAddress = None
 
     @model_validator(mode="after")
     def _address_alone(self) -> _Simulation:
