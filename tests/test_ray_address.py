@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from depl_fl.errors import ScenarioError  # noqa: E402
 from depl_fl.main import ray_init_args  # noqa: E402
 from depl_fl.runs.runconfig import compose_config  # noqa: E402
 from strategies.ray_cluster import check_reachable, find_cluster  # noqa: E402
+from tests.process_groups import stop_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -247,15 +247,6 @@ def test_a_host_that_does_not_resolve_is_one_line():
     assert str(info.value).endswith("give a running cluster's HOST:PORT or check the host name")
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.mark.slow
@@ -300,7 +291,7 @@ def test_auto_passes_over_a_jobs_own_ray_and_joins_a_ray_start_cluster(monkeypat
         assert f"the Ray cluster(s) running on this machine: {cluster};" in str(info.value)
     finally:
         for proc in reversed(started):
-            _stop_group(proc)
+            stop_group(proc)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 

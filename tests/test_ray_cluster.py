@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.process_groups import stop_group
 
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
@@ -73,15 +74,6 @@ def _actors(gcs: str) -> list[dict]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _stop(node: subprocess.Popen) -> None:
-    try:
-        os.killpg(node.pid, signal.SIGTERM)
-        node.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(node.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.mark.slow
@@ -135,5 +127,5 @@ def test_job_joins_a_running_two_node_cluster(tmp_path, monkeypatch):
         assert len([a for a in _actors(gcs) if a["class"] == "ClientAppActor"]) == 2
     finally:
         for node in reversed(nodes):
-            _stop(node)
+            stop_group(node)
         shutil.rmtree(temp_dir, ignore_errors=True)
