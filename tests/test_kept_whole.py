@@ -1,4 +1,4 @@
-"""A network whose forward breaks once a channel group loses channels: that group kept whole, the rest compressed.
+"""A forward that breaks once a channel group loses channels: that group kept whole, the others compressed.
 
 Flower's quickstart ``Net`` hard-codes its flattened size (``x.view(-1, 16 * 5 * 5)``):
 the group of the conv before it is kept whole (:func:`depl_fl.task.subnets.kept_whole`),
@@ -184,8 +184,9 @@ geo = TaskGeometry("tests.user_nets:{name}", 10, 1, 8)
 layout = network_layout(geo)
 full = get_state(full_network(geo, seed=3))
 index = layout.structure(full, 0.75).index
+index = {{k: [None if i is None else i.tolist() for i in v] for k, v in index.items()}}
 print(json.dumps({{"kept": [k.layer for k in kept_whole(geo)], "groups": [g.root for g in layout.groups],
-                   "index": {{k: [None if i is None else i.tolist() for i in v] for k, v in index.items()}}}}))
+                   "index": index}}))
 """
 
 

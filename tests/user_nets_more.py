@@ -306,7 +306,7 @@ class LegacyWeightNormNet(nn.Module):
 
 
 class PartialWeightNormNet(nn.Module):
-    """``parametrizations.weight_norm`` on the stem only: its channels stay whole, the later convs compress."""
+    """``parametrizations.weight_norm`` on the stem only: its channels whole, the later convs compressed."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()

@@ -42,7 +42,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
-from depl_fl.task.traced_buffers import buffers_as_parameters, traced_buffers
+from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, traced_buffers
 
 LOG = logging.getLogger("depl_fl.subnets")
 
@@ -650,11 +650,8 @@ class _PrunedCopy:
         self._current = {root: len(g[0].idxs) for root, g in self._roots.items()}
         self._followers = {name: keys for name, module in model.named_modules()
                            if (keys := _channel_followers(module))}
-
-    @property
-    def roots(self) -> list[str]:
-        """The groups' root layers, in torch-pruning's order."""
-        return list(self._roots)
+        #: The compression every group was last cut to together (0: none yet).
+        self.compression = 0.0
 
     def prune(self, root: str, compression: float) -> None:
         """Cut the group rooted at ``root`` to the channels variant ``compression`` keeps."""
@@ -665,6 +662,12 @@ class _PrunedCopy:
                                        list(range(k, self._current[root]))).prune()
             self._current[root] = k
 
+    def prune_all(self, compression: float) -> None:
+        """Cut every group to variant ``compression`` (at least as compressed as the last one)."""
+        for root in self._roots:
+            self.prune(root, compression)
+        self.compression = compression
+
     def skeleton(self) -> nn.Module:
         """A copy of the network as pruned so far, buffers restored, in training mode."""
         skeleton = copy.deepcopy(self._model)
@@ -673,14 +676,18 @@ class _PrunedCopy:
         return skeleton.train()
 
 
-@contextlib.contextmanager
-def _pruned_copy(base: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> Iterator[_PrunedCopy]:
+def _pruned_copy(base: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> _PrunedCopy:
     """A :class:`_PrunedCopy` of ``base`` (one trace) whose groups rooted in ``keep`` stay whole."""
     model = _copied(base, x).eval()
-    with buffers_as_parameters(model, x) as restore:
-        dg, groups = _groups(model, x, keep)
-        _refresh_hooked_weights(model, x)
-        yield _PrunedCopy(model, dg, groups, restore)
+    restore = buffers_traced(model, x)  # the copy is pruned and thrown away: only its skeletons are restored
+    dg, groups = _groups(model, x, keep)
+    _refresh_hooked_weights(model, x)
+    return _PrunedCopy(model, dg, groups, restore)
+
+
+#: Per network, the traced copy :func:`kept_whole` cut to :data:`PROBE_COMPRESSION`, which
+#: :func:`prepare_skeletons` goes on cutting (one trace for the whole job).
+_TRACED: dict[Network, _PrunedCopy] = {}
 
 
 def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
@@ -696,10 +703,12 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
         return
     base = _base(net)
     x = example_batch(input_shape_of(net))
-    with one_thread(), _named_refusals(net, base), _pruned_copy(base, x, keep) as pruned:
+    pruned = _TRACED.pop(net, None)
+    with one_thread(), _named_refusals(net, base):
+        if pruned is None or todo[0] < pruned.compression:
+            pruned = _pruned_copy(base, x, keep)
         for compression in todo:
-            for root in pruned.roots:
-                pruned.prune(root, compression)
+            pruned.prune_all(compression)
             _SKELETONS[(net, compression)] = pruned.skeleton()
 
 
@@ -751,7 +760,7 @@ def _named_refusals(net: Network, model: nn.Module) -> Iterator[None]:
 
 @functools.lru_cache(maxsize=16)
 def network_layout(net: Network) -> SubnetLayout:
-    """The layout of the network's state, the groups :func:`kept_whole` names kept whole (cached per process)."""
+    """The layout of the network's state, the groups :func:`kept_whole` names kept whole (cached)."""
     return _layout(net, _kept_roots(net))
 
 
@@ -826,13 +835,15 @@ def kept_whole(net: Network) -> tuple[KeptWhole, ...]:
             return ()
         state = {k: v.detach().cpu().numpy().copy() for k, v in base.state_dict().items()}
         probe = _copied(base, x).eval()
-        with _pruned_copy(base, x) as pruned:
-            for root in pruned.roots:
-                pruned.prune(root, PROBE_COMPRESSION)
-            skeleton = pruned.skeleton()
-        if _variant_problem(skeleton, probe, layout, layout.nested_structure(PROBE_COMPRESSION), state,
+        pruned = _pruned_copy(base, x)
+        pruned.prune_all(PROBE_COMPRESSION)
+        skeleton = pruned.skeleton()
+        if _variant_problem(skeleton, probe, layout, layout.structure(state, PROBE_COMPRESSION), state,
                             x) is None:
-            _SKELETONS.setdefault((net, PROBE_COMPRESSION), skeleton)
+            # The job's own variant and check when it has this compression (check_variants, seed 0).
+            _SKELETONS[(net, PROBE_COMPRESSION)] = skeleton
+            _TRACED[net] = pruned
+            _CHECKED.add((net, PROBE_COMPRESSION))
             return ()
         return _breaking_groups(base, layout, probe, state, x)
 
@@ -844,25 +855,25 @@ def _breaking_groups(base: nn.Module, layout: SubnetLayout, probe: nn.Module, st
     kept: list[KeptWhole] = []
     remaining = list(layout.groups)
     while remaining:
-        with _pruned_copy(base, x) as pruned:  # a fresh trace after each breaking group
-            for root in compressed:
-                pruned.prune(root, PROBE_COMPRESSION)
-            while remaining:
-                group = remaining.pop(0)
-                cut = {*compressed, group.root}
-                keep = tuple(np.arange(g.kept(PROBE_COMPRESSION) if g.root in cut else g.width, dtype=np.int64)
-                             for g in layout.groups)
-                try:
-                    pruned.prune(group.root, PROBE_COMPRESSION)
-                    problem = _variant_problem(pruned.skeleton(), probe, layout,
-                                               layout.index_of(keep, PROBE_COMPRESSION), state, x)
-                except Exception as exc:  # torch-pruning itself fails on this group
-                    problem = (_first_line(exc), SIZE_HINT)
-                if problem is None:
-                    compressed.append(group.root)
-                    continue
-                kept.append(KeptWhole(group.root, *problem))
-                break
+        pruned = _pruned_copy(base, x)  # a fresh trace after each breaking group
+        for root in compressed:
+            pruned.prune(root, PROBE_COMPRESSION)
+        while remaining:
+            group = remaining.pop(0)
+            cut = {*compressed, group.root}
+            keep = tuple(np.arange(g.kept(PROBE_COMPRESSION) if g.root in cut else g.width,
+                                   dtype=np.int64) for g in layout.groups)
+            try:
+                pruned.prune(group.root, PROBE_COMPRESSION)
+                problem = _variant_problem(pruned.skeleton(), probe, layout,
+                                           layout.index_of(keep, PROBE_COMPRESSION), state, x)
+            except Exception as exc:  # torch-pruning itself fails on this group
+                problem = (_first_line(exc), SIZE_HINT)
+            if problem is None:
+                compressed.append(group.root)
+                continue
+            kept.append(KeptWhole(group.root, *problem))
+            break
     return tuple(kept)
 
 
@@ -875,6 +886,9 @@ def _warn_kept_whole(net: Network, kept: tuple[KeptWhole, ...]) -> None:
     remedies = "; ".join(dict.fromkeys(k.remedy() for k in kept))
     LOG.warning("model %s: %s; %s", _name(net), layers, remedies)
 
+
+#: (network, compression) pairs whose cached variant :func:`kept_whole` already checked (seed 0).
+_CHECKED: set[tuple[Network, float]] = set()
 
 #: Networks whose kept-whole layers were already reported in this process.
 _WARNED: set[Network] = set()
@@ -957,7 +971,7 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
     probe = (_copied(_base(geo), x) if seed == 0 else full_network(geo, seed=seed)).eval()
     state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
     for compression in compressions:
-        if compression <= 0:
+        if compression <= 0 or (seed == 0 and (geo, float(compression)) in _CHECKED):
             continue
         sub = _skeleton(geo, float(compression))  # the cached skeleton: its weights are arbitrary
         found = _variant_problem(sub, probe, layout, layout.structure(state, compression), state, x)
