@@ -54,7 +54,10 @@ try:
 except ScenarioError as exc:
     outcome, sizes = "refused", []
 seconds = time.perf_counter() - t0
-kept = [k.layer for k in subnets.kept_whole(geo)] if hasattr(subnets, "kept_whole") else []
+try:  # the code before the keep-whole search has no kept_whole; a network refused earlier keeps nothing
+    kept = [k.layer for k in subnets.kept_whole(geo)]
+except (AttributeError, ScenarioError):
+    kept = []
 print(json.dumps({"seconds": seconds, "outcome": outcome, "sizes": sizes, "kept": kept}))
 """
 

@@ -18,9 +18,11 @@ shapes depend on the counts only, so a client rebuilds it from the factory
 and the compression and loads the entries it receives.
 :func:`check_variants` proves, once per job, that the skeleton loaded with the
 extracted entries computes exactly what the full network computes with the
-dropped channels silenced; a forward that hard-codes a size (Flower's
-quickstart ``Net``: ``x.view(-1, 16 * 5 * 5)``) fails it and is refused in one
-line naming the layer whose channels it cannot lose.
+dropped channels silenced. A group whose loss of channels breaks the forward
+(Flower's quickstart ``Net`` hard-codes ``x.view(-1, 16 * 5 * 5)``) or changes
+its function (a channel shuffle) is kept whole and the others are compressed
+(:func:`kept_whole`); a network left with no group to compress is refused in
+one line naming the layer whose channels it cannot lose.
 """
 
 from __future__ import annotations
@@ -970,8 +972,9 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
     x = example_batch(input_shape_of(geo))
     probe = (_copied(_base(geo), x) if seed == 0 else full_network(geo, seed=seed)).eval()
     state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
+    checked = seed == 0 and layout is network_layout(geo)  # what kept_whole checked is this very check
     for compression in compressions:
-        if compression <= 0 or (seed == 0 and (geo, float(compression)) in _CHECKED):
+        if compression <= 0 or (checked and (geo, float(compression)) in _CHECKED):
             continue
         sub = _skeleton(geo, float(compression))  # the cached skeleton: its weights are arbitrary
         found = _variant_problem(sub, probe, layout, layout.structure(state, compression), state, x)
