@@ -37,7 +37,8 @@ NETWORKS = ["convnext_net", "mobilenet_v3_tiny", "efficientnet_tiny", "cls_token
             "detached_layer_net", "no_grad_layer_net", "inplace_net", "shaped_scale_net", "gated_net",
             "split_net",
             "tracked_instance_norm_net", "counting_net", "non_persistent_buffer_net", "transpose_tied_net",
-            "parameter_matmul_net", "shared_weight_net", "aux_head_net"]
+            "parameter_matmul_net", "shared_weight_net", "aux_head_net", "quickstart_net_8",
+            "channel_shuffle_net", "hard_coded_stack_net", "spatial_layer_norm_net"]
 #: The second zoo (``tests/user_nets_more.py``): network -> its own overrides. The factory signatures
 #: and refusals come last.
 MORE_NETWORKS: dict[str, list[str]] = {
@@ -49,8 +50,10 @@ MORE_NETWORKS: dict[str, list[str]] = {
     "log_softmax_net": ["model.loss=tests.user_nets_more:nll_loss"],
     "weight_norm_net": [], "spectral_norm_net": [], "legacy_weight_norm_net": [],
     "weight_norm_net@full": ["model.compressions=[0]"],
+    "partial_weight_norm_net": [], "partial_spectral_norm_net": [],
     **{name: [] for name in ("classes_only", "keyword_factory", "with_extra_defaults", "other_names",
-                             "VGGNet", "needs_width", "raising_factory", "not_a_module", "module_instance",
+                             "VGGNet", "positional_only", "needs_width", "positional_other_name",
+                             "raising_factory", "not_a_module", "module_instance",
                              "NOT_CALLABLE", "missing_attr")},
 }
 # without_tracking=thorough: the exploration the committed figures were measured with (every

@@ -1,9 +1,10 @@
 """A zoo of networks users bring: each trains DepL rounds or is refused before training in one line.
 
 Every network (``tests/user_nets.py``, 8x8 digits, one channel) goes through the
-derivation and the Check step; one that works trains a compressed and a full
-round in process with measured bytes equal to the modelled ones; one that is
-refused exits 2 with one line naming the layer or the reason.
+derivation and the Check step; one that works (some with a group kept whole
+because the forward breaks once it loses channels) trains a compressed and a
+full round in process with measured bytes equal to the modelled ones; one
+that is refused exits 2 with one line naming the layer or the reason.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ WORKING = {
     "split_net": ("branch.0",),                      # the stem split in halves whole
     "tracked_instance_norm_net": ("conv", "conv2"),  # the running statistics follow the channels
     "counting_net": ("conv",),                       # a buffer updated in place, traced as a constant
+    "quickstart_net_8": ("conv1", "fc1"),            # conv2 whole: x.view(-1, 16 * 2 * 2) after it
+    "channel_shuffle_net": ("stem",),                # the shuffled channels whole
+    "mixer_net_square": ("blocks.0.token_up", "blocks.0.channel_up", "blocks.1.token_up",
+                         "blocks.1.channel_up"),     # the patch width whole: it equals the token count
 }
 
 
@@ -161,7 +166,6 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
 #: Refused networks: the reason each one-line refusal names.
 REFUSED = {
     "row_lstm": "no layer's output channels can be pruned",
-    "mixer_net_square": "the forward breaks once layer 'patch' loses output channels",
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",

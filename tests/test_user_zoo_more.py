@@ -64,11 +64,15 @@ WORKING = {
     "log_softmax_net": ("c1", "c2"),
     "actnorm_net": ("c1", "c2"),                      # ActNorm's [1, C, 1, 1] shift and scale sliced
     "sequential_cnn": ("0", "3", "6"),
+    "partial_weight_norm_net": ("c2", "c3"),          # the weight-normed stem's inputs and outputs whole
+    "partial_spectral_norm_net": ("c1",),             # the spectral-normed conv's inputs and outputs whole
 }
 #: The per-sample loss a network is trained with (cross-entropy when absent).
 LOSSES = {"log_softmax_net": f"{MODULE}:nll_loss"}
-#: Networks with a reparametrized weight: trained whole, refused when compressed.
+#: Networks whose every group meets a reparametrized weight: trained whole, refused when compressed.
 REPARAMETRIZED = {"weight_norm_net": "c1", "spectral_norm_net": "c2", "legacy_weight_norm_net": "c2"}
+#: Networks with a reparametrized layer beside others: that layer's channels whole, the rest compressed.
+PARTLY_REPARAMETRIZED = {"partial_weight_norm_net": "c1", "partial_spectral_norm_net": "c3"}
 
 
 def _geo(name: str) -> TaskGeometry:
@@ -192,8 +196,29 @@ def test_a_frozen_layer_keeps_its_channels_and_stays_frozen():
     assert not flags["frozen.weight"] and flags["c3.weight"]
 
 
+@pytest.mark.parametrize("name", list(PARTLY_REPARAMETRIZED))
+def test_a_reparametrized_layer_keeps_its_channels_whole_and_the_others_compress(name):
+    geo = _geo(name)
+    layer = PARTLY_REPARAMETRIZED[name]
+    layout = network_layout(geo)
+    check_variants(geo, layout, (0.0, 0.5, 0.75))  # raises when a variant is not the silenced network
+    assert layout.size_bytes(0.75) < layout.size_bytes(0.5) < layout.size_bytes(0.0)
+    own = [k for k in layout.shapes if k.startswith(f"{layer}.")]
+    assert len(own) >= 2 and all(layout.sub_shapes(0.75)[k] == layout.shapes[k] for k in own)
+    full = _state(geo, seed=5)
+    structure = layout.structure(full, 0.5)
+    sub = extract(full, structure)
+    rng = np.random.default_rng(1)
+    x, y = rng.random((16, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 16)
+    result = local_update(sub, geo, 0.5, x, y, epochs=1, lr=0.05, batch_size=8, seed=0)
+    assert np.isfinite(result.train_loss)
+    trained = result.kept_state
+    assert {k: v.shape for k, v in trained.items()} == {k: v.shape for k, v in sub.items()}
+    assert any(not np.array_equal(trained[k], sub[k]) for k in own if sub[k].dtype.kind == "f")
+
+
 @pytest.mark.parametrize("name", list(REPARAMETRIZED))
-def test_a_reparametrized_weight_trains_whole_and_is_refused_compressed_in_one_line(name):
+def test_a_reparametrized_weight_every_group_meets_trains_whole_and_is_refused_compressed(name):
     geo = _geo(name)
     layout = network_layout(geo)
     assert layout.groups == ()
@@ -292,10 +317,13 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
 
 #: Accepted: the factory gets the arguments its signature names.
 ACCEPTED = {"classes_only": "VGGNet", "keyword_factory": "ModuleDictNet", "with_extra_defaults": "Sequential",
-            "other_names": "VGGNet", "VGGNet": "VGGNet", "sequential_cnn": "Sequential"}
+            "other_names": "VGGNet", "VGGNet": "VGGNet", "sequential_cnn": "Sequential",
+            "positional_only": "VGGNet"}
 #: Refused in one line: what the line says.
 REFUSED_FACTORIES = {
     "needs_width": "its parameter 'width' has no default, but DepL passes only num_classes=10, in_channels=1",
+    "positional_other_name": "its positional-only parameter 'classes' has no default and is not one of "
+                             "num_classes, in_channels",
     "raising_factory": "failed: RuntimeError: weights file not found",
     "not_a_module": "returned dict, not a torch nn.Module",
     "module_instance": "is an nn.Module instance (VGGNet), not a factory",
@@ -309,6 +337,11 @@ def test_a_factory_gets_the_arguments_its_signature_names(name):
     net = build_network(f"{MODULE}:{name}", 10, 1, 8, seed=0)
     assert type(net).__name__ == ACCEPTED[name]
     assert net(example_batch((1, 8, 8), batch=2)).shape == (2, 10)
+
+
+def test_positional_only_parameters_get_their_arguments_by_position():
+    net = build_network(f"{MODULE}:positional_only", 7, 3, 8, seed=0)  # def f(num_classes, in_channels, /)
+    assert net(example_batch((3, 8, 8), batch=2)).shape == (2, 7)
 
 
 @pytest.mark.parametrize("name", list(REFUSED_FACTORIES))

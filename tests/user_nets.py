@@ -182,6 +182,30 @@ def quickstart_net_8(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     return QuickstartNet8(num_classes, in_channels)
 
 
+class HardCodedStackNet(nn.Module):
+    """``depth`` convs, each followed by a reshape to its hard-coded width: every conv's group breaks the
+    forward once it loses channels; only the hidden linear layer before the head can be compressed."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, depth: int = 12, width: int = 16) -> None:
+        super().__init__()
+        self.width = width
+        self.convs = nn.ModuleList(nn.Conv2d(in_channels if i == 0 else width, width, 3, padding=1)
+                                   for i in range(depth))
+        self.fc = nn.Linear(width, 32)
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        for conv in self.convs:
+            y = F.relu(conv(x))
+            x = y.reshape(y.shape[0], self.width, *y.shape[2:])
+        return self.head(F.relu(self.fc(x.mean((2, 3)))))
+
+
+def hard_coded_stack_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`HardCodedStackNet` (12 breaking groups)."""
+    return HardCodedStackNet(num_classes, in_channels)
+
+
 class SqueezeExcite(nn.Module):
     """Squeeze-and-excitation: the channels scaled by a gate computed from their means."""
 

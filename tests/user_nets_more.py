@@ -305,6 +305,41 @@ class LegacyWeightNormNet(nn.Module):
         return self.head(F.relu(self.c2(F.relu(self.c1(x)))).mean((2, 3)))
 
 
+class PartialWeightNormNet(nn.Module):
+    """``parametrizations.weight_norm`` on the stem only: its channels whole, the later convs compressed."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.c1 = parametrizations.weight_norm(nn.Conv2d(in_channels, 16, 3, padding=1))
+        self.c2 = nn.Conv2d(16, 24, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(24)
+        self.c3 = nn.Conv2d(24, 32, 3, padding=1)
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.bn2(self.c2(F.relu(self.c1(x)))))
+        return self.head(F.relu(self.c3(x)).mean((2, 3)))
+
+
+class PartialSpectralNormNet(nn.Module):
+    """The older hook-based ``torch.nn.utils.spectral_norm`` on the last conv; the first conv compresses."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        import warnings
+
+        self.c1 = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 24, 3, padding=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            self.c3 = torch.nn.utils.spectral_norm(nn.Conv2d(24, 32, 3, padding=1))
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.c2(F.relu(self.c1(x))))
+        return self.head(F.relu(self.c3(x)).mean((2, 3)))
+
+
 class FrozenStemNet(nn.Module):
     """A stem whose parameters are frozen (``requires_grad=False``), then trained layers."""
 
@@ -539,6 +574,16 @@ def legacy_weight_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Mo
     return LegacyWeightNormNet(num_classes, in_channels)
 
 
+def partial_weight_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`PartialWeightNormNet`."""
+    return PartialWeightNormNet(num_classes, in_channels)
+
+
+def partial_spectral_norm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """Factory of :class:`PartialSpectralNormNet`."""
+    return PartialSpectralNormNet(num_classes, in_channels)
+
+
 def frozen_stem_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`FrozenStemNet`."""
     return FrozenStemNet(num_classes, in_channels)
@@ -605,6 +650,16 @@ def with_extra_defaults(num_classes: int = 10, in_channels: int = 1, width: int 
     """A factory with more keyword parameters of its own, all with defaults."""
     return nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(), nn.Dropout(dropout),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))
+
+
+def positional_only(num_classes: int, in_channels: int, /) -> nn.Module:
+    """A factory whose parameters are positional-only, named as DepL offers them (passed by position)."""
+    return VGGNet(num_classes, in_channels)
+
+
+def positional_other_name(classes: int, /, in_channels: int = 1) -> nn.Module:
+    """A positional-only parameter of another name without a default (refused)."""
+    return VGGNet(classes, in_channels)
 
 
 def needs_width(num_classes: int, width: int) -> nn.Module:

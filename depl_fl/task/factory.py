@@ -4,7 +4,8 @@
 with ``model=custom`` it is the factory ``PKG.MODULE:NAME`` itself, a
 callable ``NAME(num_classes=K, in_channels=C)`` that returns an
 ``nn.Module`` for the dataset's ``C x S x S`` images; it receives only the
-arguments its signature names (:func:`factory_arguments`). The factory must be
+arguments its signature names, positional-only ones by position
+(:func:`factory_arguments`). The factory must be
 importable wherever the job runs (the server and every node).
 """
 
@@ -44,12 +45,20 @@ def load_factory(spec: str, field: str = "model.factory") -> Callable[..., Any]:
     return target
 
 
-def factory_arguments(factory: Callable[..., Any], spec: str, offered: dict[str, int]) -> dict[str, int]:
-    """The keyword arguments of ``offered`` (``num_classes``, ``in_channels``) that ``factory`` takes.
+def factory_arguments(factory: Callable[..., Any], spec: str,
+                      offered: dict[str, int]) -> tuple[tuple[int, ...], dict[str, int]]:
+    """The arguments of ``offered`` (``num_classes``, ``in_channels``) that ``factory`` takes.
 
     A factory (a function or a class) receives the ones its signature names,
     all of them with ``**kwargs``, so ``NAME(num_classes)`` and ``NAME()`` work
-    too. A signature that cannot be read gets them all.
+    too. A positional-only parameter named like an offered one
+    (``def make(num_classes, in_channels, /)``) receives it positionally. A
+    signature that cannot be read gets them all as keywords.
+
+    Returns
+    -------
+    tuple
+        ``(args, kwargs)``: the call is ``factory(*args, **kwargs)``.
 
     Raises
     ------
@@ -63,22 +72,36 @@ def factory_arguments(factory: Callable[..., Any], spec: str, offered: dict[str,
         raise ScenarioError(f"model.factory {spec!r} is an nn.Module instance ({type(factory).__name__}), "
                             "not a factory: give its class or a function that builds it")
     try:
-        params = inspect.signature(factory).parameters.values()
+        params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # no signature to read (some builtins): offer everything
-        return dict(offered)
+        return (), dict(offered)
+    empty = inspect.Parameter.empty
+    args: list[int] = []
+    for p in (p for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY):
+        if p.name in offered:
+            args.append(offered[p.name])
+        elif p.default is empty:
+            names = ", ".join(offered)
+            raise ScenarioError(f"model.factory {spec!r}: its positional-only parameter {p.name!r} has no "
+                                f"default and is not one of {names}, the only arguments DepL passes: name it "
+                                "after one of them, give it a default, or wrap the factory in a function of "
+                                "these")
+        else:
+            break  # a later positional-only argument would need this default passed explicitly
+    given_positionally = {p.name for p in params[:len(args)]}
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return dict(offered)
+        return tuple(args), {k: v for k, v in offered.items() if k not in given_positionally}
     named = {p.name for p in params
              if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
     given = named & set(offered)
-    missing = [p.name for p in params if p.default is inspect.Parameter.empty and p.name not in given
-               and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    missing = [p.name for p in params if p.default is empty and p.name not in given
+               and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY)]
     if missing:
-        given = ", ".join(f"{k}={v}" for k, v in offered.items())
+        passed = ", ".join(f"{k}={v}" for k, v in offered.items())
         raise ScenarioError(f"model.factory {spec!r}: its parameter {missing[0]!r} has no default, but DepL "
-                            f"passes only {given} (those the signature names): give it a default, or wrap "
+                            f"passes only {passed} (those the signature names): give it a default, or wrap "
                             "the factory in a function of these")
-    return {k: v for k, v in offered.items() if k in named}
+    return tuple(args), {k: v for k, v in offered.items() if k in named}
 
 
 def build_network(arch: str, num_classes: int, in_channels: int, image_size: int,
@@ -112,12 +135,12 @@ def build_network(arch: str, num_classes: int, in_channels: int, image_size: int
         return build_model(arch, num_classes, in_channels, image_size, seed=seed)
     factory = load_factory(arch)
     offered = {"num_classes": int(num_classes), "in_channels": int(in_channels)}
-    kwargs = factory_arguments(factory, arch, offered)
+    args, kwargs = factory_arguments(factory, arch, offered)
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(int(seed))
         try:
-            net = factory(**kwargs)
+            net = factory(*args, **kwargs)
         except Exception as exc:  # user code: report it in one line
             raise ScenarioError(f"model.factory {arch!r} failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(net, nn.Module):

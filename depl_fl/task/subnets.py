@@ -18,9 +18,11 @@ shapes depend on the counts only, so a client rebuilds it from the factory
 and the compression and loads the entries it receives.
 :func:`check_variants` proves, once per job, that the skeleton loaded with the
 extracted entries computes exactly what the full network computes with the
-dropped channels silenced; a forward that hard-codes a size (Flower's
-quickstart ``Net``: ``x.view(-1, 16 * 5 * 5)``) fails it and is refused in one
-line naming the layer whose channels it cannot lose.
+dropped channels silenced. A group whose loss of channels breaks the forward
+(Flower's quickstart ``Net`` hard-codes ``x.view(-1, 16 * 5 * 5)``) or changes
+its function (a channel shuffle) is kept whole and the others are compressed
+(:func:`kept_whole`); a network left with no group to compress is refused in
+one line naming the layer whose channels it cannot lose.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import logging
 import math
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
@@ -41,7 +44,9 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
-from depl_fl.task.traced_buffers import buffers_as_parameters, traced_buffers
+from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, traced_buffers
+
+LOG = logging.getLogger("depl_fl.subnets")
 
 #: Layer types whose output channels root a pruning group.
 ROOT_TYPES = (nn.modules.conv._ConvNd, nn.Linear)
@@ -131,24 +136,33 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
                             f"({_first_line(exc)})") from None
 
 
-def _groups(model: nn.Module, x: torch.Tensor) -> tuple[Any, list[Any]]:
+def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tuple[Any, list[Any]]:
     """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
 
     Channels an attention reads or writes are kept whole
     (:func:`depl_fl.task.attention_layers.attention_modules`), and so are a
-    frozen layer's (:func:`_frozen`).
+    frozen layer's (:func:`_frozen`), a reparametrized layer's
+    (:func:`reparametrized_layers`) and those of the groups rooted at a layer
+    named in ``keep`` (:func:`kept_whole`).
     """
-    if reparametrized_layers(model):
-        return None, []  # traced faithfully by nothing: every channel kept whole (check_variants says why)
-    dg = _dependency_graph(model, x)
+    reparametrized = {model.get_submodule(name) for name in reparametrized_layers(model)}
+    try:
+        dg = _dependency_graph(model, x)
+    except ScenarioError:
+        if reparametrized:  # check_variants names the reparametrized layer
+            return None, []
+        raise
     out = output_layer(model, x)
     groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
               if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = attention_modules(groups, ROOT_TYPES)
+    names = {module: name for name, module in model.named_modules()}
+    order = {name: i for i, name in enumerate(names.values())}
 
     def whole(group: Any) -> bool:
-        return any(item.dep.target.module in attention or _frozen(item.dep.target.module)
-                   for item in group.items)
+        return (any(item.dep.target.module in attention or item.dep.target.module in reparametrized
+                    or _frozen(item.dep.target.module) for item in group.items)
+                or _root_name(dg, group, names, order) in keep)
 
     return dg, [g for g in groups if not whole(g)]
 
@@ -174,10 +188,12 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
     ``torch.nn.utils.parametrize`` parametrization) keep the weight as
     ``parametrizations.weight.original*`` entries, the older
     ``torch.nn.utils.weight_norm``/``spectral_norm`` as ``weight_g``/``weight_v``
-    or ``weight_orig`` with a hook. torch-pruning 1.6.1 neither traces their
-    readers nor prunes these entries, so a network holding one keeps every
-    channel whole (``model.compressions=[0]`` trains it; compressed variants are
-    refused, naming the layer).
+    or ``weight_orig`` with a hook. torch-pruning 1.6.1 does not prune these
+    entries, so the channels such a layer reads and writes are kept whole
+    (:func:`_groups`), as a frozen layer's; the other groups are compressed
+    when torch-pruning can trace the network. When every group meets one
+    (or the network cannot be traced), compressed variants are refused,
+    naming the layer, and ``model.compressions=[0]`` trains it.
     """
     from torch.nn.utils import parametrize
     from torch.nn.utils.spectral_norm import SpectralNorm
@@ -190,6 +206,33 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
                                                       for h in hooks):
             found.append(name)
     return found
+
+
+def _refresh_hooked_weights(model: nn.Module, x: torch.Tensor) -> None:
+    """Recompute, without gradients, the weights a legacy weight or spectral norm hook set while tracing.
+
+    ``torch.nn.utils.weight_norm``/``spectral_norm`` store the weight they
+    compute as a plain attribute; one computed while tracing belongs to an
+    autograd graph, and a module holding it cannot be deep-copied. An
+    evaluation-mode forward (no power iteration) replaces it by a leaf.
+    """
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    if any(isinstance(h, (WeightNorm, SpectralNorm)) for m in model.modules()
+           for h in m._forward_pre_hooks.values()):
+        was_training = model.training
+        try:
+            with torch.no_grad():
+                model.eval()(x)
+        finally:
+            model.train(was_training)
+
+
+def _copied(model: nn.Module, x: torch.Tensor) -> nn.Module:
+    """A deep copy of ``model``, whose legacy-hook weights were perhaps computed by a training step."""
+    _refresh_hooked_weights(model, x)
+    return copy.deepcopy(model)
 
 
 def _is_parameter(item: Any) -> bool:
@@ -381,7 +424,7 @@ def _root_name(dg: Any, group: Any, names: dict[nn.Module, str], order: dict[str
     return min(producers, key=order.__getitem__) if producers else names[group[0].dep.target.module]
 
 
-def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
+def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> SubnetLayout:
     """The channel groups and per-coordinate owners of every entry of ``model``'s state.
 
     Parameters
@@ -390,6 +433,9 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
         The full network (left unchanged).
     x : torch.Tensor
         An example input batch.
+    keep : collection of str
+        Root layers of groups kept whole (:func:`kept_whole`): their entries
+        travel whole in every variant.
 
     Returns
     -------
@@ -408,7 +454,8 @@ def derive_layout(model: nn.Module, x: torch.Tensor) -> SubnetLayout:
     model.eval()
     try:
         with buffers_as_parameters(model, x):
-            dg, groups = _groups(model, x)
+            dg, groups = _groups(model, x, keep)
+        _refresh_hooked_weights(model, x)
     finally:
         model.train(was_training)
     names = {module: name for name, module in model.named_modules()}
@@ -584,7 +631,7 @@ def _base(net: Network) -> nn.Module:
 
 def probe_outputs(net: Network, samples: int) -> torch.Tensor:
     """The full network's evaluation-mode outputs for ``samples`` example samples (what a loss reads)."""
-    model = copy.deepcopy(_base(net)).eval()
+    model = _copied(_base(net), example_batch(input_shape_of(net))).eval()
     with torch.no_grad():
         return model(example_batch(input_shape_of(net), batch=samples))
 
@@ -593,35 +640,78 @@ def probe_outputs(net: Network, samples: int) -> torch.Tensor:
 _SKELETONS: dict[tuple[Network, float], nn.Module] = {}
 
 
+class _PrunedCopy:
+    """A traced copy of a network whose groups lose their last channels, group by group (nested counts)."""
+
+    def __init__(self, model: nn.Module, dg: Any, groups: list[Any],
+                 restore: Callable[[nn.Module], None]) -> None:
+        names = {module: name for name, module in model.named_modules()}
+        order = {name: i for i, name in enumerate(names.values())}
+        self._model, self._dg, self._restore = model, dg, restore
+        self._roots = {_root_name(dg, g, names, order): g for g in groups}
+        self._current = {root: len(g[0].idxs) for root, g in self._roots.items()}
+        self._followers = {name: keys for name, module in model.named_modules()
+                           if (keys := _channel_followers(module))}
+        #: The compression every group was last cut to together (0: none yet).
+        self.compression = 0.0
+
+    def prune(self, root: str, compression: float) -> None:
+        """Cut the group rooted at ``root`` to the channels variant ``compression`` keeps."""
+        group = self._roots[root]
+        k = _kept_channels(group, compression)
+        if k < self._current[root]:
+            self._dg.get_pruning_group(group[0].dep.target.module, group[0].dep.handler,
+                                       list(range(k, self._current[root]))).prune()
+            self._current[root] = k
+
+    def prune_all(self, compression: float) -> None:
+        """Cut every group to variant ``compression`` (at least as compressed as the last one)."""
+        for root in self._roots:
+            self.prune(root, compression)
+        self.compression = compression
+
+    def skeleton(self) -> nn.Module:
+        """A copy of the network as pruned so far, buffers restored, in training mode."""
+        skeleton = copy.deepcopy(self._model)
+        self._restore(skeleton)
+        _follow_channels(skeleton, self._followers)
+        return skeleton.train()
+
+
+def _pruned_copy(base: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> _PrunedCopy:
+    """A :class:`_PrunedCopy` of ``base`` (one trace) whose groups rooted in ``keep`` stay whole."""
+    model = _copied(base, x).eval()
+    restore = buffers_traced(model, x)  # the copy is pruned and thrown away: only its skeletons are restored
+    dg, groups = _groups(model, x, keep)
+    _refresh_hooked_weights(model, x)
+    return _PrunedCopy(model, dg, groups, restore)
+
+
+#: Per network, the traced copy :func:`kept_whole` cut to :data:`PROBE_COMPRESSION`, which
+#: :func:`prepare_skeletons` goes on cutting (one trace for the whole job).
+_TRACED: dict[Network, _PrunedCopy] = {}
+
+
 def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
     """Build the sub-networks of ``compressions`` with one dependency graph (nested channel counts).
 
     Pruning from the least to the most compressed variant on one traced copy
-    costs one trace for all of them.
+    costs one trace for all of them. The groups :func:`kept_whole` names keep
+    every channel.
     """
+    keep = _kept_roots(net)
     todo = sorted({float(c) for c in compressions if c > 0 and (net, float(c)) not in _SKELETONS})
     if not todo:
         return
-    model = copy.deepcopy(_base(net)).eval()
+    base = _base(net)
     x = example_batch(input_shape_of(net))
-    with one_thread(), _named_refusals(net, model), buffers_as_parameters(model, x) as restore:
-        dg, groups = _groups(model, x)
-        names = {module: name for name, module in model.named_modules()}
-        modules = dict(model.named_modules())
-        roots = [(names[g[0].dep.target.module], g[0].dep.handler, g) for g in groups]
-        current = {root: len(g[0].idxs) for root, _, g in roots}
-        followers = {name: keys for name, module in model.named_modules()
-                     if (keys := _channel_followers(module))}
+    pruned = _TRACED.pop(net, None)
+    with one_thread(), _named_refusals(net, base):
+        if pruned is None or todo[0] < pruned.compression:
+            pruned = _pruned_copy(base, x, keep)
         for compression in todo:
-            for root, handler, group in roots:
-                k = _kept_channels(group, compression)
-                if k < current[root]:
-                    dg.get_pruning_group(modules[root], handler, list(range(k, current[root]))).prune()
-                    current[root] = k
-            skeleton = copy.deepcopy(model)
-            restore(skeleton)
-            _follow_channels(skeleton, followers)
-            _SKELETONS[(net, compression)] = skeleton.train()
+            pruned.prune_all(compression)
+            _SKELETONS[(net, compression)] = pruned.skeleton()
 
 
 def _skeleton(net: Network, compression: float) -> nn.Module:
@@ -648,13 +738,14 @@ def cached_skeleton(net: Network, compression: float, device: str = "cpu") -> nn
         return _skeleton(net, float(compression))
     key = (net, float(compression), str(device))
     if key not in _ON_DEVICE:
-        _ON_DEVICE[key] = copy.deepcopy(_skeleton(net, float(compression))).to(device)
+        _ON_DEVICE[key] = _copied(_skeleton(net, float(compression)),
+                                  example_batch(input_shape_of(net))).to(device)
     return _ON_DEVICE[key]
 
 
 def build_skeleton(net: Network, compression: float) -> nn.Module:
     """A fresh copy of the sub-network of variant ``compression`` (cached per process; weights arbitrary)."""
-    return copy.deepcopy(_skeleton(net, float(compression)))
+    return _copied(_skeleton(net, float(compression)), example_batch(input_shape_of(net)))
 
 
 @contextlib.contextmanager
@@ -671,10 +762,138 @@ def _named_refusals(net: Network, model: nn.Module) -> Iterator[None]:
 
 @functools.lru_cache(maxsize=16)
 def network_layout(net: Network) -> SubnetLayout:
-    """The layout of the network's state (cached per process: derived once per job)."""
+    """The layout of the network's state, the groups :func:`kept_whole` names kept whole (cached)."""
+    return _layout(net, _kept_roots(net))
+
+
+@functools.lru_cache(maxsize=32)
+def _layout(net: Network, keep: frozenset[str]) -> SubnetLayout:
     base = _base(net)
     with one_thread(), _named_refusals(net, base):
-        return derive_layout(base, example_batch(input_shape_of(net)))
+        return derive_layout(base, example_batch(input_shape_of(net)), keep)
+
+
+#: The compression at which :func:`kept_whole` tries the groups. Fixed, so that every process (the
+#: server and each client, which rebuild the layout from the network alone) keeps the same groups whole.
+PROBE_COMPRESSION = 0.5
+
+
+@dataclass(frozen=True)
+class KeptWhole:
+    """A channel group every variant keeps whole because the network breaks once it loses channels.
+
+    Attributes
+    ----------
+    layer : str
+        The group's root layer (:attr:`depl_fl.task.slicing.ChannelGroup.root`).
+    problem : str
+        What goes wrong once it loses channels (the forward's error, or another function).
+    hint : str
+        What to change in the network to compress it.
+    """
+
+    layer: str
+    problem: str
+    hint: str
+
+    def reason(self) -> str:
+        """Why, in words: the breaking forward or the other function."""
+        if self.hint == REORDER_HINT:
+            return ("the forward computes another function once it loses output channels (it reorders "
+                    "channels outside its layers)")
+        return f"the forward breaks once it loses output channels ({self.problem})"
+
+    def remedy(self) -> str:
+        """What to change to compress it."""
+        if self.hint == REORDER_HINT:
+            return self.hint
+        return f"{self.hint} to compress it"
+
+
+def _kept_roots(net: Network) -> frozenset[str]:
+    return frozenset(k.layer for k in kept_whole(net))
+
+
+@functools.lru_cache(maxsize=16)
+def kept_whole(net: Network) -> tuple[KeptWhole, ...]:
+    """The channel groups every variant keeps whole so that the others can be compressed (the Check).
+
+    Every group is compressed to :data:`PROBE_COMPRESSION` at once, on one
+    traced copy; when the sub-network then computes the full network's
+    function with the dropped channels silenced, nothing is kept whole (and
+    the sub-network is cached for the job). Otherwise the groups are tried
+    one by one in network order, each added to those already compressed: a
+    group whose loss of channels breaks the forward (a hard-coded size such
+    as Flower's quickstart ``x.view(-1, 16 * 5 * 5)``) or makes it compute
+    another function (a channel shuffle) is kept whole, the others stay
+    compressed. Deterministic (network order, nested channel counts, seed-0
+    weights); one trace per group kept whole, one forward pair per group.
+    """
+    base = _base(net)
+    x = example_batch(input_shape_of(net))
+    with one_thread(), _named_refusals(net, base):
+        layout = _layout(net, frozenset())
+        if not layout.groups:
+            return ()
+        state = {k: v.detach().cpu().numpy().copy() for k, v in base.state_dict().items()}
+        probe = _copied(base, x).eval()
+        pruned = _pruned_copy(base, x)
+        pruned.prune_all(PROBE_COMPRESSION)
+        skeleton = pruned.skeleton()
+        if _variant_problem(skeleton, probe, layout, layout.structure(state, PROBE_COMPRESSION), state,
+                            x) is None:
+            # The job's own variant and check when it has this compression (check_variants, seed 0).
+            _SKELETONS[(net, PROBE_COMPRESSION)] = skeleton
+            _TRACED[net] = pruned
+            _CHECKED.add((net, PROBE_COMPRESSION))
+            return ()
+        return _breaking_groups(base, layout, probe, state, x)
+
+
+def _breaking_groups(base: nn.Module, layout: SubnetLayout, probe: nn.Module, state: dict[str, np.ndarray],
+                     x: torch.Tensor) -> tuple[KeptWhole, ...]:
+    """The groups that break the forward, added one by one in network order to those compressed before."""
+    compressed: list[str] = []
+    kept: list[KeptWhole] = []
+    remaining = list(layout.groups)
+    while remaining:
+        pruned = _pruned_copy(base, x)  # a fresh trace after each breaking group
+        for root in compressed:
+            pruned.prune(root, PROBE_COMPRESSION)
+        while remaining:
+            group = remaining.pop(0)
+            cut = {*compressed, group.root}
+            keep = tuple(np.arange(g.kept(PROBE_COMPRESSION) if g.root in cut else g.width,
+                                   dtype=np.int64) for g in layout.groups)
+            try:
+                pruned.prune(group.root, PROBE_COMPRESSION)
+                problem = _variant_problem(pruned.skeleton(), probe, layout,
+                                           layout.index_of(keep, PROBE_COMPRESSION), state, x)
+            except Exception as exc:  # torch-pruning itself fails on this group
+                problem = (_first_line(exc), SIZE_HINT)
+            if problem is None:
+                compressed.append(group.root)
+                continue
+            kept.append(KeptWhole(group.root, *problem))
+            break
+    return tuple(kept)
+
+
+def _warn_kept_whole(net: Network, kept: tuple[KeptWhole, ...]) -> None:
+    """One warning line per process and network naming the layers kept whole, why, and what to change."""
+    if net in _WARNED:
+        return
+    _WARNED.add(net)
+    layers = "; ".join(f"layer {k.layer!r} kept whole: {k.reason()}" for k in kept)
+    remedies = "; ".join(dict.fromkeys(k.remedy() for k in kept))
+    LOG.warning("model %s: %s; %s", _name(net), layers, remedies)
+
+
+#: (network, compression) pairs whose cached variant :func:`kept_whole` already checked (seed 0).
+_CHECKED: set[tuple[Network, float]] = set()
+
+#: Networks whose kept-whole layers were already reported in this process.
+_WARNED: set[Network] = set()
 
 
 def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
@@ -684,20 +903,32 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
     For every compression, the skeleton loaded with the entries extracted from
     a seeded full state must have the extracted shapes and compute the full
     network's output with the dropped channels silenced (evaluation mode,
-    example input).
+    example input). The groups :func:`kept_whole` names are reported in one
+    warning line; only a network left with no group to compress is refused.
 
     Raises
     ------
     ScenarioError
         Naming the layer whose output channels the network cannot lose.
     """
-    if not layout.groups and any(c > 0 for c in compressions):
+    compressed = any(c > 0 for c in compressions)
+    kept = kept_whole(geo)
+    if not layout.groups and compressed:
+        if kept:
+            first, others = kept[0], ", ".join(repr(k.layer) for k in kept[1:])
+            also = f", and so does every other prunable layer ({others})" if others else ""
+            raise ScenarioError(
+                f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
+                f"{first.layer!r} loses output channels ({first.problem}){also}, so every compressed variant "
+                f"would be the full network; {first.hint}, or use model.compressions=[0]")
         layers = reparametrized_layers(_base(geo))
         why = (f" (layer {layers[0]!r} has a reparametrized weight, a weight or spectral norm, which "
-               "torch-pruning cannot slice, so every channel is kept whole; remove it with "
-               "torch.nn.utils.parametrize.remove_parametrizations to compress)") if layers else ""
+               "torch-pruning cannot slice, so the channels it reads and writes are kept whole; remove it "
+               "with torch.nn.utils.parametrize.remove_parametrizations to compress)") if layers else ""
         raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned{why}, so every "
                             "compressed variant would be the full network; use model.compressions=[0]")
+    if kept and compressed:
+        _warn_kept_whole(geo, kept)
     prepare_skeletons(geo, tuple(compressions))
     with one_thread():
         _check_variants(geo, layout, compressions, seed)
@@ -711,39 +942,52 @@ REORDER_HINT = ("a forward that reorders channels outside its layers (e.g. a cha
                 "cannot lose channels")
 
 
+def _variant_problem(sub: nn.Module, probe: nn.Module, layout: SubnetLayout, structure: Any,
+                     state: dict[str, np.ndarray], x: torch.Tensor) -> tuple[str, str] | None:
+    """``(problem, hint)`` unless sub-network ``sub`` computes ``probe`` with the dropped channels silenced.
+
+    ``sub`` is loaded with the entries of ``state`` that ``structure`` keeps,
+    ``probe`` (the full network, evaluation mode) with ``state`` silenced.
+    """
+    sliced = layout.sliced_layers
+    try:
+        _load(sub, extract(state, structure))
+        with torch.no_grad():
+            got = without_channel_statistics(sub.eval(), sliced)(x)
+        _load(probe, silence(state, layout, structure))
+        with torch.no_grad():
+            want = without_channel_statistics(probe, sliced)(x)
+    except Exception as exc:  # the pruned forward itself fails
+        return _first_line(exc), SIZE_HINT
+    finally:
+        sub.train()
+    if got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5):
+        return None
+    hint = REORDER_HINT if got.shape == want.shape else SIZE_HINT
+    return "its sub-network computes another function than the silenced network", hint
+
+
 def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
                     seed: int) -> None:
-    probe = (copy.deepcopy(_base(geo)) if seed == 0 else full_network(geo, seed=seed)).eval()
-    state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
     x = example_batch(input_shape_of(geo))
-    sliced = layout.sliced_layers
+    probe = (_copied(_base(geo), x) if seed == 0 else full_network(geo, seed=seed)).eval()
+    state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
+    checked = seed == 0 and layout is network_layout(geo)  # what kept_whole checked is this very check
     for compression in compressions:
-        if compression <= 0:
+        if compression <= 0 or (checked and (geo, float(compression)) in _CHECKED):
             continue
-        structure = layout.structure(state, compression)
         sub = _skeleton(geo, float(compression))  # the cached skeleton: its weights are arbitrary
-        try:
-            _load(sub, extract(state, structure))
-            with torch.no_grad():
-                got = without_channel_statistics(sub.eval(), sliced)(x)
-            _load(probe, silence(state, layout, structure))
-            with torch.no_grad():
-                want = without_channel_statistics(probe, sliced)(x)
-            ok = got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
-            problem = None if ok else "its sub-network computes another function than the silenced network"
-            hint = REORDER_HINT if got.shape == want.shape else SIZE_HINT
-        except Exception as exc:  # the pruned forward itself fails
-            problem, hint = _first_line(exc), SIZE_HINT
-        finally:
-            sub.train()
-        if problem is not None:
-            layer = _breaking_layer(geo, layout)
-            if layer is None:
-                raise ScenarioError(f"model {_name(geo)}: cannot be pruned structurally: {problem} at "
-                                    f"compression {compression:g}; {hint}")
-            raise ScenarioError(
-                f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
-                f"{layer!r} loses output channels ({problem}); {hint}")
+        found = _variant_problem(sub, probe, layout, layout.structure(state, compression), state, x)
+        if found is None:
+            continue
+        problem, hint = found
+        layer = _breaking_layer(geo, layout)
+        if layer is None:
+            raise ScenarioError(f"model {_name(geo)}: cannot be pruned structurally: {problem} at "
+                                f"compression {compression:g}; {hint}")
+        raise ScenarioError(
+            f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
+            f"{layer!r} loses output channels ({problem}); {hint}")
 
 
 class _ElementAffine(nn.Module):
@@ -800,7 +1044,7 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     """The root of the first group whose pruning alone breaks the forward."""
     x = example_batch(input_shape_of(geo))
     for group in layout.groups:
-        net = copy.deepcopy(_base(geo)).eval()
+        net = _copied(_base(geo), x).eval()
         traced_buffers(net, x)
         dg, groups = _groups(net, x)
         names = {module: name for name, module in net.named_modules()}

@@ -75,6 +75,16 @@ def _buffer_order(model: nn.Module) -> dict[str, list[str]]:
     return {prefix: list(module._buffers) for prefix, module in model.named_modules()}
 
 
+def buffers_traced(model: nn.Module, x: torch.Tensor) -> Callable[[nn.Module], None]:
+    """Per-channel buffers traced as parameters in ``model`` for good (a throwaway copy).
+
+    Returns a function that restores them as buffers in a copy of it.
+    """
+    order = _buffer_order(model)
+    names = traced_buffers(model, x)
+    return lambda copy_: _restore_buffers(copy_, names, order)
+
+
 @contextlib.contextmanager
 def buffers_as_parameters(model: nn.Module, x: torch.Tensor) -> Iterator[Callable[[nn.Module], None]]:
     """Per-channel buffers traced as parameters inside the block, buffers again after it.
