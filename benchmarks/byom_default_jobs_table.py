@@ -67,14 +67,43 @@ def sweep_lines(log: Path) -> list[str]:
 
 
 def med(values: list[float]) -> str:
+    """The median of the values that exist, ``-`` if none."""
     values = [v for v in values if v is not None]
-    return f"{statistics.median(values):.3f}" if values else "-"
+    return f"{statistics.median(values):.4g}" if values else "-"
+
+
+def network_jobs(method: str, name: str) -> list[dict]:
+    """Every job of one network's sweep, by seed."""
+    return sorted((summarise_job(p) for p in (RUNS / method / name).rglob("results.json")),
+                  key=lambda j: j["seed"])
+
+
+def overview(method: str) -> list[str]:
+    """One line per network: the sweep's outcome at a glance."""
+    lines = [f"## Overview ({method})", "",
+             "| network | exit statuses | met L\\* (test) | test loss, median (jobs that trained) "
+             "| training rounds, median "
+             "| re-plans, median | variants in training (rounds, all jobs) "
+             "| explore / train / total J, median "
+             "| wall s per job, median | bytes = modelled |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in NETWORKS:
+        jobs = network_jobs(method, name)
+        if not jobs:
+            continue
+        variants = sum((j["variants"] for j in jobs), Counter())
+        energy = " / ".join(med([j[k] for j in jobs]) for k in ("explore_j", "train_j", "total_j"))
+        lines.append(f"| `{name}` | {' '.join(str(j['rc']) for j in jobs)} "
+                     f"| {sum(j['met'] for j in jobs)}/{len(jobs)} | {med([j['test_loss'] for j in jobs])} "
+                     f"| {med([j['rounds'] for j in jobs])} | {med([j['replans'] for j in jobs])} "
+                     f"| {', '.join(f'{m} {n}' for m, n in sorted(variants.items())) or '-'} | {energy} "
+                     f"| {med([j['wall_s'] for j in jobs])} "
+                     f"| {sum(j['bytes_exact'] for j in jobs)}/{len(jobs)} jobs |")
+    return lines + [""]
 
 
 def section(method: str, name: str) -> list[str]:
     """The table of one network's sweep."""
-    folder = RUNS / method / name
-    jobs = sorted((summarise_job(p) for p in folder.rglob("results.json")), key=lambda j: j["seed"])
+    jobs = network_jobs(method, name)
     lines = [f"### `{name}` ({method})", ""]
     status_file = RUNS / method / "multirun_status.txt"
     sweep = [ln for ln in (status_file.read_text().splitlines() if status_file.exists() else [])
@@ -134,6 +163,9 @@ def main() -> None:
              "training rounds' groups by variant (full, pNN = NN% of the channels removed). Energies are "
              "the modelled joules of the cost model; wall s = exploration + training wall seconds the job "
              "records (the sweep line's seconds also hold Ray's start and the variants' derivation).", ""]
+    for method in ("depl", "full"):
+        if (RUNS / method).exists():
+            lines += overview(method)
     for method in ("depl", "full"):
         for name in NETWORKS:
             if (RUNS / method / name).exists():
