@@ -101,6 +101,25 @@ def overview(method: str) -> list[str]:
     return lines + [""]
 
 
+def energy_against_full() -> list[str]:
+    """DepL's total energy (exploration + training) against ``method=full``'s on the same seeds."""
+    lines = ["## Energy against `full` (same seeds, total J including each job's exploration)", "",
+             "| network | seeds | DepL total J, median | full total J, median | ratio of medians "
+             "| per-seed ratio, median [min, max] | met L\\* DepL / full |", "|---|---|---|---|---|---|---|"]
+    for name in NETWORKS:
+        full = {j["seed"]: j for j in network_jobs("full", name) if j["status"] != "running"}
+        depl = {j["seed"]: j for j in network_jobs("depl", name)}
+        seeds = sorted(set(full) & set(depl))
+        if not seeds:
+            continue
+        ratios = [depl[s]["total_j"] / full[s]["total_j"] for s in seeds]
+        d, f = (statistics.median(x[s]["total_j"] for s in seeds) for x in (depl, full))
+        lines.append(f"| `{name}` | {len(seeds)} | {d:.1f} | {f:.1f} | {d / f:.3f} "
+                     f"| {statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}] "
+                     f"| {sum(depl[s]['met'] for s in seeds)}/{sum(full[s]['met'] for s in seeds)} |")
+    return lines + [""]
+
+
 def section(method: str, name: str) -> list[str]:
     """The table of one network's sweep."""
     jobs = network_jobs(method, name)
@@ -166,6 +185,8 @@ def main() -> None:
     for method in ("depl", "full"):
         if (RUNS / method).exists():
             lines += overview(method)
+    if (RUNS / "full").exists():
+        lines += energy_against_full()
     for method in ("depl", "full"):
         for name in NETWORKS:
             if (RUNS / method / name).exists():
