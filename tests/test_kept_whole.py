@@ -31,6 +31,7 @@ from depl_fl.task.subnets import (
     kept_whole,
     network_layout,
 )
+from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,14 +46,6 @@ KEPT = {
 
 def _geo(name: str) -> TaskGeometry:
     return TaskGeometry(f"tests.user_nets:{name}", 10, 1, 8)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # --- the breaking group kept whole, the others compressed ---

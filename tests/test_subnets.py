@@ -30,6 +30,7 @@ from depl_fl.task.subnets import (
     network_layout,
     without_channel_statistics,
 )
+from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
 NETS = {
@@ -49,14 +50,6 @@ NETS = {
     "digits_cnn": TaskGeometry("digits_cnn", 10, 1, 8),
     "mobilenet_like": TaskGeometry("mobilenet_like", 10, 3, 32),
 }
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _trained_like(geo: TaskGeometry, seed: int) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ import torch
 from depl_fl.errors import ScenarioError
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.subnets import build_skeleton, check_variants, network_layout
+from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,14 +59,6 @@ WORKING = {
 
 def _geo(name: str) -> TaskGeometry:
     return TaskGeometry(f"tests.user_nets:{name}", 10, 1, 8)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("name", list(WORKING))

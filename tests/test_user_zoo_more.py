@@ -32,6 +32,7 @@ from depl_fl.task.subnets import (
     full_network,
     network_layout,
 )
+from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = "tests.user_nets_more"
@@ -77,14 +78,6 @@ PARTLY_REPARAMETRIZED = {"partial_weight_norm_net": "c1", "partial_spectral_norm
 
 def _geo(name: str) -> TaskGeometry:
     return TaskGeometry(f"{MODULE}:{name}", 10, 1, 8)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _state(geo: TaskGeometry, seed: int) -> dict[str, np.ndarray]:
