@@ -412,11 +412,27 @@ class DepLStrategy(FedAvg):
                 f"no dependable plan: P[loss <= {self.targets.target_loss:g}] >= "
                 f"{self.targets.target_prob:g} {self.targets.limits_text()} is not reachable"
                 f" from loss {self.scenario.loss.initial:.4g}"
-                f" ({shortfall_text(plan, self.targets.target_prob)}{relief}); relax {knobs}")
+                f" ({shortfall_text(plan, self.targets.target_prob)}{relief}); relax {knobs}"
+                f"{self._plateau_hint()}")
         unknown = sorted({c for r in plan.rounds for c in r.clients} - set(self.node_of))
         if unknown:
             raise ScenarioError(f"plan uses clients that are not connected: {', '.join(unknown)}")
         return plan
+
+    def _plateau_hint(self) -> str:
+        """A clause for the no-plan error when the exploration never left the fresh model's loss."""
+        from depl_fl.tracking.plateau import BARELY_LEARNED_SHARE, barely_learned
+
+        records = getattr(self.profiler, "records", None) or []
+        losses = [r.get("loss") for r in records]
+        fresh = self._fresh_loss()
+        if not barely_learned(fresh, losses):
+            return ""
+        lowest = min(float(v) for v in losses if v is not None and math.isfinite(float(v)))
+        return (f"; but first: the network barely learned in its {len(records)} exploration rounds "
+                f"(validation loss {fresh:.4g} fresh, {lowest:.4g} at best, less than "
+                f"{BARELY_LEARNED_SHARE:.0%} lower): a larger learning rate (train.lr) or more exploration "
+                "rounds (profile.explore.max_rounds) may take it off its starting plateau")
 
     def _relaxed_plan(self, plan: Plan) -> Plan | None:
         """The plan at a longer deadline, to say whether more deadline makes one (None: not asked)."""

@@ -55,3 +55,23 @@ def rate_measurable(losses: Sequence[float], oscillation: float, rounds: int = R
     """Whether the trajectory has left the plateau by ``rounds`` rounds or more (default
     :data:`ROUNDS_PAST_PLATEAU`: a learning curve's level and rate can be read from it)."""
     return rounds_past_plateau(losses, oscillation) >= int(rounds)
+
+
+#: The share of the fresh model's loss an exploration must lose before "it barely learned" no longer
+#: explains a missing plan (:func:`barely_learned`).
+BARELY_LEARNED_SHARE = 0.1
+
+
+def barely_learned(fresh_loss: float | None, losses: Sequence[float],
+                   share: float = BARELY_LEARNED_SHARE) -> bool:
+    """Whether an exploration never took its lowest validation loss ``share`` below the fresh model's.
+
+    A network still on its starting plateau after the whole exploration (Flower's quickstart ``Net``
+    at a small learning rate sits at about 2.2 of a fresh 2.3 for 40 rounds) has no dependable plan
+    because it has not started to learn: the user's remedy is the learning rate or a longer
+    exploration, not a looser target. Only the wording of the job's error reads it.
+    """
+    values = [float(v) for v in losses if v is not None and math.isfinite(float(v))]
+    if fresh_loss is None or not math.isfinite(float(fresh_loss)) or fresh_loss <= 0 or not values:
+        return False
+    return min(values) > (1.0 - float(share)) * float(fresh_loss)
