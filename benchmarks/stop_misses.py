@@ -39,6 +39,7 @@ from depl_fl.task.local_update import loaded_variant  # noqa: E402
 from depl_fl.task.losses import load_loss, loss_spec  # noqa: E402
 from depl_fl.task.partitions import dataset, geometry, test_split, validation_split  # noqa: E402
 from depl_fl.task.training import evaluate_with_losses  # noqa: E402
+from depl_fl.task.variants import model_id  # noqa: E402
 from depl_fl.tracking.split_margin import margin_quantiles, stop_margin  # noqa: E402
 
 #: Probabilities whose one-look margins are checked on the re-splits (0.975 and 0.99: stricter margins).
@@ -71,6 +72,15 @@ def round_figures(rounds: list[dict[str, Any]], target: float) -> dict[str, Any]
             "train_rounds": len(train)}
 
 
+def variant_compression(cfg: dict[str, Any], model_name: str) -> float:
+    """The compression of variant ``model_name``: a spec network's ``model.variants``, else the
+    ``model.compressions`` whose id (``full``, ``p50``...) it is."""
+    variants = cfg["model"].get("variants")
+    if variants:
+        return next(float(v["compression"]) for v in variants if v["id"] == model_name)
+    return next(float(c) for c in cfg["model"]["compressions"] if model_id(float(c)) == model_name)
+
+
 def final_model_figures(job: Path, cfg: dict[str, Any], last_model: str, last_round: int,
                         bad: float, resplits: int, split_seed0: int) -> dict[str, Any]:
     """Per-sample figures of the checkpointed final model on the job's splits and on re-splits."""
@@ -78,7 +88,7 @@ def final_model_figures(job: Path, cfg: dict[str, Any], last_model: str, last_ro
 
     torch.set_num_threads(1)
     state = pickle.loads((job / "checkpoint.pkl").read_bytes())["global_state"]
-    compression = next(float(v["compression"]) for v in cfg["model"]["variants"] if v["id"] == last_model)
+    compression = variant_compression(cfg, last_model)
     loss_fn = load_loss(loss_spec(cfg))
     model = loaded_variant(state, geometry(cfg), compression, "cpu")
     prob, seed, target = float(cfg["target"]["prob"]), int(cfg["seed"]), float(cfg["target"]["loss"])

@@ -32,6 +32,18 @@ def test_digits_loads_offline_with_expected_shapes():
     np.testing.assert_array_equal(d.y_train, again.y_train)
 
 
+def test_digits_arrays_have_standard_strides_so_a_hard_coded_view_works_on_them():
+    import torch
+
+    from tests.user_nets import quickstart_net_8
+
+    d = load_dataset("digits")
+    for x in (d.x_train, d.x_test):
+        assert torch.as_tensor(x).stride() == (64, 64, 8, 1)  # not read as channels-last
+    with torch.no_grad():  # Flower quickstart's `x.view(-1, 16 * 2 * 2)` on the raw held-out pool
+        assert quickstart_net_8(10, 1).eval()(torch.as_tensor(d.x_test)).shape == (360, 10)
+
+
 def test_iid_partitions_deterministic_disjoint_covering():
     labels = np.repeat(np.arange(10), 30)  # sorted labels: IID must still mix them
     a = partition_indices(labels, 7, None, seed=1)

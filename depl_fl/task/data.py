@@ -100,6 +100,9 @@ def _load_digits() -> DatasetArrays:
     x_tr, x_te, y_tr, y_te = train_test_split(
         x, y, test_size=TEST_FRACTION, random_state=SPLIT_SEED, stratify=y
     )
+    # Standard strides: the split keeps the added channel axis's odd stride, which torch reads as
+    # channels-last, and a network's `x.view(...)` then fails on the raw held-out pool.
+    x_tr, x_te = np.array(x_tr, order="C", copy=True), np.array(x_te, order="C", copy=True)
     return DatasetArrays(x_tr, y_tr, x_te, y_te, num_classes=10, in_channels=1, image_size=8)
 
 
