@@ -30,6 +30,12 @@ def arm_jobs(folder: Path) -> dict[int, dict[str, Any]]:
     return jobs
 
 
+def _above_own_quantile(job: dict[str, Any]) -> bool | None:
+    """Whether the final test loss lies above the initial plan's predicted pi-quantile (None: unknown)."""
+    loss, q = job.get("final_test_loss"), (job.get("predicted") or {}).get("loss_quantile")
+    return None if loss is None or q is None else float(loss) > float(q)
+
+
 def _cell(job: dict[str, Any] | None) -> list[str]:
     if job is None:
         return ["-"] * 5
@@ -52,9 +58,12 @@ def table(arms: dict[str, dict[int, dict[str, Any]]]) -> str:
         jobs = list(arms[label].values())
         met = sum(1 for j in jobs if j.get("met"))
         mean = statistics.fmean(float(j["total_energy_j"]) for j in jobs) if jobs else float("nan")
+        above = [j for j in jobs if _above_own_quantile(j) is not None]
         lines.append(f"- {label}: {met}/{len(jobs)} met L*, mean total energy {mean:.1f} J, "
                      f"{sum(j['past_plan'] for j in jobs)} rounds past the plan in "
-                     f"{sum(1 for j in jobs if j['past_plan'])} jobs")
+                     f"{sum(1 for j in jobs if j['past_plan'])} jobs; final test loss above the initial "
+                     f"plan's predicted pi-quantile: {sum(1 for j in above if _above_own_quantile(j))}"
+                     f"/{len(above)}")
     return "\n".join(lines) + "\n"
 
 
