@@ -13,7 +13,8 @@
 #   OUT/<s>T-tracking/depl  the default (tracking on), the same seeds
 #   OUT/<s>/full            plain FedAvg (method=full, tracking off, its default exploration) at pi 0.9,
 #                           FULL_SEEDS seeds from FIRST; run once the setting's first pi is done
-# ARMS (default "static tracking") picks the DepL arms. Every arm's folder gets a copy of OUT/<s>/full, so
+# ARMS (default "static tracking") picks the DepL arms; OPTS (space-separated Hydra overrides, default none) is
+# passed to every DepL arm's jobs (e.g. OPTS="tracking.plan_end=stop_rule"). FULL_SEEDS=0 runs no full jobs. Every arm's folder gets a copy of OUT/<s>/full, so
 # every arm and pi is reported against the same full jobs.
 #   SEEDS=20 FULL_SEEDS=5 FIRST=1700 [PIS="0.9"] [ARMS=static] \
 #       bash benchmarks/defaults_guarantee.sh OUT [SETTING ...]
@@ -62,11 +63,13 @@ for name in "${NAMES[@]}"; do
       # tracking on is the default: the tracking arm passes no tracking key at all
       extra=()
       [ "$arm" = static ] && extra=(tracking.enabled=false)
+      # shellcheck disable=SC2206
+      opts=(${OPTS:-})
       multirun "$S/$folder/depl" "$S/$folder/cache" "$S/$folder.log" "range($F,$((F + N)))" \
-          method=depl "${over[@]}" target.prob="$pi" "${extra[@]}"
+          method=depl "${over[@]}" target.prob="$pi" "${extra[@]}" "${opts[@]}"
     done
     # full after the setting's first pi (skipped once it holds results), so that pi is reportable early
-    multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" \
+    [ "$NF" -gt 0 ] && multirun "$S/$name/full" "$S/$name/cache-full" "$S/$name.full.log" "range($F,$((F + NF)))" \
         method=full "${over[@]}" target.prob=0.9 tracking.enabled=false
   done
 done
@@ -76,7 +79,8 @@ for name in "${NAMES[@]}"; do
   for dir in "$S/$name"-*/depl; do
     [ -n "$(find "$dir" -name results.json 2>/dev/null | head -1)" ] || continue
     folder=$(basename "$(dirname "$dir")")
-    rm -rf "${S:?}/$folder/full" && cp -r "$S/$name/full" "$S/$folder/full"
+    rm -rf "${S:?}/$folder/full"
+    [ -d "$S/$name/full" ] && cp -r "$S/$name/full" "$S/$folder/full"
     "$PY" -m depl_fl.cli report "$S/$folder" --out "$S/$folder" > /dev/null
     FOLDERS+=("$folder")
   done

@@ -243,6 +243,9 @@ class DepLStrategy(FedAvg):
         far (the exploration's last measured loss counting as the first) was
         reached at least this many training rounds ago
         (:mod:`depl_fl.tracking.stall`); ``None``: never.
+    plan_end : str
+        ``plan`` or ``stop_rule``: whether a used-up plan ends the job
+        (:class:`depl_fl.orchestration.controller.RunController`).
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -257,7 +260,8 @@ class DepLStrategy(FedAvg):
                  arch: str = "network", method: str = "depl",
                  assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
                                            dict[str, dict[str, Any]]] | None = None,
-                 diverge_rounds: int | None = None, stall_rounds: int | None = None) -> None:
+                 diverge_rounds: int | None = None, stall_rounds: int | None = None,
+                 plan_end: str = "plan") -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -279,6 +283,7 @@ class DepLStrategy(FedAvg):
         self.spike_tail_prob = float(spike_tail_prob)
         self.diverge_rounds = diverge_rounds
         self.stall_rounds = stall_rounds
+        self.plan_end = plan_end
         self.timeout_factor = float(timeout_factor)
         self.timeout_slack_s = float(timeout_slack_s)
         self.on_round = on_round
@@ -761,7 +766,8 @@ class DepLStrategy(FedAvg):
                              spike_tail_prob=self.spike_tail_prob,
                              loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift,
                              start_trend=getattr(self.profiler, "start_trend", None),
-                             diverge_rounds=self.diverge_rounds, stall_rounds=self.stall_rounds)
+                             diverge_rounds=self.diverge_rounds, stall_rounds=self.stall_rounds,
+                             plan_end=self.plan_end)
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""

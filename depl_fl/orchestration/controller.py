@@ -32,6 +32,8 @@ from depl_fl.tracking.stall import stall_reason, stalled
 LOG = logging.getLogger("depl_fl.controller")
 
 #: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
+#: What a used-up plan does (:meth:`RunController._go_past_plan`).
+PLAN_ENDS = ("plan", "stop_rule")
 Planner = Callable[[Scenario, Targets, Any], Plan]
 
 
@@ -98,6 +100,13 @@ class RunController:
         With tracking on, stop once the lowest validation loss of the job so far
         (:attr:`start_loss` counting as round 0) was reached at least this many
         training rounds ago (:mod:`depl_fl.tracking.stall`); ``None``: never.
+    plan_end : str
+        What a used-up plan does (with tracking on; :meth:`_go_past_plan`):
+        ``plan`` ends the job; ``stop_rule`` goes on one round at a time while
+        the last round's model fails the stop rule (:meth:`met_now`) and the
+        last prediction made with rounds left was behind target (above
+        ``target_loss + policy.margin``), until the stop rule, the deadline,
+        ``max_rounds`` or the divergence / patience stops end it.
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
@@ -107,9 +116,15 @@ class RunController:
                  label_coverage: Any = None, loss_sem: float | None = None,
                  loss_margin: float | None = None, clock: str = "model", drift: Any = None,
                  start_trend: Mapping[str, float] | None = None,
-                 diverge_rounds: int | None = None, stall_rounds: int | None = None) -> None:
+                 diverge_rounds: int | None = None, stall_rounds: int | None = None,
+                 plan_end: str = "plan") -> None:
         if clock not in ("model", "wall"):
             raise ValueError(f"clock must be 'model' or 'wall', got {clock!r}")
+        if plan_end not in PLAN_ENDS:
+            raise ValueError(f"plan_end must be one of {', '.join(PLAN_ENDS)}, got {plan_end!r}")
+        self.plan_end = plan_end
+        #: The last predicted quantile made with rounds left (after a re-plan: the new plan's).
+        self.continuation_quantile: float | None = None
         self.scenario = scenario
         self.clock = clock
         #: Monotonic time of the last record (``clock="wall"``); the gaps between rounds count too.
@@ -432,7 +447,56 @@ class RunController:
         self.at_risk = self.at_risk or (not self.tracking and bool(failed)
                                         and rec["predicted_quantile"] > self.targets.target_loss)
         rec["at_risk"] = self.at_risk
+        self._at_plan_end(rec, tracked if usable else None)
         return rec
+
+    def _at_plan_end(self, rec: dict[str, Any], loss: float | None) -> None:
+        """Keep the prediction while rounds are left; once none is, maybe go past the plan."""
+        if len(self.rounds) > self.rounds_done:
+            self.continuation_quantile = rec.get("predicted_quantile_after_replan", rec["predicted_quantile"])
+        elif loss is not None:
+            self._go_past_plan(rec, loss)
+
+    def _go_past_plan(self, rec: dict[str, Any], loss: float) -> None:
+        """With ``plan_end="stop_rule"``: one more round of this round's decision when the plan is used up.
+
+        The job goes on when the model at hand fails the stop rule and the
+        rounds just run were not covered by a dependable plan: the last
+        prediction made with rounds left (:attr:`continuation_quantile`) was
+        above ``target_loss + policy.margin``. One round at a time, the last
+        round's decision (without the dropped clients): every extra round is
+        recorded and tracked as usual, so a behind-target re-plan that finds a
+        dependable non-empty plan replaces it, and the stop rule, the
+        divergence and patience stops, ``max_rounds`` and the deadline (the
+        job's own clock plus the round's modelled time) end it. A used-up plan
+        whose last prediction with rounds left was dependable ends the job, as
+        with ``plan_end="plan"``.
+
+        A re-plan that finds a feasible empty plan while the model fails the
+        stop rule keeps the old plan's leftover rounds (:meth:`_replan`) under
+        both values: ``stop_rule`` only acts once the plan is used up, so every
+        decision up to the plan's end is the same as with ``plan``, and a job
+        whose plan ends met runs identically.
+        """
+        if self.plan_end != "stop_rule" or not self.tracking or self.met_now(loss):
+            return
+        judged = self.continuation_quantile
+        bar = self.targets.target_loss + float(getattr(self.policy, "margin", 0.0))
+        if judged is None or not judged > bar:
+            return
+        if self.targets.max_rounds is not None and self.rounds_done >= self.targets.max_rounds:
+            return
+        last = RoundDecision(rec["model"], tuple(rec["clients"]), dict(rec["levels"]))
+        decisions = drop_clients([last], self.dropped_clients, self.scenario)
+        if not decisions or \
+                self.elapsed_s + round_time(self.scenario, decisions[0]) > self.targets.deadline_s:
+            return
+        self.rounds = self.rounds[: self.rounds_done] + decisions
+        rec["past_plan"] = {"judged_quantile": judged, "bar": bar}
+        if not (len(self.records) > 1 and self.records[-2].get("past_plan")):
+            self.notes.append(f"round {rec['round']}: the plan is used up, the loss {loss:.4g} fails the "
+                              f"stop rule and its last prediction (q={judged:.4g} > {bar:.4g}) was behind "
+                              "target: going on one round at a time")
 
     def _measured(self, rec: dict[str, Any], decision: RoundDecision,
                   measured: Mapping[str, Mapping[str, Any]]) -> None:

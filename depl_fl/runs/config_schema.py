@@ -133,6 +133,7 @@ class _Tracking(Schema):
     diverge_rounds: Count | None = None
     stall_rounds: Count | None = None
     stop_looks: Literal["one", "joint"] = "one"
+    plan_end: Literal["plan", "stop_rule"] = "plan"
 
 
 class _Cost(Schema):
