@@ -32,9 +32,10 @@ from depl_fl.tracking.stall import stall_reason, stalled
 LOG = logging.getLogger("depl_fl.controller")
 
 #: ``planner(scenario, targets, start) -> Plan``; ``start`` is a PlanStart or None.
+Planner = Callable[[Scenario, Targets, Any], Plan]
+
 #: What a used-up plan does (:meth:`RunController._go_past_plan`).
 PLAN_ENDS = ("plan", "stop_rule")
-Planner = Callable[[Scenario, Targets, Any], Plan]
 
 
 class RunController:
