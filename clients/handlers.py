@@ -16,9 +16,12 @@ always for ``dataset=folder``; otherwise (simulation) the partition
   sliced from the global state by the server and named as in the full
   network) and ``ConfigRecord "config"`` (``model-id``, ``compression``,
   ``level``, ``local-epochs``, ``lr``, ``batch-size``, ``server-round``,
-  ``seed``); rebuild the sub-network from the network and ``compression``,
-  load the entries, fine-tune locally and reply with ``ArrayRecord "arrays"``
-  (the same entries, trained) and ``MetricRecord "metrics"``
+  ``seed``, and ``compressions``/``kept-whole``: the job's compressed variants
+  and the layers the server keeps whole); rebuild the sub-network from the
+  network cut to the job's compressions (this node's configuration's, which
+  keeps the same groups whole as the server's: checked against
+  ``kept-whole``) and ``compression``, load the entries, fine-tune locally
+  and reply with ``ArrayRecord "arrays"`` (the same entries, trained) and ``MetricRecord "metrics"``
   (``num-examples``, ``train-loss`` in the units of ``model.loss``, ``train-time-s``, what the round's
   ``level`` applied and the reply's measured bytes and energy, :func:`train_content`).
 * ``evaluate``: loss (``model.loss``, cross-entropy by default) and accuracy of
@@ -57,7 +60,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord, Re
 
 from depl_fl.diskcache import node_cache_dir, path_stamp
 from depl_fl.orchestration.faults import apply_faults
-from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config
+from depl_fl.runs.runconfig import client_seed, cluster_assignment, config_from_run_config, job_network
 from depl_fl.task.node_data import NodeData, cached_node_data
 
 
@@ -160,12 +163,16 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     from depl_fl.task.energy_meter import SOURCES, meter_for, reply_energy
     from depl_fl.task.local_update import local_update
     from depl_fl.task.losses import loss_spec
+    from depl_fl.task.subnets import check_kept_whole
 
     t0 = time.perf_counter()
     conf = content["config"]
     sub_state = _state_of(content["arrays"])
     pid, _ = node_partition(context)
     data = node_data(cfg, context, cache_dir)
+    network = job_network(cfg, data.geometry)  # this node knows the job's compressions
+    if "kept-whole" in conf:
+        check_kept_whole(network, list(conf["kept-whole"]))
     train = cfg["train"]
     device = node_device(train.get("device", "cpu"), context.node_config)
     server_round = int(conf.get("server-round", 0))
@@ -174,7 +181,7 @@ def train_content(content: RecordDict, context: Context, cfg: Mapping[str, Any],
     with applied(setting) as level_metrics:
         before = meter.read_uj() if meter is not None else None
         result = local_update(
-            sub_state, data.geometry, float(conf.get("compression", 0.0)), data.x, data.y,
+            sub_state, network, float(conf.get("compression", 0.0)), data.x, data.y,
             epochs=int(conf.get("local-epochs", train["local_epochs"])),
             lr=float(conf.get("lr", train["lr"])),
             batch_size=int(conf.get("batch-size", train["batch_size"])),

@@ -19,11 +19,14 @@ server then assigns one by the split of its configured node classes,
 ``clusters.classes``' fractions in partition-id order, logs which and marks it
 ``"cluster-source": "assigned"`` in its properties,
 :func:`depl_fl.orchestration.scenario_builder.fill_clusters`). TRAIN carries the
-planned variant's entries only; the helper rebuilds that sub-network, loads
-them, runs the user's ``train(net, trainloader, epochs, device)`` and replies
-with the trained entries and ``num-examples``, ``train-time-s`` and
-``train-loss`` (left out when ``train`` returns nothing). The entries go back
-as CPU numpy arrays wherever ``train`` left the network (:func:`get_state
+planned variant's entries only, the job's compressions and the layers the
+server keeps whole; the helper rebuilds that sub-network from the network cut
+to those compressions (checking that it keeps the same layers whole,
+:func:`depl_fl.task.subnets.check_kept_whole`), loads them, runs the user's
+``train(net, trainloader, epochs, device)`` and replies with the trained
+entries and ``num-examples``, ``train-time-s`` and ``train-loss`` (left out
+when ``train`` returns nothing). The entries go back as CPU numpy arrays
+wherever ``train`` left the network (:func:`get_state
 <depl_fl.task.models.get_state>`).
 
 The device is the helper's ``device`` (``cpu``, ``cuda``, ``cuda:N`` or
@@ -40,7 +43,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 
 from depl_fl.task.devices import node_device
-from depl_fl.task.subnets import UserNetwork
+from depl_fl.task.geometry import with_compressions
+from depl_fl.task.subnets import UserNetwork, check_kept_whole
 from depl_fl.task.user_update import TrainFn, sample_count, user_local_update
 
 
@@ -77,7 +81,11 @@ class DepLClient:
         torch.set_num_threads(1)
         conf = msg.content["config"]
         sub_state = {name: arr.numpy() for name, arr in msg.content["arrays"].items()}
-        result = user_local_update(self.network, sub_state, float(conf.get("compression", 0.0)),
+        # The node learns the job's compressions from the message; the groups kept whole follow.
+        network = with_compressions(self.network, conf.get("compressions", ()))
+        if "kept-whole" in conf:
+            check_kept_whole(network, list(conf["kept-whole"]))
+        result = user_local_update(network, sub_state, float(conf.get("compression", 0.0)),
                                    self.train_fn, trainloader, int(conf.get("local-epochs", 1)),
                                    node_device(self.device, context.node_config))
         arrays = ArrayRecord({k: Array(np.require(v, requirements="C"))

@@ -9,9 +9,14 @@ planner behind the ``plan_fn`` callable.
 Only the sub-network travels: a train message carries the planned variant's
 entries sliced from the global state (:func:`depl_fl.task.pruning.extract`),
 the client rebuilds the sub-network from the network and the compression,
-and its reply carries the same entries back. Every round record says how many
-array bytes went down and up (``bytes_down``, ``bytes_up``) beside what the
-cost model charges for them (``modelled_bytes_down``, ``modelled_bytes_up``:
+and its reply carries the same entries back. Which channel groups every
+variant keeps whole depends on the job's compressions
+(:func:`depl_fl.task.subnets.kept_whole`), so a train message also carries
+them (``compressions``, a node of a user's own app learns them there) and
+the groups' roots the server keeps whole (``kept-whole``), which a node
+checks against its own derivation (:func:`depl_fl.task.subnets.check_kept_whole`).
+Every round record says how many array bytes went down and up (``bytes_down``,
+``bytes_up``) beside what the cost model charges for them (``modelled_bytes_down``, ``modelled_bytes_up``:
 the variant's ``size_bytes`` per planned client).
 
 Flow of :meth:`DepLStrategy.start`: wait for the nodes (with a timeout), query
@@ -487,6 +492,9 @@ class DepLStrategy(FedAvg):
                     "lr": float(self.train_settings["lr"]),
                     "batch-size": int(self.train_settings["batch-size"]),
                     "server-round": int(server_round), "seed": int(self.train_settings["seed"]),
+                    "compressions": sorted({float(m.compression) for m in self.scenario.models
+                                            if m.compression > 0}),
+                    "kept-whole": list(self.network.kept),
                 })
                 contents[level] = RecordDict({"arrays": arrays, "config": conf})
             messages.append(Message(contents[level], dst_node_id=self.node_of[cid],

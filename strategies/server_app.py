@@ -22,7 +22,7 @@ from depl_fl.console import log_to
 from depl_fl.contract.plan import Plan, Targets
 from depl_fl.contract.scenario import Scenario
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
-from depl_fl.runs.runconfig import config_from_run_config
+from depl_fl.runs.runconfig import config_from_run_config, job_network
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
 from strategies.robust_aggregation import AggregationSettings
 
@@ -122,7 +122,8 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression), device)
+        model = loaded_variant(arrays_to_state(arrays), job_network(cfg, geometry(cfg)), float(compression),
+                               device)
         return float(evaluate_model(model, *validation_split(cfg), loss_fn=loss_fn)[0])
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
@@ -130,7 +131,8 @@ def make_evaluate_fn(cfg: Mapping[str, Any]) -> Callable[..., MetricRecord]:
         import torch
 
         torch.set_num_threads(1)
-        model = loaded_variant(arrays_to_state(arrays), geometry(cfg), float(compression), device)
+        model = loaded_variant(arrays_to_state(arrays), job_network(cfg, geometry(cfg)), float(compression),
+                               device)
         val, test = validation_split(cfg), test_split(cfg)
         loss, acc, losses = evaluate_with_losses(model, *val, loss_fn=loss_fn)
         test_size = len(test[1])
@@ -258,6 +260,7 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         network = geometry(cfg)
         check_loss(loss_spec(cfg), network.num_classes, network)
         warn_loss_units(cfg)
+    network = job_network(cfg, network)  # the groups kept whole depend on the job's compressions
     models = model_docs_for(cfg, network)
 
     def scenario_of(properties: Mapping[str, Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:

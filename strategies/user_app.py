@@ -18,6 +18,12 @@ the round is evaluated, as in DepL's own jobs), and the clients minimise
 whatever the user's ``train`` minimises: a custom loss goes into those two
 functions (``target.loss`` in its units), so the Hydra path's ``model.loss``
 is refused here rather than silently ignored.
+
+Which channel groups every variant keeps whole depends on the job's
+compressions (:func:`depl_fl.task.subnets.kept_whole`): :func:`depl_strategy`
+records them for its network, and :func:`evaluate_fn` cuts the same network to
+them, so the variants it evaluates are those the strategy trains (the nodes
+learn them from every train message).
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from depl_fl.task.user_update import TestFn, user_evaluate
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
 
 __all__ = ["UserNetwork", "depl_config", "depl_strategy", "evaluate_fn", "initial_arrays"]
+
+#: The compressions of the strategy built for each network (without its compressions) in this process.
+_JOB_COMPRESSIONS: dict[UserNetwork, tuple[float, ...]] = {}
 
 
 def depl_config(num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
@@ -70,9 +79,13 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
     depl_fl.errors.ScenarioError
         A bad override, or a network that cannot be pruned structurally (one line).
     """
+    from depl_fl.task.geometry import job_compressions
+    from depl_fl.task.subnets import plain_network
     from strategies.server_app import build_strategy
 
-    return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+    strategy = build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+    _JOB_COMPRESSIONS[plain_network(network)] = job_compressions(compressions)
+    return strategy
 
 
 def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:
@@ -88,13 +101,19 @@ def evaluate_fn(network: UserNetwork, test: TestFn, testloader: Any,
     """``evaluate_fn(server_round, arrays, compression)`` running the user's ``test`` on that variant.
 
     ``device``: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when the server has it).
+    The variants are those of the strategy :func:`depl_strategy` built for
+    ``network`` in this process (cut to its compressions).
     """
     from depl_fl.task.devices import resolve_device
+    from depl_fl.task.geometry import with_compressions
+    from depl_fl.task.subnets import plain_network
 
     device = resolve_device(device, field="evaluate_fn device")
 
     def evaluate(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
-        loss, accuracy = user_evaluate(network, arrays_to_state(arrays), float(compression), test,
+        plain = plain_network(network)
+        job = with_compressions(plain, _JOB_COMPRESSIONS.get(plain, network.compressions))
+        loss, accuracy = user_evaluate(job, arrays_to_state(arrays), float(compression), test,
                                        testloader, device)
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 

@@ -9,7 +9,8 @@ pixels, ``nn.ModuleDict`` blocks, weight and spectral norm parametrizations, a
 frozen stem, a bottleneck residual with a 1x1 projection shortcut, BatchNorm
 without running statistics or without affine parameters, a depthwise conv
 with a channel multiplier, PixelShuffle, log-probabilities trained with a
-user NLL loss, and factories of unusual signatures
+user NLL loss, channels viewed as blocks (a forward that runs at some
+compressions only), and factories of unusual signatures
 (``tests/test_user_zoo_more.py``, ``benchmarks/byom_zoo_bench.py --module``).
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` for the bundled 8x8
@@ -487,6 +488,34 @@ class ActNormNet(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class ChannelBlocksNet(nn.Module):
+    """A forward that views ``conv2``'s channels as blocks and back (an activation per block).
+
+    With ``blocks``, that many blocks (``x.view(b, blocks, -1, h, w)``), else
+    blocks of ``block_size`` channels (``x.view(b, -1, block_size, h, w)``):
+    only the channel counts the view divides run, so the group of ``conv2``
+    breaks at some compressions and not at others.
+    """
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, width: int = 12,
+                 blocks: int | None = None, block_size: int | None = None) -> None:
+        super().__init__()
+        self.blocks, self.block_size = blocks, block_size
+        self.conv1 = nn.Conv2d(in_channels, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, width, 3, padding=1)
+        self.conv3 = nn.Conv2d(width, 16, 3, padding=1)
+        self.fc = nn.Linear(16, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv1(x))
+        x = self.conv2(x)
+        b, c, h, w = x.shape
+        blocks = (b, self.blocks, -1, h, w) if self.blocks else (b, -1, self.block_size, h, w)
+        x = F.relu(x.view(blocks)).view(b, c, h, w)
+        x = F.relu(self.conv3(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 class LogSoftmaxNet(nn.Module):
     """A network ending in ``log_softmax`` (log-probabilities), trained with :func:`nll_loss`."""
 
@@ -617,6 +646,16 @@ def pixel_shuffle_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
 def actnorm_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """Factory of :class:`ActNormNet`."""
     return ActNormNet(num_classes, in_channels)
+
+
+def six_block_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """12 channels viewed as 6 blocks: 6 channels (compression 0.5) run, 3 (0.75) do not."""
+    return ChannelBlocksNet(num_classes, in_channels, width=12, blocks=6)
+
+
+def four_channel_blocks_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """16 channels as blocks of 4: 8 and 4 (compressions 0.5, 0.75) run, 11, 6, 2 (0.3, 0.6, 0.9) do not."""
+    return ChannelBlocksNet(num_classes, in_channels, width=16, block_size=4)
 
 
 def log_softmax_net(num_classes: int = 10, in_channels: int = 1) -> nn.Module:

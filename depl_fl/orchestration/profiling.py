@@ -47,7 +47,14 @@ from typing import Any, Mapping, Sequence
 from depl_fl.console import OneLineParser, log_to, parse_or_status
 from depl_fl.errors import DeplError, ScenarioError
 from depl_fl.runs.device_choice import resolve_job_devices
-from depl_fl.runs.runconfig import client_seed, cluster_assignment, compose_config, stable_hash, variant_list
+from depl_fl.runs.runconfig import (
+    client_seed,
+    cluster_assignment,
+    compose_config,
+    job_network,
+    stable_hash,
+    variant_list,
+)
 
 LOG = logging.getLogger("depl_fl.profiling")
 PROFILE_VERSION = 9
@@ -140,7 +147,7 @@ class _Pilot:
         self.cfg = cfg
         self.seed = seed
         self.device = resolve_device(cfg["train"].get("device", "cpu"))
-        self.geometry = geometry(cfg)
+        self.geometry = job_network(cfg, geometry(cfg))
         check_loss(loss_spec(cfg), self.geometry.num_classes, self.geometry)
         n = int(cfg["num_clients"])
         self.parts = [client_partition(cfg, pid, n, seed=seed) for pid in range(n)]

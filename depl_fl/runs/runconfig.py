@@ -155,6 +155,17 @@ def variant_list(cfg: Mapping[str, Any]) -> list[tuple[str, float]]:
     return out
 
 
+def job_network(cfg: Mapping[str, Any], network: Any) -> Any:
+    """``network`` (a task geometry or a user's network) cut to the job's compressions (its variants').
+
+    The groups kept whole depend on them (:func:`depl_fl.task.subnets.kept_whole`):
+    the server and every node derive the variants from the network so cut.
+    """
+    from depl_fl.task.geometry import with_compressions
+
+    return with_compressions(network, [c for _, c in variant_list(cfg)])
+
+
 def compression_id(compression: float) -> str:
     """Scenario model id of a compression factor: ``full``, ``p50``, ``p75``, ``p90``..."""
     return "full" if compression == 0 else f"p{int(round(compression * 100))}"

@@ -183,12 +183,16 @@ class SubnetLayout:
         The prunable channel groups.
     axes : tuple of Axis
         The pruned dimensions of every entry.
+    kept : tuple of str
+        Root layers of the channel groups every variant keeps whole because the
+        forward breaks once they lose channels (network order; not in ``groups``).
     """
 
     shapes: dict[str, tuple[int, ...]]
     dtypes: dict[str, str]
     groups: tuple[ChannelGroup, ...]
     axes: tuple[Axis, ...]
+    kept: tuple[str, ...] = ()
 
     @property
     def sliced_layers(self) -> frozenset[str]:

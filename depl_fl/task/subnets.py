@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import logging
 import math
@@ -501,7 +502,8 @@ def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ())
     axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
                  for (entry, dim), owner in sorted(owners.items()))
     _refuse_sliced_ties(model, {ax.entry for ax in axes})
-    return SubnetLayout(shapes, dtypes, tuple(out_groups), axes)
+    kept = tuple(sorted(keep, key=lambda name: (order.get(name, len(order)), name)))
+    return SubnetLayout(shapes, dtypes, tuple(out_groups), axes, kept)
 
 
 def _refuse_sliced_ties(model: nn.Module, sliced: set[str]) -> None:
@@ -534,11 +536,15 @@ class UserNetwork:
         Shape of one input sample, e.g. ``(3, 32, 32)``.
     name : str
         The network's name in messages.
+    compressions : tuple of float
+        The job's compressed variants, set by DepL
+        (:func:`depl_fl.task.geometry.with_compressions`), as a task geometry's.
     """
 
     build: Callable[[], nn.Module]
     input_shape: tuple[int, ...]
     name: str = "network"
+    compressions: tuple[float, ...] = ()
 
 
 #: What a network is built from: a job's task geometry or a user's network.
@@ -613,9 +619,23 @@ def _materialise_lazy(model: nn.Module, sample_shape: tuple[int, ...]) -> None:
         model.train(was_training)
 
 
-@functools.lru_cache(maxsize=16)
+def plain_network(net: Network) -> Network:
+    """``net`` without the job's compressions: what its full network, graph and groups depend on."""
+    return dataclasses.replace(net, compressions=()) if net.compressions else net
+
+
+def widths_of(net: Network) -> tuple[float, ...]:
+    """The compressions :func:`kept_whole` tries the groups at: the job's, else :data:`PROBE_COMPRESSION`."""
+    return tuple(net.compressions) or (PROBE_COMPRESSION,)
+
+
 def _base(net: Network) -> nn.Module:
     """The full network built once per process (seed 0) and checked once; copies serve every later use."""
+    return _plain_base(plain_network(net))
+
+
+@functools.lru_cache(maxsize=16)
+def _plain_base(net: Network) -> nn.Module:
     model = full_network(net, seed=0)
     classes = None if isinstance(net, UserNetwork) else int(net.num_classes)
     was_training = model.training
@@ -636,8 +656,16 @@ def probe_outputs(net: Network, samples: int) -> torch.Tensor:
         return model(example_batch(input_shape_of(net), batch=samples))
 
 
-#: Sub-networks per (network, compression), built once per process.
-_SKELETONS: dict[tuple[Network, float], nn.Module] = {}
+#: What a variant's sub-network depends on: the network (without its compressions) and the roots
+#: of the groups kept whole.
+Cut = tuple[Network, frozenset[str]]
+
+#: Sub-networks per (cut, compression), built once per process.
+_SKELETONS: dict[tuple[Cut, float], nn.Module] = {}
+
+
+def _cut(net: Network) -> Cut:
+    return plain_network(net), _kept_roots(net)
 
 
 class _PrunedCopy:
@@ -687,9 +715,9 @@ def _pruned_copy(base: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -
     return _PrunedCopy(model, dg, groups, restore)
 
 
-#: Per network, the traced copy :func:`kept_whole` cut to :data:`PROBE_COMPRESSION`, which
+#: Per cut, the traced copy :func:`kept_whole` cut to the job's largest compression, which
 #: :func:`prepare_skeletons` goes on cutting (one trace for the whole job).
-_TRACED: dict[Network, _PrunedCopy] = {}
+_TRACED: dict[Cut, _PrunedCopy] = {}
 
 
 def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
@@ -699,31 +727,32 @@ def prepare_skeletons(net: Network, compressions: tuple[float, ...]) -> None:
     costs one trace for all of them. The groups :func:`kept_whole` names keep
     every channel.
     """
-    keep = _kept_roots(net)
-    todo = sorted({float(c) for c in compressions if c > 0 and (net, float(c)) not in _SKELETONS})
+    cut = _cut(net)
+    todo = sorted({float(c) for c in compressions if c > 0 and (cut, float(c)) not in _SKELETONS})
     if not todo:
         return
     base = _base(net)
     x = example_batch(input_shape_of(net))
-    pruned = _TRACED.pop(net, None)
+    pruned = _TRACED.pop(cut, None)
     with one_thread(), _named_refusals(net, base):
         if pruned is None or todo[0] < pruned.compression:
-            pruned = _pruned_copy(base, x, keep)
+            pruned = _pruned_copy(base, x, cut[1])
         for compression in todo:
             pruned.prune_all(compression)
-            _SKELETONS[(net, compression)] = pruned.skeleton()
+            _SKELETONS[(cut, compression)] = pruned.skeleton()
 
 
 def _skeleton(net: Network, compression: float) -> nn.Module:
     if compression <= 0:
         return _base(net)
-    if (net, compression) not in _SKELETONS:
+    cut = _cut(net)
+    if (cut, compression) not in _SKELETONS:
         prepare_skeletons(net, (compression,))
-    return _SKELETONS[(net, compression)]
+    return _SKELETONS[(cut, compression)]
 
 
 #: Copies of the cached sub-networks on a device other than the CPU, per (network, compression, device).
-_ON_DEVICE: dict[tuple[Network, float, str], nn.Module] = {}
+_ON_DEVICE: dict[tuple[Cut, float, str], nn.Module] = {}
 
 
 def cached_skeleton(net: Network, compression: float, device: str = "cpu") -> nn.Module:
@@ -736,7 +765,7 @@ def cached_skeleton(net: Network, compression: float, device: str = "cpu") -> nn
     """
     if device == "cpu":
         return _skeleton(net, float(compression))
-    key = (net, float(compression), str(device))
+    key = (_cut(net), float(compression), str(device))
     if key not in _ON_DEVICE:
         _ON_DEVICE[key] = _copied(_skeleton(net, float(compression)),
                                   example_batch(input_shape_of(net))).to(device)
@@ -762,19 +791,23 @@ def _named_refusals(net: Network, model: nn.Module) -> Iterator[None]:
 
 @functools.lru_cache(maxsize=16)
 def network_layout(net: Network) -> SubnetLayout:
-    """The layout of the network's state, the groups :func:`kept_whole` names kept whole (cached)."""
-    return _layout(net, _kept_roots(net))
+    """The layout of the network's state, the groups :func:`kept_whole` names kept whole (cached).
+
+    Networks with the same groups kept whole share one layout, whatever their compressions.
+    """
+    return _layout(*_cut(net))
 
 
 @functools.lru_cache(maxsize=32)
 def _layout(net: Network, keep: frozenset[str]) -> SubnetLayout:
+    net = plain_network(net)
     base = _base(net)
     with one_thread(), _named_refusals(net, base):
         return derive_layout(base, example_batch(input_shape_of(net)), keep)
 
 
-#: The compression at which :func:`kept_whole` tries the groups. Fixed, so that every process (the
-#: server and each client, which rebuild the layout from the network alone) keeps the same groups whole.
+#: The compression at which :func:`kept_whole` tries the groups of a network that was not cut to a
+#: job's compressions (:func:`widths_of`).
 PROBE_COMPRESSION = 0.5
 
 
@@ -790,18 +823,27 @@ class KeptWhole:
         What goes wrong once it loses channels (the forward's error, or another function).
     hint : str
         What to change in the network to compress it.
+    at : tuple of float
+        The compressions at which it breaks, when not at every compression tried (else empty).
     """
 
     layer: str
     problem: str
     hint: str
+    at: tuple[float, ...] = ()
+
+    def where(self) -> str:
+        """`` at compression 0.75`` when it breaks at some of the job's compressions only, else empty."""
+        if not self.at:
+            return ""
+        return f" at compression{'s' if len(self.at) > 1 else ''} " + ", ".join(f"{c:g}" for c in self.at)
 
     def reason(self) -> str:
         """Why, in words: the breaking forward or the other function."""
         if self.hint == REORDER_HINT:
-            return ("the forward computes another function once it loses output channels (it reorders "
-                    "channels outside its layers)")
-        return f"the forward breaks once it loses output channels ({self.problem})"
+            return ("the forward computes another function once it loses output channels"
+                    f"{self.where()} (it reorders channels outside its layers)")
+        return f"the forward breaks once it loses output channels{self.where()} ({self.problem})"
 
     def remedy(self) -> str:
         """What to change to compress it."""
@@ -818,65 +860,112 @@ def _kept_roots(net: Network) -> frozenset[str]:
 def kept_whole(net: Network) -> tuple[KeptWhole, ...]:
     """The channel groups every variant keeps whole so that the others can be compressed (the Check).
 
-    Every group is compressed to :data:`PROBE_COMPRESSION` at once, on one
-    traced copy; when the sub-network then computes the full network's
-    function with the dropped channels silenced, nothing is kept whole (and
-    the sub-network is cached for the job). Otherwise the groups are tried
-    one by one in network order, each added to those already compressed: a
-    group whose loss of channels breaks the forward (a hard-coded size such
-    as Flower's quickstart ``x.view(-1, 16 * 5 * 5)``) or makes it compute
-    another function (a channel shuffle) is kept whole, the others stay
-    compressed. Deterministic (network order, nested channel counts, seed-0
-    weights); one trace per group kept whole, one forward pair per group.
+    The groups are tried at every compression of the job (:func:`widths_of`:
+    the network's ``compressions``, set by
+    :func:`depl_fl.task.geometry.with_compressions`; :data:`PROBE_COMPRESSION`
+    without them). Every group is compressed at once, from the least to the
+    most compressed variant on one traced copy; when each sub-network then
+    computes the full network's function with the dropped channels silenced,
+    nothing is kept whole (and the sub-networks are cached for the job).
+    Otherwise the groups are tried one by one in network order, each added to
+    those already compressed, at every compression: a group whose loss of
+    channels breaks the forward (a hard-coded size such as Flower's quickstart
+    ``x.view(-1, 16 * 5 * 5)``, a reshape into 6 channel blocks, a GroupNorm's
+    multiple) or makes it compute another function (a channel shuffle) at
+    any of them is kept whole in every variant, the others stay compressed.
+
+    Deterministic (network order, nested channel counts, seed-0 weights), so
+    every process that derives it from the same network and compressions
+    keeps the same groups whole: the server and the nodes agree (a node
+    checks the roots each train message names, :func:`check_kept_whole`).
+    One trace per compression for every group kept whole, one forward pair
+    per group and compression.
     """
+    plain, widths = plain_network(net), widths_of(net)
     base = _base(net)
     x = example_batch(input_shape_of(net))
     with one_thread(), _named_refusals(net, base):
-        layout = _layout(net, frozenset())
+        layout = _layout(plain, frozenset())
         if not layout.groups:
             return ()
         state = {k: v.detach().cpu().numpy().copy() for k, v in base.state_dict().items()}
         probe = _copied(base, x).eval()
         pruned = _pruned_copy(base, x)
-        pruned.prune_all(PROBE_COMPRESSION)
-        skeleton = pruned.skeleton()
-        if _variant_problem(skeleton, probe, layout, layout.structure(state, PROBE_COMPRESSION), state,
-                            x) is None:
-            # The job's own variant and check when it has this compression (check_variants, seed 0).
-            _SKELETONS[(net, PROBE_COMPRESSION)] = skeleton
-            _TRACED[net] = pruned
-            _CHECKED.add((net, PROBE_COMPRESSION))
-            return ()
-        return _breaking_groups(base, layout, probe, state, x)
+        skeletons = {}
+        for compression in widths:
+            pruned.prune_all(compression)
+            skeleton = pruned.skeleton()
+            if _variant_problem(skeleton, probe, layout, layout.structure(state, compression), state,
+                                x) is not None:
+                return _breaking_groups(base, layout, probe, state, x, widths)
+            skeletons[compression] = skeleton
+        # The job's own variants and checks (check_variants, seed 0): one trace for the whole job.
+        cut = (plain, frozenset())
+        for compression, skeleton in skeletons.items():
+            _SKELETONS.setdefault((cut, compression), skeleton)
+            _CHECKED.add((cut, compression))
+        _TRACED[cut] = pruned
+        return ()
 
 
 def _breaking_groups(base: nn.Module, layout: SubnetLayout, probe: nn.Module, state: dict[str, np.ndarray],
-                     x: torch.Tensor) -> tuple[KeptWhole, ...]:
-    """The groups that break the forward, added one by one in network order to those compressed before."""
+                     x: torch.Tensor, widths: tuple[float, ...]) -> tuple[KeptWhole, ...]:
+    """The groups that break the forward at any of ``widths``, each tried with those compressed before.
+
+    One traced copy per compression carries the groups compressed so far; a
+    group that breaks leaves every copy it was cut in unusable, so the next
+    group starts from fresh traces.
+    """
     compressed: list[str] = []
     kept: list[KeptWhole] = []
-    remaining = list(layout.groups)
-    while remaining:
-        pruned = _pruned_copy(base, x)  # a fresh trace after each breaking group
-        for root in compressed:
-            pruned.prune(root, PROBE_COMPRESSION)
-        while remaining:
-            group = remaining.pop(0)
-            cut = {*compressed, group.root}
-            keep = tuple(np.arange(g.kept(PROBE_COMPRESSION) if g.root in cut else g.width,
-                                   dtype=np.int64) for g in layout.groups)
+    copies: dict[float, _PrunedCopy] = {}
+    for group in layout.groups:
+        cut = {*compressed, group.root}
+        broke: dict[float, tuple[str, str]] = {}
+        for compression in widths:
+            if compression not in copies:
+                copies[compression] = _pruned_copy(base, x)
+                for root in compressed:
+                    copies[compression].prune(root, compression)
+            pruned = copies[compression]
+            keep = tuple(np.arange(g.kept(compression) if g.root in cut else g.width, dtype=np.int64)
+                         for g in layout.groups)
             try:
-                pruned.prune(group.root, PROBE_COMPRESSION)
+                pruned.prune(group.root, compression)
                 problem = _variant_problem(pruned.skeleton(), probe, layout,
-                                           layout.index_of(keep, PROBE_COMPRESSION), state, x)
+                                           layout.index_of(keep, compression), state, x)
             except Exception as exc:  # torch-pruning itself fails on this group
                 problem = (_first_line(exc), SIZE_HINT)
-            if problem is None:
-                compressed.append(group.root)
-                continue
-            kept.append(KeptWhole(group.root, *problem))
-            break
+            if problem is not None:
+                broke[compression] = problem
+        if not broke:
+            compressed.append(group.root)
+            continue
+        at = () if len(broke) == len(widths) else tuple(broke)
+        kept.append(KeptWhole(group.root, *next(iter(broke.values())), at=at))
+        copies.clear()
     return tuple(kept)
+
+
+def check_kept_whole(net: Network, sent: Collection[str]) -> None:
+    """Refuse, in one line, a node whose groups kept whole are not those the server sent.
+
+    The server names the roots it keeps whole in every train message
+    (``kept-whole``); a node derives its own from the same network and
+    compressions (:func:`kept_whole`). They differ only when the two sides
+    describe different networks or compressions (or run another torch-pruning).
+
+    Raises
+    ------
+    ScenarioError
+        Naming both sets.
+    """
+    mine = network_layout(net).kept
+    if tuple(sent) != mine:
+        widths = ", ".join(f"{c:g}" for c in widths_of(net))
+        raise ScenarioError(f"model {_name(net)}: the server keeps layers {list(sent)} whole, this node "
+                            f"derives {list(mine)} at compressions {widths}: the ServerApp and the ClientApp "
+                            "must describe the same network and compressions (and the same torch-pruning)")
 
 
 def _warn_kept_whole(net: Network, kept: tuple[KeptWhole, ...]) -> None:
@@ -889,8 +978,8 @@ def _warn_kept_whole(net: Network, kept: tuple[KeptWhole, ...]) -> None:
     LOG.warning("model %s: %s; %s", _name(net), layers, remedies)
 
 
-#: (network, compression) pairs whose cached variant :func:`kept_whole` already checked (seed 0).
-_CHECKED: set[tuple[Network, float]] = set()
+#: (cut, compression) pairs whose cached variant :func:`kept_whole` already checked (seed 0).
+_CHECKED: set[tuple[Cut, float]] = set()
 
 #: Networks whose kept-whole layers were already reported in this process.
 _WARNED: set[Network] = set()
@@ -919,8 +1008,8 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
             also = f", and so does every other prunable layer ({others})" if others else ""
             raise ScenarioError(
                 f"model {_name(geo)}: cannot be pruned structurally: the forward breaks once layer "
-                f"{first.layer!r} loses output channels ({first.problem}){also}, so every compressed variant "
-                f"would be the full network; {first.hint}, or use model.compressions=[0]")
+                f"{first.layer!r} loses output channels{first.where()} ({first.problem}){also}, so every "
+                f"compressed variant would be the full network; {first.hint}, or use model.compressions=[0]")
         layers = reparametrized_layers(_base(geo))
         why = (f" (layer {layers[0]!r} has a reparametrized weight, a weight or spectral norm, which "
                "torch-pruning cannot slice, so the channels it reads and writes are kept whole; remove it "
@@ -970,11 +1059,12 @@ def _variant_problem(sub: nn.Module, probe: nn.Module, layout: SubnetLayout, str
 def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
                     seed: int) -> None:
     x = example_batch(input_shape_of(geo))
-    probe = (_copied(_base(geo), x) if seed == 0 else full_network(geo, seed=seed)).eval()
+    probe = (_copied(_base(geo), x) if seed == 0 else full_network(plain_network(geo), seed=seed)).eval()
     state = {k: v.detach().cpu().numpy().copy() for k, v in probe.state_dict().items()}
     checked = seed == 0 and layout is network_layout(geo)  # what kept_whole checked is this very check
+    cut = _cut(geo)
     for compression in compressions:
-        if compression <= 0 or (checked and (geo, float(compression)) in _CHECKED):
+        if compression <= 0 or (checked and (cut, float(compression)) in _CHECKED):
             continue
         sub = _skeleton(geo, float(compression))  # the cached skeleton: its weights are arbitrary
         found = _variant_problem(sub, probe, layout, layout.structure(state, compression), state, x)

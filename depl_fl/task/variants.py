@@ -125,13 +125,17 @@ def network_variant_cost(net: Any, compression: float) -> VariantCost:
 def checked_variant_costs(net: Any, compressions: tuple[float, ...]) -> dict[float, VariantCost]:
     """Costs of every variant, after refusing a network whose variants are not its sub-networks.
 
-    ``net`` is a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`.
+    ``net`` is a task geometry or a :class:`depl_fl.task.subnets.UserNetwork`,
+    cut to ``compressions`` here (:func:`depl_fl.task.geometry.with_compressions`:
+    the groups kept whole are those that break at any of them).
     The job's one-time derivation (torch-pruning's graph, the layout, one
     skeleton per variant and the forward check of
     :func:`depl_fl.task.subnets.check_variants`); cached per process.
     """
+    from depl_fl.task.geometry import with_compressions
     from depl_fl.task.subnets import check_variants, network_layout
 
+    net = with_compressions(net, compressions)
     check_variants(net, network_layout(net), tuple(float(c) for c in compressions))
     return {float(c): network_variant_cost(net, float(c)) for c in compressions}
 
