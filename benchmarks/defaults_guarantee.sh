@@ -7,6 +7,8 @@
 #   i12a05: 12 clients, Dirichlet alpha 0.5, L* 0.45 (the old settings sweep's g12, which ran with the
 #           job's default deadline too: benchmarks/settings_sweep.sh)
 #   i6a06:   6 clients, alpha 0.6, L* 0.42 (fixed before any result of this script)
+#   byom_resnet: a user's residual network with BatchNorm and no bank of its own
+#           (model=custom model.factory=tests.user_nets:resnet_tiny), every other key at the default job's value
 # Arms per setting and target probability pi in PIS (default "0.9 0.8 0.95", in that order; one Hydra
 # multirun each, nice -n 10, one at a time; T is empty at pi 0.9, else -pi<pi>):
 #   OUT/<s>T-static/depl    tracking.enabled=false, seeds FIRST..FIRST+SEEDS-1
@@ -34,6 +36,7 @@ F=${FIRST:-1700}
 declare -A SETTING=(
   [i12a05]="num_clients=12 partition.alpha=0.5 target.loss=0.45"
   [i6a06]="num_clients=6 partition.alpha=0.6 target.loss=0.42"
+  [byom_resnet]="model=custom model.factory=tests.user_nets:resnet_tiny"
 )
 COMMON=(simulation=inprocess output.plot=false)
 # shellcheck disable=SC2206
