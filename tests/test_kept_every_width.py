@@ -36,6 +36,7 @@ from depl_fl.task.subnets import (  # noqa: E402
     kept_whole,
     network_layout,
 )
+from tests.log_lines import LogLines  # noqa: E402
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,20 +99,11 @@ def test_a_width_the_probe_compression_passes_and_another_breaks_is_now_trained_
     assert layout.size_bytes(0.9) < layout.size_bytes(0.3) < layout.size_bytes(0.0)
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 def test_the_warning_line_names_the_compression_at_which_the_group_broke():
     from tests.user_nets_more import six_block_net
 
     net = UserNetwork(six_block_net, (1, 8, 8), "warned_six_blocks", compressions=(0.5, 0.75))
-    handler, logger = _Lines(), logging.getLogger("depl_fl.subnets")
+    handler, logger = LogLines(), logging.getLogger("depl_fl.subnets")
     logger.addHandler(handler)
     try:
         check_variants(net, network_layout(net), (0.0, 0.5, 0.75))

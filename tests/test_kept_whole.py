@@ -31,6 +31,7 @@ from depl_fl.task.subnets import (
     kept_whole,
     network_layout,
 )
+from tests.log_lines import LogLines
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,20 +100,11 @@ def test_the_hard_coded_quickstart_net_at_32x32_compresses_around_its_flatten():
 # --- one warning line per job ---
 
 
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 def test_one_warning_line_names_the_layer_kept_whole_why_and_what_to_change():
     from tests.user_nets import QuickstartNet8
 
     net = UserNetwork(QuickstartNet8, (1, 8, 8), "warned_quickstart")
-    handler, logger = _Lines(), logging.getLogger("depl_fl.subnets")
+    handler, logger = LogLines(), logging.getLogger("depl_fl.subnets")
     logger.addHandler(handler)
     try:
         check_variants(net, network_layout(net), (0.0,))  # the full network alone: nothing to say
@@ -132,7 +124,7 @@ def test_a_channel_shuffle_is_reported_as_another_function():
     from tests.user_nets import ChannelShuffleNet
 
     net = UserNetwork(ChannelShuffleNet, (1, 8, 8), "warned_shuffle")
-    handler, logger = _Lines(), logging.getLogger("depl_fl.subnets")
+    handler, logger = LogLines(), logging.getLogger("depl_fl.subnets")
     logger.addHandler(handler)
     try:
         check_variants(net, network_layout(net), (0.0, 0.5))
