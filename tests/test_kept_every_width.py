@@ -269,9 +269,8 @@ def test_a_user_node_rebuilds_the_variant_from_the_compressions_the_message_carr
     from torch.utils.data import DataLoader, TensorDataset
 
     from clients.user_app import DepLClient
-    from strategies.depl_strategy import arrays_to_state, state_to_arrays
+    from strategies.depl_strategy import arrays_to_state
     from strategies.inprocess_grid import InProcessGrid
-    from strategies.user_app import depl_strategy, evaluate_fn
     from tests.user_app_wiring import user_client_app
     from tests.user_nets_more import six_block_net
 
@@ -300,14 +299,41 @@ def test_a_user_node_rebuilds_the_variant_from_the_compressions_the_message_carr
     (reply,) = grid.send_and_receive([msg])
     assert reply.has_error() and "this node derives ['conv2'] at compressions 0.5, 0.75" in reply.error.reason
 
-    # The server's evaluate_fn evaluates the variants of the strategy built for the network.
-    depl_strategy(plain, num_clients=1, compressions=(0.0, 0.5, 0.75))
-    seen: list[tuple[int, ...]] = []
 
-    def test(net, loader, device):  # noqa: ARG001
-        seen.append(tuple(net.state_dict()["conv2.weight"].shape))
-        return 1.0, 0.0
 
-    evaluate = evaluate_fn(plain, test, None)
-    evaluate(1, state_to_arrays(get_state(full_network(plain, seed=1))), 0.75)
-    assert seen == [(12, 2, 3, 3)]
+def test_two_strategies_for_one_network_each_evaluate_their_own_variants():
+    """In one process, in either order, each evaluate_fn cuts the network to its strategy's compressions."""
+    from strategies.depl_strategy import state_to_arrays
+    from strategies.user_app import depl_strategy, evaluate_fn
+    from tests.user_nets_more import six_block_net
+
+    network = UserNetwork(six_block_net, (1, 8, 8), "six_blocks_twice")
+    arrays = state_to_arrays(get_state(full_network(network, seed=1)))
+    seen: list[tuple[str, tuple[int, ...]]] = []
+
+    def test_of(name: str):
+        def test(net, loader, device):  # noqa: ARG001
+            seen.append((name, tuple(net.state_dict()["conv2.weight"].shape)))
+            return 1.0, 0.0
+        return test
+
+    wide = depl_strategy(network, num_clients=1, compressions=(0.0, 0.5, 0.75))  # conv2 kept whole
+    narrow = depl_strategy(network, num_clients=1, compressions=(0.0, 0.5))  # nothing kept whole
+    evaluate_narrow = evaluate_fn(narrow, test_of("narrow"), None)
+    evaluate_wide = evaluate_fn(wide, test_of("wide"), None)  # built after the other strategy
+    for evaluate in (evaluate_wide, evaluate_narrow):
+        evaluate(1, arrays, 0.5)
+    evaluate_wide(1, arrays, 0.75)
+    assert seen == [("wide", (12, 4, 3, 3)), ("narrow", (6, 4, 3, 3)), ("wide", (12, 2, 3, 3))]
+    assert wide.network.kept == ("conv2",) and narrow.network.kept == ()  # what each strategy trains
+
+
+def test_evaluate_fn_refuses_a_network_in_one_line():
+    from strategies.user_app import evaluate_fn
+    from tests.user_nets_more import six_block_net
+
+    with pytest.raises(ScenarioError) as err:
+        evaluate_fn(UserNetwork(six_block_net, (1, 8, 8), "six_blocks"), lambda *a: (1.0, 0.0), None)
+    assert str(err.value) == ("evaluate_fn takes the strategy depl_strategy built for six_blocks, not the "
+                              "network: its variants depend on that strategy's compressions; write "
+                              "evaluate_fn(strategy, test, testloader)")
