@@ -114,6 +114,51 @@ def test_the_warning_line_names_the_compression_at_which_the_group_broke():
     assert handler.lines[0].startswith(
         "model warned_six_blocks: layer 'conv2' kept whole: the forward breaks once it loses output channels "
         "at compression 0.75 (RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid")
+    assert handler.lines[0].endswith(
+        "is invalid for input of size 192); the 12 output channels of layer 'conv2' are viewed as 6 blocks "
+        "(a count written into the forward): a compression keeping a number of them that is not a multiple "
+        "of 6 cannot cut them (0.75 keeps 3); choose compressions keeping multiples of 6 (such as 0.5); or "
+        "compute the block count from the tensor to compress it")
+
+
+def test_blocks_of_a_hard_coded_size_name_the_size_and_compressions_that_keep_its_multiples():
+    geo = _geo((0.0, 0.3, 0.6, 0.9), "tests.user_nets_more:four_channel_blocks_net")
+    (kept,) = kept_whole(geo)
+    assert kept.problem == "RuntimeError: shape '[1, -1, 4, 8, 8]' is invalid for input of size 704"
+    assert kept.remedy() == (
+        "the 16 output channels of layer 'conv2' are viewed as blocks of 4 (a size written into the "
+        "forward): a compression keeping a number of them that is not a multiple of 4 cannot cut them "
+        "(0.3 keeps 11); choose compressions keeping multiples of 4 (such as 0.25, 0.5, 0.75) to compress it")
+    # Those compressions indeed run: nothing is kept whole.
+    assert kept_whole(_geo((0.0, 0.25, 0.5, 0.75), "tests.user_nets_more:four_channel_blocks_net")) == ()
+
+
+@pytest.mark.parametrize(("problem", "batch", "channels", "kept", "found"), [
+    ("RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 192", 1, 12, 3, ("count", 6)),
+    ("RuntimeError: shape '[2, -1, 4, 8, 8]' is invalid for input of size 1408", 2, 16, 11, ("size", 4)),
+    ("RuntimeError: shape '[1, 6, -1]' is invalid for input of size 3", 1, 12, 3, ("count", 6)),  # features
+    ("RuntimeError: shape '[-1, 400]' is invalid for input of size 224", 1, 16, 14, None),  # a flatten
+    ("RuntimeError: shape '[-1, 6, 2, 8, 8]' is invalid for input of size 192", 1, 12, 3, None),  # batch -1
+    ("RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 320", 1, 12, 3, None),  # not these
+    ("RuntimeError: shape '[1, 5, -1, 8, 8]' is invalid for input of size 192", 1, 12, 3, None),  # 5 ∤ 12
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x32 and 16x64)", 1, 16, 8, None),
+])
+def test_a_block_view_is_recognised_from_the_error_and_the_widths(problem, batch, channels, kept, found):
+    from depl_fl.task.block_views import block_view
+
+    assert block_view(problem, batch, channels, kept) == found
+
+
+def test_a_block_view_no_compression_can_cut_keeps_the_generic_hint():
+    from depl_fl.task.block_views import block_view_hint
+    from depl_fl.task.slicing import kept_width
+
+    six = "RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 192"
+    assert block_view_hint(six, "conv2", 1, 12, 0.75, lambda c: kept_width(12, c)).startswith(
+        "the 12 output channels of layer 'conv2' are viewed as 6 blocks")
+    # 6 channels as 6 blocks: no compression keeps a multiple of 6 below 6.
+    one_each = "RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 192"
+    assert block_view_hint(one_each, "conv2", 1, 6, 0.5, lambda c: kept_width(6, c)) is None
 
 
 @pytest.mark.parametrize(("name", "layers"), [("transpose_tied_net", ("enc", "mid")),
