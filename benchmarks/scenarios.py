@@ -23,6 +23,7 @@ import numpy as np
 
 from depl_fl.contract.plan import Targets
 from depl_fl.contract.scenario import Scenario, scenario_from_dict
+from depl_fl.task.geometry import model_id
 
 CLASS_A = [{"flops_per_s": 2.0e10, "joules_per_flop": 2.0e-10},
            {"flops_per_s": 4.0e10, "joules_per_flop": 4.5e-10}]
@@ -174,7 +175,7 @@ def _hard_models(rng: np.random.Generator, all_variants: bool = False,
     noise = float(rng.uniform(0.03, 0.09))
     models, run, ids = [], {}, []
     for c in comps:
-        mid = "full" if c == 0.0 else f"p{int(round(c * 100))}"
+        mid = model_id(c)
         ids.append((mid, c))
         models.append({"id": mid, "compression": c, "flops_per_sample": flops * (1.0 - c),
                        "size_bytes": size * (1.0 - c)})

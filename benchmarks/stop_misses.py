@@ -35,11 +35,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from depl_fl.task.data import split_held_out  # noqa: E402
+from depl_fl.task.geometry import model_id  # noqa: E402
 from depl_fl.task.local_update import loaded_variant  # noqa: E402
 from depl_fl.task.losses import load_loss, loss_spec  # noqa: E402
 from depl_fl.task.partitions import dataset, geometry, test_split, validation_split  # noqa: E402
 from depl_fl.task.training import evaluate_with_losses  # noqa: E402
-from depl_fl.task.variants import model_id  # noqa: E402
 from depl_fl.tracking.split_margin import margin_quantiles, stop_margin  # noqa: E402
 
 #: Probabilities whose one-look margins are checked on the re-splits (0.975 and 0.99: stricter margins).

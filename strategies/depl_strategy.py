@@ -251,6 +251,10 @@ class DepLStrategy(FedAvg):
     plan_end : str
         ``plan`` or ``stop_rule``: whether a used-up plan ends the job
         (:class:`depl_fl.orchestration.controller.RunController`).
+    job_network : TaskGeometry or UserNetwork, optional
+        The network ``network`` was derived from, cut to the job's compressions
+        (:func:`depl_fl.runs.runconfig.job_network`): what a central evaluation
+        builds the same variants from (:func:`strategies.user_app.evaluate_fn`).
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -266,13 +270,14 @@ class DepLStrategy(FedAvg):
                  assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
                                            dict[str, dict[str, Any]]] | None = None,
                  diverge_rounds: int | None = None, stall_rounds: int | None = None,
-                 plan_end: str = "plan") -> None:
+                 plan_end: str = "plan", job_network: Any = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
         self.fraction_evaluate, self.min_evaluate_nodes = 0.0, 0
         self.arch = arch
         self.network = network
+        self.job_network = job_network
         self.targets = targets
         self.scenario_fn = scenario_fn
         self.plan_fn = plan_fn

@@ -1,12 +1,13 @@
 """DepL inside a user's own Flower ServerApp: a DepLStrategy for the user's network and ``test``.
 
-The user's ServerApp builds the strategy for its network and calls ``start``::
+The user's ServerApp builds the strategy for its network, and the evaluate
+function from that strategy, then calls ``start``::
 
     network = UserNetwork(Net, (3, 32, 32), "Net")
     strategy = depl_strategy(network, num_clients=2, compressions=(0.0, 0.5),
                              overrides=["target.loss=1.0", "target.prob=0.8"])
     result = strategy.start(grid, initial_arrays(network),
-                            evaluate_fn=evaluate_fn(network, test, testloader))
+                            evaluate_fn=evaluate_fn(strategy, test, testloader))
 
 Everything else comes from DepL's configuration (``conf/``: node classes,
 targets, planner, the exploration that measures the loss profile), changed
@@ -20,10 +21,16 @@ functions (``target.loss`` in its units), so the Hydra path's ``model.loss``
 is refused here rather than silently ignored.
 
 Which channel groups every variant keeps whole depends on the job's
-compressions (:func:`depl_fl.task.subnets.kept_whole`): :func:`depl_strategy`
-records them for its network, and :func:`evaluate_fn` cuts the same network to
-them, so the variants it evaluates are those the strategy trains (the nodes
-learn them from every train message).
+compressions (:func:`depl_fl.task.subnets.kept_whole`), so the evaluate
+function is built from the strategy, which holds its network cut to them
+(:attr:`DepLStrategy.job_network <strategies.depl_strategy.DepLStrategy>`): the
+variants it evaluates are those that strategy trains (the nodes learn them from
+every train message), whatever other strategy the process built for the same
+network and in whatever order. Nothing is recorded between the two calls, so
+the network alone does not say which variants to evaluate and
+``evaluate_fn(network, ...)`` is refused in one line. (The other way, a
+network that carries its compressions, would split the job's configuration
+between the network and the strategy, and the nodes' network carries none.)
 """
 
 from __future__ import annotations
@@ -39,10 +46,6 @@ from depl_fl.task.user_update import TestFn, user_evaluate
 from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arrays
 
 __all__ = ["UserNetwork", "depl_config", "depl_strategy", "evaluate_fn", "initial_arrays"]
-
-#: The compressions of the strategy built for each network (without its compressions) in this process.
-_JOB_COMPRESSIONS: dict[UserNetwork, tuple[float, ...]] = {}
-
 
 def depl_config(num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
                 overrides: Sequence[str] = ()) -> dict[str, Any]:
@@ -79,13 +82,9 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
     depl_fl.errors.ScenarioError
         A bad override, or a network that cannot be pruned structurally (one line).
     """
-    from depl_fl.task.geometry import job_compressions
-    from depl_fl.task.subnets import plain_network
     from strategies.server_app import build_strategy
 
-    strategy = build_strategy(depl_config(num_clients, compressions, overrides), network=network)
-    _JOB_COMPRESSIONS[plain_network(network)] = job_compressions(compressions)
-    return strategy
+    return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
 
 
 def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:
@@ -96,25 +95,48 @@ def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:
     return state_to_arrays(get_state(full_network(network, seed=seed)))
 
 
-def evaluate_fn(network: UserNetwork, test: TestFn, testloader: Any,
+def evaluate_fn(strategy: DepLStrategy, test: TestFn, testloader: Any,
                 device: str = "cpu") -> Callable[[int, ArrayRecord, float], MetricRecord]:
     """``evaluate_fn(server_round, arrays, compression)`` running the user's ``test`` on that variant.
 
-    ``device``: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when the server has it).
-    The variants are those of the strategy :func:`depl_strategy` built for
-    ``network`` in this process (cut to its compressions).
+    Parameters
+    ----------
+    strategy : DepLStrategy
+        The strategy :func:`depl_strategy` built: its network, cut to its
+        compressions, gives the variants evaluated.
+    test : callable
+        ``test(net, testloader, device) -> (loss, accuracy)``.
+    testloader : object
+        The server's test loader, handed to ``test``.
+    device : str
+        ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (CUDA when the server has it).
+
+    Raises
+    ------
+    depl_fl.errors.ScenarioError
+        ``strategy`` is not a strategy built for a user's network (one line).
     """
     from depl_fl.task.devices import resolve_device
-    from depl_fl.task.geometry import with_compressions
-    from depl_fl.task.subnets import plain_network
 
+    network = _job_network(strategy)
     device = resolve_device(device, field="evaluate_fn device")
 
     def evaluate(server_round: int, arrays: ArrayRecord, compression: float = 0.0) -> MetricRecord:
-        plain = plain_network(network)
-        job = with_compressions(plain, _JOB_COMPRESSIONS.get(plain, network.compressions))
-        loss, accuracy = user_evaluate(job, arrays_to_state(arrays), float(compression), test,
+        loss, accuracy = user_evaluate(network, arrays_to_state(arrays), float(compression), test,
                                        testloader, device)
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
     return evaluate
+
+
+def _job_network(strategy: Any) -> UserNetwork:
+    """The user's network cut to the compressions ``strategy`` trains at (else a one-line error)."""
+    if isinstance(strategy, UserNetwork):
+        raise ScenarioError(f"evaluate_fn takes the strategy depl_strategy built for {strategy.name}, "
+                            "not the network: its variants depend on that strategy's compressions; "
+                            "write evaluate_fn(strategy, test, testloader)")
+    network = strategy.job_network if isinstance(strategy, DepLStrategy) else None
+    if not isinstance(network, UserNetwork):
+        raise ScenarioError(f"evaluate_fn takes the strategy depl_strategy built for a user's network, got "
+                            f"{type(strategy).__name__}")
+    return network

@@ -114,6 +114,51 @@ def test_the_warning_line_names_the_compression_at_which_the_group_broke():
     assert handler.lines[0].startswith(
         "model warned_six_blocks: layer 'conv2' kept whole: the forward breaks once it loses output channels "
         "at compression 0.75 (RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid")
+    assert handler.lines[0].endswith(
+        "is invalid for input of size 192); the 12 output channels of layer 'conv2' are viewed as 6 blocks "
+        "(a count written into the forward): a compression keeping a number of them that is not a multiple "
+        "of 6 cannot cut them (0.75 keeps 3); choose compressions keeping multiples of 6 (such as 0.5); or "
+        "compute the block count from the tensor to compress it")
+
+
+def test_blocks_of_a_hard_coded_size_name_the_size_and_compressions_that_keep_its_multiples():
+    geo = _geo((0.0, 0.3, 0.6, 0.9), "tests.user_nets_more:four_channel_blocks_net")
+    (kept,) = kept_whole(geo)
+    assert kept.problem == "RuntimeError: shape '[1, -1, 4, 8, 8]' is invalid for input of size 704"
+    assert kept.remedy() == (
+        "the 16 output channels of layer 'conv2' are viewed as blocks of 4 (a size written into the "
+        "forward): a compression keeping a number of them that is not a multiple of 4 cannot cut them "
+        "(0.3 keeps 11); choose compressions keeping multiples of 4 (such as 0.25, 0.5, 0.75) to compress it")
+    # Those compressions indeed run: nothing is kept whole.
+    assert kept_whole(_geo((0.0, 0.25, 0.5, 0.75), "tests.user_nets_more:four_channel_blocks_net")) == ()
+
+
+@pytest.mark.parametrize(("problem", "batch", "channels", "kept", "found"), [
+    ("RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 192", 1, 12, 3, ("count", 6)),
+    ("RuntimeError: shape '[2, -1, 4, 8, 8]' is invalid for input of size 1408", 2, 16, 11, ("size", 4)),
+    ("RuntimeError: shape '[1, 6, -1]' is invalid for input of size 3", 1, 12, 3, ("count", 6)),  # features
+    ("RuntimeError: shape '[-1, 400]' is invalid for input of size 224", 1, 16, 14, None),  # a flatten
+    ("RuntimeError: shape '[-1, 6, 2, 8, 8]' is invalid for input of size 192", 1, 12, 3, None),  # batch -1
+    ("RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 320", 1, 12, 3, None),  # not these
+    ("RuntimeError: shape '[1, 5, -1, 8, 8]' is invalid for input of size 192", 1, 12, 3, None),  # 5 ∤ 12
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x32 and 16x64)", 1, 16, 8, None),
+])
+def test_a_block_view_is_recognised_from_the_error_and_the_widths(problem, batch, channels, kept, found):
+    from depl_fl.task.block_views import block_view
+
+    assert block_view(problem, batch, channels, kept) == found
+
+
+def test_a_block_view_no_compression_can_cut_keeps_the_generic_hint():
+    from depl_fl.task.block_views import block_view_hint
+    from depl_fl.task.slicing import kept_width
+
+    six = "RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 192"
+    assert block_view_hint(six, "conv2", 1, 12, 0.75, lambda c: kept_width(12, c)).startswith(
+        "the 12 output channels of layer 'conv2' are viewed as 6 blocks")
+    # 6 channels as 6 blocks: no compression keeps a multiple of 6 below 6.
+    one_each = "RuntimeError: shape '[1, 6, -1, 8, 8]' is invalid for input of size 192"
+    assert block_view_hint(one_each, "conv2", 1, 6, 0.5, lambda c: kept_width(6, c)) is None
 
 
 @pytest.mark.parametrize(("name", "layers"), [("transpose_tied_net", ("enc", "mid")),
@@ -269,9 +314,8 @@ def test_a_user_node_rebuilds_the_variant_from_the_compressions_the_message_carr
     from torch.utils.data import DataLoader, TensorDataset
 
     from clients.user_app import DepLClient
-    from strategies.depl_strategy import arrays_to_state, state_to_arrays
+    from strategies.depl_strategy import arrays_to_state
     from strategies.inprocess_grid import InProcessGrid
-    from strategies.user_app import depl_strategy, evaluate_fn
     from tests.user_app_wiring import user_client_app
     from tests.user_nets_more import six_block_net
 
@@ -300,14 +344,41 @@ def test_a_user_node_rebuilds_the_variant_from_the_compressions_the_message_carr
     (reply,) = grid.send_and_receive([msg])
     assert reply.has_error() and "this node derives ['conv2'] at compressions 0.5, 0.75" in reply.error.reason
 
-    # The server's evaluate_fn evaluates the variants of the strategy built for the network.
-    depl_strategy(plain, num_clients=1, compressions=(0.0, 0.5, 0.75))
-    seen: list[tuple[int, ...]] = []
 
-    def test(net, loader, device):  # noqa: ARG001
-        seen.append(tuple(net.state_dict()["conv2.weight"].shape))
-        return 1.0, 0.0
 
-    evaluate = evaluate_fn(plain, test, None)
-    evaluate(1, state_to_arrays(get_state(full_network(plain, seed=1))), 0.75)
-    assert seen == [(12, 2, 3, 3)]
+def test_two_strategies_for_one_network_each_evaluate_their_own_variants():
+    """In one process, in either order, each evaluate_fn cuts the network to its strategy's compressions."""
+    from strategies.depl_strategy import state_to_arrays
+    from strategies.user_app import depl_strategy, evaluate_fn
+    from tests.user_nets_more import six_block_net
+
+    network = UserNetwork(six_block_net, (1, 8, 8), "six_blocks_twice")
+    arrays = state_to_arrays(get_state(full_network(network, seed=1)))
+    seen: list[tuple[str, tuple[int, ...]]] = []
+
+    def test_of(name: str):
+        def test(net, loader, device):  # noqa: ARG001
+            seen.append((name, tuple(net.state_dict()["conv2.weight"].shape)))
+            return 1.0, 0.0
+        return test
+
+    wide = depl_strategy(network, num_clients=1, compressions=(0.0, 0.5, 0.75))  # conv2 kept whole
+    narrow = depl_strategy(network, num_clients=1, compressions=(0.0, 0.5))  # nothing kept whole
+    evaluate_narrow = evaluate_fn(narrow, test_of("narrow"), None)
+    evaluate_wide = evaluate_fn(wide, test_of("wide"), None)  # built after the other strategy
+    for evaluate in (evaluate_wide, evaluate_narrow):
+        evaluate(1, arrays, 0.5)
+    evaluate_wide(1, arrays, 0.75)
+    assert seen == [("wide", (12, 4, 3, 3)), ("narrow", (6, 4, 3, 3)), ("wide", (12, 2, 3, 3))]
+    assert wide.network.kept == ("conv2",) and narrow.network.kept == ()  # what each strategy trains
+
+
+def test_evaluate_fn_refuses_a_network_in_one_line():
+    from strategies.user_app import evaluate_fn
+    from tests.user_nets_more import six_block_net
+
+    with pytest.raises(ScenarioError) as err:
+        evaluate_fn(UserNetwork(six_block_net, (1, 8, 8), "six_blocks"), lambda *a: (1.0, 0.0), None)
+    assert str(err.value) == ("evaluate_fn takes the strategy depl_strategy built for six_blocks, not the "
+                              "network: its variants depend on that strategy's compressions; write "
+                              "evaluate_fn(strategy, test, testloader)")

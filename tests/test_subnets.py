@@ -236,6 +236,17 @@ def test_compressions_choose_the_variants():
         variant_list({"model": {"compressions": [0.0, 1.0]}})
 
 
+@pytest.mark.parametrize(("compression", "expected"), [(0.0, "full"), (0.25, "p25"), (0.5, "p50"),
+                                                       (0.75, "p75"), (0.9, "p90"), (0.125, "p12"),
+                                                       (0.333, "p33"), (0.995, "p100")])
+def test_one_model_id_names_a_compression_in_the_scenario_and_the_configured_variants(compression, expected):
+    from depl_fl.runs.runconfig import variant_list
+    from depl_fl.task.geometry import model_id
+
+    assert model_id(compression) == expected
+    assert variant_list({"model": {"compressions": [compression]}}) == [(expected, compression)]
+
+
 # ---- canaries on the torch-pruning API the derivation relies on
 
 

@@ -71,7 +71,7 @@ def test_the_log_names_the_assigned_clusters_of_nodes_that_set_none(caplog):
 
     strategy.profiler.run = stop
     with caplog.at_level(logging.INFO, logger="depl_fl"), pytest.raises(_Stop):
-        strategy.start(grid, initial_arrays(network), evaluate_fn=evaluate_fn(network, _test, _loader()))
+        strategy.start(grid, initial_arrays(network), evaluate_fn=evaluate_fn(strategy, _test, _loader()))
     assert "clients: c0(A, 6), c1(A, 6), c2(B, 6)" in caplog.text
     assert ("clusters: 2 client(s) set no node config cluster=, assigned by clusters.classes' fractions "
             "in partition-id order (A: c0; B: c2)") in caplog.text

@@ -93,7 +93,7 @@ def test_a_clientapp_with_another_network_stops_the_job_in_one_line(tmp_path):
     strategy = _two_exploration_rounds(network, tmp_path)
     with pytest.raises(ScenarioError) as err:
         strategy.start(InProcessGrid(app, 2), initial_arrays(network),
-                       evaluate_fn=evaluate_fn(network, _test, _loader()))
+                       evaluate_fn=evaluate_fn(strategy, _test, _loader()))
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith("exploration: no client sent a usable reply in 2 round(s); c")
@@ -174,7 +174,7 @@ def test_a_train_function_that_returns_nothing_trains(tmp_path):
     strategy.profiler.run = explore_then_stop
     with pytest.raises(_Stop):
         strategy.start(InProcessGrid(app, 2), initial_arrays(network),
-                       evaluate_fn=evaluate_fn(network, _test, _loader()))
+                       evaluate_fn=evaluate_fn(strategy, _test, _loader()))
     records = strategy.profiler.records
     assert len(records) == 2 and all(r["rejected"] == [] and r["replied"] for r in records)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.exploration_choice import resolve_exploration
+from depl_fl.task.geometry import model_id
 
 
 def to_plain(cfg: Any) -> dict[str, Any]:
@@ -166,11 +167,6 @@ def job_network(cfg: Mapping[str, Any], network: Any) -> Any:
     return with_compressions(network, [c for _, c in variant_list(cfg)])
 
 
-def compression_id(compression: float) -> str:
-    """Scenario model id of a compression factor: ``full``, ``p50``, ``p75``, ``p90``..."""
-    return "full" if compression == 0 else f"p{int(round(compression * 100))}"
-
-
 def _compression_variants(raw: Any) -> list[tuple[str, float]]:
     if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) or not raw:
         raise ScenarioError(f"config model.compressions: must be a non-empty list of numbers in [0, 1), "
@@ -179,7 +175,7 @@ def _compression_variants(raw: Any) -> list[tuple[str, float]]:
     for i, value in enumerate(raw):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) < 1.0:
             raise ScenarioError(f"config model.compressions[{i}]: must be a number in [0, 1), got {value!r}")
-        name = compression_id(float(value))
+        name = model_id(float(value))
         if name in {m for m, _ in out}:
             raise ScenarioError(f"config model.compressions[{i}]: {value!r} repeats variant {name}")
         out.append((name, float(value)))

@@ -29,6 +29,11 @@ class TaskGeometry:
 Bound = TypeVar("Bound")
 
 
+def model_id(compression: float) -> str:
+    """Scenario model id of a compression factor: ``full``, ``p50``, ``p75``, ``p90``..."""
+    return "full" if compression == 0 else f"p{int(round(compression * 100))}"
+
+
 def job_compressions(compressions: Iterable[float]) -> tuple[float, ...]:
     """The compressed variants among ``compressions``: each ``c > 0`` once, ascending."""
     return tuple(sorted({float(c) for c in compressions if float(c) > 0}))

@@ -43,6 +43,7 @@ from torch import nn
 
 from depl_fl.errors import ScenarioError
 from depl_fl.task.attention_layers import attention_modules
+from depl_fl.task.block_views import block_view_hint
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
 from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, traced_buffers
@@ -937,7 +938,7 @@ def _breaking_groups(base: nn.Module, layout: SubnetLayout, probe: nn.Module, st
             except Exception as exc:  # torch-pruning itself fails on this group
                 problem = (_first_line(exc), SIZE_HINT)
             if problem is not None:
-                broke[compression] = problem
+                broke[compression] = _concrete_hint(problem, group, compression, int(x.shape[0]))
         if not broke:
             compressed.append(group.root)
             continue
@@ -945,6 +946,17 @@ def _breaking_groups(base: nn.Module, layout: SubnetLayout, probe: nn.Module, st
         kept.append(KeptWhole(group.root, *next(iter(broke.values())), at=at))
         copies.clear()
     return tuple(kept)
+
+
+def _concrete_hint(problem: tuple[str, str], group: ChannelGroup, compression: float,
+                   batch: int) -> tuple[str, str]:
+    """``problem`` with the generic size hint made concrete for a view of the group's channels as blocks."""
+    error, hint = problem
+    if hint != SIZE_HINT:
+        return problem
+    blocks = block_view_hint(error, group.root, batch, group.kept_channels(0.0), compression,
+                             group.kept_channels)
+    return error, blocks or hint
 
 
 def check_kept_whole(net: Network, sent: Collection[str]) -> None:

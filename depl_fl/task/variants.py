@@ -138,8 +138,3 @@ def checked_variant_costs(net: Any, compressions: tuple[float, ...]) -> dict[flo
     net = with_compressions(net, compressions)
     check_variants(net, network_layout(net), tuple(float(c) for c in compressions))
     return {float(c): network_variant_cost(net, float(c)) for c in compressions}
-
-
-def model_id(compression: float) -> str:
-    """Scenario model id of a compression factor: ``full``, ``p50``, ``p75``, ``p90``..."""
-    return "full" if compression == 0 else f"p{int(round(compression * 100))}"

@@ -28,7 +28,8 @@ def main(grid: Grid, context: Context) -> None:
         overrides.append(f"profile.cache_dir={cfg['cache-dir']}")
     strategy = depl_strategy(network, num_clients=int(cfg["num-clients"]), compressions=(0.0, 0.5),
                              overrides=overrides)
-    result = strategy.start(grid, initial_arrays(network), evaluate_fn=evaluate_fn(network, test, testloader))
+    result = strategy.start(grid, initial_arrays(network),
+                            evaluate_fn=evaluate_fn(strategy, test, testloader))
     records = strategy.controller.records
     if not records:
         print("no training round: the exploration rounds met the target")
