@@ -79,6 +79,8 @@ from strategies.robust_aggregation import (
 )
 
 LOG = logging.getLogger("depl_fl.server")
+#: A checkpoint key that is not there (a checkpoint written before the key was kept).
+ABSENT = object()
 
 #: ``scenario_fn(properties) -> Scenario``; properties maps client id -> node properties.
 ScenarioFn = Callable[[Mapping[str, Mapping[str, Any]]], Scenario]
@@ -255,6 +257,13 @@ class DepLStrategy(FedAvg):
         The network ``network`` was derived from, cut to the job's compressions
         (:func:`depl_fl.runs.runconfig.job_network`): what a central evaluation
         builds the same variants from (:func:`strategies.user_app.evaluate_fn`).
+    early_stop_model : str
+        ``best`` or ``last``: the model a job that the divergence or the patience
+        stop ended returns (:meth:`RunController.final_model_round
+        <depl_fl.orchestration.controller.RunController.final_model_round>`).
+        With ``best`` (and tracking with either stop on) the server holds one
+        extra copy of the model arrays: the best candidate's, while it is not
+        the last round's; a checkpoint holds it too.
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -270,7 +279,8 @@ class DepLStrategy(FedAvg):
                  assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
                                            dict[str, dict[str, Any]]] | None = None,
                  diverge_rounds: int | None = None, stall_rounds: int | None = None,
-                 plan_end: str = "plan", job_network: Any = None) -> None:
+                 plan_end: str = "plan", early_stop_model: str = "best",
+                 job_network: Any = None) -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -294,6 +304,7 @@ class DepLStrategy(FedAvg):
         self.diverge_rounds = diverge_rounds
         self.stall_rounds = stall_rounds
         self.plan_end = plan_end
+        self.early_stop_model = early_stop_model
         self.timeout_factor = float(timeout_factor)
         self.timeout_slack_s = float(timeout_slack_s)
         self.on_round = on_round
@@ -328,6 +339,8 @@ class DepLStrategy(FedAvg):
         #: ``(the sent list, message id -> client id, its length)`` for :meth:`sender_of`.
         self._sent_index: tuple[Any, dict[str, str], int] = (None, {}, 0)
         self.resumed_from: int | None = None
+        #: ``(round, arrays)`` of the controller's best model so far (``keeps_best``), else ``None``.
+        self.best_arrays: tuple[int, ArrayRecord] | None = None
         self._rejected: list[dict[str, str]] = []
         self._aggregate_problem: str | None = None
         self._threshold = math.inf
@@ -687,6 +700,7 @@ class DepLStrategy(FedAvg):
             arrays, loss = self._run_round(grid, decision, server_round, arrays, loss, train_config,
                                            timeout, evaluate_fn, result)
             result.arrays = arrays
+            self._keep_if_best(arrays)
             clock = StepClock()
             if self.on_round is not None:
                 self.on_round(self, arrays, loss)
@@ -697,7 +711,24 @@ class DepLStrategy(FedAvg):
             clock.mark("admit")
             self.controller.records[-1].setdefault("steps_s", {}).update(clock.steps())
         self._decision = None
+        result.arrays = self._final_arrays(result.arrays)
         return result
+
+    def _keep_if_best(self, arrays: ArrayRecord) -> None:
+        """Hold ``arrays`` (the model after the last recorded round) when it is the best candidate."""
+        assert self.controller is not None
+        best = self.controller.best_model() if self.controller.keeps_best() else None
+        if best is not None and best[0] == self.controller.rounds_done:
+            self.best_arrays = (best[0], arrays)
+
+    def _final_arrays(self, last: ArrayRecord) -> ArrayRecord:
+        """The arrays the job ends with: the last, or the best model's after a divergence or patience stop."""
+        assert self.controller is not None
+        final = self.controller.final_model_round()
+        if final == self.controller.rounds_done or self.best_arrays is None or self.best_arrays[0] != final:
+            return last
+        LOG.info("%s", self.controller.final_model_note())
+        return self.best_arrays[1]
 
     def _diverged_in_exploration(self, arrays: ArrayRecord, result: Result) -> Result:
         """The job the exploration's divergence stop ended: no plan, its model's losses as the final ones."""
@@ -739,6 +770,7 @@ class DepLStrategy(FedAvg):
         self.initial_test_loss = _metric(first, "test-loss")
         self.controller.fresh_loss = self._fresh_loss()
         self.controller.start_loss = self.initial_loss if math.isfinite(self.initial_loss) else None
+        self._keep_if_best(initial_arrays)
         if self.on_round is not None:
             self.on_round(self, initial_arrays, self.initial_loss)
         return initial_arrays, self.initial_loss
@@ -780,7 +812,7 @@ class DepLStrategy(FedAvg):
                              loss_sem=self._initial_sem(), clock=self.clock, drift=self.drift,
                              start_trend=getattr(self.profiler, "start_trend", None),
                              diverge_rounds=self.diverge_rounds, stall_rounds=self.stall_rounds,
-                             plan_end=self.plan_end)
+                             plan_end=self.plan_end, early_stop_model=self.early_stop_model)
 
     def _resume_exploration(self, doc: Mapping[str, Any]) -> ArrayRecord:
         """Profiler and aggregation state of a checkpoint taken during the exploration; its model."""
@@ -822,7 +854,22 @@ class DepLStrategy(FedAvg):
                                                       finished=self.controller.next_decision() is None),
                  f"; absent now: {', '.join(absent)}" if absent else "")
         self.controller.drop(absent)
-        return state_to_arrays(doc["global_state"]), float(doc["loss"])
+        arrays = state_to_arrays(doc["global_state"])
+        self._restore_best(doc.get("best_model", ABSENT))
+        self._keep_if_best(arrays)
+        return arrays, float(doc["loss"])
+
+    def _restore_best(self, saved: Any) -> None:
+        """The checkpoint's best model (:func:`depl_fl.orchestration.checkpointing.best_model_payload`).
+
+        A checkpoint written before it was kept: the resumed job's candidates
+        are its loaded model and the rounds after it.
+        """
+        assert self.controller is not None
+        if saved is ABSENT:
+            self.controller.best_since = self.controller.rounds_done
+        elif saved is not None and saved.get("state") is not None:
+            self.best_arrays = (int(saved["round"]), state_to_arrays(saved["state"]))
 
     def round_timeout(self, decision: RoundDecision, cap_s: float) -> float:
         """Reply timeout of a round from its modelled round time (:mod:`depl_fl.orchestration.membership`)."""

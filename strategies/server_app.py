@@ -313,7 +313,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
                                      int(cost_cfg.get("drift_rounds", 2))),
         method=str(cfg["method"]), assign_clusters=lambda properties: fill_clusters(cfg, properties),
         diverge_rounds=tracking_cfg.get("diverge_rounds"), stall_rounds=tracking_cfg.get("stall_rounds"),
-        plan_end=str(tracking_cfg.get("plan_end", "plan")), job_network=network)
+        plan_end=str(tracking_cfg.get("plan_end", "plan")),
+        early_stop_model=str(tracking_cfg.get("early_stop_model", "best")), job_network=network)
     strategy.cost_report = cost_report
     return strategy
 

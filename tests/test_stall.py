@@ -144,3 +144,11 @@ def test_a_stalled_job_stops_says_so_and_exits_like_an_unmet_job(tmp_path):
     assert s["rounds"] == len(train)
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.endswith("; stopping")]
     assert lines == [f"[depl] round {len(train)}: {s['stop_reason']}; stopping"]
+    # It ends with its lowest validation loss's model (tracking.early_stop_model: best), never the last.
+    from depl_fl.tracking.best_model import best_candidate
+
+    best, loss = best_candidate(losses, s["initial_loss"])
+    assert best < len(train) and s["final_model_round"] == s["profile_rounds"] + best
+    assert s["final_loss"] == loss
+    assert s["final_test_loss"] == (train[best - 1]["test_loss"] if best else s["initial_test_loss"])
+    assert [line for line in proc.stdout.splitlines() if "stall stop: ending with" in line]

@@ -68,8 +68,29 @@ def strategy_payload(strategy: Any, global_state: Mapping[str, Any], loss: float
     if ctrl is not None:
         payload.update(initial_loss=strategy.initial_loss,
                        initial_test_loss=getattr(strategy, "initial_test_loss", None),
-                       scenario=ctrl.scenario, plan=strategy.plan, controller=controller_state(ctrl))
+                       scenario=ctrl.scenario, plan=strategy.plan, controller=controller_state(ctrl),
+                       best_model=best_model_payload(getattr(strategy, "best_arrays", None),
+                                                     ctrl.rounds_done))
     return payload
+
+
+def best_model_payload(best: Any, rounds_done: int) -> dict[str, Any] | None:
+    """The strategy's best model so far as a checkpoint keeps it: ``{"round", "state"}`` or ``None``.
+
+    ``best`` is ``(round, arrays)`` (:attr:`strategies.depl_strategy.DepLStrategy.best_arrays`);
+    ``state`` is ``None`` while that round is the last one (the checkpoint's
+    ``global_state`` is that model), else its arrays: one extra model in the
+    checkpoint while the best is an earlier round's. A resumed job so ends
+    with the same model as the uninterrupted one.
+    """
+    if best is None:
+        return None
+    round_no, arrays = best
+    if int(round_no) == int(rounds_done):
+        return {"round": int(round_no), "state": None}
+    from depl_fl.orchestration.npy_arrays import array_of
+
+    return {"round": int(round_no), "state": {k: array_of(v) for k, v in arrays.items()}}
 
 
 def restore_strategy_state(strategy: Any, doc: Mapping[str, Any]) -> None:

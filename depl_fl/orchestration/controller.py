@@ -25,6 +25,7 @@ from depl_fl.contract.semantics import client_energy, data_ratio, effective_rati
 from depl_fl.orchestration.membership import drop_clients
 from depl_fl.orchestration.stop_rule import target_met
 from depl_fl.tracking import trend as trend_filter
+from depl_fl.tracking.best_model import EARLY_STOP_MODELS, best_candidate
 from depl_fl.tracking.divergence import divergence_reason, diverging
 from depl_fl.tracking.plausibility import loss_flag, one_round_prediction
 from depl_fl.tracking.stall import stall_reason, stalled
@@ -108,6 +109,10 @@ class RunController:
         last prediction made with rounds left was behind target (above
         ``target_loss + policy.margin``), until the stop rule, the deadline,
         ``max_rounds`` or the divergence / patience stops end it.
+    early_stop_model : str
+        Which model a job that the divergence or the patience stop ended keeps
+        (:meth:`final_model_round`): ``best`` (the lowest validation loss) or
+        ``last`` (the last round's).
     """
 
     def __init__(self, scenario: Scenario, targets: Targets, plan: Plan, *,
@@ -118,12 +123,18 @@ class RunController:
                  loss_margin: float | None = None, clock: str = "model", drift: Any = None,
                  start_trend: Mapping[str, float] | None = None,
                  diverge_rounds: int | None = None, stall_rounds: int | None = None,
-                 plan_end: str = "plan") -> None:
+                 plan_end: str = "plan", early_stop_model: str = "best") -> None:
         if clock not in ("model", "wall"):
             raise ValueError(f"clock must be 'model' or 'wall', got {clock!r}")
         if plan_end not in PLAN_ENDS:
             raise ValueError(f"plan_end must be one of {', '.join(PLAN_ENDS)}, got {plan_end!r}")
         self.plan_end = plan_end
+        if early_stop_model not in EARLY_STOP_MODELS:
+            raise ValueError(f"early_stop_model must be one of {', '.join(EARLY_STOP_MODELS)}, "
+                             f"got {early_stop_model!r}")
+        self.early_stop_model = early_stop_model
+        #: The first round whose model is a candidate of :meth:`best_model` (0: the start model).
+        self.best_since = 0
         #: The last predicted quantile made with rounds left (after a re-plan: the new plan's).
         self.continuation_quantile: float | None = None
         self.scenario = scenario
@@ -570,6 +581,50 @@ class RunController:
         rec["at_risk"] = self.at_risk
         self.notes.append(f"round {rec['round']}: {self.stop_reason}; stopping")
         return True
+
+    def keeps_best(self) -> bool:
+        """Whether a stop may end the job with an earlier model, so its caller keeps the best one's arrays."""
+        return self.tracking and self.early_stop_model == "best" and \
+            (self.stall_rounds is not None or self.diverge_rounds is not None)
+
+    def best_model(self) -> tuple[int, float] | None:
+        """Round (0: the start model) and validation loss of the lowest candidate so far (ties: the later).
+
+        The candidates are the model the training started from (its loss
+        :attr:`start_loss`) and every training round's model from
+        :attr:`best_since` on (:func:`depl_fl.tracking.best_model.best_candidate`).
+        """
+        return best_candidate([r["loss"] for r in self.records], self.start_loss, self.best_since)
+
+    def final_model_round(self) -> int:
+        """The round whose model the job ends with (0: the start model).
+
+        With ``early_stop_model="best"``, a job that the divergence or the
+        patience stop ended (:attr:`stop_reason`) ends with :meth:`best_model`:
+        both stops end a job whose last rounds made no better model, so the
+        last one is not its best, and no decision of the job reads the choice
+        (it comes after the last one). Every other end keeps the last round's
+        model: the stop rule judged that model met; a used-up plan and
+        ``max_rounds`` end with the model the plan (or the decision to go past
+        it) promised; at the deadline the last model is the one the plan
+        predicted.
+        """
+        if self.early_stop_model != "best" or not self.stop_reason:
+            return self.rounds_done
+        best = self.best_model()
+        return self.rounds_done if best is None else best[0]
+
+    def final_model_note(self) -> str | None:
+        """The line saying that the job ends with an earlier round's model than its last (else ``None``)."""
+        final = self.final_model_round()
+        if final == self.rounds_done:
+            return None
+        stop = "stall" if self.stalled else "divergence"
+        loss = self.start_loss if final == 0 else self.records[final - 1]["loss"]
+        which = "the start model" if final == 0 else f"round {final}'s model"
+        since = "the start model" if self.best_since == 0 else f"round {self.best_since} (resumed)"
+        return (f"{stop} stop: ending with {which} (validation {loss:.4g}), the lowest validation loss "
+                f"since {since}; round {self.rounds_done}'s was {self.records[-1]['loss']:.4g}")
 
     def _follow_trend(self, decision: RoundDecision, previous: str | None, loss_before: float,
                       tracked: float) -> None:

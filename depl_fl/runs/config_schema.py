@@ -134,6 +134,7 @@ class _Tracking(Schema):
     stall_rounds: Count | None = None
     stop_looks: Literal["one", "joint"] = "one"
     plan_end: Literal["plan", "stop_rule"] = "plan"
+    early_stop_model: Literal["best", "last"] = "best"
 
 
 class _Cost(Schema):

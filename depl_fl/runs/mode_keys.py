@@ -36,8 +36,9 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   cache).
 * ``tracking.margin``, ``ahead_margin``, ``every_rounds``, ``keep_dependable_plan``: the re-planning
   policy, ``diverge_rounds`` (the divergence stop), ``stall_rounds`` (the patience stop) and
-  ``stop_looks`` (the stop margin over the looks so far) and ``plan_end`` (whether a used-up plan
-  ends the job), refused with ``tracking.enabled=false``.
+  ``stop_looks`` (the stop margin over the looks so far), ``plan_end`` (whether a used-up plan
+  ends the job) and ``early_stop_model`` (the model those two stops end with), refused with
+  ``tracking.enabled=false``.
   ``tracking.spike_tail_prob``
   is read in every mode (spikes are flagged and recorded without tracking too).
 * ``planner.guarantee``: refused with ``method=expectation``, which plans,
@@ -235,7 +236,8 @@ RULES: tuple[ModeRule, ...] = (
              {f"tracking.{name}": _of("true") for name in ("margin", "ahead_margin", "every_rounds",
                                                                "keep_dependable_plan", "diverge_rounds",
                                                                "stall_rounds",
-                                                               "stop_looks", "plan_end")},
+                                                               "stop_looks", "plan_end",
+                                                               "early_stop_model")},
              "they steer online re-planning"),
     ModeRule("method", _switch("method", "depl"), {"planner.guarantee": AllBut("expectation")},
              "the expectation baseline plans, tracks and stops on the predicted mean"),

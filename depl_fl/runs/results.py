@@ -9,7 +9,7 @@ Layout of ``results.json``::
                  "deadline_s", "cost_j", "time_s", "wall_s", "method", "seed", "met",
                  "rounds", "planned_rounds", "replans", "rejected_replies", "rolled_back_rounds",
                  "flagged_losses", "predicted": {...plan.predicted},
-                 "status", "stop_reason", "resumed_from", "at_risk", "dropped_clients",
+                 "status", "stop_reason", "final_model_round", "resumed_from", "at_risk", "dropped_clients",
                  "profile_energy_j", "profile_time_s", "profile_rounds", "profile_reused",
                  "profile_met_round", "profile_value_round",
                  "total_energy_j", "total_time_s", "elapsed_s",
@@ -37,6 +37,11 @@ or SIGTERM; ``infeasible`` when the job stopped because no dependable plan exist
 (e.g. after its exploration rounds) and ``failed`` when it stopped on another error,
 both with the one-line reason in ``summary.error``; ``diverged`` or ``stalled`` when
 the divergence or the patience stop ended it (``summary.stop_reason`` says why);
+``summary.final_model_round`` is the round (numbered as in ``rounds``; the last
+exploration round's, or 0, for the model the training started from) whose model
+the job ended with and the ``final_*`` figures describe: the last round's,
+except after those two stops with ``tracking.early_stop_model=best`` (the
+lowest validation loss, :mod:`depl_fl.tracking.best_model`);
 ``summary.resumed_from`` is
 the last completed round before a restart, numbered as in ``rounds`` (``null``
 for a job that never restarted).
@@ -99,24 +104,29 @@ def _finite_or_none(value: Any) -> Any:
 
 def summarize(rounds: list[Mapping[str, Any]], cfg: Mapping[str, Any], *, initial_loss: float | None,
               predicted: Mapping[str, Any] | None, planned_rounds: int, replans: int,
-              wall_s: float, initial_test_loss: float | None = None) -> dict[str, Any]:
+              wall_s: float, initial_test_loss: float | None = None,
+              final_round: int | None = None) -> dict[str, Any]:
     """The ``summary`` section from the round records and the config.
 
-    ``final_loss`` is the last validation loss (what the decisions read);
-    ``met`` judges ``final_test_loss`` (the test split no decision read) and
-    falls back to ``final_loss`` only when no test loss was measured
-    (``met_on`` says which).
+    ``final_loss`` is the validation loss (what the decisions read) of the
+    model the job ended with: the training round ``final_round``'s (0: the
+    model the training started from, without accuracies; ``None``: the last
+    round's); ``met`` judges its ``final_test_loss`` (the test split no
+    decision read) and falls back to ``final_loss`` only when no test loss was
+    measured (``met_on`` says which).
     """
     target = cfg["target"]
-    final_loss = rounds[-1]["loss"] if rounds else initial_loss
-    final_test = rounds[-1].get("test_loss") if rounds else initial_test_loss
+    final_round = len(rounds) if final_round is None else int(final_round)
+    last = rounds[final_round - 1] if final_round > 0 else None
+    final_loss = last["loss"] if last is not None else initial_loss
+    final_test = last.get("test_loss") if last is not None else initial_test_loss
     judged = final_test if final_test is not None else final_loss
     met = judged is not None and math.isfinite(judged) and judged <= float(target["loss"])
     return {
         "final_loss": final_loss,
-        "final_accuracy": rounds[-1].get("accuracy") if rounds else None,
+        "final_accuracy": last.get("accuracy") if last is not None else None,
         "final_test_loss": final_test,
-        "final_test_accuracy": rounds[-1].get("test_accuracy") if rounds else None,
+        "final_test_accuracy": last.get("test_accuracy") if last is not None else None,
         "met_on": "test" if final_test is not None else "validation",
         "initial_loss": initial_loss,
         "initial_test_loss": initial_test_loss,
@@ -265,11 +275,13 @@ def build_results(strategy: Any, cfg: Mapping[str, Any], wall_s: float, *, statu
                         predicted=plan.predicted if plan is not None else None,
                         planned_rounds=len(plan.rounds) if plan is not None else 0,
                         replans=len(ctrl.replans) if ctrl is not None else 0, wall_s=wall_s,
-                        initial_test_loss=getattr(strategy, "initial_test_loss", None))
+                        initial_test_loss=getattr(strategy, "initial_test_loss", None),
+                        final_round=ctrl.final_model_round() if ctrl is not None else None)
     summary.update(profile_summary(profile, summary["cost_j"], summary["time_s"]))
     summary["measured"] = measured_summary(profile_records + train)
     summary["elapsed_s"] = float(train[-1]["elapsed_s"]) if train else None
     offset = len(profile_records)
+    summary["final_model_round"] = offset + (ctrl.final_model_round() if ctrl is not None else 0)
     stop_reason = getattr(ctrl, "stop_reason", None) or getattr(profiler, "stop_reason", None)
     if status == "completed" and stop_reason:
         status = "stalled" if getattr(ctrl, "stalled", False) else "diverged"
