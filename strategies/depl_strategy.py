@@ -255,6 +255,11 @@ class DepLStrategy(FedAvg):
         The network ``network`` was derived from, cut to the job's compressions
         (:func:`depl_fl.runs.runconfig.job_network`): what a central evaluation
         builds the same variants from (:func:`strategies.user_app.evaluate_fn`).
+    learning_rate_at : str
+        Where the clients' learning rate is set, named by the no-plan error of a
+        network that barely learned: ``train.lr`` when DepL's own clients train,
+        the user's ``train`` function in a user's own app (DepL passes it no
+        learning rate there).
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -270,7 +275,8 @@ class DepLStrategy(FedAvg):
                  assign_clusters: Callable[[Mapping[str, Mapping[str, Any]]],
                                            dict[str, dict[str, Any]]] | None = None,
                  diverge_rounds: int | None = None, stall_rounds: int | None = None,
-                 plan_end: str = "plan", job_network: Any = None) -> None:
+                 plan_end: str = "plan", job_network: Any = None,
+                 learning_rate_at: str = "train.lr") -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -278,6 +284,7 @@ class DepLStrategy(FedAvg):
         self.arch = arch
         self.network = network
         self.job_network = job_network
+        self.learning_rate_at = learning_rate_at
         self.targets = targets
         self.scenario_fn = scenario_fn
         self.plan_fn = plan_fn
@@ -446,8 +453,8 @@ class DepLStrategy(FedAvg):
         lowest = min(float(v) for v in losses if v is not None and math.isfinite(float(v)))
         return (f"; but first: the network barely learned in its {len(records)} exploration rounds "
                 f"(validation loss {fresh:.4g} fresh, {lowest:.4g} at best, less than "
-                f"{BARELY_LEARNED_SHARE:.0%} lower): a larger learning rate (train.lr) or more exploration "
-                "rounds (profile.explore.max_rounds) may take it off its starting plateau")
+                f"{BARELY_LEARNED_SHARE:.0%} lower): a larger learning rate ({self.learning_rate_at}) or "
+                "more exploration rounds (profile.explore.max_rounds) may take it off its starting plateau")
 
     def _relaxed_plan(self, plan: Plan) -> Plan | None:
         """The plan at a longer deadline, to say whether more deadline makes one (None: not asked)."""
