@@ -364,9 +364,12 @@ class DepLStrategy(FedAvg):
             if len(nodes) >= self.num_clients:
                 return nodes
             if time.monotonic() >= deadline:
+                # Flower's simulation runs 2 SuperNodes unless told otherwise: name the setting.
                 raise NodesUnavailableError(
                     f"only {len(nodes)} of {self.num_clients} clients connected within "
-                    f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s)")
+                    f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s): start more SuperNodes "
+                    f"(a Flower simulation: flwr federation simulation-config ... --num-supernodes "
+                    f"{self.num_clients}) or plan for fewer clients (num_clients)")
             time.sleep(0.2)
 
     def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float,
