@@ -92,7 +92,9 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
         from strategies.server_app import run_server
 
         grid = InProcessGrid(make_client_app(cfg), int(cfg["num_clients"]))
-        return run_server(grid, cfg, out_dir)
+        path = run_server(grid, cfg, out_dir)
+        LOG.info("results: %s", path)  # the line the Ray backend's ServerApp logs
+        return path
 
     from flwr.simulation import run_simulation
 

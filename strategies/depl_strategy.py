@@ -264,6 +264,11 @@ class DepLStrategy(FedAvg):
         With ``best`` (and tracking with either stop on) the server holds one
         extra copy of the model arrays: the best candidate's, while it is not
         the last round's; a checkpoint holds it too.
+    learning_rate_at : str
+        Where the clients' learning rate is set, named by the no-plan error of a
+        network that barely learned: ``train.lr`` when DepL's own clients train,
+        the user's ``train`` function in a user's own app (DepL passes it no
+        learning rate there).
     """
 
     def __init__(self, *, network: SubnetLayout | None, targets: Targets, scenario_fn: ScenarioFn,
@@ -280,7 +285,7 @@ class DepLStrategy(FedAvg):
                                            dict[str, dict[str, Any]]] | None = None,
                  diverge_rounds: int | None = None, stall_rounds: int | None = None,
                  plan_end: str = "plan", early_stop_model: str = "best",
-                 job_network: Any = None) -> None:
+                 job_network: Any = None, learning_rate_at: str = "train.lr") -> None:
         super().__init__(fraction_train=1.0, min_available_nodes=num_clients)
         # No federated evaluation (the server evaluates centrally). Set after FedAvg's
         # constructor, which logs a spurious warning when given fraction_evaluate=0.0.
@@ -288,6 +293,7 @@ class DepLStrategy(FedAvg):
         self.arch = arch
         self.network = network
         self.job_network = job_network
+        self.learning_rate_at = learning_rate_at
         self.targets = targets
         self.scenario_fn = scenario_fn
         self.plan_fn = plan_fn
@@ -370,9 +376,12 @@ class DepLStrategy(FedAvg):
             if len(nodes) >= self.num_clients:
                 return nodes
             if time.monotonic() >= deadline:
+                # Flower's simulation runs 2 SuperNodes unless told otherwise: name the setting.
                 raise NodesUnavailableError(
                     f"only {len(nodes)} of {self.num_clients} clients connected within "
-                    f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s)")
+                    f"{self.node_wait_timeout_s:g} s (server.node_wait_timeout_s): start more SuperNodes "
+                    f"(a Flower simulation: flwr federation simulation-config ... --num-supernodes "
+                    f"{self.num_clients}) or plan for fewer clients (num_clients)")
             time.sleep(0.2)
 
     def query_properties(self, grid: Grid, nodes: Iterable[int], timeout: float,
@@ -459,8 +468,8 @@ class DepLStrategy(FedAvg):
         lowest = min(float(v) for v in losses if v is not None and math.isfinite(float(v)))
         return (f"; but first: the network barely learned in its {len(records)} exploration rounds "
                 f"(validation loss {fresh:.4g} fresh, {lowest:.4g} at best, less than "
-                f"{BARELY_LEARNED_SHARE:.0%} lower): a larger learning rate (train.lr) or more exploration "
-                "rounds (profile.explore.max_rounds) may take it off its starting plateau")
+                f"{BARELY_LEARNED_SHARE:.0%} lower): a larger learning rate ({self.learning_rate_at}) or "
+                "more exploration rounds (profile.explore.max_rounds) may take it off its starting plateau")
 
     def _relaxed_plan(self, plan: Plan) -> Plan | None:
         """The plan at a longer deadline, to say whether more deadline makes one (None: not asked)."""

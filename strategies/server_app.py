@@ -253,6 +253,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
     from depl_fl.orchestration.scenario_builder import build_scenario, fill_clusters, model_docs_for
     from depl_fl.tracking.device_costs import DriftTest
 
+    # DepL's clients train with train.lr; a user's own app trains with its train function's
+    learning_rate_at = "train.lr" if network is None else "in your train function"
     if network is None:
         from depl_fl.task.losses import check_loss, loss_spec
         from depl_fl.task.partitions import geometry
@@ -314,7 +316,8 @@ def build_strategy(cfg: Mapping[str, Any], plan: Plan | None = None, *, on_round
         method=str(cfg["method"]), assign_clusters=lambda properties: fill_clusters(cfg, properties),
         diverge_rounds=tracking_cfg.get("diverge_rounds"), stall_rounds=tracking_cfg.get("stall_rounds"),
         plan_end=str(tracking_cfg.get("plan_end", "plan")),
-        early_stop_model=str(tracking_cfg.get("early_stop_model", "best")), job_network=network)
+        early_stop_model=str(tracking_cfg.get("early_stop_model", "best")), job_network=network,
+        learning_rate_at=learning_rate_at)
     strategy.cost_report = cost_report
     return strategy
 

@@ -73,6 +73,21 @@ def test_resume_without_checkpoint_is_a_one_line_error(tmp_path):
         load_checkpoint(tmp_path, CFG)
 
 
+def test_resume_of_a_job_stopped_before_its_first_round_says_there_is_nothing_to_resume(tmp_path):
+    # what an interrupt during the first exploration round leaves: results.json, no checkpoint
+    (tmp_path / "results.json").write_text(json.dumps({"summary": {"rounds": 0, "status": "interrupted"}}))
+    with pytest.raises(ScenarioError) as err:
+        load_checkpoint(tmp_path, CFG)
+    message = str(err.value)
+    assert message == (f"resume: no checkpoint {tmp_path / CHECKPOINT_FILE} (its job stopped "
+                       "(interrupted) before a round was checkpointed: nothing to resume; run it again "
+                       "without resume=true)")
+    # a finished job's record does not explain a missing checkpoint: the folder advice stays
+    (tmp_path / "results.json").write_text(json.dumps({"summary": {"rounds": 4, "status": "completed"}}))
+    with pytest.raises(ScenarioError, match="name the interrupted job's folder"):
+        load_checkpoint(tmp_path, CFG)
+
+
 def test_first_difference():
     assert first_difference({"a": {"b": 1}}, {"a": {"b": 1}}) is None
     assert first_difference({"a": {"b": 1}}, {"a": {"b": 2}}) == "a.b"

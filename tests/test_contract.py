@@ -250,6 +250,26 @@ def test_relief_names_what_would_make_a_plan_exist() -> None:
     assert relief_text(plan(0.5), plan(None), targets) == "; 4x the deadline does not make one either"
 
 
+def test_relief_names_the_round_cap_when_the_best_plan_uses_every_round_it_allows() -> None:
+    from depl_fl.contract.plan import CLI_KNOBS, Plan, RoundDecision, Targets, relief_text
+
+    def plan(p: float, rounds: int) -> Plan:
+        decision = RoundDecision("full", ("c0",), {"A": 0})
+        return Plan(method="depl", feasible=False, rounds=[decision] * rounds,
+                    predicted={"probability": p, "time_s": 40.0})
+
+    capped = Targets(0.35, 0.95, 3600.0, max_rounds=5)
+    assert relief_text(plan(0.4234, 5), plan(0.4234, 5), capped, CLI_KNOBS) == (
+        "; 4x the deadline reaches 0.4234: more deadline alone does not make one, a larger --max-rounds, "
+        "a --target-prob below 0.423 or a higher --target-loss may")
+    assert relief_text(plan(0.2, 5), plan(0.63, 5), capped) == (
+        "; 4x the deadline reaches 0.63, not enough: a much longer target.deadline_s, a larger "
+        "target.max_rounds, a target.prob below 0.2 or a higher target.loss may")
+    # A cap the best plan does not reach is not what binds: not named.
+    roomy = Targets(0.05, 0.95, 3600.0, max_rounds=30)
+    assert "max-rounds" not in relief_text(plan(0.4682, 11), plan(0.4682, 11), roomy, CLI_KNOBS)
+
+
 def test_relaxed_targets_ask_for_a_longer_deadline_only_after_a_search() -> None:
     from depl_fl.contract.plan import MAX_DEADLINE_S, RELAXED_DEADLINE_FACTOR, Plan, Targets, relaxed_targets
 

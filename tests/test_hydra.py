@@ -101,6 +101,28 @@ def test_bad_values_are_one_line_errors(override, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("overrides,message", [
+    (["profile.explore.rounds=50"], r"config profile.explore.rounds: must be at most "
+                                    r"profile.explore.max_rounds \(40\), got 50"),
+    (["profile.explore.rounds=8", "profile.explore.max_rounds=4"], r"profile.explore.rounds: .*got 8"),
+    (["profile.prior=p.json", "profile.explore.prior_rounds=5", "profile.explore.max_rounds=4"],
+     r"profile.explore.prior_rounds: must be at most profile.explore.max_rounds \(4\), got 5"),
+])
+def test_an_exploration_that_must_run_more_rounds_than_it_may_is_a_one_line_error(overrides, message):
+    with pytest.raises(ScenarioError, match=message) as info:
+        compose_config(overrides)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["profile.explore.rounds=4", "profile.explore.max_rounds=4"],
+    ["profile.prior=p.json", "profile.explore.max_rounds=4"],   # with a prior, rounds is not read
+    ["profile.source=inprocess"],
+])
+def test_an_exploration_range_that_holds_is_accepted(overrides):
+    compose_config(overrides)
+
+
 def test_a_steps_range_upside_down_is_a_one_line_error():
     with pytest.raises(ScenarioError, match=r"profile.plan_regime.steps_min: must be at most steps_max "
                                             r"\(5.614\)") as info:

@@ -81,3 +81,17 @@ def test_strategy_construction_logs_no_flower_warning() -> None:
     assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
     # Federated evaluation stays off (the server evaluates centrally).
     assert strategy.fraction_evaluate == 0.0 and strategy.min_evaluate_nodes == 0
+
+
+def test_an_inprocess_job_logs_its_results_line_as_a_ray_job_does(tmp_path: Path, monkeypatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    import strategies.server_app
+    from depl_fl.main import run_job
+    from depl_fl.runs.runconfig import compose_config
+
+    written = tmp_path / "results.json"
+    monkeypatch.setattr(strategies.server_app, "run_server", lambda grid, cfg, out_dir: written)
+    cfg = compose_config(["simulation=inprocess", "num_clients=2"])
+    with caplog.at_level(logging.INFO, logger=ROOT_LOGGER):
+        assert run_job(cfg, tmp_path) == written
+    assert f"results: {written}" in [r.getMessage() for r in caplog.records]

@@ -4,7 +4,9 @@ Protects :func:`depl_fl.tracking.plateau.barely_learned` and its clause in the
 one-line error of :meth:`strategies.depl_strategy.DepLStrategy.make_initial_plan`:
 an exploration that never took the validation loss 10% below the fresh model's
 (Flower's quickstart ``Net`` at a small learning rate) points at the learning
-rate and the exploration's length, not only at the targets.
+rate and the exploration's length, not only at the targets; in a user's own app
+(:func:`strategies.user_app.depl_strategy`) the learning rate is the user's
+``train`` function's, which no ``train.lr`` override reaches.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from depl_fl.contract.plan import Plan, Targets
 from depl_fl.errors import InfeasibleError
 from depl_fl.runs.runconfig import compose_config
 from depl_fl.task.partitions import geometry
-from depl_fl.task.subnets import network_layout
+from depl_fl.task.subnets import UserNetwork, network_layout
 from depl_fl.tracking.plateau import barely_learned
 from strategies.depl_strategy import DepLStrategy
+from strategies.user_app import depl_strategy
+from tests.user_app_wiring import small_mlp
 
 #: The quickstart ``Net``'s exploration at lr 0.05 on 8x8 digits: 2.30 fresh, about 2.2 after 40 rounds.
 PLATEAU = [2.31, 2.30, 2.29, 2.27, 2.25, 2.24, 2.22, 2.21, 2.23, 2.25]
@@ -71,3 +75,25 @@ def test_the_no_plan_error_of_a_learning_network_names_only_the_targets():
     message = str(err.value)
     assert "relax target.loss, target.prob or target.deadline_s" in message
     assert "barely learned" not in message and "train.lr" not in message
+
+
+def _given_exploration(strategy: DepLStrategy, losses: list[float]) -> DepLStrategy:
+    """``strategy`` after an exploration of ``losses`` whose plan is infeasible (no planner call)."""
+    strategy.given_plan = Plan(method="depl", feasible=False, rounds=[], predicted={"probability": 0.01})
+    strategy.plan_fn = None
+    records = [{"round": i + 1, "loss": v} for i, v in enumerate(losses)]
+    records[0]["loss_before"] = 2.31
+    strategy.profiler = SimpleNamespace(records=records)
+    strategy.scenario = SimpleNamespace(loss=SimpleNamespace(initial=losses[-1]))
+    return strategy
+
+
+def test_in_a_users_own_app_the_no_plan_error_points_at_its_train_function_not_train_lr():
+    user = depl_strategy(UserNetwork(small_mlp, (4,), "Net"), num_clients=2, compressions=(0.0, 0.5),
+                         overrides=["target.loss=0.35", "target.prob=0.9"])
+    with pytest.raises(InfeasibleError) as err:
+        _given_exploration(user, PLATEAU[1:]).make_initial_plan()
+    message = str(err.value)
+    assert "the network barely learned in its 9 exploration rounds" in message
+    assert "a larger learning rate (in your train function) or more exploration rounds" in message
+    assert "train.lr" not in message and "\n" not in message

@@ -149,10 +149,14 @@ def test_all_replies_bad_keeps_global_model(cfg, caplog):
 
 def test_missing_nodes_give_a_clear_error(cfg):
     strategy = _strategy(cfg, _plan("full", 1))
-    with pytest.raises(NodesUnavailableError, match=f"only 2 of {N} clients connected"):
+    with pytest.raises(NodesUnavailableError, match=f"only 2 of {N} clients connected") as err:
         strategy.start(InProcessGrid(make_client_app(cfg), 2),
                        state_to_arrays(initial_state(geometry(cfg), 0)),
                        evaluate_fn=lambda r, a, c: MetricRecord({"loss": 1.0}))
+    # what to change, for a simulation whose federation has Flower's default 2 SuperNodes too
+    assert str(err.value).endswith(f"start more SuperNodes (a Flower simulation: flwr federation "
+                                   f"simulation-config ... --num-supernodes {N}) or plan for fewer "
+                                   "clients (num_clients)")
 
 
 def test_check_update_flags_shapes_names_nan_and_weights():

@@ -118,8 +118,10 @@ def relaxed_targets(plan: Plan, targets: Targets) -> Targets | None:
 
 
 #: The knobs' names in the one-line error of a job (Hydra) and of ``depl-fl plan`` (options).
-JOB_KNOBS = {"deadline": "target.deadline_s", "prob": "target.prob", "loss": "target.loss"}
-CLI_KNOBS = {"deadline": "--deadline-s", "prob": "--target-prob", "loss": "--target-loss"}
+JOB_KNOBS = {"deadline": "target.deadline_s", "prob": "target.prob", "loss": "target.loss",
+             "rounds": "target.max_rounds"}
+CLI_KNOBS = {"deadline": "--deadline-s", "prob": "--target-prob", "loss": "--target-loss",
+             "rounds": "--max-rounds"}
 #: Below this reachable probability no lower target probability is worth naming.
 _MIN_NAMED_PROB = 0.01
 #: A longer deadline that raises the reachable probability by more than this still helps.
@@ -149,7 +151,8 @@ def relief_text(best: Plan, relaxed: Plan | None, targets: Targets,
         when the relaxed plan exists; else the probability the longer deadline
         reaches and, when it is no higher than at the deadline, that more deadline
         alone does not make one (a ceiling of the loss model, not the time, binds),
-        with the target probability that may.
+        with the target probability that may, and a larger round cap when the
+        best plan uses every round ``targets.max_rounds`` allows.
     """
     if relaxed is None:
         return ""
@@ -164,6 +167,8 @@ def relief_text(best: Plan, relaxed: Plan | None, targets: Targets,
         return f"; {factor} does not make one either"
     reach = here if isinstance(here, (int, float)) else there  # at the user's deadline
     lower = f"a {names['prob']} below {reach:.3g} or " if reach >= _MIN_NAMED_PROB else ""
+    if targets.max_rounds is not None and len(best.rounds) >= targets.max_rounds and "rounds" in names:
+        lower = f"a larger {names['rounds']}, {lower}"  # the cap binds: more deadline cannot add rounds
     if isinstance(here, (int, float)) and there > here + _GROWS:
         return (f"; {factor} reaches {there:.4g}, not enough: a much longer {names['deadline']}, "
                 f"{lower}a higher {names['loss']} may")

@@ -24,6 +24,7 @@ that writes a replaced file's data before the rename (ext4's default
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import random
@@ -229,6 +230,24 @@ def recorded_config(out_dir: str | Path) -> dict[str, Any] | None:
     return config if isinstance(config, dict) else None
 
 
+def _why_no_checkpoint(out_dir: Path) -> str:
+    """The resume error's advice for a folder without a checkpoint.
+
+    A job stopped before its first round ended (interrupted, or refused after it
+    started) leaves ``results.json`` with its status but nothing to resume, which
+    naming another folder would not change.
+    """
+    try:
+        status = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))["summary"]["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        status = None
+    if status in ("interrupted", "failed", "infeasible", "running"):
+        return (f"its job stopped ({status}) before a round was checkpointed: nothing to resume; "
+                "run it again without resume=true")
+    return ("name the interrupted job's folder: hydra.run.dir=PATH in a Hydra job, "
+            "++output.dir=PATH with flwr run")
+
+
 def load_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The checkpoint of ``out_dir`` for a job with configuration ``cfg``.
 
@@ -240,8 +259,7 @@ def load_checkpoint(out_dir: str | Path, cfg: Mapping[str, Any]) -> dict[str, An
     """
     path = Path(out_dir) / CHECKPOINT_FILE
     if not path.is_file():
-        raise ScenarioError(f"resume: no checkpoint {path} (name the interrupted job's folder: "
-                            "hydra.run.dir=PATH in a Hydra job, ++output.dir=PATH with flwr run)")
+        raise ScenarioError(f"resume: no checkpoint {path} ({_why_no_checkpoint(Path(out_dir))})")
     try:
         doc = pickle.loads(path.read_bytes())
     except Exception as exc:  # any unpickling failure means the same to the user

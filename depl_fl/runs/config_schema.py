@@ -124,6 +124,18 @@ class _Profile(Schema):
                           "spread_horizon")
         return self
 
+    @model_validator(mode="after")
+    def _exploration_range(self) -> _Profile:
+        """The least exploration rounds (``rounds``; ``prior_rounds`` with a prior) at most ``max_rounds``."""
+        explore = self.explore
+        if self.source != "federated" or explore is None or explore.max_rounds is None:
+            return self
+        key, least = ("prior_rounds", explore.prior_rounds) if self.prior else ("rounds", explore.rounds)
+        if least > explore.max_rounds:
+            raise invalid(f"must be at most profile.explore.max_rounds ({explore.max_rounds}), got {least}",
+                          "explore", key)
+        return self
+
 
 class _Tracking(Schema):
     margin: NonNegative

@@ -1,10 +1,11 @@
 """The user's own network, data and train/test functions (quickstart-pytorch's signatures).
 
 The data are scikit-learn's bundled 8x8 digits, so the app runs offline. The
-one change DepL asks of quickstart-pytorch's ``Net``: the forward flattens with
+one change from quickstart-pytorch's ``Net``: the forward flattens with
 ``torch.flatten(x, 1)`` instead of ``x.view(-1, 16 * 5 * 5)``, a size that
-cannot shrink when DepL prunes ``conv2``'s channels (such a network is refused
-before training, naming the layer).
+cannot shrink when DepL prunes ``conv2``'s channels (with the hard-coded size,
+``conv2`` is kept whole in every variant, named in one warning line, and only
+the other layers are compressed).
 """
 
 from __future__ import annotations
