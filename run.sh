@@ -5,7 +5,7 @@
 #                                   DepL on the embedded digits dataset, 10 clients
 #                                   in 2 clusters, Flower simulation (Ray)
 #   ./run.sh test [PYTEST_ARGS...]  set up (first time) and run the test suite
-#   ./run.sh depl-fl ARGS...        run the command-line tool (plan, evaluate, profile, report)
+#   ./run.sh depl-fl ARGS...        run the command-line tool (plan, evaluate, profile, report, split)
 #
 # Set-up creates .venv/ and installs the project with the CPU build of torch.
 set -euo pipefail
