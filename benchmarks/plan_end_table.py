@@ -18,6 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sweep_io import save_and_print  # noqa: E402
+
 
 def arm_jobs(folder: Path) -> dict[int, dict[str, Any]]:
     """Each job's summary under ``folder`` by seed, with ``past_plan``: its rounds run past the plan."""
@@ -81,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         arms[label] = arm_jobs(Path(folder))
     text = table(arms)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
-    print(text, end="")
+    save_and_print(text, args.out)
     return 0
 
 
