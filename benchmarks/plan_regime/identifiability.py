@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.lib.report_out import save_or_print  # noqa: E402
+from benchmarks.sweep_io import write_report  # noqa: E402
 
 FIRST, TARGET, ROUNDS = 2.3, 0.35, 10
 FLOORS = np.linspace(0.0, 0.34, 35)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --trials must be at least 1, got {args.trials}", file=sys.stderr)
         return 2
     text = report(args.trials, args.seed)
-    save_or_print(text, args.out)
+    write_report(text, args.out)
     return 0
 
 

@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.lib.report_out import save_or_print  # noqa: E402
+from benchmarks.sweep_io import write_report  # noqa: E402
 
 QUANTILE = 0.9
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "quantile": QUANTILE, "bank_quantile": float(np.quantile(pooled, QUANTILE)),
             "bank": bank, "sweeps": sweeps}, indent=1), encoding="utf-8")
-    save_or_print(text, args.out)
+    write_report(text, args.out)
     return 0
 
 
