@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.sweep_io import save_and_print  # noqa: E402
+from benchmarks.sweep_io import labelled_folders, save_and_print  # noqa: E402
 
 
 def arm_jobs(folder: Path) -> dict[int, dict[str, Any]]:
@@ -76,14 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("arms", nargs="+", help="LABEL=FOLDER")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    arms = {}
-    for item in args.arms:
-        label, sep, folder = item.partition("=")
-        if not sep or not Path(folder).is_dir():
-            print(f"plan_end_table: expected LABEL=FOLDER with an existing folder, got {item!r}",
-                  file=sys.stderr)
-            return 2
-        arms[label] = arm_jobs(Path(folder))
+    pairs = labelled_folders(args.arms, "plan_end_table: expected LABEL=FOLDER with an existing folder, "
+                                        "got {item!r}")
+    if pairs is None:
+        return 2
+    arms = {label: arm_jobs(folder) for label, folder in pairs}
     text = table(arms)
     save_and_print(text, args.out)
     return 0

@@ -52,3 +52,19 @@ def save_and_print(text: str, out: Path | None) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     sys.stdout.write(text)
+
+
+def labelled_folders(items: list[str], error: str) -> list[tuple[str, Path]] | None:
+    """Each ``LABEL=FOLDER`` of ``items`` as ``(LABEL, FOLDER)``, in their order.
+
+    At the first item that is not ``LABEL=FOLDER`` of an existing folder: None, after printing
+    ``error`` (its ``{item!r}`` filled in with that item) on stderr.
+    """
+    pairs = []
+    for item in items:
+        label, sep, folder = item.partition("=")
+        if not sep or not Path(folder).is_dir():
+            print(error.format(item=item), file=sys.stderr)
+            return None
+        pairs.append((label, Path(folder)))
+    return pairs
