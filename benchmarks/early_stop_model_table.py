@@ -20,6 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sweep_io import save_and_print  # noqa: E402
+
 
 def job_row(doc: dict[str, Any]) -> dict[str, Any]:
     """One job's figures: the model it ended with and its last training round's."""
@@ -71,9 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [job_row(json.loads(path.read_text(encoding="utf-8")))
             for path in sorted(args.folder.rglob("results.json"))]
     text = table(rows)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
-    print(text, end="")
+    save_and_print(text, args.out)
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.sweep_io import labelled_folders
 from depl_fl.contract.scenario import Scenario, scenario_from_dict
 from depl_fl.contract.semantics import client_energy
 from depl_fl.orchestration.exploration import cheapest_clients, cheapest_levels
@@ -147,14 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sweeps", nargs="+", help="LABEL=FOLDER of one setting's DepL jobs")
     parser.add_argument("--out", type=Path, required=True, help="PREFIX of PREFIX.md and PREFIX.json")
     args = parser.parse_args(argv)
-    pairs = []
-    for item in args.sweeps:
-        label, sep, folder = item.partition("=")
-        if not sep or not Path(folder).is_dir():
-            print(f"exploration_breakdown: {item!r} is not LABEL=FOLDER of an existing folder",
-                  file=sys.stderr)
-            return 2
-        pairs.append((label, Path(folder)))
+    pairs = labelled_folders(args.sweeps,
+                             "exploration_breakdown: {item!r} is not LABEL=FOLDER of an existing folder")
+    if pairs is None:
+        return 2
     rows = [setting_summary(label, folder) for label, folder in pairs]
     command = "python benchmarks/exploration_breakdown.py " + " ".join(args.sweeps) + f" --out {args.out}"
     args.out.parent.mkdir(parents=True, exist_ok=True)

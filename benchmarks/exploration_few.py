@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.sweep_io import labelled_folders
 from depl_fl.orchestration.exploration_value import next_loss
 
 
@@ -129,13 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", help="LABEL=SWEEP_DIR")
     parser.add_argument("--out", required=True, help="output prefix (.md and .json)")
     args = parser.parse_args(argv)
+    pairs = labelled_folders(args.folders, "exploration_few: expected LABEL=SWEEP_DIR, got {item!r}")
+    if pairs is None:
+        return 2
     folders: dict[str, list[dict[str, Any]]] = {}
-    for item in args.folders:
-        label, sep, path = item.partition("=")
-        if not sep or not Path(path).is_dir():
-            print(f"exploration_few: expected LABEL=SWEEP_DIR, got {item!r}", file=sys.stderr)
-            return 2
-        results = sorted(Path(path).rglob("results.json"))
+    for label, path in pairs:
+        results = sorted(path.rglob("results.json"))
         folders[label] = [job_rows(json.loads(p.read_text(encoding="utf-8"))) for p in results]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,4 @@ R=${RESULTS:-benchmarks/results/exploration_few}
 mkdir -p "$R"
 "$PY" benchmarks/exploration_energy.py "$S" --out "$R/summary"
 "$PY" benchmarks/exploration_few.py "${LABELS[@]}" --out "$R/rounds"
-for folder in "${FOLDERS[@]}"; do
-  if [ -f "$S/$folder/report.md" ]; then cp "$S/$folder/report.md" "$R/report-$folder.md"; fi
-done
+copy_reports "$S" "$R" "${FOLDERS[@]}"

@@ -59,6 +59,9 @@ ARM_LIST=(${ARMS:-static tracking})
 
 # shellcheck source=benchmarks/lib/multirun.sh
 source benchmarks/lib/multirun.sh
+# copy_reports SWEEP RESULTS FOLDER... (benchmarks/lib/copy_reports.sh)
+# shellcheck source=benchmarks/lib/copy_reports.sh
+source benchmarks/lib/copy_reports.sh
 
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(g8a07 g11a04 g6a06)
@@ -107,6 +110,4 @@ done
 if [ ${#dirs[@]} -gt 0 ]; then
   "$PY" benchmarks/plan_pit.py --pooled "${dirs[@]}" --out "$R/pooled-static.md"
 fi
-for folder in "${FOLDERS[@]}"; do
-  if [ -f "$S/$folder/report.md" ]; then cp "$S/$folder/report.md" "$R/report-$folder.md"; fi
-done
+copy_reports "$S" "$R" "${FOLDERS[@]}"

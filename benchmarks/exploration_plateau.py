@@ -30,6 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sweep_io import save_and_print  # noqa: E402
+
 #: Planned rounds over which the loss drop is compared.
 DROP_ROUNDS = 10
 #: Rounds after which the mean curve is deemed not to reach the target.
@@ -113,10 +117,7 @@ def main() -> int:
             return 2
         lines.append(summary_line(str(sweep), rows))
     text = "\n".join(lines) + "\n"
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text, end="")
+    save_and_print(text, args.out)
     return 0
 
 

@@ -111,6 +111,4 @@ mkdir -p "$R"
 "$PY" benchmarks/exploration_energy.py "$S" --out "$R/summary"
 "$PY" benchmarks/prior_sources.py "$S/prior-sources" --out "$R/prior-sources.md"
 "$PY" benchmarks/prior_effect.py "$S" --out "$R/prior-effect.md"
-for folder in "${FOLDERS[@]}"; do
-  if [ -f "$S/$folder/report.md" ]; then cp "$S/$folder/report.md" "$R/report-$folder.md"; fi
-done
+copy_reports "$S" "$R" "${FOLDERS[@]}"

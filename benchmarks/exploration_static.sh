@@ -47,6 +47,9 @@ ARM_LIST=(${ARMS:-thorough cheap})
 
 # shellcheck source=benchmarks/lib/multirun.sh
 source benchmarks/lib/multirun.sh
+# copy_reports SWEEP RESULTS FOLDER... (benchmarks/lib/copy_reports.sh)
+# shellcheck source=benchmarks/lib/copy_reports.sh
+source benchmarks/lib/copy_reports.sh
 
 NAMES=("${@:2}")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=(c6a05 c9a07 c13a04)
@@ -96,6 +99,4 @@ for arm in "${ARM_LIST[@]}"; do
     "$PY" benchmarks/plan_pit.py --pooled "${dirs[@]}" --out "$R/pooled-$arm.md"
   fi
 done
-for folder in "${FOLDERS[@]}"; do
-  if [ -f "$S/$folder/report.md" ]; then cp "$S/$folder/report.md" "$R/report-$folder.md"; fi
-done
+copy_reports "$S" "$R" "${FOLDERS[@]}"

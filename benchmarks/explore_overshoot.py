@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.sweep_io import save_and_print  # noqa: E402
 from depl_fl.contract.semantics import empirical_quantile  # noqa: E402
 
 
@@ -112,10 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         lines += rows(sweep.name if sweep.name not in ("static", "tracking") else
                       f"{sweep.parent.name}/{sweep.name}", jobs)
     text = "\n".join(lines) + "\n"
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text, end="")
+    save_and_print(text, args.out)
     return 0
 
 

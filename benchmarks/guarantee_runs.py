@@ -27,6 +27,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sweep_io import labelled_folders  # noqa: E402
+
 
 def ending(doc: dict[str, Any]) -> str:
     """How the job of ``doc`` (a parsed ``results.json``) ended, in a few words."""
@@ -100,14 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", help="LABEL=SWEEP_DIR")
     parser.add_argument("--out", help="write the markdown here (default: stdout)")
     args = parser.parse_args(argv)
+    pairs = labelled_folders(args.folders,
+                             "guarantee_runs: expected LABEL=SWEEP_DIR with an existing folder, got {item!r}")
+    if pairs is None:
+        return 2
     sections = []
-    for item in args.folders:
-        label, sep, path = item.partition("=")
-        if not sep or not Path(path).is_dir():
-            print(f"guarantee_runs: expected LABEL=SWEEP_DIR with an existing folder, got {item!r}",
-                  file=sys.stderr)
-            return 2
-        docs = [json.loads(p.read_text()) for p in Path(path).rglob("results.json")]
+    for label, path in pairs:
+        docs = [json.loads(p.read_text()) for p in path.rglob("results.json")]
         sections.append(table(label, sorted((row(d) for d in docs), key=lambda r: r["seed"])))
     text = ("# Jobs seed by seed\n\n`python benchmarks/guarantee_runs.py " + " ".join(
         f"{a.partition('=')[0]}=..." for a in args.folders) + "`\n\n" + "\n".join(sections))

@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from benchmarks.lib.number_settings import number_settings  # noqa: E402
+
 SAMPLES = 4000
 
 
@@ -191,14 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.reference >= 0.0:
         print(f"error: --reference must be a number >= 0, got {args.reference}", file=sys.stderr)
         return 2
-    changes = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            changes[name] = float(value)
-        except ValueError:
-            print(f"error: --set {item!r}: expected NAME=NUMBER", file=sys.stderr)
-            return 2
+    changes = number_settings(args.set)
+    if changes is None:
+        return 2
     jobs = static_jobs(args.sweep)
     if not jobs:
         print(f"error: no static DepL job with a profile cache file under {args.sweep}", file=sys.stderr)

@@ -18,6 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sweep_io import labelled_folders, save_and_print  # noqa: E402
+
 
 def arm_jobs(folder: Path) -> dict[int, dict[str, Any]]:
     """Each job's summary under ``folder`` by seed, with ``past_plan``: its rounds run past the plan."""
@@ -72,18 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("arms", nargs="+", help="LABEL=FOLDER")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    arms = {}
-    for item in args.arms:
-        label, sep, folder = item.partition("=")
-        if not sep or not Path(folder).is_dir():
-            print(f"plan_end_table: expected LABEL=FOLDER with an existing folder, got {item!r}",
-                  file=sys.stderr)
-            return 2
-        arms[label] = arm_jobs(Path(folder))
+    pairs = labelled_folders(args.arms, "plan_end_table: expected LABEL=FOLDER with an existing folder, "
+                                        "got {item!r}")
+    if pairs is None:
+        return 2
+    arms = {label: arm_jobs(folder) for label, folder in pairs}
     text = table(arms)
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
-    print(text, end="")
+    save_and_print(text, args.out)
     return 0
 
 

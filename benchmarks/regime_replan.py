@@ -36,6 +36,10 @@ from typing import Any
 import numpy as np
 from sweep_io import job_records, write_report
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.lib.number_settings import number_settings  # noqa: E402
+
 
 def _static_jobs(sweep: Path) -> list[tuple[str, dict[str, Any]]]:
     """Every finished static DepL job with a plan and a profile cache file (a running job is left out)."""
@@ -175,16 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    changes = {}
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        try:
-            changes[name] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            print(f"error: --set {item!r}: expected NAME=NUMBER", file=sys.stderr)
-            return 2
+    changes = number_settings(args.set)
+    if changes is None:
+        return 2
     jobs = _static_jobs(args.sweep)
     if not jobs:
         print(f"error: no static DepL job with a plan under {args.sweep}", file=sys.stderr)

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import multiprocessing as mp
 import os
 import platform
 import resource
@@ -56,6 +54,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.lib.fresh_process import in_child  # noqa: E402
 
 JOB = ["dataset=synthetic", "model=synthetic_mlp", "simulation=inprocess", "target.loss=1.6",
        "target.prob=0.9", "target.max_rounds=20", "output.plot=false", "seed=0", "dataset.seed=0",
@@ -368,27 +368,6 @@ def run_fedavg(clients: int, rounds: int, per_round: float) -> dict[str, Any]:
             "load_average": os.getloadavg()[0]}
 
 
-def _child(queue: Any, fn: str, args: tuple) -> None:
-    logging.getLogger("flwr").setLevel(logging.ERROR)
-    try:
-        queue.put(globals()[fn](*args))
-    except BaseException as exc:  # the parent reports it
-        queue.put({"error": f"{type(exc).__name__}: {exc}"})
-
-
-def in_child(fn: str, *args: Any) -> Any:
-    """``fn(*args)`` in a fresh process (its own peak RSS); raises on the child's error."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, fn, args))
-    proc.start()
-    result = queue.get()
-    proc.join()
-    if isinstance(result, dict) and "error" in result:
-        raise RuntimeError(f"{fn}{args}: {result['error']}")
-    return result
-
-
 #: The server's parts in the components table, in the order of a round.
 DEPL_PARTS = ("configure", "exchange", "aggregation", "evaluation", "tracking", "planning", "plan_check",
               "checkpoint", "other")
@@ -487,13 +466,13 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         work = Path(tmp)
-        profile = str(args.profile) if args.profile else in_child("measure_profile", work)
+        profile = str(args.profile) if args.profile else in_child(measure_profile, work)
         if not args.profile:
             args.out.mkdir(parents=True, exist_ok=True)
             Path(args.out / "profile.json").write_text(Path(profile).read_text())
         for n in args.clients:
-            depl = in_child("run_depl", n, profile, work)
-            fedavg = in_child("run_fedavg", n, depl["rounds"], depl["clients_per_round"])
+            depl = in_child(run_depl, n, profile, work)
+            fedavg = in_child(run_fedavg, n, depl["rounds"], depl["clients_per_round"])
             rows += [depl, fedavg]
             print(json.dumps(depl), json.dumps(fedavg), sep="\n", flush=True)
     write_outputs(rows, args.out)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import multiprocessing as mp
 import os
 import pstats
 import subprocess
@@ -32,8 +31,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
 import scale_bench  # noqa: E402
+
+from benchmarks.lib.fresh_process import in_child  # noqa: E402
 
 COMMAND = "python benchmarks/scale_round_profile.py --clients {clients} --profile {profile}"
 
@@ -100,29 +102,6 @@ def profile_depl(clients: int, profile: str, out: Path, top: int) -> dict[str, A
     profiler.disable()
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     return {"row": row, "functions": top_functions(stats, int(row["rounds"]), top)}
-
-
-def _child(queue: Any, fn: str, args: tuple) -> None:
-    import logging
-
-    logging.getLogger("flwr").setLevel(logging.ERROR)
-    try:
-        queue.put(globals()[fn](*args) if fn in globals() else getattr(scale_bench, fn)(*args))
-    except BaseException as exc:  # the parent reports it
-        queue.put({"error": f"{type(exc).__name__}: {exc}"})
-
-
-def in_child(fn: str, *args: Any) -> Any:
-    """``fn(*args)`` (of this module or ``scale_bench``) in a fresh process; raises on its error."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, fn, args))
-    proc.start()
-    result = queue.get()
-    proc.join()
-    if isinstance(result, dict) and "error" in result:
-        raise RuntimeError(f"{fn}{args}: {result['error']}")
-    return result
 
 
 def _commit() -> str:
@@ -237,8 +216,8 @@ def main() -> None:
     docs = []
     with tempfile.TemporaryDirectory(prefix="scale-parts-") as tmp:
         for n in args.clients:
-            plain = in_child("run_depl", n, str(args.profile), Path(tmp) / f"plain-{n}")
-            profiled = in_child("profile_depl", n, str(args.profile), Path(tmp) / f"profiled-{n}", args.top)
+            plain = in_child(scale_bench.run_depl, n, str(args.profile), Path(tmp) / f"plain-{n}")
+            profiled = in_child(profile_depl, n, str(args.profile), Path(tmp) / f"profiled-{n}", args.top)
             command = COMMAND.format(clients=n, profile=shown)
             if args.name != "round_parts":
                 command += f" --name {args.name}"

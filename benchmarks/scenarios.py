@@ -194,6 +194,15 @@ def _hard_models(rng: np.random.Generator, all_variants: bool = False,
     return models, run, switch
 
 
+def _hard_scenario(rng: np.random.Generator, clusters: list, clients: list, models: list, run: dict,
+                   switch: list) -> Scenario:
+    """The scenario of the hard generators' parts, its data exponents' mean and spread drawn from ``rng``."""
+    return scenario_from_dict({
+        "version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients, "models": models,
+        "loss": {"initial": 2.3, "data_exponent_mean": float(rng.uniform(0.3, 0.7)),
+                 "data_exponent_std": float(rng.uniform(0.3, 0.7)), "run": run, "switch": switch}})
+
+
 def random_hard(seed: int) -> tuple[Scenario, Targets]:
     """A small scenario of the shapes that are hard for a decoupled planner, and targets.
 
@@ -221,12 +230,7 @@ def random_hard(seed: int) -> tuple[Scenario, Targets]:
         clients.append({"id": f"c{n_clients}", "cluster": "cheap",
                         "num_samples": int(rng.integers(300, 900))})
     models, run, switch = _hard_models(rng)
-    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
-           "models": models,
-           "loss": {"initial": 2.3, "data_exponent_mean": float(rng.uniform(0.3, 0.7)),
-                    "data_exponent_std": float(rng.uniform(0.3, 0.7)), "run": run,
-                    "switch": switch}}
-    scen = scenario_from_dict(doc)
+    scen = _hard_scenario(rng, clusters, clients, models, run, switch)
     everyone = tuple(c["id"] for c in clients)
     k = int(rng.integers(10, 19))
     target = predict_quantile(scen, [RoundDecision("full", everyone, {})] * k, 0.9)[0]
@@ -284,12 +288,7 @@ def random_deadline(seed: int) -> tuple[Scenario, Targets]:
     models, run, switch = _hard_models(rng, all_variants=True, flops_range=(2e8, 6e8))
     for cl in clusters:
         cl["bytes_per_s"] = 1.0e8
-    doc = {"version": 1, "local_epochs": 1, "clusters": clusters, "clients": clients,
-           "models": models,
-           "loss": {"initial": 2.3, "data_exponent_mean": float(rng.uniform(0.3, 0.7)),
-                    "data_exponent_std": float(rng.uniform(0.3, 0.7)), "run": run,
-                    "switch": switch}}
-    scen = scenario_from_dict(doc)
+    scen = _hard_scenario(rng, clusters, clients, models, run, switch)
     if big:  # the plan the targets are built on leaves the big client's cluster out
         pool = [c["id"] for c in clients if c["cluster"] != "K0"]
         size = int(rng.integers(2, len(pool) + 1))

@@ -28,6 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.sweep_io import save_and_print  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 #: (clients, alpha, L*) of each setting, as its bank or sweep script ran it.
 FEATURES = {
@@ -99,9 +103,7 @@ def main() -> int:
         print(f"error: no offset found for {', '.join(missing)}", file=sys.stderr)
         return 2
     text = report(offsets)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text, end="")
+    save_and_print(text, args.out)
     return 0
 
 

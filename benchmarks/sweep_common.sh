@@ -12,6 +12,10 @@ COMMON=(simulation=inprocess output.plot=false profile.explore.without_tracking=
 # shellcheck source=benchmarks/lib/multirun.sh
 source benchmarks/lib/multirun.sh
 
+# copy_reports SWEEP RESULTS FOLDER... (benchmarks/lib/copy_reports.sh)
+# shellcheck source=benchmarks/lib/copy_reports.sh
+source benchmarks/lib/copy_reports.sh
+
 # report_arm SWEEP FOLDER SETTING: copy SWEEP/SETTING/full (the setting's full jobs) into SWEEP/FOLDER
 # and write SWEEP/FOLDER/report.{md,json} (depl-fl report).
 report_arm() {

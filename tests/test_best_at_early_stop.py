@@ -16,7 +16,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.orchestration.controller import RunController
 from depl_fl.tracking.best_model import best_candidate
 from depl_fl.tracking.online import ReplanPolicy
-from tests.two_clusters import feed_losses, two_cluster_setting
+from tests.two_clusters import feed_losses, steady_controller, two_cluster_setting
 
 
 # ------------------------------------------------------------------ the rule
@@ -35,16 +35,12 @@ START = 2.0
 
 @pytest.fixture()
 def setting():
-    found = two_cluster_setting()
-    assert len(found[2].rounds) > 5
-    return found
+    return two_cluster_setting(more_rounds_than=5)
 
 
 def _controller(setting, *, stall=None, diverge=None, early="best"):
-    scenario, targets, plan, planner = setting
-    ctl = RunController(scenario, targets, plan, planner=planner, tracking=True,
-                        replan_policy=ReplanPolicy(margin=10.0, ahead_margin=None), stall_rounds=stall,
-                        diverge_rounds=diverge, early_stop_model=early)
+    ctl = steady_controller(setting, tracking=True, stall_rounds=stall, diverge_rounds=diverge,
+                            early_stop_model=early)
     ctl.fresh_loss = ctl.start_loss = START
     return ctl
 

@@ -6,10 +6,8 @@ import math
 
 import pytest
 
-from depl_fl.orchestration.controller import RunController
 from depl_fl.tracking.divergence import divergence_reason, diverging
-from depl_fl.tracking.online import ReplanPolicy
-from tests.two_clusters import feed_losses, two_cluster_setting
+from tests.two_clusters import feed_losses, steady_controller, two_cluster_setting
 
 FRESH = 2.30
 
@@ -51,15 +49,11 @@ def test_the_reason_names_the_fresh_loss_and_the_rounds():
 
 @pytest.fixture()
 def setting():
-    found = two_cluster_setting()
-    assert len(found[2].rounds) > 3
-    return found
+    return two_cluster_setting(more_rounds_than=3)
 
 
 def _controller(setting, rounds, tracking=True):
-    scenario, targets, plan, planner = setting
-    ctl = RunController(scenario, targets, plan, planner=planner, tracking=tracking,
-                        replan_policy=ReplanPolicy(margin=10.0, ahead_margin=None), diverge_rounds=rounds)
+    ctl = steady_controller(setting, tracking=tracking, diverge_rounds=rounds)
     ctl.fresh_loss = FRESH
     return ctl
 

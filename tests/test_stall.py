@@ -6,10 +6,8 @@ import math
 
 import pytest
 
-from depl_fl.orchestration.controller import RunController
-from depl_fl.tracking.online import ReplanPolicy
 from depl_fl.tracking.stall import rounds_since_best, stall_reason, stalled
-from tests.two_clusters import feed_losses, two_cluster_setting
+from tests.two_clusters import feed_losses, steady_controller, two_cluster_setting
 
 START = 2.0
 
@@ -57,15 +55,11 @@ def test_the_reason_names_the_lowest_loss_and_the_rounds():
 
 @pytest.fixture()
 def setting():
-    found = two_cluster_setting()
-    assert len(found[2].rounds) > 3
-    return found
+    return two_cluster_setting(more_rounds_than=3)
 
 
 def _controller(setting, rounds, tracking=True):
-    scenario, targets, plan, planner = setting
-    ctl = RunController(scenario, targets, plan, planner=planner, tracking=tracking,
-                        replan_policy=ReplanPolicy(margin=10.0, ahead_margin=None), stall_rounds=rounds)
+    ctl = steady_controller(setting, tracking=tracking, stall_rounds=rounds)
     ctl.fresh_loss = 2.3
     ctl.start_loss = START
     return ctl

@@ -9,10 +9,6 @@ that is refused exits 2 with one line naming the layer or the reason.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -20,9 +16,8 @@ import torch
 from depl_fl.errors import ScenarioError
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.subnets import build_skeleton, check_variants, network_layout
+from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
-
-ROOT = Path(__file__).resolve().parent.parent
 
 #: Working networks: the roots of their compressed groups (the rest is kept whole, see each comment).
 WORKING = {
@@ -178,17 +173,8 @@ def test_a_refused_network_fails_the_check_in_one_line(name):
 
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_a_refused_network_exits_2_before_the_first_round(name, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "depl_fl.main", "model=custom", f"model.factory=tests.user_nets:{name}",
-         "num_clients=2", "simulation=inprocess", f"hydra.run.dir={tmp_path}",
-         f"profile.cache_dir={tmp_path / 'cache'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("depl-fl:")]
+    lines, _ = refused_job(f"tests.user_nets:{name}", [], tmp_path)
     assert len(lines) == 1 and REFUSED[name] in lines[0]
-    results = tmp_path / "results.json"
-    assert not results.exists() or '"rounds": []' in results.read_text()
 
 
 def test_batch_norm_never_trains_on_a_single_sample_batch():

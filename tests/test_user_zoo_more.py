@@ -10,10 +10,6 @@ that refuse in one line with exit status 2 before the first round.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -32,9 +28,9 @@ from depl_fl.task.subnets import (
     full_network,
     network_layout,
 )
+from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
 
-ROOT = Path(__file__).resolve().parent.parent
 MODULE = "tests.user_nets_more"
 
 #: Working networks: the roots of their compressed groups (what is kept whole, see each comment).
@@ -358,17 +354,8 @@ def test_a_module_that_does_not_import_is_refused_in_one_line():
     ("vgg_net", ["model.compressions=[0,1.5]"], "model.compressions"),
 ])
 def test_a_refused_job_exits_2_in_one_line_before_the_first_round(name, overrides, message, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "depl_fl.main", "model=custom", f"model.factory={MODULE}:{name}", *overrides,
-         "num_clients=2", "simulation=inprocess", f"hydra.run.dir={tmp_path}",
-         f"profile.cache_dir={tmp_path / 'cache'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("depl-fl:")]
-    assert len(lines) == 1 and message in lines[0], proc.stderr[-2000:]
-    results = tmp_path / "results.json"
-    assert not results.exists() or '"rounds": []' in results.read_text()
+    lines, stderr = refused_job(f"{MODULE}:{name}", overrides, tmp_path)
+    assert len(lines) == 1 and message in lines[0], stderr[-2000:]
 
 
 # --- the Python API: the same networks as a user's own Flower app gives them ---

@@ -32,10 +32,12 @@ def two_cluster_scenario(plan_regime: bool = False) -> Scenario:
     return scenario_from_dict(doc)
 
 
-def two_cluster_setting(target_loss: float = 1.5, deadline_s: float = 400.0):
+def two_cluster_setting(target_loss: float = 1.5, deadline_s: float = 400.0,
+                        more_rounds_than: int | None = None):
     """The scenario above with a target, its DepL plan and the planner that re-plans it (seed 0).
 
-    Returns ``(scenario, targets, plan, planner)``, the shape the run controller's tests take.
+    ``more_rounds_than``, where given, asserts the plan has more rounds than that. Returns
+    ``(scenario, targets, plan, planner)``, the shape the run controller's tests take.
     """
     from depl_fl.contract.plan import Targets
     from depl_fl.planner import make_plan
@@ -48,7 +50,23 @@ def two_cluster_setting(target_loss: float = 1.5, deadline_s: float = 400.0):
 
     plan = planner(scenario, targets, None)
     assert plan.feasible
+    if more_rounds_than is not None:
+        assert len(plan.rounds) > more_rounds_than
     return scenario, targets, plan, planner
+
+
+def steady_controller(setting, **keys):
+    """A run controller on ``setting`` (:func:`two_cluster_setting`'s tuple) that never re-plans.
+
+    The re-planning margin (10) is far beyond any loss the tests feed, so only the
+    early stops that ``keys`` (further ``RunController`` keywords) name can end it.
+    """
+    from depl_fl.orchestration.controller import RunController
+    from depl_fl.tracking.online import ReplanPolicy
+
+    scenario, targets, plan, planner = setting
+    return RunController(scenario, targets, plan, planner=planner,
+                         replan_policy=ReplanPolicy(margin=10.0, ahead_margin=None), **keys)
 
 
 def feed_losses(ctl, losses, before: float):

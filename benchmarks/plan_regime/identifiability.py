@@ -23,6 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.sweep_io import write_report  # noqa: E402
+
 FIRST, TARGET, ROUNDS = 2.3, 0.35, 10
 FLOORS = np.linspace(0.0, 0.34, 35)
 POWERS = np.array([1.02, 1.04, 1.08, 1.12, 1.2, 1.3, 1.5, 1.75, 2.0, 2.5, 3.0])
@@ -110,11 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --trials must be at least 1, got {args.trials}", file=sys.stderr)
         return 2
     text = report(args.trials, args.seed)
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 

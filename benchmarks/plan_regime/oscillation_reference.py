@@ -34,6 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.sweep_io import write_report  # noqa: E402
+
 QUANTILE = 0.9
 
 
@@ -165,11 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "quantile": QUANTILE, "bank_quantile": float(np.quantile(pooled, QUANTILE)),
             "bank": bank, "sweeps": sweeps}, indent=1), encoding="utf-8")
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    write_report(text, args.out)
     return 0
 
 
