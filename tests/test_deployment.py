@@ -365,8 +365,13 @@ def test_a_node_slowed_down_in_a_deployment_triggers_a_replan(tmp_path):
     profile = [r for r in doc["rounds"] if r["phase"] == "profile"]
     train = [r for r in doc["rounds"] if r["phase"] == "train"]
     assert {tuple(sorted(r["levels"].values())) for r in profile} == {(0, 0), (1, 1)}
+    # A round whose slowed node outran the round timeout (a loaded machine) got no reply to
+    # measure: it keeps the modelled energy; every round that got its replies reports them.
+    timed_out = {p["round"] for p in doc["replans"] if p["reason"].startswith("planned clients failed")}
+    assert len(timed_out) < len(train)
     for r in doc["rounds"]:
-        assert r["energy_source"] == "declared" and r["bytes_down"] > 0
+        assert r["bytes_down"] > 0
+        assert r["energy_source"] == ("model" if r["round"] in timed_out else "declared"), r["round"]
     drift = [r for r in train if "recalibrated" in r]
     assert drift, [(r["round_time_s"], r["wall_s"]) for r in train]
     first = drift[0]
