@@ -47,15 +47,10 @@ def test_barely_learned_reads_the_lowest_loss_against_the_fresh_one():
 def _strategy(losses: list[float]) -> DepLStrategy:
     cfg = compose_config(["num_clients=2", "simulation=inprocess", "tracking.enabled=false"])
     geo = geometry(cfg)
-    plan = Plan(method="depl", feasible=False, rounds=[], predicted={"probability": 0.01})
     strategy = DepLStrategy(network=network_layout(geo), arch=geo.arch, targets=Targets(0.35, 0.9, 300.0),
-                            plan=plan, plan_fn=None, scenario_fn=lambda props: None, num_clients=2,
+                            plan=None, plan_fn=None, scenario_fn=lambda props: None, num_clients=2,
                             train_settings={"local-epochs": 1, "lr": 0.05, "batch-size": 32, "seed": 0})
-    records = [{"round": i + 1, "loss": v} for i, v in enumerate(losses)]
-    records[0]["loss_before"] = 2.31
-    strategy.profiler = SimpleNamespace(records=records)
-    strategy.scenario = SimpleNamespace(loss=SimpleNamespace(initial=losses[-1]))
-    return strategy
+    return _given_exploration(strategy, losses)
 
 
 def test_the_no_plan_error_names_the_learning_rate_when_the_network_sat_on_its_plateau():
