@@ -10,6 +10,7 @@ clients.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -135,7 +136,12 @@ def set_state(model: nn.Module, state: Mapping[str, np.ndarray]) -> None:
         missing = sorted(set(own) - set(state))
         extra = sorted(set(state) - set(own))
         raise ValueError(f"state names differ from the model: missing {missing}, unexpected {extra}")
-    tensors = {}
+    # Keep the modules' state-dict metadata (their ``_version``): a module whose
+    # ``_load_from_state_dict`` reads it (torchvision's MNASNet) refuses a state without it.
+    tensors: dict[str, torch.Tensor] = OrderedDict()
+    metadata = getattr(own, "_metadata", None)
+    if metadata is not None:
+        tensors._metadata = metadata  # type: ignore[attr-defined]
     for name, ref in own.items():
         arr = host_array(state[name])
         if tuple(arr.shape) != tuple(ref.shape):

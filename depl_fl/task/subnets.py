@@ -46,6 +46,7 @@ from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.block_views import block_view_hint
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
+from depl_fl.task.torch_pruning_guard import prunable_groups, torch_pruning
 from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, traced_buffers
 
 LOG = logging.getLogger("depl_fl.subnets")
@@ -55,9 +56,7 @@ ROOT_TYPES = (nn.modules.conv._ConvNd, nn.Linear)
 
 
 def _tp() -> Any:
-    import torch_pruning
-
-    return torch_pruning
+    return torch_pruning()
 
 
 @contextlib.contextmanager
@@ -155,8 +154,7 @@ def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tu
             return None, []
         raise
     out = output_layer(model, x)
-    groups = [g for g in dg.get_all_groups(ignored_layers=[out], root_module_types=ROOT_TYPES)
-              if len(g[0].idxs) >= 2 and _tracked(dg, g)]
+    groups = [g for g in prunable_groups(dg, [out], ROOT_TYPES) if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = attention_modules(groups, ROOT_TYPES)
     names = {module: name for name, module in model.named_modules()}
     order = {name: i for i, name in enumerate(names.values())}
@@ -1092,6 +1090,19 @@ def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[floa
             f"{layer!r} loses output channels ({problem}); {hint}")
 
 
+def _affine(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+            channel_dim: bool) -> torch.Tensor:
+    """``x * weight + bias``: on dimension 1 with ``channel_dim`` (GroupNorm), else on the trailing ones."""
+    def shaped(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(1, -1, *([1] * (x.dim() - 2))) if channel_dim else t
+
+    if weight is not None:
+        x = x * shaped(weight)
+    if bias is not None:
+        x = x + shaped(bias)
+    return x
+
+
 class _ElementAffine(nn.Module):
     """A normalisation layer's elementwise affine part alone: ``x * weight + bias``.
 
@@ -1103,17 +1114,45 @@ class _ElementAffine(nn.Module):
         super().__init__()
         self.weight, self.bias, self.channel_dim = weight, bias, channel_dim
 
-    def _shaped(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        if self.channel_dim:
-            return t.reshape(1, -1, *([1] * (x.dim() - 2)))
-        return t
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight is not None:
-            x = x * self._shaped(self.weight, x)
-        if self.bias is not None:
-            x = x + self._shaped(self.bias, x)
-        return x
+        return _affine(x, self.weight, self.bias, self.channel_dim)
+
+
+@contextlib.contextmanager
+def _affine_only_norms() -> Iterator[None]:
+    """``F.layer_norm`` and ``F.group_norm`` reduced to their elementwise affine part inside the block."""
+    functional = torch.nn.functional
+    layer_norm, group_norm = functional.layer_norm, functional.group_norm
+
+    def affine_layer_norm(x: torch.Tensor, _shape: Any, weight: torch.Tensor | None = None,
+                          bias: torch.Tensor | None = None, *_args: Any, **_kwargs: Any) -> torch.Tensor:
+        return _affine(x, weight, bias, channel_dim=False)
+
+    def affine_group_norm(x: torch.Tensor, _groups: int, weight: torch.Tensor | None = None,
+                          bias: torch.Tensor | None = None, *_args: Any, **_kwargs: Any) -> torch.Tensor:
+        return _affine(x, weight, bias, channel_dim=True)
+
+    functional.layer_norm, functional.group_norm = affine_layer_norm, affine_group_norm
+    try:
+        yield
+    finally:
+        functional.layer_norm, functional.group_norm = layer_norm, group_norm
+
+
+def _own_forward_without_statistics(module: nn.Module) -> None:
+    """Make ``module`` run its own forward with the normalisation functions reduced to their affine part.
+
+    For a subclass with a forward of its own (torchvision's ``LayerNorm2d``
+    permutes to channels-last around ``F.layer_norm``): replacing it by
+    :class:`_ElementAffine` would put the weight on the wrong axis.
+    """
+    forward = type(module).forward
+
+    def without_statistics(*args: Any, **kwargs: Any) -> Any:
+        with _affine_only_norms():
+            return forward(module, *args, **kwargs)
+
+    module.forward = without_statistics  # type: ignore[method-assign]
 
 
 def without_channel_statistics(model: nn.Module, layers: Collection[str] | None = None) -> nn.Module:
@@ -1126,7 +1165,8 @@ def without_channel_statistics(model: nn.Module, layers: Collection[str] | None 
     comparison checks the slicing alone. With ``layers``, only the named ones
     are reduced (those over pruned channels; one over channels kept whole,
     such as a transformer's embedding, is compared exactly). ``model`` itself
-    is returned when nothing is reduced.
+    is returned when nothing is reduced. A subclass with a forward of its own
+    keeps it, with the normalisation functions it calls reduced.
     """
     def reduced(name: str, module: nn.Module) -> bool:
         return isinstance(module, (nn.GroupNorm, nn.LayerNorm)) and (layers is None or name in layers)
@@ -1135,10 +1175,14 @@ def without_channel_statistics(model: nn.Module, layers: Collection[str] | None 
         return model
     out = copy.deepcopy(model)
     for name, module in list(out.named_modules()):
-        if reduced(name, module):
-            affine = _ElementAffine(module.weight, module.bias, isinstance(module, nn.GroupNorm))
-            parent_name, _, child = name.rpartition(".")
-            setattr(out.get_submodule(parent_name) if parent_name else out, child, affine)
+        if not reduced(name, module):
+            continue
+        if type(module).forward not in (nn.GroupNorm.forward, nn.LayerNorm.forward):
+            _own_forward_without_statistics(module)
+            continue
+        affine = _ElementAffine(module.weight, module.bias, isinstance(module, nn.GroupNorm))
+        parent_name, _, child = name.rpartition(".")
+        setattr(out.get_submodule(parent_name) if parent_name else out, child, affine)
     return out
 
 
