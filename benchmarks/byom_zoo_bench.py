@@ -75,7 +75,9 @@ def run_job(name: str, work: Path, module: str = "tests.user_nets", extra: tuple
 
     ``name`` may carry a ``@label`` suffix (the same network under other overrides).
     """
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the checkout first, then whatever the caller's path holds (packages carried beside an image's torch)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "depl_fl.main", *with_overrides(COMMON, extra),
                            f"model.factory={module}:{name.partition('@')[0]}", f"hydra.run.dir={work}",
