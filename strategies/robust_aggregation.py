@@ -41,6 +41,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from flwr.serverapp.strategy.fedtrimmedavg import trim_mean
 
+from depl_fl.orchestration.reply_failures import NORM_REJECTION
 from depl_fl.runs.config_choices import AGGREGATION_RULES as RULES
 
 State = Mapping[str, np.ndarray]
@@ -142,7 +143,7 @@ def norm_threshold(norms: Sequence[float], history: Sequence[float], factor: flo
 
 def norm_rejection(norm: float, threshold: float, factor: float) -> str:
     """Why a reply with update norm ``norm`` above ``threshold`` (``factor`` x the reference) is rejected."""
-    return (f"update norm {norm:.3g} exceeds {threshold:.3g} = {factor:g} x the reference norm "
+    return (f"{NORM_REJECTION}{norm:.3g} exceeds {threshold:.3g} = {factor:g} x the reference norm "
             f"({threshold / factor:.3g})")
 
 

@@ -441,3 +441,17 @@ def test_planner_running_out_of_range_is_one_line(tmp_path: Path, capsys: pytest
     status, stdout, err = _run(capsys, ["plan", str(EXAMPLE), *TARGETS, "--out", str(out)])
     _assert_one_line_error(status, err, needle)
     assert stdout == "" and not out.exists()
+
+
+def test_a_profile_of_exploding_losses_is_refused_naming_the_cause() -> None:
+    from depl_fl.orchestration.scenario_builder import diverged_profile
+
+    run = {"levels": [2.3, 1.0], "mean": [-0.1, -0.05], "std": [0.02, 0.01]}
+    assert diverged_profile({"initial": 2.3, "run": {"full": run}}) is None
+    exploded = {"initial": 6.24e5, "run": {"full": {**run, "std": [0.02, 1.16e6]}}}
+    line = diverged_profile(exploded)
+    assert line is not None and "\n" not in line
+    assert line.startswith("profile: the exploration's losses reach 1.16e+06 (the start model's 6.24e+05)")
+    assert "lower the learning rate (train.lr" in line
+    not_a_number = {"initial": 2.3, "run": {"p50": {**run, "mean": [float("nan"), 0.0]}}}
+    assert diverged_profile(not_a_number) is not None

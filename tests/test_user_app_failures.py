@@ -15,6 +15,7 @@ from depl_fl.errors import ScenarioError  # noqa: E402
 from depl_fl.orchestration.reply_failures import error_gist, no_usable_reply  # noqa: E402
 from depl_fl.task.subnets import UserNetwork  # noqa: E402
 from strategies.inprocess_grid import InProcessGrid  # noqa: E402
+from strategies.robust_aggregation import norm_rejection  # noqa: E402
 from strategies.user_app import depl_strategy, evaluate_fn, initial_arrays  # noqa: E402
 from tests.user_app_wiring import small_mlp, user_client_app  # noqa: E402
 
@@ -47,6 +48,18 @@ def test_no_usable_reply_names_the_phase_the_rounds_and_the_first_client():
         "from the model: missing ['bn1.bias'], unexpected ['features.0.bias']")
     assert no_usable_reply("exploration", [{"rejected": []}]) == (
         "exploration: no client sent a usable reply in 1 round(s)")
+
+
+def test_no_usable_reply_says_what_to_change_when_every_update_was_too_large():
+    too_large = norm_rejection(1.43e5, 1790.0, 10.0)
+    line = no_usable_reply("exploration", [{"rejected": [{"client": "c1", "reason": too_large},
+                                                         {"client": "c2", "reason": too_large}]}])
+    assert line.startswith("exploration: no client sent a usable reply in 1 round(s); "
+                           "c1: update norm 1.43e+05")
+    assert "Lower the learning rate, train.lr, or raise aggregation.norm_factor" in line
+    mixed = no_usable_reply("exploration", [{"rejected": [{"client": "c1", "reason": too_large},
+                                                          {"client": "c2", "reason": "no reply"}]}])
+    assert "norm_factor" not in mixed  # another failure: the hint would mislead
 
 
 class _OtherMLP(nn.Module):

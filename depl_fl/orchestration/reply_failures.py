@@ -17,6 +17,8 @@ _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exce
                              re.MULTILINE)
 #: The prefix :func:`depl_fl.orchestration.reply_checks` gives the reason of an error reply.
 _ERROR_REPLY = re.compile(r"^error reply \(code -?\d+\): ")
+#: How :func:`strategies.robust_aggregation.norm_rejection` begins a rejection's reason.
+NORM_REJECTION = "update norm "
 #: Wrappers around the ClientApp's own exception, whose message repeats it.
 _WRAPPERS = {"ClientAppException", "RayTaskError"}
 
@@ -47,4 +49,8 @@ def no_usable_reply(phase: str, records: Iterable[Mapping[str, Any]]) -> str:
     if not rejected:
         return line
     first = rejected[0]
-    return f"{line}; {first.get('client')}: {error_gist(str(first.get('reason', '')))}"
+    line = f"{line}; {first.get('client')}: {error_gist(str(first.get('reason', '')))}"
+    if all(str(r.get("reason", "")).startswith(NORM_REJECTION) for r in rejected):
+        line += (" (every update was rejected as too large: is the local training diverging? Lower the "
+                 "learning rate, train.lr, or raise aggregation.norm_factor)")
+    return line

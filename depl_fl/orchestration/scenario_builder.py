@@ -9,6 +9,7 @@ the ``loss`` section from the fitted profile.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 from depl_fl.contract.coverage import (
@@ -17,7 +18,7 @@ from depl_fl.contract.coverage import (
     pooled_histogram,
     shares,
 )
-from depl_fl.contract.scenario import Scenario, scenario_from_dict
+from depl_fl.contract.scenario import LOSS_LIMIT, Scenario, scenario_from_dict
 from depl_fl.errors import ScenarioError
 from depl_fl.runs.runconfig import variant_list
 
@@ -126,10 +127,35 @@ def scenario_doc(cfg: Mapping[str, Any], clients: Sequence[Mapping[str, Any]],
 def build_scenario(cfg: Mapping[str, Any], properties: Mapping[str, Mapping[str, Any]],
                    models: Sequence[Mapping[str, Any]], loss: Mapping[str, Any]) -> Scenario:
     """Validated scenario of a run from the queried node properties (client id -> properties)."""
+    problem = diverged_profile(loss)
+    if problem is not None:
+        raise ScenarioError(problem)
     clients = [client_doc(cid, p) for cid, p in sorted(properties.items(), key=lambda kv: kv[0])]
     coverage = coverage_fields(cfg, clients, loss)
     return scenario_from_dict(scenario_doc(cfg, clients, models, {**loss, **coverage},
                                            version=contract_version(coverage, loss)))
+
+
+def diverged_profile(loss: Mapping[str, Any]) -> str | None:
+    """Why a profile's losses cannot be planned on (``None``: they can): they exceed the contract's bound.
+
+    An exploration whose training diverges, or whose model evaluates with
+    BatchNorm statistics that never caught up with its activations (torchvision's
+    MNASNet: momentum 0.0003), measures losses of millions; the contract would
+    refuse them field by field, naming a field but not the cause.
+    """
+    values = [float(v) for run in (loss.get("run") or {}).values() for key in ("levels", "mean", "std")
+              for v in run.get(key) or ()]
+    largest = max((abs(v) for v in values), default=0.0)
+    if largest <= LOSS_LIMIT and all(math.isfinite(v) for v in values):
+        return None
+    start = loss.get("initial")
+    began = f" (the start model's {float(start):.3g})" if isinstance(start, (int, float)) else ""
+    return (f"profile: the exploration's losses reach {largest:.3g}{began}, too large to plan on: the "
+            "training diverges, or the model evaluates with BatchNorm statistics far from its "
+            "activations (a BatchNorm momentum too small for a few local epochs, an initialisation "
+            "that scales activations up); lower the learning rate (train.lr, or your own train "
+            "function's) or change the network's BatchNorm momentum or initialisation")
 
 
 def contract_version(coverage: Mapping[str, Any], loss: Mapping[str, Any]) -> int:
