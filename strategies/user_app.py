@@ -47,21 +47,52 @@ from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arr
 
 __all__ = ["UserNetwork", "depl_config", "depl_strategy", "evaluate_fn", "initial_arrays"]
 
-def depl_config(num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
+#: The variants of a user's app when neither ``compressions`` nor a ``model.compressions`` override does.
+DEFAULT_COMPRESSIONS = (0.0, 0.5)
+
+
+def depl_config(num_clients: int, compressions: Sequence[float] | None = None,
                 overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """DepL's composed configuration for a user's app (validated; one-line errors)."""
+    """DepL's composed configuration for a user's app (validated; one-line errors).
+
+    The variants are given once: by ``compressions`` or by a
+    ``model.compressions`` override (with or without ``+``); given both, they
+    must be the same list, else one line names both (neither silently wins).
+    Neither given: :data:`DEFAULT_COMPRESSIONS`. ``model.variants`` is refused:
+    here the variants are compressions of the user's network.
+    """
     from depl_fl.runs.runconfig import compose_config
 
-    values = ", ".join(repr(float(c)) for c in compressions)
-    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]",
-                          *overrides])
+    variant_keys = {"model.compressions", "model.variants"}
+    written = [key for key in map(_override_key, overrides) if key in variant_keys]
+    if "model.variants" in written:
+        raise ScenarioError("model.variants: in your own app the variants are compressions of your network; "
+                            "give them as depl_strategy(..., compressions=(0.0, 0.5)) instead")
+    asked = None if compressions is None else [float(c) for c in compressions]
+    values = ", ".join(repr(c) for c in (DEFAULT_COMPRESSIONS if asked is None else asked))
+    # The user's own override comes after this one, so write it as a change, not a second add.
+    own = [o[1:] if o.startswith("+model.compressions=") else o for o in overrides]
+    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]", *own])
     if (cfg.get("model") or {}).get("loss") is not None:
         raise ScenarioError("model.loss: in your own app the loss is the one your train and test "
                             "functions compute (targets in its units); drop the model.loss override")
+    if cfg["model"].get("compressions") is None:
+        raise ScenarioError("~model.compressions: in your own app the variants are compressions of your "
+                            "network; give them as depl_strategy(..., compressions=(0.0, 0.5)) instead")
+    composed = [float(c) for c in cfg["model"]["compressions"]]
+    if asked is not None and written and composed != asked:
+        raise ScenarioError(f"compressions: depl_strategy(compressions={tuple(asked)}) and the override "
+                            f"model.compressions={composed} name different variants; give them once "
+                            "(drop one of the two)")
     return cfg
 
 
-def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
+def _override_key(override: str) -> str:
+    """The dotted key an override ``[+|++|~]key=value`` names."""
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Sequence[float] | None = None,
                   overrides: Sequence[str] = ()) -> DepLStrategy:
     """A :class:`DepLStrategy` for the user's network.
 
@@ -71,8 +102,11 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
         The network builder and one input sample's shape.
     num_clients : int
         Nodes to wait for before planning.
-    compressions : sequence of float
+    compressions : sequence of float, optional
         The variants (fraction of channels removed; 0 is the full network).
+        Not given: a ``model.compressions`` override's, else ``(0.0, 0.5)``.
+        Given together with a ``model.compressions`` override (the run
+        config's overrides, say), both must name the same variants.
     overrides : sequence of str
         Hydra overrides of DepL's configuration (``target.loss=...``,
         ``target.prob=...``, ``target.deadline_s=...``, ``clusters=...``).
@@ -80,7 +114,8 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
     Raises
     ------
     depl_fl.errors.ScenarioError
-        A bad override, or a network that cannot be pruned structurally (one line).
+        A bad override, ``compressions`` and a ``model.compressions`` override
+        that disagree, or a network that cannot be pruned structurally (one line).
     """
     from strategies.server_app import build_strategy
 

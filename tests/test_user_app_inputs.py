@@ -1,0 +1,40 @@
+"""What a user's own Flower app writes is honoured or refused in one line, never silently dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("hydra")
+
+from depl_fl.errors import ScenarioError  # noqa: E402
+from strategies.user_app import DEFAULT_COMPRESSIONS, depl_config  # noqa: E402
+
+
+def _compressions(cfg: dict) -> list[float]:
+    return [float(c) for c in cfg["model"]["compressions"]]
+
+
+def test_the_variants_come_from_the_argument_or_from_an_override():
+    assert _compressions(depl_config(2, compressions=(0.0, 0.75))) == [0.0, 0.75]
+    assert _compressions(depl_config(2, overrides=["model.compressions=[0,0.25]"])) == [0.0, 0.25]
+    assert _compressions(depl_config(2, overrides=["+model.compressions=[0,0.25]"])) == [0.0, 0.25]
+    assert _compressions(depl_config(2)) == list(DEFAULT_COMPRESSIONS)
+
+
+def test_the_argument_and_an_override_naming_the_same_variants_agree():
+    cfg = depl_config(2, compressions=(0.0, 0.5), overrides=["model.compressions=[0,0.5]"])
+    assert _compressions(cfg) == [0.0, 0.5]
+
+
+def test_the_argument_and_an_override_naming_other_variants_are_refused_naming_both():
+    with pytest.raises(ScenarioError) as err:
+        depl_config(2, compressions=(0.0, 0.5), overrides=["target.loss=0.3", "model.compressions=[0]"])
+    assert str(err.value) == (
+        "compressions: depl_strategy(compressions=(0.0, 0.5)) and the override model.compressions=[0.0] "
+        "name different variants; give them once (drop one of the two)")
+
+
+@pytest.mark.parametrize("override", ["model.variants=[{id:full,compression:0}]", "~model.compressions"])
+def test_variants_other_than_compressions_are_refused(override):
+    with pytest.raises(ScenarioError, match="in your own app the variants are compressions of your network"):
+        depl_config(2, compressions=(0.0, 0.5), overrides=[override])
