@@ -38,3 +38,8 @@ def test_the_argument_and_an_override_naming_other_variants_are_refused_naming_b
 def test_variants_other_than_compressions_are_refused(override):
     with pytest.raises(ScenarioError, match="in your own app the variants are compressions of your network"):
         depl_config(2, compressions=(0.0, 0.5), overrides=[override])
+
+
+def test_a_misspelled_model_key_added_in_a_users_app_is_refused():
+    with pytest.raises(ScenarioError, match="override model.compresions: unknown key; did you mean"):
+        depl_config(2, overrides=["+model.compresions=[0]"])
