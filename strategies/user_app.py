@@ -59,8 +59,12 @@ def depl_config(num_clients: int, compressions: Sequence[float] | None = None,
     ``model.compressions`` override (with or without ``+``); given both, they
     must be the same list, else one line names both (neither silently wins).
     Neither given: :data:`DEFAULT_COMPRESSIONS`. ``model.variants`` is refused:
-    here the variants are compressions of the user's network.
+    here the variants are compressions of the user's network; so is a
+    ``num_clients`` override other than ``num_clients``, and every key a user's
+    app does not read (``train.lr``, ``dataset.*``, ``faults.*``, ...:
+    :data:`depl_fl.runs.mode_keys.RULES` for :data:`~depl_fl.runs.mode_keys.USER_APP`).
     """
+    from depl_fl.runs.mode_keys import USER_APP
     from depl_fl.runs.runconfig import compose_config
 
     variant_keys = {"model.compressions", "model.variants"}
@@ -72,7 +76,11 @@ def depl_config(num_clients: int, compressions: Sequence[float] | None = None,
     values = ", ".join(repr(c) for c in (DEFAULT_COMPRESSIONS if asked is None else asked))
     # The user's own override comes after this one, so write it as a change, not a second add.
     own = [o[1:] if o.startswith("+model.compressions=") else o for o in overrides]
-    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]", *own])
+    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]", *own],
+                         entry=USER_APP)
+    if int(cfg["num_clients"]) != int(num_clients):
+        raise ScenarioError(f"num_clients: depl_strategy(num_clients={int(num_clients)}) and the override "
+                            f"num_clients={cfg['num_clients']} disagree; give it once, as the argument")
     if (cfg.get("model") or {}).get("loss") is not None:
         raise ScenarioError("model.loss: in your own app the loss is the one your train and test "
                             "functions compute (targets in its units); drop the model.loss override")

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("hydra")
 
 from depl_fl.errors import ScenarioError  # noqa: E402
-from depl_fl.runs.mode_keys import FLWR_RUN, HYDRA_JOB, RULES, check_mode_keys  # noqa: E402
+from depl_fl.runs.mode_keys import FLWR_RUN, HYDRA_JOB, RULES, USER_APP, check_mode_keys  # noqa: E402
 from depl_fl.runs.runconfig import compose_config, config_from_run_config, default_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +55,19 @@ REFUSED = [
     (["faults.kind=crash", "faults.clients=[c1]", "faults.slow_s=1"], None, "faults.slow_s",
      "faults.kind=crash"),
     (["aggregation.trim_fraction=0.3"], None, "aggregation.trim_fraction", "aggregation.rule=fedavg"),
+    # a user's own app brings its network, data, train function and ServerApp
+    (["train.lr=0.1"], USER_APP, "train.lr", f"the entry point is {USER_APP}"),
+    (["train.batch_size=8"], USER_APP, "train.batch_size", f"the entry point is {USER_APP}"),
+    (["train.device=cuda"], USER_APP, "train.device", f"the entry point is {USER_APP}"),
+    (["dataset=cifar10"], USER_APP, "dataset.name", f"the entry point is {USER_APP}"),
+    (["partition.alpha=0.5"], USER_APP, "partition.alpha", f"the entry point is {USER_APP}"),
+    (["faults.kind=scale", "faults.clients=[c1]"], USER_APP, "faults.clients",
+     f"the entry point is {USER_APP}"),
+    (["output.plot=false"], USER_APP, "output.plot", f"the entry point is {USER_APP}"),
+    (["simulation.client_num_cpus=2"], USER_APP, "simulation.client_num_cpus",
+     f"the entry point is {USER_APP}"),
+    (["model.arch=resnet"], USER_APP, "model.arch", f"the entry point is {USER_APP}"),
+    (["resume=true"], USER_APP, "resume", f"the entry point is {USER_APP}"),
 ]
 ACCEPTED = [
     ([INPROCESS, "profile.file=/data/profile.json"], None),
@@ -71,6 +84,7 @@ ACCEPTED = [
     (["aggregation=trimmed_mean", "aggregation.trim_fraction=0.3"], None),
     # a key at its conf/ value is not "set", even when named
     (["profile.seeds=3", "tracking.enabled=false", "tracking.margin=0.05"], None),
+    (["train.local_epochs=3", "seed=4", "train.lr=0.05", "target.loss=0.3"], USER_APP),
 ]
 
 
@@ -92,7 +106,8 @@ def test_a_key_the_mode_reads_is_accepted(overrides, entry):
 
 def test_every_key_of_the_table_is_a_config_key():
     """A misspelt key in the table would never refuse anything."""
-    composed = [default_config(), compose_config(["dataset=folder"])]
+    composed = [default_config(), compose_config(["dataset=folder"]),
+                compose_config(["model=custom", "model.factory=a.b:c"])]
     for rule in RULES:
         for key in rule.reads:
             dotted = key[:-2] if key.endswith(".*") else key
@@ -103,6 +118,12 @@ def test_every_key_of_the_table_is_a_config_key():
                     node = node.get(part, KeyError) if isinstance(node, dict) else KeyError
                 found = found or node is not KeyError
             assert found or dotted == "output.dir", key
+
+
+def test_a_key_two_rules_refuse_is_named_once():
+    with pytest.raises(ScenarioError) as info:
+        compose_config(["++output.dir=/tmp/out"], entry=USER_APP)
+    assert str(info.value).count("output.dir") == 1
 
 
 def test_several_ignored_keys_are_all_named():

@@ -43,3 +43,18 @@ def test_variants_other_than_compressions_are_refused(override):
 def test_a_misspelled_model_key_added_in_a_users_app_is_refused():
     with pytest.raises(ScenarioError, match="override model.compresions: unknown key; did you mean"):
         depl_config(2, overrides=["+model.compresions=[0]"])
+
+
+def test_a_num_clients_override_other_than_the_argument_is_refused():
+    assert depl_config(3, overrides=["num_clients=3"])["num_clients"] == 3
+    with pytest.raises(ScenarioError, match=r"num_clients: depl_strategy\(num_clients=2\) and the override "
+                                            r"num_clients=5 disagree"):
+        depl_config(2, overrides=["num_clients=5"])
+
+
+@pytest.mark.parametrize("override, key", [
+    ("train.lr=0.1", "train.lr"), ("dataset=cifar10", "dataset.name"), ("faults.kind=nan", "faults.kind"),
+    ("output.dir=/tmp/o", "output.dir")])
+def test_a_key_a_users_app_does_not_read_is_refused(override, key):
+    with pytest.raises(ScenarioError, match=f"config {key}=.*: not read when the entry point is your own"):
+        depl_config(2, overrides=[override])

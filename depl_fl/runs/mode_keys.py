@@ -1,7 +1,7 @@
 """Which configuration keys each mode of a job reads, and the refusal of a setting its mode ignores.
 
 A job's mode is picked by a few switches: the entry point (a Hydra job of
-``depl_fl/main.py``, or ``flwr run .``), ``simulation.backend``,
+``depl_fl/main.py``, ``flwr run .``, or a user's own app), ``simulation.backend``,
 ``profile.source``, ``profile.file``, ``profile.plan_regime.enabled``,
 ``tracking.enabled``, ``method``, ``dataset.name``, ``faults.kind`` and
 ``aggregation.rule``. Some keys are read in one mode only. A key that is
@@ -52,6 +52,12 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   every ``simulation.*`` key is refused there.
 * ``output.dir``: read only under ``flwr run .``; a Hydra job writes into its
   job folder (set it with ``hydra.run.dir=PATH``), so it is refused there.
+* A user's own Flower app (:mod:`strategies.user_app`, entry point
+  :data:`USER_APP`) brings its network, data, ``train`` function and
+  ServerApp: ``simulation.*``, ``output.*``, ``dataset.*``, ``partition.*``,
+  ``faults.*``, ``train.lr``, ``train.batch_size``, ``train.device``,
+  ``model.arch``, ``model.factory`` and ``resume`` are refused there
+  (``train.local_epochs`` is read: the ``epochs`` its ``train`` is called with).
 * ``dataset.data_dir``: read by ``cifar10`` and ``gtsrb`` (``digits`` is
   embedded, ``folder`` nodes read their node config ``data-dir``);
   ``dataset.test_dir`` and ``classes``: ``folder`` only; ``partition.alpha``:
@@ -91,6 +97,9 @@ from depl_fl.runs.exploration_choice import (
 #: Entry points that check a configuration (``None``: a library call, e.g. a test or benchmark).
 HYDRA_JOB = "a Hydra job (depl_fl/main.py)"
 FLWR_RUN = "flwr run ."
+USER_APP = "your own Flower app (strategies.user_app)"
+#: The entry points that run DepL's own network, data and ClientApp.
+_DEPL_APPS = (HYDRA_JOB, FLWR_RUN)
 
 _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "profile.switch_at",
                "profile.subset_fractions", "profile.spread_horizon")
@@ -206,7 +215,7 @@ def _entry(cfg: Mapping[str, Any], entry: str | None) -> str | None:
 
 
 def _backend_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
-    return None if entry == FLWR_RUN else _text(_value(cfg, "simulation.backend", "ray"))
+    return None if entry in (FLWR_RUN, USER_APP) else _text(_value(cfg, "simulation.backend", "ray"))
 
 
 def _of(*modes: str) -> frozenset[str]:
@@ -217,8 +226,24 @@ def _of(*modes: str) -> frozenset[str]:
 RULES: tuple[ModeRule, ...] = (
     ModeRule("entry point", _entry, {"simulation.*": _of(HYDRA_JOB)},
              "under flwr run the federation, not this config, decides how the apps run"),
+    ModeRule("entry point", _entry, {"output.*": _of(*_DEPL_APPS)},
+             "your ServerApp writes what it keeps"),
     ModeRule("entry point", _entry, {"output.dir": _of(FLWR_RUN)},
              "a Hydra job writes into its job folder: set hydra.run.dir=PATH"),
+    ModeRule("entry point", _entry, {"dataset.*": _of(*_DEPL_APPS), "partition.*": _of(*_DEPL_APPS)},
+             "your ClientApp loads its own data"),
+    ModeRule("entry point", _entry, {"train.lr": _of(*_DEPL_APPS)},
+             "your train function sets the learning rate"),
+    ModeRule("entry point", _entry, {"train.batch_size": _of(*_DEPL_APPS)},
+             "your data loaders set the batch size"),
+    ModeRule("entry point", _entry, {"train.device": _of(*_DEPL_APPS)},
+             "DepLClient(..., device=), a node config device and evaluate_fn(..., device=) set it"),
+    ModeRule("entry point", _entry, {"model.arch": _of(*_DEPL_APPS), "model.factory": _of(*_DEPL_APPS)},
+             "the network is the UserNetwork you pass"),
+    ModeRule("entry point", _entry, {"faults.*": _of(*_DEPL_APPS)},
+             "DepL's own ClientApp injects the faults; yours trains as written"),
+    ModeRule("entry point", _entry, {"resume": _of(*_DEPL_APPS)},
+             "DepL's own jobs keep a checkpoint to resume from; your ServerApp starts the strategy afresh"),
     ModeRule("profile.source", _switch("profile.source", "federated"),
              {key: _of("inprocess") for key in (*_PILOT_KEYS, "profile.file")},
              "federated profiling measures the profile in exploration rounds on the clients"),
@@ -327,7 +352,7 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
     defaults : mapping
         The configuration ``conf/`` composes without overrides.
     entry : str, optional
-        :data:`HYDRA_JOB`, :data:`FLWR_RUN` or ``None`` (entry-point rules skipped).
+        :data:`HYDRA_JOB`, :data:`FLWR_RUN`, :data:`USER_APP` or ``None`` (entry-point rules skipped).
     """
     cfg = resolve_exploration(cfg)
     defaults = resolve_exploration(with_model_defaults(defaults, cfg), tracking=tracking_enabled(cfg),
@@ -345,7 +370,7 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
             if value is _MISSING:
                 continue
             found = first_difference(value, _value(defaults, dotted), dotted)
-            if found is not None:
+            if found is not None and all(found != key for key, _, _ in out):
                 out.append((found, rule, mode))
     return out
 
