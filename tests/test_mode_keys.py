@@ -68,6 +68,11 @@ REFUSED = [
      f"the entry point is {USER_APP}"),
     (["model.arch=resnet"], USER_APP, "model.arch", f"the entry point is {USER_APP}"),
     (["resume=true"], USER_APP, "resume", f"the entry point is {USER_APP}"),
+    # a simulation's replies time an emulation; the drift test reads wall-clock round times
+    (["cost.source=measured"], HYDRA_JOB, "cost.source", "cost.clock=model"),
+    (["cost.source=measured"], USER_APP, "cost.source", "cost.clock=model"),
+    (["cost.drift_rounds=4"], HYDRA_JOB, "cost.drift_rounds", "cost.clock=model"),
+    (["cost.clock=model", "cost.drift_tolerance=0.1"], FLWR_RUN, "cost.drift_tolerance", "cost.clock=model"),
 ]
 ACCEPTED = [
     ([INPROCESS, "profile.file=/data/profile.json"], None),
@@ -85,6 +90,9 @@ ACCEPTED = [
     # a key at its conf/ value is not "set", even when named
     (["profile.seeds=3", "tracking.enabled=false", "tracking.margin=0.05"], None),
     (["train.local_epochs=3", "seed=4", "train.lr=0.05", "target.loss=0.3"], USER_APP),
+    (["cost.clock=wall", "cost.source=measured", "cost.drift_rounds=4"], HYDRA_JOB),
+    (["cost.source=measured", "cost.drift_rounds=4"], FLWR_RUN),
+    (["cost.clock=model", "cost.source=measured"], FLWR_RUN),  # a deployment measures either way
 ]
 
 

@@ -3,8 +3,8 @@
 A job's mode is picked by a few switches: the entry point (a Hydra job of
 ``depl_fl/main.py``, ``flwr run .``, or a user's own app), ``simulation.backend``,
 ``profile.source``, ``profile.file``, ``profile.plan_regime.enabled``,
-``tracking.enabled``, ``method``, ``dataset.name``, ``faults.kind`` and
-``aggregation.rule``. Some keys are read in one mode only. A key that is
+``tracking.enabled``, ``method``, ``dataset.name``, ``faults.kind``,
+``aggregation.rule`` and ``cost.clock``. Some keys are read in one mode only. A key that is
 *set* -- its value differs from the one ``conf/`` gives it, e.g. because an
 override names it -- while the chosen mode does not read it is refused before
 anything starts: one line naming the key and the mode that ignores it
@@ -67,6 +67,11 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   ``faults.scale``: ``faults.kind=scale`` only; ``faults.slow_s``:
   ``faults.kind=slow`` only.
 * ``aggregation.trim_fraction``: ``aggregation.rule=trimmed_mean`` only.
+* ``cost.drift_tolerance``, ``drift_rounds``: the wall clock only
+  (``cost.clock=wall``, or ``auto`` under ``flwr run .``); ``cost.source``
+  (``measured``): under ``flwr run .``, elsewhere with ``cost.clock=wall``
+  only (a simulation's replies time an emulation). Library calls
+  (no entry point) skip both rules.
 
 A default of ``auto`` (the exploration options that follow tracking,
 :mod:`depl_fl.runs.exploration_choice`) counts as the value it resolves to
@@ -218,6 +223,19 @@ def _backend_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
     return None if entry in (FLWR_RUN, USER_APP) else _text(_value(cfg, "simulation.backend", "ray"))
 
 
+def _clock_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
+    """What the deadline counts: ``cost.clock``, ``auto`` resolved (wall under ``flwr run .``, else model)."""
+    if entry is None:
+        return None
+    clock = _text(_value(cfg, "cost.clock", "auto"))
+    return clock if clock != "auto" else ("wall" if entry == FLWR_RUN else "model")
+
+
+def _simulated_clock_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
+    """:func:`_clock_mode` where the replies time an emulation (every entry point but ``flwr run .``)."""
+    return None if entry == FLWR_RUN else _clock_mode(cfg, entry)
+
+
 def _of(*modes: str) -> frozenset[str]:
     return frozenset(modes)
 
@@ -285,6 +303,12 @@ RULES: tuple[ModeRule, ...] = (
               "faults.scale": _of("scale"), "faults.slow_s": _of("slow")}),
     ModeRule("aggregation.rule", _switch("aggregation.rule", "fedavg"),
              {"aggregation.trim_fraction": _of("trimmed_mean")}),
+    ModeRule("cost.clock", _simulated_clock_mode, {"cost.source": _of("wall")},
+             "in simulation the replies time an emulation, not a device: the declared cost table stays "
+             "(cost.clock auto counts modelled seconds there)"),
+    ModeRule("cost.clock", _clock_mode,
+             {"cost.drift_tolerance": _of("wall"), "cost.drift_rounds": _of("wall")},
+             "the drift test compares wall-clock round times with the plan's"),
 )
 
 
