@@ -47,6 +47,9 @@ from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arr
 
 __all__ = ["UserNetwork", "depl_config", "depl_strategy", "evaluate_fn", "initial_arrays"]
 
+#: How a refusal advises training the full network alone: DepL's override, and this app's argument.
+FULL_ONLY_OVERRIDE, FULL_ONLY_ARGUMENT = "model.compressions=[0]", "depl_strategy(..., compressions=(0.0,))"
+
 #: The variants of a user's app when neither ``compressions`` nor a ``model.compressions`` override does.
 DEFAULT_COMPRESSIONS = (0.0, 0.5)
 
@@ -127,7 +130,10 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
     """
     from strategies.server_app import build_strategy
 
-    return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+    try:
+        return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+    except ScenarioError as exc:  # the variants' advice in this app's own words: the argument
+        raise ScenarioError(str(exc).replace(FULL_ONLY_OVERRIDE, FULL_ONLY_ARGUMENT)) from None
 
 
 def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:

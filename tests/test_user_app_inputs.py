@@ -58,3 +58,15 @@ def test_a_num_clients_override_other_than_the_argument_is_refused():
 def test_a_key_a_users_app_does_not_read_is_refused(override, key):
     with pytest.raises(ScenarioError, match=f"config {key}=.*: not read when the entry point is your own"):
         depl_config(2, overrides=[override])
+
+
+def test_a_network_without_prunable_channels_is_told_the_argument_that_trains_it_whole():
+    torch = pytest.importorskip("torch")
+    from strategies.user_app import UserNetwork, depl_strategy
+
+    network = UserNetwork(lambda: torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3)), (4,), "Net")
+    with pytest.raises(ScenarioError) as err:
+        depl_strategy(network, num_clients=2)
+    assert str(err.value).endswith("use depl_strategy(..., compressions=(0.0,))")
+    assert "model.compressions" not in str(err.value)
+    assert depl_strategy(network, num_clients=2, compressions=(0.0,)).arch == "Net"
