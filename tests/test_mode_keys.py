@@ -220,6 +220,18 @@ def test_profile_command_refuses_federated_keys(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("argv, force", [([], False), (["--force"], True), (["profile.force=true"], True)])
+def test_profile_command_reads_profile_force_as_its_force_flag(tmp_path, monkeypatch, capsys, argv, force):
+    from depl_fl.cli import main
+    from depl_fl.orchestration import profiling
+
+    asked = []
+    monkeypatch.setattr(profiling, "ensure_profile",
+                        lambda cfg, force=False: asked.append(force) or ({}, tmp_path / "profile.json"))
+    assert main(["profile", f"profile.cache_dir={tmp_path}", *argv]) == 0
+    assert asked == [force]
+
+
 def test_profile_file_is_used_by_an_inprocess_job_config():
     """profile.file with in-process profiling is read as the job's profile (orchestration/profiling.py)."""
     from depl_fl.orchestration.profiling import ensure_profile
