@@ -47,7 +47,10 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   table for its options (:data:`PLAN_OPTIONS`): ``--guarantee`` with a
   method other than ``depl``, ``--eta`` with ``full`` or ``optimum``.
 * ``simulation.client_num_cpus``, ``client_num_gpus``, ``ray_num_cpus``, ``ray_address``: Ray
-  only, refused with ``simulation.backend=inprocess``. Under ``flwr run .`` the federation
+  only, refused with ``simulation.backend=inprocess``. So are the server's waits
+  (``server.node_wait_timeout_s``, ``round_timeout_s``, ``round_timeout_factor``,
+  ``round_timeout_slack_s``): the in-process grid has every node at once and
+  waits for every reply. Under ``flwr run .`` the federation
   (``pyproject.toml``, ``$FLWR_HOME/config.toml``) decides how the apps run:
   every ``simulation.*`` key is refused there.
 * ``output.dir``: read only under ``flwr run .``; a Hydra job writes into its
@@ -291,6 +294,10 @@ RULES: tuple[ModeRule, ...] = (
               "simulation.ray_num_cpus": _of("ray"),
               "simulation.ray_address": _of("ray")},
              "the in-process grid runs every client in this process"),
+    ModeRule("simulation.backend", _backend_mode,
+             {f"server.{name}": _of("ray") for name in ("node_wait_timeout_s", "round_timeout_s",
+                                                         "round_timeout_factor", "round_timeout_slack_s")},
+             "the in-process grid has every node at once and waits for every reply"),
     ModeRule("dataset.name", _switch("dataset.name", "digits"),
              {"dataset.data_dir": _of("cifar10", "gtsrb"), "dataset.test_dir": _of("folder"),
               "dataset.classes": _of("folder")},
