@@ -70,6 +70,7 @@ REFUSED = [
      f"the entry point is {USER_APP}"),
     (["model.arch=resnet"], USER_APP, "model.arch", f"the entry point is {USER_APP}"),
     (["resume=true"], USER_APP, "resume", f"the entry point is {USER_APP}"),
+    (["profile.source=inprocess"], USER_APP, "profile.source", f"the entry point is {USER_APP}"),
     # a simulation's replies time an emulation; the drift test reads wall-clock round times
     (["cost.source=measured"], HYDRA_JOB, "cost.source", "cost.clock=model"),
     (["cost.source=measured"], USER_APP, "cost.source", "cost.clock=model"),

@@ -59,7 +59,8 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   :data:`USER_APP`) brings its network, data, ``train`` function and
   ServerApp: ``simulation.*``, ``output.*``, ``dataset.*``, ``partition.*``,
   ``faults.*``, ``train.lr``, ``train.batch_size``, ``train.device``,
-  ``model.arch``, ``model.factory`` and ``resume`` are refused there
+  ``model.arch``, ``model.factory``, ``resume`` and ``profile.source`` (the
+  in-process pilots train DepL's own network on its data) are refused there
   (``train.local_epochs`` is read: the ``epochs`` its ``train`` is called with).
 * ``dataset.data_dir``: read by ``cifar10`` and ``gtsrb`` (``digits`` is
   embedded, ``folder`` nodes read their node config ``data-dir``);
@@ -263,6 +264,9 @@ RULES: tuple[ModeRule, ...] = (
              "the network is the UserNetwork you pass"),
     ModeRule("entry point", _entry, {"faults.*": _of(*_DEPL_APPS)},
              "DepL's own ClientApp injects the faults; yours trains as written"),
+    ModeRule("entry point", _entry, {"profile.source": _of(*_DEPL_APPS)},
+             "the in-process pilots train DepL's own network on its own data: your network's profile "
+             "comes from its exploration rounds"),
     ModeRule("entry point", _entry, {"resume": _of(*_DEPL_APPS)},
              "DepL's own jobs keep a checkpoint to resume from; your ServerApp starts the strategy afresh"),
     ModeRule("profile.source", _switch("profile.source", "federated"),
