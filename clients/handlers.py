@@ -122,8 +122,13 @@ def node_properties(cfg: Mapping[str, Any], context: Context,
 
     The cluster is the node config's ``cluster`` when set (a real deployment);
     in simulation only ``partition-id``/``num-partitions`` exist and the cluster
-    comes from the configured split of partition ids across node classes.
+    comes from the configured split of partition ids across node classes. A
+    node config key that misspells one DepL reads is refused in one line
+    (:func:`depl_fl.task.node_config.check_node_config`).
     """
+    from depl_fl.task.node_config import check_node_config
+
+    check_node_config(context.node_config)
     pid, num = node_partition(context)
     cluster = context.node_config.get("cluster")
     if cluster is None:

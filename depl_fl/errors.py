@@ -15,6 +15,7 @@ Hydra jobs and sweeps of ``depl_fl/main.py``):
 4    the plan checked is invalid for the scenario and targets (``evaluate``:
      the JSON is still printed, with ``"valid": false`` and its errors)
 130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM; results.json says so
+     (a signal after the job finished interrupts nothing: its own status)
 ===  ==========================================================================
 
 A sweep exits with the highest status of its failed jobs.

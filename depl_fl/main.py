@@ -21,6 +21,8 @@ when some fail, then exits non-zero with one line listing the failed jobs.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
 import signal
@@ -34,6 +36,7 @@ from omegaconf import DictConfig
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.processes import descendants, hand_to_reaper
+from depl_fl.runs.job_end import record_job_end, signals_held
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, prepare, to_plain
@@ -192,7 +195,11 @@ def _check_room(sim: Mapping[str, Any], joins: str | None = None) -> None:
         LOG.warning(warning)
 
 
-def _stop_on_signals(out_dir: str | Path) -> None:
+#: Whether the signal handlers serve a job of a sweep (set by :func:`_stop_on_signals`).
+_IN_SWEEP = [False]
+
+
+def _stop_on_signals(out_dir: str | Path, sweeping: bool | None = None) -> None:
     """Ctrl-C (SIGINT, exit 130) and SIGTERM (exit 143) end the job at once (main thread only).
 
     The handler does not raise into whatever the main thread is doing (under
@@ -200,27 +207,61 @@ def _stop_on_signals(out_dir: str | Path) -> None:
     actor in mid-message): it marks results.json interrupted and exits
     (:func:`_interrupted`). Also when the job inherited SIGINT as ignored (a
     background job of a non-interactive shell): a job that was asked to stop
-    always leaves its results.json saying so.
+    always leaves its results.json saying so. A signal after the job finished
+    (results.json final) interrupts nothing: the process exits with the job's
+    own status, except between the jobs of a sweep (``sweeping``; ``None``: as the
+    handlers installed last), which it stops.
     """
+    if sweeping is not None:
+        _IN_SWEEP[0] = sweeping
+    in_sweep = _IN_SWEEP[0]
+    _ignore_signals_at_exit()
+
     def handler(signum: int, frame: Any) -> None:
-        _interrupted(out_dir, 128 + signum)
+        _interrupted(out_dir, 128 + signum, in_sweep)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, handler)
 
 
-def _interrupted(out_dir: str | Path, status: int) -> None:
+@functools.cache
+def _ignore_signals_at_exit() -> None:
+    """Register :func:`_ignore_late_signals` once (before Ray's exit handler: it runs after Ray's)."""
+    atexit.register(_ignore_late_signals)
+
+
+def _ignore_late_signals() -> None:
+    """Ignore Ctrl-C and SIGTERM once every other exit handler has run.
+
+    Python then restores the default action of the signals it handled before
+    it tears its modules down (torch's take a while): a signal in that window
+    would end a process already leaving with its own status as killed, 130 or 143.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _interrupted(out_dir: str | Path, status: int, sweeping: bool = False) -> None:
     """Mark the job's results.json interrupted, hand its child processes to a reaper and leave at once.
 
     Under Ray the ServerApp runs in a non-daemon thread that would wait out its
     round, so the process ends with :func:`os._exit`; Ray's processes are
     stopped by a reaper once this one has exited (:mod:`depl_fl.processes`:
     stopping them from here lets Ray's core worker end the job with status 1).
+    A job that has finished keeps its results.json and, outside a sweep, its
+    exit status (:mod:`depl_fl.runs.job_end`).
     """
+    from depl_fl.runs.job_end import job_end_status
     from strategies.server_app import interrupt_job
 
     path = interrupt_job(out_dir)
-    print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
+    finished = job_end_status(out_dir)
+    if path is not None:
+        print(f"depl-fl: interrupted; {Path(path).resolve()} has summary.status interrupted", file=sys.stderr)
+    elif sweeping:
+        print(f"depl-fl: sweep interrupted after job {Path(out_dir).resolve()} finished", file=sys.stderr)
+    else:
+        status = int(finished if finished is not None else status)
     sys.stdout.flush()
     sys.stderr.flush()
     hand_to_reaper(descendants(os.getpid()))
@@ -234,9 +275,9 @@ def _hydra_main(cfg: DictConfig) -> None:
 
     _quiet_flower()
     out_dir = HydraConfig.get().runtime.output_dir
-    _stop_on_signals(out_dir)
     hydra_cfg = HydraConfig.get()
     sweeping = hydra_cfg.mode == RunMode.MULTIRUN
+    _stop_on_signals(out_dir, sweeping)
     try:
         plain = to_plain(cfg)
         if plain.get("resume"):  # the exploration the checkpoint recorded, whatever auto stands for now
@@ -247,11 +288,13 @@ def _hydra_main(cfg: DictConfig) -> None:
         plain = prepare(plain, entry=HYDRA_JOB)
         path = run_job(plain, out_dir)
     except KeyboardInterrupt:  # raised by code other than the handler (e.g. a library)
-        _interrupted(out_dir, 128 + signal.SIGINT)
+        _interrupted(out_dir, 128 + signal.SIGINT, sweeping)
     except Exception as exc:
         status = exc.exit_status if isinstance(exc, DeplError) else 1
-        mark_stopped(out_dir, "infeasible" if isinstance(exc, InfeasibleError) else "failed",
-                     " ".join(str(exc).split()))
+        with signals_held():
+            mark_stopped(out_dir, "infeasible" if isinstance(exc, InfeasibleError) else "failed",
+                         " ".join(str(exc).split()))
+            record_job_end(out_dir, status)
         if not sweeping:
             if isinstance(exc, DeplError):
                 print(f"depl-fl: {' '.join(str(exc).split())}", file=sys.stderr)

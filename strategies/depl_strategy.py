@@ -135,6 +135,11 @@ def payload_bytes(record: ArrayRecord) -> int:
     return int(sum(len(arr.data) for arr in record.values()))
 
 
+def _finite(value: Any) -> float | None:
+    """``value`` as a float, ``None`` when it is missing or not finite."""
+    return float(value) if value is not None and math.isfinite(float(value)) else None
+
+
 def _metric(record: MetricRecord | None, key: str) -> float | None:
     """``record[key]`` as a float, or None when there is no such metric."""
     return float(record[key]) if record is not None and key in record else None
@@ -457,16 +462,24 @@ class DepLStrategy(FedAvg):
         return plan
 
     def _plateau_hint(self) -> str:
-        """A clause for the no-plan error when the exploration never left the fresh model's loss."""
+        """A clause for the no-plan error when the exploration never left the fresh model's loss.
+
+        A reused profile is judged on the exploration rounds its cache file
+        records, the rounds that made it (this job explored none).
+        """
         from depl_fl.tracking.plateau import BARELY_LEARNED_SHARE, barely_learned
 
         records = getattr(self.profiler, "records", None) or []
+        fresh, rounds = self._fresh_loss(), f"in its {len(records)} exploration rounds"
+        if not records:
+            records = getattr(self.profiler, "cached_records", None) or []
+            fresh = _finite(records[0].get("loss_before")) if records else None
+            rounds = f"in the {len(records)} exploration rounds of its cached profile"
         losses = [r.get("loss") for r in records]
-        fresh = self._fresh_loss()
         if not barely_learned(fresh, losses):
             return ""
         lowest = min(float(v) for v in losses if v is not None and math.isfinite(float(v)))
-        return (f"; but first: the network barely learned in its {len(records)} exploration rounds "
+        return (f"; but first: the network barely learned {rounds} "
                 f"(validation loss {fresh:.4g} fresh, {lowest:.4g} at best, less than "
                 f"{BARELY_LEARNED_SHARE:.0%} lower): a larger learning rate ({self.learning_rate_at}) or "
                 "more exploration rounds (profile.explore.max_rounds) may take it off its starting plateau")
@@ -791,8 +804,7 @@ class DepLStrategy(FedAvg):
         divergence stop's most conservative bar).
         """
         records = getattr(self.profiler, "records", None) or []
-        loss = records[0].get("loss_before") if records else self.initial_loss
-        return float(loss) if loss is not None and math.isfinite(float(loss)) else None
+        return _finite(records[0].get("loss_before") if records else self.initial_loss)
 
     def _initial_sem(self) -> float | None:
         """Standard error of the measured initial loss (the exploration's last evaluation), if any."""

@@ -206,6 +206,10 @@ class FederatedProfiler:
         self.loss_doc: dict[str, Any] | None = None
         self.records: list[dict[str, Any]] = []
         self.reused = False
+        #: A reused profile's exploration rounds, from its cache file (empty when this job explored):
+        #: what the exploration learned is judged on them as on :attr:`records`, whose costs this job
+        #: did not pay.
+        self.cached_records: list[dict[str, Any]] = []
         self.cost_when_made: dict[str, Any] | None = None
         self.cache_file: Path | None = None
         self.wall_s = 0.0
@@ -245,7 +249,8 @@ class FederatedProfiler:
     #: one killed during the exploration continues it (``progress``).
     CHECKPOINT_STATE = ("loss_doc", "records", "reused", "cost_when_made", "cache_file", "wall_s",
                         "progress", "loss_sem", "round_costs", "loss_margin", "met_round",
-                        "met_model", "value_round", "values", "start_trend", "rates_from_prior")
+                        "met_model", "value_round", "values", "start_trend", "rates_from_prior",
+                        "cached_records")
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The exploration's outcome and records, for a checkpoint."""
@@ -302,6 +307,7 @@ class FederatedProfiler:
             cached = json.loads(self.cache_file.read_text(encoding="utf-8"))
             self.loss_doc, self.reused = cached["loss"], True
             self.cost_when_made = cached.get("profile", {}).get("cost")
+            self.cached_records = list((cached.get("fit_inputs") or {}).get("records") or [])
             made = self.cost_when_made or {}
             LOG.info("loss profile: reusing %s (made by %s exploration rounds, %.4g J)", self.cache_file,
                      made.get("rounds"), made.get("energy_j", 0))

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from flwr.app import ArrayRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
@@ -364,6 +364,8 @@ def resumed_point(summary: Mapping[str, Any]) -> str:
                         finished=completed == profile_rounds + int(summary.get("rounds") or 0))
 
 
+T = TypeVar("T")
+
 #: Set when the job is being interrupted (Ctrl-C/SIGTERM): no more "running" writes.
 STOPPING = threading.Event()
 #: Held while a round's checkpoint and results.json are written, so that an interrupt
@@ -373,20 +375,34 @@ STOPPING = threading.Event()
 RESULTS_LOCK = threading.RLock()
 
 
-def interrupt_job(out_dir: str | Path, wait_s: float = 30.0) -> Path:
+def interrupt_job(out_dir: str | Path, wait_s: float = 30.0) -> Path | None:
     """Stop checkpointing and mark ``out_dir/results.json`` interrupted; returns its path.
 
     Waits up to ``wait_s`` for a write in progress in another thread to finish.
+    A job that has finished (:func:`depl_fl.runs.job_end.job_end_status`) is
+    left as it is: ``None``.
     """
+    from depl_fl.runs.job_end import job_end_status
     from depl_fl.runs.results import mark_interrupted
 
     STOPPING.set()
     locked = RESULTS_LOCK.acquire(timeout=wait_s)
     try:
-        return mark_interrupted(out_dir)
+        return None if job_end_status(out_dir) is not None else mark_interrupted(out_dir)
     finally:
         if locked:
             RESULTS_LOCK.release()
+
+
+def end_job(out_dir: str | Path, status: int, write: Callable[[], T]) -> T:
+    """``write()`` the job's final results.json and record its exit ``status``, as one step for a
+    Ctrl-C or SIGTERM (which then ends the process with ``status``, :mod:`depl_fl.runs.job_end`)."""
+    from depl_fl.runs.job_end import record_job_end, signals_held
+
+    with RESULTS_LOCK, signals_held():
+        written = write()
+        record_job_end(out_dir, status)
+    return written
 
 
 def _checkpointer(cfg: Mapping[str, Any], out_dir: Path, clock: Callable[[], float]) -> Callable[..., None]:
@@ -484,14 +500,16 @@ def run_server(grid: Grid, cfg: Mapping[str, Any], out_dir: str | Path,
     except DeplError as exc:  # e.g. no dependable plan after the exploration rounds
         from depl_fl.runs.results import mark_stopped
 
-        mark_stopped(out_dir, "infeasible" if isinstance(exc, InfeasibleError) else "failed",
-                     " ".join(str(exc).split()))
+        stopped = "infeasible" if isinstance(exc, InfeasibleError) else "failed"
+        reason = " ".join(str(exc).split())
+        end_job(out_dir, exc.exit_status, lambda: mark_stopped(out_dir, stopped, reason))
         raise
     finally:  # the last rounds' checkpoint on the disk too, however the job ends
         flush_file(out_dir / CHECKPOINT_FILE)
     doc = build_results(strategy, cfg, wall_s=clock(), resumed_from=strategy.resumed_from)
     LOG.info("%s", summary_line(doc["summary"]))
-    return write_results(doc, out_dir, plot=bool(cfg.get("output", {}).get("plot", True)))
+    return end_job(out_dir, 0, lambda: write_results(doc, out_dir,
+                                                     plot=bool(cfg.get("output", {}).get("plot", True))))
 
 
 def _log_to_stdout() -> None:

@@ -47,21 +47,63 @@ from strategies.depl_strategy import DepLStrategy, arrays_to_state, state_to_arr
 
 __all__ = ["UserNetwork", "depl_config", "depl_strategy", "evaluate_fn", "initial_arrays"]
 
-def depl_config(num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
+#: How a refusal advises training the full network alone: DepL's override, and this app's argument.
+FULL_ONLY_OVERRIDE, FULL_ONLY_ARGUMENT = "model.compressions=[0]", "depl_strategy(..., compressions=(0.0,))"
+
+#: The variants of a user's app when neither ``compressions`` nor a ``model.compressions`` override does.
+DEFAULT_COMPRESSIONS = (0.0, 0.5)
+
+
+def depl_config(num_clients: int, compressions: Sequence[float] | None = None,
                 overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """DepL's composed configuration for a user's app (validated; one-line errors)."""
+    """DepL's composed configuration for a user's app (validated; one-line errors).
+
+    The variants are given once: by ``compressions`` or by a
+    ``model.compressions`` override (with or without ``+``); given both, they
+    must be the same list, else one line names both (neither silently wins).
+    Neither given: :data:`DEFAULT_COMPRESSIONS`. ``model.variants`` is refused:
+    here the variants are compressions of the user's network; so is a
+    ``num_clients`` override other than ``num_clients``, and every key a user's
+    app does not read (``train.lr``, ``dataset.*``, ``faults.*``, ...:
+    :data:`depl_fl.runs.mode_keys.RULES` for :data:`~depl_fl.runs.mode_keys.USER_APP`).
+    """
+    from depl_fl.runs.mode_keys import USER_APP
     from depl_fl.runs.runconfig import compose_config
 
-    values = ", ".join(repr(float(c)) for c in compressions)
-    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]",
-                          *overrides])
+    variant_keys = {"model.compressions", "model.variants"}
+    written = [key for key in map(_override_key, overrides) if key in variant_keys]
+    if "model.variants" in written:
+        raise ScenarioError("model.variants: in your own app the variants are compressions of your network; "
+                            "give them as depl_strategy(..., compressions=(0.0, 0.5)) instead")
+    asked = None if compressions is None else [float(c) for c in compressions]
+    values = ", ".join(repr(c) for c in (DEFAULT_COMPRESSIONS if asked is None else asked))
+    # The user's own override comes after this one, so write it as a change, not a second add.
+    own = [o[1:] if o.startswith("+model.compressions=") else o for o in overrides]
+    cfg = compose_config([f"num_clients={int(num_clients)}", f"+model.compressions=[{values}]", *own],
+                         entry=USER_APP)
+    if int(cfg["num_clients"]) != int(num_clients):
+        raise ScenarioError(f"num_clients: depl_strategy(num_clients={int(num_clients)}) and the override "
+                            f"num_clients={cfg['num_clients']} disagree; give it once, as the argument")
     if (cfg.get("model") or {}).get("loss") is not None:
         raise ScenarioError("model.loss: in your own app the loss is the one your train and test "
                             "functions compute (targets in its units); drop the model.loss override")
+    if cfg["model"].get("compressions") is None:
+        raise ScenarioError("~model.compressions: in your own app the variants are compressions of your "
+                            "network; give them as depl_strategy(..., compressions=(0.0, 0.5)) instead")
+    composed = [float(c) for c in cfg["model"]["compressions"]]
+    if asked is not None and written and composed != asked:
+        raise ScenarioError(f"compressions: depl_strategy(compressions={tuple(asked)}) and the override "
+                            f"model.compressions={composed} name different variants; give them once "
+                            "(drop one of the two)")
     return cfg
 
 
-def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Sequence[float] = (0.0, 0.5),
+def _override_key(override: str) -> str:
+    """The dotted key an override ``[+|++|~]key=value`` names."""
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Sequence[float] | None = None,
                   overrides: Sequence[str] = ()) -> DepLStrategy:
     """A :class:`DepLStrategy` for the user's network.
 
@@ -71,8 +113,11 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
         The network builder and one input sample's shape.
     num_clients : int
         Nodes to wait for before planning.
-    compressions : sequence of float
+    compressions : sequence of float, optional
         The variants (fraction of channels removed; 0 is the full network).
+        Not given: a ``model.compressions`` override's, else ``(0.0, 0.5)``.
+        Given together with a ``model.compressions`` override (the run
+        config's overrides, say), both must name the same variants.
     overrides : sequence of str
         Hydra overrides of DepL's configuration (``target.loss=...``,
         ``target.prob=...``, ``target.deadline_s=...``, ``clusters=...``).
@@ -80,11 +125,15 @@ def depl_strategy(network: UserNetwork, *, num_clients: int, compressions: Seque
     Raises
     ------
     depl_fl.errors.ScenarioError
-        A bad override, or a network that cannot be pruned structurally (one line).
+        A bad override, ``compressions`` and a ``model.compressions`` override
+        that disagree, or a network that cannot be pruned structurally (one line).
     """
     from strategies.server_app import build_strategy
 
-    return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+    try:
+        return build_strategy(depl_config(num_clients, compressions, overrides), network=network)
+    except ScenarioError as exc:  # the variants' advice in this app's own words: the argument
+        raise ScenarioError(str(exc).replace(FULL_ONLY_OVERRIDE, FULL_ONLY_ARGUMENT)) from None
 
 
 def initial_arrays(network: UserNetwork, seed: int = 0) -> ArrayRecord:

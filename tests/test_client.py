@@ -91,6 +91,35 @@ def test_query_reports_cluster_samples_and_partition(cfg):
     assert query_content(msg.content, _context(3, 4, cluster="A"), cfg)["properties"]["cluster"] == "A"
 
 
+@pytest.mark.parametrize("key, meant", [("clustr", "cluster"), ("data_dir", "data-dir"),
+                                        ("level-thread", "level-threads")])
+def test_query_refuses_a_node_config_key_that_misspells_one_depl_reads(cfg, key, meant):
+    from depl_fl.errors import ScenarioError
+
+    InProcessGrid(lambda m, c: m, 1)
+    msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)
+    with pytest.raises(ScenarioError) as err:
+        query_content(msg.content, _context(3, 4, **{key: "A"}), cfg)
+    assert str(err.value).startswith(f"node config {key}: unknown key; did you mean {meant}?")
+
+
+def test_query_leaves_another_apps_node_config_keys_alone(cfg):
+    InProcessGrid(lambda m, c: m, 1)
+    msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)
+    other = {"partition": 7, "cluster-id": "x", "lr": 0.1}
+    assert query_content(msg.content, _context(3, 4, **other), cfg)["properties"]["partition-id"] == 3
+
+
+def test_every_node_config_key_the_code_names_is_known():
+    from clients import warm_client
+    from depl_fl.task.devices import NODE_DEVICE_KEY
+    from depl_fl.task.node_config import NODE_CONFIG_KEYS
+
+    named = {NODE_DEVICE_KEY, warm_client.ENABLE_KEY, warm_client.IDLE_KEY, warm_client.START_KEY,
+             warm_client.REPLY_KEY}
+    assert named <= NODE_CONFIG_KEYS
+
+
 def test_query_reports_the_label_histogram_of_the_partition_only(cfg):
     InProcessGrid(lambda m, c: m, 1)
     msg = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=100, message_type=MessageType.QUERY)

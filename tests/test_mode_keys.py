@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("hydra")
 
 from depl_fl.errors import ScenarioError  # noqa: E402
-from depl_fl.runs.mode_keys import FLWR_RUN, HYDRA_JOB, RULES, check_mode_keys  # noqa: E402
+from depl_fl.runs.mode_keys import FLWR_RUN, HYDRA_JOB, RULES, USER_APP, check_mode_keys  # noqa: E402
 from depl_fl.runs.runconfig import compose_config, config_from_run_config, default_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +46,8 @@ REFUSED = [
     (["simulation=inprocess", "simulation.ray_num_cpus=2"], None, "simulation.ray_num_cpus",
      "simulation.backend=inprocess"),
     (["simulation=inprocess"], FLWR_RUN, "simulation.backend", f"the entry point is {FLWR_RUN}"),
+    (["simulation=inprocess", "server.round_timeout_slack_s=5"], HYDRA_JOB, "server.round_timeout_slack_s",
+     "simulation.backend=inprocess"),
     (["++output.dir=/tmp/out"], HYDRA_JOB, "output.dir", f"the entry point is {HYDRA_JOB}"),
     (["dataset.data_dir=/data/digits"], None, "dataset.data_dir", "dataset.name=digits"),
     (["dataset=folder", "dataset.test_dir=/t", "partition.alpha=0.5"], None, "partition.alpha",
@@ -55,6 +57,25 @@ REFUSED = [
     (["faults.kind=crash", "faults.clients=[c1]", "faults.slow_s=1"], None, "faults.slow_s",
      "faults.kind=crash"),
     (["aggregation.trim_fraction=0.3"], None, "aggregation.trim_fraction", "aggregation.rule=fedavg"),
+    # a user's own app brings its network, data, train function and ServerApp
+    (["train.lr=0.1"], USER_APP, "train.lr", f"the entry point is {USER_APP}"),
+    (["train.batch_size=8"], USER_APP, "train.batch_size", f"the entry point is {USER_APP}"),
+    (["train.device=cuda"], USER_APP, "train.device", f"the entry point is {USER_APP}"),
+    (["dataset=cifar10"], USER_APP, "dataset.name", f"the entry point is {USER_APP}"),
+    (["partition.alpha=0.5"], USER_APP, "partition.alpha", f"the entry point is {USER_APP}"),
+    (["faults.kind=scale", "faults.clients=[c1]"], USER_APP, "faults.clients",
+     f"the entry point is {USER_APP}"),
+    (["output.plot=false"], USER_APP, "output.plot", f"the entry point is {USER_APP}"),
+    (["simulation.client_num_cpus=2"], USER_APP, "simulation.client_num_cpus",
+     f"the entry point is {USER_APP}"),
+    (["model.arch=resnet"], USER_APP, "model.arch", f"the entry point is {USER_APP}"),
+    (["resume=true"], USER_APP, "resume", f"the entry point is {USER_APP}"),
+    (["profile.source=inprocess"], USER_APP, "profile.source", f"the entry point is {USER_APP}"),
+    # a simulation's replies time an emulation; the drift test reads wall-clock round times
+    (["cost.source=measured"], HYDRA_JOB, "cost.source", "cost.clock=model"),
+    (["cost.source=measured"], USER_APP, "cost.source", "cost.clock=model"),
+    (["cost.drift_rounds=4"], HYDRA_JOB, "cost.drift_rounds", "cost.clock=model"),
+    (["cost.clock=model", "cost.drift_tolerance=0.1"], FLWR_RUN, "cost.drift_tolerance", "cost.clock=model"),
 ]
 ACCEPTED = [
     ([INPROCESS, "profile.file=/data/profile.json"], None),
@@ -63,6 +84,7 @@ ACCEPTED = [
     (["tracking.enabled=true", "tracking.margin=0.1", "tracking.every_rounds=3"], None),
     (["method=full", "planner=cantelli"], None),
     (["simulation=ray", "simulation.ray_num_cpus=2"], HYDRA_JOB),
+    (["simulation=ray", "server.round_timeout_s=30", "server.node_wait_timeout_s=30"], HYDRA_JOB),
     (["++output.dir=/tmp/out"], FLWR_RUN),
     (["dataset=cifar10", "dataset.data_dir=/data/cifar10", "model=alexnet_like"], None),
     (["partition.alpha=0.5"], None),
@@ -71,6 +93,10 @@ ACCEPTED = [
     (["aggregation=trimmed_mean", "aggregation.trim_fraction=0.3"], None),
     # a key at its conf/ value is not "set", even when named
     (["profile.seeds=3", "tracking.enabled=false", "tracking.margin=0.05"], None),
+    (["train.local_epochs=3", "seed=4", "train.lr=0.05", "target.loss=0.3"], USER_APP),
+    (["cost.clock=wall", "cost.source=measured", "cost.drift_rounds=4"], HYDRA_JOB),
+    (["cost.source=measured", "cost.drift_rounds=4"], FLWR_RUN),
+    (["cost.clock=model", "cost.source=measured"], FLWR_RUN),  # a deployment measures either way
 ]
 
 
@@ -92,7 +118,8 @@ def test_a_key_the_mode_reads_is_accepted(overrides, entry):
 
 def test_every_key_of_the_table_is_a_config_key():
     """A misspelt key in the table would never refuse anything."""
-    composed = [default_config(), compose_config(["dataset=folder"])]
+    composed = [default_config(), compose_config(["dataset=folder"]),
+                compose_config(["model=custom", "model.factory=a.b:c"])]
     for rule in RULES:
         for key in rule.reads:
             dotted = key[:-2] if key.endswith(".*") else key
@@ -103,6 +130,12 @@ def test_every_key_of_the_table_is_a_config_key():
                     node = node.get(part, KeyError) if isinstance(node, dict) else KeyError
                 found = found or node is not KeyError
             assert found or dotted == "output.dir", key
+
+
+def test_a_key_two_rules_refuse_is_named_once():
+    with pytest.raises(ScenarioError) as info:
+        compose_config(["++output.dir=/tmp/out"], entry=USER_APP)
+    assert str(info.value).count("output.dir") == 1
 
 
 def test_several_ignored_keys_are_all_named():
@@ -189,6 +222,18 @@ def test_profile_command_refuses_federated_keys(tmp_path, capsys):
     assert status == 2
     assert "config profile.explore.rounds=3: not read when profile.source=inprocess" in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv, force", [([], False), (["--force"], True), (["profile.force=true"], True)])
+def test_profile_command_reads_profile_force_as_its_force_flag(tmp_path, monkeypatch, capsys, argv, force):
+    from depl_fl.cli import main
+    from depl_fl.orchestration import profiling
+
+    asked = []
+    monkeypatch.setattr(profiling, "ensure_profile",
+                        lambda cfg, force=False: asked.append(force) or ({}, tmp_path / "profile.json"))
+    assert main(["profile", f"profile.cache_dir={tmp_path}", *argv]) == 0
+    assert asked == [force]
 
 
 def test_profile_file_is_used_by_an_inprocess_job_config():

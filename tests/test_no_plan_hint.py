@@ -92,3 +92,29 @@ def test_in_a_users_own_app_the_no_plan_error_points_at_its_train_function_not_t
     assert "the network barely learned in its 9 exploration rounds" in message
     assert "a larger learning rate (in your train function) or more exploration rounds" in message
     assert "train.lr" not in message and "\n" not in message
+
+
+def test_a_job_reusing_a_cached_profile_gives_the_hint_its_exploration_would_have(tmp_path):
+    import json
+
+    from depl_fl.orchestration.profiling import federated_key
+    from strategies.federated_profiling import FederatedProfiler
+
+    cfg = compose_config(["num_clients=2", "simulation=inprocess", "tracking.enabled=false",
+                          f"profile.cache_dir={tmp_path}"])
+    job = SimpleNamespace(properties={"c0": {"cluster": "A", "num-samples": 12},
+                                      "c1": {"cluster": "B", "num-samples": 12}})
+    explored = _given_exploration(_strategy(PLATEAU[1:]), PLATEAU[1:]).profiler.records
+    (tmp_path / f"profile-fed-{federated_key(cfg, job.properties)}.json").write_text(json.dumps(
+        {"loss": {"initial": 2.31}, "profile": {"cost": {"rounds": 9}}, "fit_inputs": {"records": explored}}))
+    profiler = FederatedProfiler(cfg, None)
+    assert profiler.run(job, None, "fresh arrays", None, 1.0, None) == "fresh arrays"
+    assert profiler.reused and profiler.records == []  # this job paid for no exploration round
+
+    strategy = _strategy(PLATEAU[1:])
+    strategy.profiler = profiler
+    with pytest.raises(InfeasibleError) as err:
+        strategy.make_initial_plan()
+    message = str(err.value)
+    assert ("the network barely learned in the 9 exploration rounds of its cached profile (validation loss "
+            "2.31 fresh, 2.21 at best, less than 10% lower): a larger learning rate (train.lr)") in message

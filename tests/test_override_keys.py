@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
     ("++num_client=3", "override num_client: unknown key; did you mean num_clients?"),
     ("~tracking.margn", "override tracking.margn: unknown key; did you mean tracking.margin"),
     ("+foo=1", "override foo: unknown key (every key"),
+    # the model group takes the keys some network's file declares, not any key under model.
+    ("+model.compresions=[0,0.5]", "override model.compresions: unknown key; did you mean model.compr"),
+    ("++model.los=a.b:c", "override model.los: unknown key; did you mean model.loss"),
+    ("+model.regime.powr=1.2", "override model.regime.powr: unknown key; did you mean model.regime.power"),
 ])
 def test_an_unknown_key_is_refused_with_the_closest_known_ones(override, message):
     with pytest.raises(ScenarioError, match=re.escape(message)):

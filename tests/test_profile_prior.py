@@ -60,6 +60,17 @@ def test_a_results_file_leads_to_its_cache_and_its_configuration_says_the_task(t
         load_prior(results, other)
 
 
+def test_a_users_network_takes_only_a_prior_of_that_network(tmp_path):
+    user = {"dataset": {"name": "digits"}, "model": {"arch": "digits_cnn", "network": "0123456789abcdef"}}
+    with pytest.raises(ScenarioError, match=r"network digits_cnn; this job: dataset digits, network a user's "
+                                            r"network \(digest 0123456789ab\)"):
+        load_prior(_cache(tmp_path, task_of(CFG)), user)  # DepL's own digits CNN: another network
+    assert load_prior(_cache(tmp_path, task_of(user)), user).rounds == 2
+    other = {**user, "model": {**user["model"], "network": "fedcba9876543210"}}
+    with pytest.raises(ScenarioError, match="another task"):
+        load_prior(_cache(tmp_path, task_of(other)), user)
+
+
 @pytest.mark.parametrize("case, message", [
     ("missing", "does not exist"),
     ("text", "not readable JSON"),

@@ -263,3 +263,63 @@ def test_resuming_a_finished_job_says_so_in_the_summarys_numbers(tmp_path):
     assert [r["round"] for r in doc["rounds"]] == [r["round"] for r in done["rounds"]]
     assert doc["summary"]["rounds"] == trained and doc["summary"]["resumed_from"] == explored + trained
     assert f"{trained} rounds" in stdout + stderr and f"resumed after {point}" in stdout + stderr
+
+
+#: A process that sets up a job's signal handlers, lets the job end as ``END`` says, then
+#: SIGTERMs itself: ``finished`` (results final, exit status recorded), ``running`` (not finished).
+LATE_SIGNAL = """
+import json, os, signal, sys, time
+from pathlib import Path
+from depl_fl import main
+from strategies.server_app import end_job
+
+out, end, sweeping = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "sweep"
+main._stop_on_signals(out, sweeping)
+results = out / "results.json"
+if end == "running":
+    results.write_text(json.dumps({"summary": {"status": "running", "rounds": 1}, "rounds": []}))
+else:
+    status, word = {"completed": (0, "completed"), "infeasible": (3, "infeasible")}[end]
+    end_job(out, status, lambda: results.write_text(json.dumps({"summary": {"status": word}, "rounds": []})))
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)
+sys.exit(99)
+"""
+
+
+@pytest.mark.parametrize(("end", "mode", "status", "kept"),
+                         [("completed", "job", 0, "completed"), ("infeasible", "job", 3, "infeasible"),
+                          ("running", "job", 128 + signal.SIGTERM, "interrupted"),
+                          ("completed", "sweep", 128 + signal.SIGTERM, "completed")])
+def test_a_signal_after_the_job_finished_exits_with_the_jobs_own_status(tmp_path, end, mode, status, kept):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", LATE_SIGNAL, str(tmp_path), end, mode], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == status, proc.stderr[-3000:]
+    assert _results(tmp_path)["summary"]["status"] == kept
+    assert ("has summary.status interrupted" in proc.stderr) == (kept == "interrupted")
+
+
+#: A finished job's process that gets SIGTERM while Python tears its modules down, after every
+#: exit handler (the signal's default action restored by then): here from a module global's __del__.
+SIGNAL_AT_EXIT = """
+import os, signal, sys, time
+from depl_fl import main
+from strategies.server_app import end_job
+
+class LateSignal:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+
+late = LateSignal()
+main._stop_on_signals(sys.argv[1], False)
+end_job(sys.argv[1], 0, lambda: None)
+"""
+
+
+def test_a_signal_while_a_finished_job_exits_leaves_its_exit_status(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_EXIT, str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -41,9 +41,23 @@ PRIOR_ROUND_OFFSET = 1_000_000
 
 
 def task_of(cfg: Mapping[str, Any]) -> dict[str, str]:
-    """The task a profile belongs to: the dataset's name and the network's architecture."""
-    return {"dataset": str((cfg.get("dataset") or {}).get("name")),
-            "arch": str((cfg.get("model") or {}).get("arch"))}
+    """The task a profile belongs to: the dataset's name and the network's architecture.
+
+    A user's own network (``model.network``, its digest, set by
+    :func:`strategies.server_app.profile_config`) is part of it: such a job's
+    configuration still names DepL's default architecture, which its network is not.
+    """
+    model = cfg.get("model") or {}
+    task = {"dataset": str((cfg.get("dataset") or {}).get("name")), "arch": str(model.get("arch"))}
+    if model.get("network"):
+        task["network"] = str(model["network"])
+    return task
+
+
+def _network_text(task: Mapping[str, Any]) -> str:
+    """How an error names a task's network: its architecture, or a user's network by its digest."""
+    digest = task.get("network")
+    return f"a user's network (digest {str(digest)[:12]})" if digest else str(task.get("arch"))
 
 
 @dataclass(frozen=True)
@@ -117,8 +131,8 @@ def load_prior(path: str | Path, cfg: Mapping[str, Any]) -> ProfilePrior:
     wanted = task_of(cfg)
     if dict(task) != wanted:
         raise ScenarioError(f"profile.prior: {path} is a profile of another task (dataset "
-                            f"{task.get('dataset')}, network {task.get('arch')}; this job: dataset "
-                            f"{wanted['dataset']}, network {wanted['arch']})")
+                            f"{task.get('dataset')}, network {_network_text(task)}; this job: dataset "
+                            f"{wanted['dataset']}, network {_network_text(wanted)})")
     records = list(inputs.get("records") or ())
     trajectories = {str(m): (tuple(float(v) for v in t[0]), tuple(float(v) for v in t[1]))
                     for m, t in (inputs.get("trajectories") or {}).items()}

@@ -468,7 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Fit the loss profile (l_run, l_sw) of a configuration from in-process pilot "
                     "federations and write it as a scenario file (cached in profile.cache_dir).")
     parser.add_argument("--out", default=None, help="write the scenario file here too")
-    parser.add_argument("--force", action="store_true", help="re-run the pilots even if cached")
+    parser.add_argument("--force", action="store_true",
+                        help="re-run the pilots even if cached (as the override profile.force=true)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. num_clients=20 model=digits_cnn")
     args = parse_or_status(parser, argv)
     if isinstance(args, int):
@@ -478,7 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = compose_config([*args.overrides, "profile.source=inprocess"])
     # The pilots train on train.device: resolved here (auto keys the cache as what it became).
     cfg = resolve_job_devices(cfg, simulation=False)
-    doc, path = ensure_profile(cfg, force=args.force)
+    # --force and profile.force=true say the same (a job reads the key).
+    doc, path = ensure_profile(cfg, force=args.force or bool(cfg["profile"].get("force")))
     if args.out:
         out = Path(args.out)
         try:

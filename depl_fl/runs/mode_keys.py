@@ -1,10 +1,10 @@
 """Which configuration keys each mode of a job reads, and the refusal of a setting its mode ignores.
 
 A job's mode is picked by a few switches: the entry point (a Hydra job of
-``depl_fl/main.py``, or ``flwr run .``), ``simulation.backend``,
+``depl_fl/main.py``, ``flwr run .``, or a user's own app), ``simulation.backend``,
 ``profile.source``, ``profile.file``, ``profile.plan_regime.enabled``,
-``tracking.enabled``, ``method``, ``dataset.name``, ``faults.kind`` and
-``aggregation.rule``. Some keys are read in one mode only. A key that is
+``tracking.enabled``, ``method``, ``dataset.name``, ``faults.kind``,
+``aggregation.rule`` and ``cost.clock``. Some keys are read in one mode only. A key that is
 *set* -- its value differs from the one ``conf/`` gives it, e.g. because an
 override names it -- while the chosen mode does not read it is refused before
 anything starts: one line naming the key and the mode that ignores it
@@ -47,11 +47,21 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   table for its options (:data:`PLAN_OPTIONS`): ``--guarantee`` with a
   method other than ``depl``, ``--eta`` with ``full`` or ``optimum``.
 * ``simulation.client_num_cpus``, ``client_num_gpus``, ``ray_num_cpus``, ``ray_address``: Ray
-  only, refused with ``simulation.backend=inprocess``. Under ``flwr run .`` the federation
+  only, refused with ``simulation.backend=inprocess``. So are the server's waits
+  (``server.node_wait_timeout_s``, ``round_timeout_s``, ``round_timeout_factor``,
+  ``round_timeout_slack_s``): the in-process grid has every node at once and
+  waits for every reply. Under ``flwr run .`` the federation
   (``pyproject.toml``, ``$FLWR_HOME/config.toml``) decides how the apps run:
   every ``simulation.*`` key is refused there.
 * ``output.dir``: read only under ``flwr run .``; a Hydra job writes into its
   job folder (set it with ``hydra.run.dir=PATH``), so it is refused there.
+* A user's own Flower app (:mod:`strategies.user_app`, entry point
+  :data:`USER_APP`) brings its network, data, ``train`` function and
+  ServerApp: ``simulation.*``, ``output.*``, ``dataset.*``, ``partition.*``,
+  ``faults.*``, ``train.lr``, ``train.batch_size``, ``train.device``,
+  ``model.arch``, ``model.factory``, ``resume`` and ``profile.source`` (the
+  in-process pilots train DepL's own network on its data) are refused there
+  (``train.local_epochs`` is read: the ``epochs`` its ``train`` is called with).
 * ``dataset.data_dir``: read by ``cifar10`` and ``gtsrb`` (``digits`` is
   embedded, ``folder`` nodes read their node config ``data-dir``);
   ``dataset.test_dir`` and ``classes``: ``folder`` only; ``partition.alpha``:
@@ -61,6 +71,11 @@ Decisions, key by key (:data:`RULES` is the table the check reads):
   ``faults.scale``: ``faults.kind=scale`` only; ``faults.slow_s``:
   ``faults.kind=slow`` only.
 * ``aggregation.trim_fraction``: ``aggregation.rule=trimmed_mean`` only.
+* ``cost.drift_tolerance``, ``drift_rounds``: the wall clock only
+  (``cost.clock=wall``, or ``auto`` under ``flwr run .``); ``cost.source``
+  (``measured``): under ``flwr run .``, elsewhere with ``cost.clock=wall``
+  only (a simulation's replies time an emulation). Library calls
+  (no entry point) skip both rules.
 
 A default of ``auto`` (the exploration options that follow tracking,
 :mod:`depl_fl.runs.exploration_choice`) counts as the value it resolves to
@@ -91,6 +106,9 @@ from depl_fl.runs.exploration_choice import (
 #: Entry points that check a configuration (``None``: a library call, e.g. a test or benchmark).
 HYDRA_JOB = "a Hydra job (depl_fl/main.py)"
 FLWR_RUN = "flwr run ."
+USER_APP = "your own Flower app (strategies.user_app)"
+#: The entry points that run DepL's own network, data and ClientApp.
+_DEPL_APPS = (HYDRA_JOB, FLWR_RUN)
 
 _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "profile.switch_at",
                "profile.subset_fractions", "profile.spread_horizon")
@@ -206,7 +224,20 @@ def _entry(cfg: Mapping[str, Any], entry: str | None) -> str | None:
 
 
 def _backend_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
-    return None if entry == FLWR_RUN else _text(_value(cfg, "simulation.backend", "ray"))
+    return None if entry in (FLWR_RUN, USER_APP) else _text(_value(cfg, "simulation.backend", "ray"))
+
+
+def _clock_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
+    """What the deadline counts: ``cost.clock``, ``auto`` resolved (wall under ``flwr run .``, else model)."""
+    if entry is None:
+        return None
+    clock = _text(_value(cfg, "cost.clock", "auto"))
+    return clock if clock != "auto" else ("wall" if entry == FLWR_RUN else "model")
+
+
+def _simulated_clock_mode(cfg: Mapping[str, Any], entry: str | None) -> str | None:
+    """:func:`_clock_mode` where the replies time an emulation (every entry point but ``flwr run .``)."""
+    return None if entry == FLWR_RUN else _clock_mode(cfg, entry)
 
 
 def _of(*modes: str) -> frozenset[str]:
@@ -217,8 +248,27 @@ def _of(*modes: str) -> frozenset[str]:
 RULES: tuple[ModeRule, ...] = (
     ModeRule("entry point", _entry, {"simulation.*": _of(HYDRA_JOB)},
              "under flwr run the federation, not this config, decides how the apps run"),
+    ModeRule("entry point", _entry, {"output.*": _of(*_DEPL_APPS)},
+             "your ServerApp writes what it keeps"),
     ModeRule("entry point", _entry, {"output.dir": _of(FLWR_RUN)},
              "a Hydra job writes into its job folder: set hydra.run.dir=PATH"),
+    ModeRule("entry point", _entry, {"dataset.*": _of(*_DEPL_APPS), "partition.*": _of(*_DEPL_APPS)},
+             "your ClientApp loads its own data"),
+    ModeRule("entry point", _entry, {"train.lr": _of(*_DEPL_APPS)},
+             "your train function sets the learning rate"),
+    ModeRule("entry point", _entry, {"train.batch_size": _of(*_DEPL_APPS)},
+             "your data loaders set the batch size"),
+    ModeRule("entry point", _entry, {"train.device": _of(*_DEPL_APPS)},
+             "DepLClient(..., device=), a node config device and evaluate_fn(..., device=) set it"),
+    ModeRule("entry point", _entry, {"model.arch": _of(*_DEPL_APPS), "model.factory": _of(*_DEPL_APPS)},
+             "the network is the UserNetwork you pass"),
+    ModeRule("entry point", _entry, {"faults.*": _of(*_DEPL_APPS)},
+             "DepL's own ClientApp injects the faults; yours trains as written"),
+    ModeRule("entry point", _entry, {"profile.source": _of(*_DEPL_APPS)},
+             "the in-process pilots train DepL's own network on its own data: your network's profile "
+             "comes from its exploration rounds"),
+    ModeRule("entry point", _entry, {"resume": _of(*_DEPL_APPS)},
+             "DepL's own jobs keep a checkpoint to resume from; your ServerApp starts the strategy afresh"),
     ModeRule("profile.source", _switch("profile.source", "federated"),
              {key: _of("inprocess") for key in (*_PILOT_KEYS, "profile.file")},
              "federated profiling measures the profile in exploration rounds on the clients"),
@@ -248,6 +298,10 @@ RULES: tuple[ModeRule, ...] = (
               "simulation.ray_num_cpus": _of("ray"),
               "simulation.ray_address": _of("ray")},
              "the in-process grid runs every client in this process"),
+    ModeRule("simulation.backend", _backend_mode,
+             {f"server.{name}": _of("ray") for name in ("node_wait_timeout_s", "round_timeout_s",
+                                                         "round_timeout_factor", "round_timeout_slack_s")},
+             "the in-process grid has every node at once and waits for every reply"),
     ModeRule("dataset.name", _switch("dataset.name", "digits"),
              {"dataset.data_dir": _of("cifar10", "gtsrb"), "dataset.test_dir": _of("folder"),
               "dataset.classes": _of("folder")},
@@ -260,6 +314,12 @@ RULES: tuple[ModeRule, ...] = (
               "faults.scale": _of("scale"), "faults.slow_s": _of("slow")}),
     ModeRule("aggregation.rule", _switch("aggregation.rule", "fedavg"),
              {"aggregation.trim_fraction": _of("trimmed_mean")}),
+    ModeRule("cost.clock", _simulated_clock_mode, {"cost.source": _of("wall")},
+             "in simulation the replies time an emulation, not a device: the declared cost table stays "
+             "(cost.clock auto counts modelled seconds there)"),
+    ModeRule("cost.clock", _clock_mode,
+             {"cost.drift_tolerance": _of("wall"), "cost.drift_rounds": _of("wall")},
+             "the drift test compares wall-clock round times with the plan's"),
 )
 
 
@@ -327,7 +387,7 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
     defaults : mapping
         The configuration ``conf/`` composes without overrides.
     entry : str, optional
-        :data:`HYDRA_JOB`, :data:`FLWR_RUN` or ``None`` (entry-point rules skipped).
+        :data:`HYDRA_JOB`, :data:`FLWR_RUN`, :data:`USER_APP` or ``None`` (entry-point rules skipped).
     """
     cfg = resolve_exploration(cfg)
     defaults = resolve_exploration(with_model_defaults(defaults, cfg), tracking=tracking_enabled(cfg),
@@ -345,7 +405,7 @@ def ignored_settings(cfg: Mapping[str, Any], defaults: Mapping[str, Any],
             if value is _MISSING:
                 continue
             found = first_difference(value, _value(defaults, dotted), dotted)
-            if found is not None:
+            if found is not None and all(found != key for key, _, _ in out):
                 out.append((found, rule, mode))
     return out
 

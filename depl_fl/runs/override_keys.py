@@ -17,9 +17,26 @@ from typing import Any
 
 from depl_fl.errors import ScenarioError
 
-#: Sections a user may add keys to with ``+``/``++``: the model group is read beyond its ``conf/``
-#: keys (``model.compressions`` on every network, ``model.regime.*``, see ``conf/profile/default.yaml``).
-OPEN_SECTIONS = ("model.",)
+
+def addable_keys(conf_dir: str) -> frozenset[str]:
+    """Keys a user may add with ``+``/``++`` though the chosen model's file lacks them.
+
+    The model group is read beyond each file's own keys: every key that some
+    ``conf/model/`` file declares (``model.compressions`` on every network,
+    ``model.factory``, ...) and ``model.regime.NAME`` for every plan-regime
+    constant (``profile.plan_regime`` in ``conf/profile/``). Any other added
+    key, ``+model.compresions`` say, is refused like an unknown key.
+    """
+    from omegaconf import OmegaConf
+
+    root = Path(conf_dir)
+    keys: set[str] = set()
+    for path in sorted((root / "model").glob("*.yaml")):
+        keys.update(f"model.{k}" for k in config_keys(OmegaConf.to_container(OmegaConf.load(path))))
+    for path in sorted((root / "profile").glob("*.yaml")):
+        regime = OmegaConf.to_container(OmegaConf.load(path)).get("plan_regime")
+        keys.update(f"model.regime.{k}" for k in config_keys(regime) if k != "enabled")
+    return frozenset(keys)
 
 
 def config_keys(node: Any, prefix: str = "") -> dict[str, bool]:
@@ -44,7 +61,7 @@ def check_override_keys(conf_dir: str, overrides: Sequence[str], added_only: boo
     """Raise :func:`unknown_key` for the first override of a key the composed configuration lacks.
 
     ``hydra.*`` overrides and config group choices are Hydra's to check;
-    keys under :data:`OPEN_SECTIONS` may be added. Overrides that do not
+    the keys :func:`addable_keys` names may be added. Overrides that do not
     parse are left to the caller's composition. ``added_only``: look only at
     keys added with ``+``/``++`` and compose nothing when there are none (a
     changed key that is unknown fails Hydra's own composition: check again
@@ -65,8 +82,9 @@ def check_override_keys(conf_dir: str, overrides: Sequence[str], added_only: boo
         parsed = OverridesParser.create().parse_overrides(list(own))
     except HydraException:
         return
+    addable = addable_keys(conf_dir)
     if added_only and not any((ov.is_add() or ov.is_force_add()) and not is_group(ov.key_or_group)
-                              and not str(ov.key_or_group).startswith(OPEN_SECTIONS) for ov in parsed):
+                              and str(ov.key_or_group) not in addable for ov in parsed):
         return
     groups = [ov.input_line for ov in parsed
               if is_group(ov.key_or_group) and not ov.is_delete() and not ov.is_sweep_override()]
@@ -82,6 +100,6 @@ def check_override_keys(conf_dir: str, overrides: Sequence[str], added_only: boo
     known = config_keys(cfg)
     for ov in parsed:
         key = str(ov.key_or_group)
-        if is_group(key) or key in known or key.startswith(OPEN_SECTIONS):
+        if is_group(key) or key in known or key in addable:
             continue
-        raise unknown_key(key, sorted(k for k, leaf in known.items() if leaf))
+        raise unknown_key(key, sorted({k for k, leaf in known.items() if leaf} | addable))

@@ -53,7 +53,7 @@ def validate(cfg: Mapping[str, Any], entry: str | None = None) -> None:
     called: pydantic), then :func:`depl_fl.runs.mode_keys.check_mode_keys`:
     a key set away from its ``conf/`` value that the chosen mode does not read
     is refused (``auto`` in ``conf/`` counts as the value it resolves to).
-    ``entry`` is the entry point (``mode_keys.HYDRA_JOB`` or
+    ``entry`` is the entry point (``mode_keys.HYDRA_JOB``, ``mode_keys.USER_APP`` or
     ``mode_keys.FLWR_RUN``; ``None`` skips the rules that depend on it).
     """
     from depl_fl.runs.config_schema import check_fault_clients, validate_config
