@@ -45,6 +45,15 @@ WORKING = {
     "checkpointed_net": ("conv1", "block.0", "block.2"),
     "layer_norm_mlp": ("inp", "fc1"),
     "ordered_dict_net": ("conv1", "conv2"),
+    "dilated_pad_net": ("conv1", "conv2", "conv3"),   # per-channel PReLU sliced
+    "regularized_net": ("conv1", "conv2", "fc1"),
+    "unflatten_net": ("conv",),                      # stem.1 whole: nn.Unflatten views it as 16 maps
+    "row_conv1d_net": ("conv1", "conv2"),
+    "gray_to_rgb_net": ("conv1", "conv2"),
+    "shared_block_net": ("stem", "conv"),            # the block applied twice shares the stem's channels
+    "unfold_net": ("conv",),                         # patch whole: reshaped to a fixed 16-channel map
+    "param_dict_scale_net": ("conv1", "conv2"),      # the ParameterDict/ParameterList vectors sliced
+    "upsampled_input_net": ("conv1", "conv2"),
 }
 #: Refused networks: what the one-line refusal says (the layer where the pruned forward breaks).
 REFUSED = {
@@ -136,6 +145,19 @@ def test_a_group_an_aux_head_reads_at_a_hard_coded_width_is_kept_whole():
     layout = network_layout(_geo("hard_coded_aux_net"))
     assert layout.kept == ("conv2",)
     assert layout.sub_shapes(0.5)["aux.weight"] == (10, 512)
+
+
+def test_per_channel_vectors_are_sliced_and_a_scalar_parameter_travels_whole():
+    """A ``[C]`` scale indexed to broadcast, ParameterDict/List entries and a per-channel PReLU follow the
+    channels; a scalar temperature and the input normalisation buffers stay as they are."""
+    shapes = network_layout(_geo("temperature_scale_net")).sub_shapes(0.5)
+    assert shapes["scale"] == (8,) and shapes["temperature"] == ()
+    shapes = network_layout(_geo("param_dict_scale_net")).sub_shapes(0.5)
+    assert shapes["scales.s1"] == shapes["shifts.0"] == (8,)
+    assert shapes["scales.s2"] == shapes["shifts.1"] == (16,)
+    assert network_layout(_geo("dilated_pad_net")).sub_shapes(0.5)["prelu2.weight"] == (16,)
+    shapes = network_layout(_geo("normalized_input_net")).sub_shapes(0.5)
+    assert shapes["mean"] == shapes["std"] == (1, 1, 1, 1) and shapes["channel_gain"] == (1, 8, 1, 1)
 
 
 # --- DepL rounds in process: a compressed and a full round, bytes as modelled ---

@@ -7,7 +7,12 @@ head behind a custom ``torch.autograd.Function``; an encoder/decoder with
 ``nn.Upsample`` and ``ConvTranspose2d``, a learnable per-channel scale and a
 scalar temperature, concat pooling (``F.adaptive_max_pool2d`` beside a mean)
 into a bias-free head, input normalisation as float buffers, activation
-checkpointing, an ``nn.Sequential`` from an ``OrderedDict``, a LayerNorm MLP;
+checkpointing, an ``nn.Sequential`` from an ``OrderedDict``, a LayerNorm MLP,
+dilated convs after reflection and zero padding with per-channel PReLU,
+Mish/SELU/LocalResponseNorm/Dropout2d/AlphaDropout, ``nn.Unflatten``, a
+Conv1d over the rows, a stem that repeats a gray input to RGB, a block
+applied twice, ``F.unfold`` patches, an ``nn.ParameterDict`` of scales,
+``F.interpolate`` of the input;
 and networks refused in one line: a 1x1 conv written with ``torch.einsum`` on
 a bare parameter, ``nn.Bilinear``, a bidirectional two-layer LSTM after a
 conv, and a stem that ignores ``in_channels``
@@ -260,6 +265,151 @@ class LayerNormMLP(nn.Module):
         return self.head(self.norm2(h))
 
 
+class DilatedPadNet(nn.Module):
+    """Reflection and zero padding before dilated convs, ``nn.PReLU(num_parameters=C)``, ``torch.amax``."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.pad1 = nn.ReflectionPad2d(2)
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, dilation=2)
+        self.prelu1 = nn.PReLU(num_parameters=16)
+        self.pad2 = nn.ZeroPad2d((1, 1, 1, 1))
+        self.conv2 = nn.Conv2d(16, 32, 3)
+        self.prelu2 = nn.PReLU(num_parameters=32)
+        self.conv3 = nn.Conv2d(32, 32, 3, padding=4, dilation=4)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.prelu2(self.conv2(self.pad2(self.prelu1(self.conv1(self.pad1(x))))))
+        return self.fc(torch.amax(F.relu(self.conv3(x)), dim=(2, 3)))
+
+
+class RegularizedNet(nn.Module):
+    """Mish, ``nn.LocalResponseNorm``, ``nn.Dropout2d``; SELU with ``nn.AlphaDropout`` in the classifier."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.lrn = nn.LocalResponseNorm(5)
+        self.drop2d = nn.Dropout2d(0.1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc1 = nn.Linear(32, 48)
+        self.adrop = nn.AlphaDropout(0.1)
+        self.fc2 = nn.Linear(48, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.drop2d(self.lrn(F.mish(self.conv1(x))))
+        x = F.max_pool2d(F.mish(self.conv2(x)), 2)
+        x = self.adrop(F.selu(self.fc1(torch.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1))))
+        return self.fc2(x)
+
+
+class UnflattenNet(nn.Module):
+    """A linear stem made feature maps by ``nn.Unflatten(1, (16, 4, 4))`` (a DCGAN-generator-like stem)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 64, 16 * 4 * 4), nn.ReLU(),
+                                  nn.Unflatten(1, (16, 4, 4)))
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.fc(F.relu(self.conv(self.stem(x))).mean((2, 3)))
+
+
+class RowConv1dNet(nn.Module):
+    """The image rows as a sequence: ``nn.Conv1d`` over the rows, each row's pixels its features."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(in_channels * 8, 32, 3, padding=1)
+        self.conv2 = nn.Conv1d(32, 32, 3, padding=2, dilation=2)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, c, h, w = x.shape
+        rows = x.permute(0, 1, 3, 2).reshape(b, c * w, h)   # (batch, features, length = rows)
+        return self.fc(F.relu(self.conv2(F.relu(self.conv1(rows)))).amax(-1))
+
+
+class GrayToRGBNet(nn.Module):
+    """Ignores ``in_channels``: a 3-channel stem, a 1-channel input repeated to 3 channels first."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        if x.shape[1] == 1:
+            x = x.repeat(1, 3, 1, 1)
+        return self.fc(F.relu(self.conv2(F.relu(self.conv1(x)))).mean((2, 3)))
+
+
+class SharedBlockNet(nn.Module):
+    """One conv-BN-ReLU block applied twice in a row (shared weights)."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 16, 3, padding=1)
+        self.block = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.block(self.block(F.relu(self.stem(x))))
+        return self.fc(F.relu(self.conv(x)).mean((2, 3)))
+
+
+class UnfoldNet(nn.Module):
+    """2x2 patches by ``F.unfold``, a linear per patch, reshaped back to a 4x4 map, a conv."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.patch = nn.Linear(in_channels * 4, 16)
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        patches = F.unfold(x, 2, stride=2).transpose(1, 2)          # (batch, 16 patches, C * 4)
+        maps = F.relu(self.patch(patches)).transpose(1, 2).reshape(x.shape[0], 16, 4, 4)
+        return self.fc(F.relu(self.conv(maps)).mean((2, 3)))
+
+
+class ParamDictScaleNet(nn.Module):
+    """Per-channel scales in an ``nn.ParameterDict`` and shifts in an ``nn.ParameterList``."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.scales = nn.ParameterDict({"s1": nn.Parameter(torch.ones(16)),
+                                        "s2": nn.Parameter(torch.ones(32))})
+        self.shifts = nn.ParameterList([nn.Parameter(torch.zeros(16)), nn.Parameter(torch.zeros(32))])
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.relu(self.conv1(x) * self.scales["s1"].view(1, -1, 1, 1) + self.shifts[0].view(1, -1, 1, 1))
+        x = F.relu(self.conv2(x) * self.scales["s2"].view(1, -1, 1, 1) + self.shifts[1].view(1, -1, 1, 1))
+        return self.fc(x.mean((2, 3)))
+
+
+class UpsampledInputNet(nn.Module):
+    """The digits upsampled to 16x16 by ``F.interpolate`` first, a circular-padded conv, a flatten head."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, padding_mode="circular")
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.fc = nn.Linear(32 * 4 * 4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = F.max_pool2d(F.relu(self.conv1(F.interpolate(x, size=(16, 16), mode="nearest"))), 2)
+        return self.fc(torch.flatten(F.relu(self.conv2(x)), 1))
+
+
 class EinsumNet(nn.Module):
     """A 1x1 conv written as ``torch.einsum("bchw,oc->bohw", x, w)`` on a bare parameter (refused)."""
 
@@ -345,6 +495,15 @@ concat_pool_net = _factory(ConcatPoolNet)
 normalized_input_net = _factory(NormalizedInputNet)
 checkpointed_net = _factory(CheckpointedNet)
 layer_norm_mlp = _factory(LayerNormMLP)
+dilated_pad_net = _factory(DilatedPadNet)
+regularized_net = _factory(RegularizedNet)
+unflatten_net = _factory(UnflattenNet)
+row_conv1d_net = _factory(RowConv1dNet)
+gray_to_rgb_net = _factory(GrayToRGBNet)
+shared_block_net = _factory(SharedBlockNet)
+unfold_net = _factory(UnfoldNet)
+param_dict_scale_net = _factory(ParamDictScaleNet)
+upsampled_input_net = _factory(UpsampledInputNet)
 einsum_net = _factory(EinsumNet)
 bilinear_net = _factory(BilinearNet)
 bilstm_net = _factory(BiLSTMNet)
