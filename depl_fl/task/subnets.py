@@ -196,19 +196,34 @@ def _every_output(model: nn.Module, x: torch.Tensor, training: TrainingOutputs) 
 
 @contextlib.contextmanager
 def _training_mode(model: nn.Module) -> Iterator[None]:
-    """Within: ``model`` in training mode; after: its mode and state (running statistics) as before.
+    """Within: ``model`` in training mode; after: its mode and buffers (running statistics) as before.
 
     On the model itself, not a copy: a hook-based weight or spectral norm
-    holds a computed weight that cannot be deep-copied.
+    holds a computed weight that cannot be deep-copied. Saved: the buffers,
+    and the parameters of the user's own modules (a data-dependent
+    initialisation such as ActNorm's sets them in its first training
+    forward); torch's layers never change their parameters in a forward, and
+    copying a large network's weights would double the cost of the probe.
     """
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    saved = {name: t.detach().clone() for name, t in _forward_mutable(model)}
     was_training = model.training
     try:
         yield model.train()
     finally:
         model.train(was_training)
         with torch.no_grad():
-            model.load_state_dict(state)
+            for name, t in _forward_mutable(model):
+                if name in saved and t.shape == saved[name].shape:
+                    t.copy_(saved[name])
+
+
+def _forward_mutable(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The entries a forward may change: every buffer, and the parameters of modules not from torch."""
+    yield from model.named_buffers()
+    for prefix, module in model.named_modules():
+        if not type(module).__module__.startswith("torch."):
+            for name, param in module.named_parameters(recurse=False):
+                yield (f"{prefix}.{name}" if prefix else name), param
 
 
 def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutputs) -> Any:
