@@ -102,6 +102,38 @@ def test_the_networks_a_job_builds_return_their_logits_in_both_modes(name):
     assert isinstance(build_skeleton(_geo(name), 0.5).train()(torch.rand(2, 1, 8, 8)), torch.Tensor)
 
 
+def test_a_users_own_train_and_test_functions_get_the_outputs_their_network_returns():
+    """A Flower app's train/test read ``net(x)["logits"]``: DepL's logits hook is not on their network."""
+    from depl_fl.task.subnets import UserNetwork
+    from depl_fl.task.user_update import user_evaluate, user_local_update
+    from tests.user_nets_extra import DictOutputNet
+
+    net = UserNetwork(DictOutputNet, (1, 8, 8), "DictOutputNet")
+    rng = np.random.default_rng(0)
+    loader = [(torch.tensor(rng.random((8, 1, 8, 8), dtype=np.float32)), torch.tensor(rng.integers(0, 10, 8)))
+              for _ in range(2)]
+
+    def train(model: torch.nn.Module, batches: list, epochs: int, device: str) -> float:
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for x, y in batches:
+            loss = torch.nn.functional.cross_entropy(model(x)["logits"], y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return float(loss)
+
+    def test(model: torch.nn.Module, batches: list, device: str) -> tuple[float, float]:
+        with torch.no_grad():
+            out = model(batches[0][0])
+        return float(torch.nn.functional.cross_entropy(out["logits"], batches[0][1])), 0.0
+
+    full = get_state(full_network(net, seed=0))
+    sub = extract(full, network_layout(net).structure(full, 0.5))
+    result = user_local_update(net, sub, 0.5, train, loader, 1)
+    assert np.isfinite(result.train_loss) and result.kept_state.keys() == sub.keys()
+    assert np.isfinite(user_evaluate(net, full, 0.5, test, loader)[0])
+
+
 # --- derivation and the Check ---
 
 

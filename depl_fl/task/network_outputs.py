@@ -9,7 +9,8 @@ caller sees one tensor. Tracing (torch-pruning's dependency graph) must see
 every tensor the forward returns, so that a layer feeding only an auxiliary
 output loses its channels with the layers it reads: inside
 :func:`raw_outputs` the hook passes the output through and
-:func:`output_tensors` lists its tensors.
+:func:`output_tensors` lists its tensors. A user's own ``train`` and ``test``
+functions (a Flower app's) get the network as written (:func:`as_written`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,18 @@ def use_logits(model: nn.Module) -> nn.Module:
     """
     if _logits_hook not in model._forward_hooks.values():
         model.register_forward_hook(_logits_hook)
+    return model
+
+
+def as_written(model: nn.Module) -> nn.Module:
+    """``model`` without the hook of :func:`use_logits`: its forward returns what the user wrote.
+
+    For the user's own ``train`` and ``test`` functions (a Flower app's), which
+    read the network's outputs as their network returns them.
+    """
+    for key, hook in list(model._forward_hooks.items()):
+        if hook is _logits_hook:
+            del model._forward_hooks[key]
     return model
 
 
