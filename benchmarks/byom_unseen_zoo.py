@@ -71,7 +71,65 @@ def table(rows: list[dict]) -> list[str]:
 
 
 #: What trying these networks changed in DepL (the table is measured after it).
-FINDINGS = """"""
+FINDINGS = """
+## What these networks found, and what changed
+
+Before this change (the same jobs on the commit before it, `python benchmarks/byom_zoo_bench.py
+--module tests.user_nets_extra --networks ... --tag before` from a checkout of that commit with
+`tests/user_nets_extra.py` copied in), ten networks were refused:
+
+| network | refusal before |
+|---|---|
+| `dict_output_net` | forward must return one tensor of logits with a row per sample (batch 1) in evaluation mode, got dict |
+| `hf_output_net` | ... in evaluation mode, got ClassifierOutput |
+| `tuple_always_net` | ... in evaluation mode, got tuple |
+| `googlenet_aux_net` | ... (batch 2) in training mode, got GoogLeNetOutputs |
+| `domain_adversarial_net`, `hard_coded_aux_net` | ... (batch 2) in training mode, got tuple |
+| `einsum_net` | the forward breaks once layer 'conv1' loses output channels (RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x24 and 16x10)) |
+| `bilinear_net` | the forward breaks once layer 'conv' loses output channels (RuntimeError: bilinear(): input1 size does not match weight size: got 10 but expected 16) |
+| `bilstm_net` | the forward breaks once layer 'conv' loses output channels (RuntimeError: input.size(-1) must be equal to input_size. Expected 44, got 32) |
+| `rgb_only_net` | its forward fails on an input of shape (1, 8, 8) in evaluation mode (... expected input[1, 1, 8, 8] to have 3 channels, but got 1 channels instead) |
+
+The first six can be pruned structurally; only their output was not one tensor. Fixed, in general:
+
+1. **The logits in what a forward returns** (`depl_fl/task/network_outputs.py`): a tensor, the
+   first item of a tuple or list (a namedtuple too), a mapping's `"logits"`, or an object's
+   `.logits` (a dataclass, a Hugging Face `ModelOutput`). A forward hook on the network DepL
+   builds puts them in place of the output, so training, evaluation, the loss probe, FLOP
+   counting and the Check all read one tensor; the state's entry names are unchanged. An
+   auxiliary output gets no gradient from DepL's loss: its weights travel as they are.
+2. **Tracing sees every returned tensor**, in evaluation mode and, when training mode returns
+   more (GoogLeNet's aux logits), in training mode too; every layer whose output is returned
+   keeps its width (the aux logits keep 10 classes). Accepting the outputs without this, the
+   GoogLeNet and DANN jobs ran but every compressed client failed (`RuntimeError: Given
+   groups=1, weight of size [16, 32, 1, 1], expected input[32, 16, 2, 2] to have 32 channels`:
+   the aux conv had not lost the channels of the conv it reads), and the measured `bytes_up`
+   fell 24% short of the modelled ones.
+3. **The Check runs every variant in training mode too** (buffers, and parameters of the
+   user's own modules, restored after): `hard_coded_aux_net`'s training-only head reads
+   `x.view(-1, 32 * 4 * 4)`, so `conv2` is kept whole instead of failing every client.
+4. **A pruned forward that breaks inside a layer names it**: `...; raised in layer 'lstm'
+   (LSTM)`, `raised in layer 'fuse' (Bilinear)`, `raised in layer 'fc' (Linear)` (the einsum's
+   reader). These three stay refused (one line, exit 2): torch-pruning 1.6.1 maps a
+   bidirectional LSTM's input through the concatenation of its two directions and slices 20 of
+   64 input columns where 32 go; it has no pruner for `nn.Bilinear`; it does not see a weight
+   used through `torch.einsum`. Each is the only prunable group of its network.
+5. **A Flower app's own `train` and `test`** (`depl_fl/task/user_update.py`) get the sub-network
+   without the logits hook: a loop written for `net(x)["logits"]` or `(logits, aux)` runs as
+   written.
+
+Not changed: `rgb_only_net` (a 3-channel stem on 1-channel data) is the user's network and its
+refusal says so. Kept whole and reported as such: `unflatten_net`'s linear stem (`nn.Unflatten`
+views its outputs as 16 maps of 4x4), `unfold_net`'s patch linear (reshaped to a fixed 16-channel
+map), `concat_pool_net`'s second conv. `tuple_always_net`'s embedding `F.normalize(proj(f))`
+is not a layer's output as such, so `proj` is compressed and the variants' embedding is
+narrower (the logits are exact; DepL never reads the embedding).
+
+Cost: the training-mode probes add about one batch-of-two forward per trace and per checked
+variant. ResNet-18 at 32x32, variants 0, 0.5, 0.75, derivation and Check in a fresh process,
+one thread, five interleaved runs on the shared 2-core machine: median 1.01 s before, 1.21 s
+after.
+"""  # noqa: E501 (markdown table rows)
 
 
 def render(rows: list[dict], command: str) -> str:
