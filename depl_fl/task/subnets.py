@@ -1151,8 +1151,9 @@ def _variant_problem(sub: nn.Module, probe: nn.Module, layout: SubnetLayout, str
 
     ``sub`` is loaded with the entries of ``state`` that ``structure`` keeps,
     ``probe`` (the full network, evaluation mode) with ``state`` silenced.
-    A copy of ``sub`` must also run in training mode, where an auxiliary head
-    (GoogLeNet's) may read channels the evaluation forward never does.
+    ``sub`` must also run in training mode (its state restored after), where
+    an auxiliary head (GoogLeNet's) may read channels the evaluation forward
+    never does. A forward that breaks inside a layer names it.
     """
     sliced = layout.sliced_layers
     try:
