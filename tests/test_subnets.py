@@ -466,17 +466,19 @@ def test_a_network_that_cannot_take_the_datasets_input_is_refused_in_one_line():
     assert "\n" not in message and "forward fails on an input of shape (1, 8, 8)" in message
 
 
-def test_a_network_returning_more_than_logits_is_refused_in_one_line():
-    class TwoOutputs(torch.nn.Module):
+def test_a_network_returning_no_logits_depl_can_read_is_refused_in_one_line():
+    """A tuple's first item, a dict's "logits" or an object's .logits are read; anything else is refused."""
+    class FeaturesFirst(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.conv, self.head = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.Linear(8, 10)
 
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
             features = torch.relu(self.conv(x)).mean((2, 3))
-            return self.head(features), features
+            return {"scores": self.head(features), "features": features}
 
     with pytest.raises(ScenarioError) as err:
-        network_layout(UserNetwork(TwoOutputs, (1, 8, 8), "two_outputs"))
+        network_layout(UserNetwork(FeaturesFirst, (1, 8, 8), "features_first"))
     message = str(err.value)
-    assert "\n" not in message and "one tensor of logits" in message and "got tuple" in message
+    assert "\n" not in message and "got dict" in message
+    assert "the first item of a tuple or list, a dict's 'logits' or an object's .logits" in message

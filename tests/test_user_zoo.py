@@ -49,6 +49,7 @@ WORKING = {
     "channel_shuffle_net": ("stem",),                # the shuffled channels whole
     "mixer_net_square": ("blocks.0.token_up", "blocks.0.channel_up", "blocks.1.token_up",
                          "blocks.1.channel_up"),     # the patch width whole: it equals the token count
+    "aux_head_net": ("conv",),                       # (logits, aux_logits) in training: both heads whole
 }
 
 
@@ -158,7 +159,6 @@ REFUSED = {
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "parameter_matmul_net": "no layer's output channels can be pruned",
     "shared_weight_net": "model tests.user_nets:shared_weight_net: a.weight and b.weight are one parameter",
-    "aux_head_net": "one tensor of logits with a row per sample (batch 2) in training mode, got tuple",
     "fixed_width_net": "logits of shape (batch, 10) for the dataset's 10 classes, got (1, 3)",
 }
 

@@ -45,6 +45,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.block_views import block_view_hint
 from depl_fl.task.geometry import TaskGeometry
+from depl_fl.task.network_outputs import logits_of, output_tensors, raw_outputs, use_logits
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
 from depl_fl.task.torch_pruning_guard import prunable_groups, torch_pruning
 from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, traced_buffers
@@ -82,7 +83,21 @@ def example_batch(sample_shape: tuple[int, ...], batch: int = 1) -> torch.Tensor
 
 
 def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
-    """The layer producing the network's output (the last convolution or linear layer run)."""
+    """The layer producing the network's logits (the last convolution or linear layer run)."""
+    return output_layers(model, x)[0]
+
+
+def output_layers(model: nn.Module, x: torch.Tensor,
+                  training: TrainingOutputs | None = None) -> list[nn.Module]:
+    """The layers whose widths the network's outputs show: the logits' layer first, then auxiliary ones.
+
+    The logits come from the last convolution or linear layer run (or the one
+    producing them). A forward returning more (``(logits, aux_logits)``, a
+    dict, an output object) also has each other returned tensor a layer
+    produces exactly kept at its width, in evaluation mode and in the training
+    mode that auxiliary heads run in (``training``, :func:`training_outputs`
+    when not given).
+    """
     ran: list[tuple[nn.Module, torch.Tensor]] = []
 
     def hook(module: nn.Module, _inputs: Any, output: Any) -> None:
@@ -90,17 +105,49 @@ def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
 
     handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, ROOT_TYPES)]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), raw_outputs():
             out = model(x)
     finally:
         for h in handles:
             h.remove()
     if not ran:
         raise ScenarioError(f"model {type(model).__name__}: no convolution or linear layer to prune")
-    for module, produced in reversed(ran):
-        if produced is out:
-            return module
-    return ran[-1][0]
+    logits = logits_of(out)
+    layers = [next((m for m, produced in reversed(ran) if produced is logits), ran[-1][0])]
+    returned = output_tensors(out)
+    layers += [m for m, produced in ran if any(produced is t for t in returned)]
+    layers += [model.get_submodule(name) for name in (training or training_outputs(model, x)).layers]
+    return list(dict.fromkeys(layers))
+
+
+@dataclass(frozen=True)
+class TrainingOutputs:
+    """What a training-mode forward returns: how many tensors, and the layers producing one exactly."""
+
+    count: int
+    layers: tuple[str, ...]
+
+
+def training_outputs(model: nn.Module, x: torch.Tensor) -> TrainingOutputs:
+    """One training-mode forward of ``model`` on two copies of ``x`` (BatchNorm needs two), state restored.
+
+    A forward that fails in training mode counts nothing here: the checks
+    report it in one line.
+    """
+    names = {module: name for name, module in model.named_modules()}
+    produced: list[tuple[str, torch.Tensor]] = []
+    handles = [m.register_forward_hook(lambda m, _i, o: produced.append((names[m], o)))
+               for m in model.modules() if isinstance(m, ROOT_TYPES)]
+    try:
+        with _training_mode(model), torch.no_grad(), raw_outputs():
+            returned = output_tensors(model(torch.cat([x, x])))
+    except Exception:  # user code: the checks report a failing training forward in one line
+        return TrainingOutputs(0, ())
+    finally:
+        for h in handles:
+            h.remove()
+    return TrainingOutputs(len(returned), tuple(name for name, out in produced
+                                                if any(out is t for t in returned)))
 
 
 def _check_forward(model: nn.Module, x: torch.Tensor, name: str, num_classes: int | None = None) -> None:
@@ -121,17 +168,71 @@ def _check_forward(model: nn.Module, x: torch.Tensor, name: str, num_classes: in
                             f"in {mode} mode ({_first_line(exc)})") from None
     if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != x.shape[0]:
         got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"shape {tuple(out.shape)}"
-        raise ScenarioError(f"model {name}: forward must return one tensor of logits with a row per sample "
-                            f"(batch {x.shape[0]}) in {mode} mode, got {got}")
+        raise ScenarioError(f"model {name}: forward must return logits with a row per sample "
+                            f"(batch {x.shape[0]}) in {mode} mode, got {got}; DepL reads a tensor, the first "
+                            "item of a tuple or list, a dict's 'logits' or an object's .logits")
     if num_classes is not None and tuple(out.shape) != (x.shape[0], num_classes):
         raise ScenarioError(f"model {name}: forward must return logits of shape (batch, {num_classes}) "
                             f"for the dataset's {num_classes} classes, got {tuple(out.shape)} for a batch "
                             f"of {x.shape[0]} in {mode} mode (give the output layer num_classes outputs)")
 
 
-def _dependency_graph(model: nn.Module, x: torch.Tensor) -> Any:
+def _every_output(model: nn.Module, x: torch.Tensor, training: TrainingOutputs) -> list[torch.Tensor]:
+    """The tensors ``model`` returns in its mode, and those only training mode adds (an auxiliary head).
+
+    GoogLeNet-style auxiliary logits exist in training mode only; a layer that
+    feeds them must lose its channels with the layers it reads, so tracing
+    sees that forward too (``training``: what it returns). It runs on two
+    copies of the samples (BatchNorm in training mode needs two); the state
+    it moves (running statistics) is restored.
+    """
+    outputs = output_tensors(model(x))
+    if not model.training and training.count > len(outputs):
+        with _training_mode(model):
+            outputs += output_tensors(model(torch.cat([x, x])))
+    return outputs
+
+
+@contextlib.contextmanager
+def _training_mode(model: nn.Module) -> Iterator[None]:
+    """Within: ``model`` in training mode; after: its mode and buffers (running statistics) as before.
+
+    On the model itself, not a copy: a hook-based weight or spectral norm
+    holds a computed weight that cannot be deep-copied. Saved: the buffers,
+    and the parameters of the user's own modules (a data-dependent
+    initialisation such as ActNorm's sets them in its first training
+    forward); torch's layers never change their parameters in a forward, and
+    copying a large network's weights would double the cost of the probe.
+    """
+    saved = {name: t.detach().clone() for name, t in _forward_mutable(model)}
+    was_training = model.training
     try:
-        return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False)
+        yield model.train()
+    finally:
+        model.train(was_training)
+        with torch.no_grad():
+            for name, t in _forward_mutable(model):
+                if name in saved and t.shape == saved[name].shape:
+                    t.copy_(saved[name])
+
+
+def _forward_mutable(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The entries a forward may change: every buffer, and the parameters of modules not from torch."""
+    yield from model.named_buffers()
+    for prefix, module in model.named_modules():
+        if not type(module).__module__.startswith("torch."):
+            for name, param in module.named_parameters(recurse=False):
+                yield (f"{prefix}.{name}" if prefix else name), param
+
+
+def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutputs) -> Any:
+    def forward(net: nn.Module, inputs: torch.Tensor) -> list[torch.Tensor]:
+        return _every_output(net, inputs, training)
+
+    try:
+        with raw_outputs():  # every tensor returned, an auxiliary output's layers included
+            return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False,
+                                                            forward_fn=forward)
     except Exception as exc:  # a network torch-pruning cannot trace
         raise ScenarioError(f"model {type(model).__name__}: torch-pruning cannot trace it "
                             f"({_first_line(exc)})") from None
@@ -147,14 +248,16 @@ def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tu
     named in ``keep`` (:func:`kept_whole`).
     """
     reparametrized = {model.get_submodule(name) for name in reparametrized_layers(model)}
+    training = training_outputs(model, x)
     try:
-        dg = _dependency_graph(model, x)
+        dg = _dependency_graph(model, x, training)
     except ScenarioError:
         if reparametrized:  # check_variants names the reparametrized layer
             return None, []
         raise
-    out = output_layer(model, x)
-    groups = [g for g in prunable_groups(dg, [out], ROOT_TYPES) if len(g[0].idxs) >= 2 and _tracked(dg, g)]
+    outputs = output_layers(model, x, training)
+    groups = [g for g in prunable_groups(dg, list(outputs), ROOT_TYPES)
+              if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = attention_modules(groups, ROOT_TYPES)
     names = {module: name for name, module in model.named_modules()}
     order = {name: i for i, name in enumerate(names.values())}
@@ -583,7 +686,7 @@ def full_network(net: Network, seed: int | None = None) -> nn.Module:
         else:
             model = build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
         _materialise_lazy(model, input_shape_of(net))
-    return model
+    return use_logits(model)
 
 
 def _build_user_network(net: UserNetwork) -> Any:
@@ -1047,12 +1150,17 @@ def _variant_problem(sub: nn.Module, probe: nn.Module, layout: SubnetLayout, str
 
     ``sub`` is loaded with the entries of ``state`` that ``structure`` keeps,
     ``probe`` (the full network, evaluation mode) with ``state`` silenced.
+    ``sub`` must also run in training mode (its state restored after), where
+    an auxiliary head (GoogLeNet's) may read channels the evaluation forward
+    never does. A forward that breaks inside a layer names it.
     """
     sliced = layout.sliced_layers
     try:
         _load(sub, extract(state, structure))
         with torch.no_grad():
-            got = without_channel_statistics(sub.eval(), sliced)(x)
+            with _naming_the_layer(sub):
+                got = without_channel_statistics(sub.eval(), sliced)(x)
+            _run_in_training_mode(sub, torch.cat([x, x]))  # two samples, as BatchNorm needs
         _load(probe, silence(state, layout, structure))
         with torch.no_grad():
             want = without_channel_statistics(probe, sliced)(x)
@@ -1064,6 +1172,12 @@ def _variant_problem(sub: nn.Module, probe: nn.Module, layout: SubnetLayout, str
         return None
     hint = REORDER_HINT if got.shape == want.shape else SIZE_HINT
     return "its sub-network computes another function than the silenced network", hint
+
+
+def _run_in_training_mode(model: nn.Module, x: torch.Tensor) -> None:
+    """One training-mode forward of ``model`` without gradients; its mode and state are restored."""
+    with _training_mode(model), _naming_the_layer(model):
+        model(x)
 
 
 def _check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float, ...],
@@ -1212,7 +1326,41 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
     return None
 
 
+class _LayerError(Exception):
+    """An exception raised inside a layer of a pruned forward, its message naming that layer."""
+
+
+@contextlib.contextmanager
+def _naming_the_layer(model: nn.Module) -> Iterator[None]:
+    """Within: an exception raised inside one of ``model``'s layers names the innermost one.
+
+    A pruned forward that breaks inside a layer (an LSTM whose input
+    torch-pruning sliced otherwise, an ``nn.Bilinear`` it does not slice)
+    says where; one raised by the network's own forward code stays as it is.
+    """
+    running: list[tuple[str, nn.Module]] = []
+    handles = []
+    for name, module in model.named_modules():
+        if module is model:
+            continue
+        handles.append(module.register_forward_pre_hook(
+            lambda m, _args, name=name: running.append((name, m))))
+        handles.append(module.register_forward_hook(lambda m, _args, _out: running.pop() and None))
+    try:
+        yield
+    except Exception as exc:
+        if not running or isinstance(exc, _LayerError):
+            raise
+        name, module = running[-1]
+        raise _LayerError(f"{_first_line(exc)}; raised in layer {name!r} ({type(module).__name__})") from exc
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, _LayerError):
+        return str(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 

@@ -81,9 +81,10 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
         :func:`reported_loss`) and the wall time.
     """
     from depl_fl.task.models import get_state, set_state
+    from depl_fl.task.network_outputs import as_written
     from depl_fl.task.subnets import build_skeleton
 
-    net = build_skeleton(network, float(compression))
+    net = as_written(build_skeleton(network, float(compression)))
     try:
         set_state(net, sub_state)
     except ValueError as exc:
@@ -105,10 +106,11 @@ def user_local_update(network: Any, sub_state: Mapping[str, np.ndarray], compres
 def variant_network(network: Any, state: Mapping[str, np.ndarray], compression: float) -> nn.Module:
     """The sub-network of variant ``compression`` with its entries sliced from the full ``state``."""
     from depl_fl.task.models import set_state
+    from depl_fl.task.network_outputs import as_written
     from depl_fl.task.slicing import extract
     from depl_fl.task.subnets import build_skeleton, network_layout
 
-    net = build_skeleton(network, float(compression))
+    net = as_written(build_skeleton(network, float(compression)))
     if compression <= 0:
         set_state(net, state)
     else:
