@@ -47,7 +47,7 @@ from depl_fl.task.block_views import block_view_hint
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.network_outputs import logits_of, output_tensors, raw_outputs, use_logits
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
-from depl_fl.task.torch_pruning_guard import prunable_groups, torch_pruning
+from depl_fl.task.torch_pruning_guard import index_limit, prunable_groups, torch_pruning
 from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, traced_buffers
 
 LOG = logging.getLogger("depl_fl.subnets")
@@ -256,7 +256,8 @@ def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tu
             return None, []
         raise
     outputs = output_layers(model, x, training)
-    groups = [g for g in prunable_groups(dg, list(outputs), ROOT_TYPES)
+    limit = index_limit(model, x[0].numel())
+    groups = [g for g in prunable_groups(dg, list(outputs), ROOT_TYPES, limit)
               if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = attention_modules(groups, ROOT_TYPES)
     names = {module: name for name, module in model.named_modules()}

@@ -8,6 +8,14 @@ the whole trace with ``ZeroDivisionError``). Guarded, such a reshape keeps the
 default index mapping, as a reshape whose channels it cannot infer does:
 DepL's check of every variant (:func:`depl_fl.task.subnets.check_variants`)
 then keeps whole any group the default mapping gets wrong.
+
+A second guard caps its flatten index mapping. Each reshape it reads as a
+flatten multiplies a channel index into ``stride`` indices; along a chain of
+reshapes that are no flatten (a windowed attention's partition and reverse,
+torchvision's Swin Transformer) the index lists compound into millions and
+one group takes hours to build. No channel index list of a network is longer
+than its largest weight or a sample of its input, so a longer one ends that
+root's group (:func:`prunable_groups` leaves it out) in milliseconds.
 """
 
 from __future__ import annotations
@@ -16,6 +24,13 @@ import functools
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
+
+#: While :func:`prunable_groups` builds a graph's groups: the longest index list a mapping may return.
+_INDEX_LIMIT: list[int] = []
+
+
+class IndexExplosion(ValueError):
+    """A flatten index mapping returned more indices than the network has channels to address."""
 
 
 def _guarded(update: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,26 +45,59 @@ def _guarded(update: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
+def _capped(flatten: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(flatten)
+    def capped(mapping: Any, idxs: Any) -> Any:
+        if _INDEX_LIMIT and not mapping.reverse and len(idxs) * mapping._stride > _INDEX_LIMIT[-1]:
+            raise IndexExplosion(f"{len(idxs) * mapping._stride} indices, more than the network's "
+                                 f"{_INDEX_LIMIT[-1]}")
+        return flatten(mapping, idxs)
+
+    capped.depl_guarded = True  # type: ignore[attr-defined]
+    return capped
+
+
 def torch_pruning() -> ModuleType:
-    """The ``torch_pruning`` module, its reshape index mapping guarded (once per process)."""
+    """The ``torch_pruning`` module, its reshape and flatten index mappings guarded (once per process)."""
     import torch_pruning as tp
     from torch_pruning.dependency import index_mapping
 
     update = index_mapping.update_reshape_index_mapping
     if not getattr(update, "depl_guarded", False):
         index_mapping.update_reshape_index_mapping = _guarded(update)
+    flatten = index_mapping._FlattenIndexMapping.__call__
+    if not getattr(flatten, "depl_guarded", False):
+        index_mapping._FlattenIndexMapping.__call__ = _capped(flatten)
     return tp
 
 
-def prunable_groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...]) -> Iterator[Any]:
+def index_limit(model: Any, sample_numel: int) -> int:
+    """The most channel indices any list of ``model``'s holds: its largest weight, buffer or sample."""
+    sizes = [t.numel() for t in (*model.parameters(), *model.buffers())]
+    return max([sample_numel, *sizes])
+
+
+def prunable_groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...],
+                    limit: int | None = None) -> Iterator[Any]:
     """``dg.get_all_groups(ignored_layers, root_module_types)``, skipping roots it cannot group.
 
     The same walk as torch-pruning 1.6.1's ``get_all_groups``; a root whose
     group it fails to build (an ``IndexError`` in a split's index mapping
     after a channel shuffle, torchvision's ShuffleNetV2) is left out, so its
     channels are kept whole unless another group prunes them, instead of
-    failing the whole network.
+    failing the whole network. With ``limit`` (:func:`index_limit`), a root
+    whose flatten index mapping compounds past it is left out the same way.
     """
+    if limit is not None:
+        _INDEX_LIMIT.append(limit)
+    try:
+        yield from _groups(dg, ignored_layers, root_module_types)
+    finally:
+        if limit is not None:
+            _INDEX_LIMIT.pop()
+
+
+def _groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...]) -> Iterator[Any]:
     visited: set[Any] = set()
     ignored = list(ignored_layers) + list(dg.IGNORED_LAYERS_IN_TRACING)
     for module in list(dg.module2node.keys()):
