@@ -1,4 +1,4 @@
-"""torchvision's Swin Transformer (v1), copied small by hand (torchvision is BSD-3 code).
+"""torchvision's Swin Transformer (v1), its computation rewritten small (torchvision is BSD-3).
 
 torchvision does not import beside this project's CPU torch, so the network
 of ``torchvision.models.swin_transformer`` is rewritten here with the same

@@ -1,7 +1,7 @@
-"""Networks written the way torchvision writes them (small hand copies of its patterns, BSD-3 code).
+"""Small networks written after the patterns torchvision's networks use (torchvision is BSD-3).
 
 torchvision does not import beside this project's CPU torch, so the patterns
-that its networks use and that DepL once mis-handled are copied here at a
+that its networks use and that DepL once mis-handled are written here at a
 small size: ShuffleNetV2's units after a channel shuffle (``chunk``, ``cat``,
 ``view``/``transpose``), ConvNeXt's ``LayerNorm2d`` (a ``nn.LayerNorm``
 subclass that permutes to channels-last around ``F.layer_norm``) and layer
