@@ -37,16 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-class Permute(nn.Module):
-    """torchvision's ``ops.misc.Permute``."""
-
-    def __init__(self, dims: list[int]) -> None:
-        super().__init__()
-        self.dims = dims
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.permute(x, self.dims)
+from tests.torchvision_patterns import Permute  # torchvision's ``ops.misc.Permute``
 
 
 class MLP(nn.Sequential):
