@@ -18,6 +18,7 @@ from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.subnets import build_skeleton, check_variants, network_layout
 from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
+from tests.zoo_checks import check_derived_variants
 
 #: Working networks: the roots of their compressed groups (the rest is kept whole, see each comment).
 WORKING = {
@@ -59,16 +60,7 @@ def _geo(name: str) -> TaskGeometry:
 
 @pytest.mark.parametrize("name", list(WORKING))
 def test_variants_are_derived_and_pass_the_check(name):
-    geo = _geo(name)
-    layout = network_layout(geo)
-    assert tuple(g.root for g in layout.groups) == WORKING[name]
-    check_variants(geo, layout, (0.0, 0.5, 0.75))  # raises when a variant is not the silenced network
-    sizes = [layout.size_bytes(c) for c in (0.0, 0.5, 0.75)]
-    assert sizes[0] > sizes[1] > sizes[2]
-    for compression in (0.5, 0.75):
-        small = build_skeleton(geo, compression)
-        got = {k: tuple(v.shape) for k, v in small.state_dict().items()}
-        assert got == layout.sub_shapes(compression)
+    check_derived_variants(_geo(name), WORKING[name])
 
 
 def test_a_layer_scale_is_sliced_with_its_channels():

@@ -27,6 +27,7 @@ from depl_fl.task.slicing import extract
 from depl_fl.task.subnets import build_skeleton, check_variants, full_network, network_layout
 from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
+from tests.zoo_checks import check_derived_variants, check_rounds_as_modelled
 
 MODULE = "tests.user_nets_extra"
 
@@ -139,15 +140,7 @@ def test_a_users_own_train_and_test_functions_get_the_outputs_their_network_retu
 
 @pytest.mark.parametrize("name", list(WORKING))
 def test_variants_are_derived_and_pass_the_check(name):
-    geo = _geo(name)
-    layout = network_layout(geo)
-    assert tuple(g.root for g in layout.groups) == WORKING[name]
-    check_variants(geo, layout, (0.0, 0.5, 0.75))  # raises when a variant is not the silenced network
-    sizes = [layout.size_bytes(c) for c in (0.0, 0.5, 0.75)]
-    assert sizes[0] > sizes[1] > sizes[2]
-    for compression in (0.5, 0.75):
-        got = {k: tuple(v.shape) for k, v in build_skeleton(geo, compression).state_dict().items()}
-        assert got == layout.sub_shapes(compression)
+    check_derived_variants(_geo(name), WORKING[name])
 
 
 def test_every_output_layer_keeps_its_width_and_an_aux_head_reads_the_pruned_channels():
@@ -206,12 +199,8 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
     records = strategy.controller.records
     assert [r["model"] for r in records] == ["p50", "full"]
     assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
-    sizes = {d["id"]: int(d["size_bytes"]) for d in docs}
+    sizes = check_rounds_as_modelled(records, docs, N)
     assert sizes["p50"] < sizes["full"]
-    for rec in records:
-        assert np.isfinite(rec["loss"])
-        assert rec["bytes_down"] == rec["modelled_bytes_down"] == sizes[rec["model"]] * N
-        assert rec["bytes_up"] == rec["modelled_bytes_up"] == sizes[rec["model"]] * N
     final = arrays_to_state(result.arrays)
     assert set(final) == set(init)
     assert any(not np.array_equal(final[k], init[k]) for k in init if init[k].dtype.kind == "f")

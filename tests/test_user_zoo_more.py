@@ -30,6 +30,7 @@ from depl_fl.task.subnets import (
 )
 from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
+from tests.zoo_checks import check_rounds_as_modelled
 
 MODULE = "tests.user_nets_more"
 
@@ -288,11 +289,7 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
     records = strategy.controller.records
     assert [r["model"] for r in records] == ["p50", "full"]
     assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
-    sizes = {d["id"]: int(d["size_bytes"]) for d in docs}
-    for rec in records:
-        assert np.isfinite(rec["loss"])
-        assert rec["bytes_down"] == rec["modelled_bytes_down"] == sizes[rec["model"]] * N
-        assert rec["bytes_up"] == rec["modelled_bytes_up"] == sizes[rec["model"]] * N
+    check_rounds_as_modelled(records, docs, N)
     final = arrays_to_state(result.arrays)
     assert set(final) == set(init)
     if name == "actnorm_net":  # the flags and counters come back and are merged, never averaged
