@@ -1,13 +1,14 @@
-"""Recurrent layers and ``nn.Bilinear`` pruned on their input side (:mod:`depl_fl.task.extra_pruners`).
+"""Recurrent layers, ``nn.Bilinear``, einsum weights: pruned on their input side (``extra_pruners``).
 
 Grouped by what they protect: canaries pinning the torch-pruning 1.6.1
 behaviour DepL works around or relies on (they fail the day it changes);
 the tracing stand-ins leave the outputs unchanged; the variants of networks
-with a GRU, an RNN, LSTMs of every shape and bilinear fusions derive, pass
-the Check (the sub-network computes the silenced full network), shrink the
+with a GRU, an RNN, LSTMs of every shape, bilinear fusions and einsums on a
+bare weight derive, pass the Check (the sub-network computes the silenced full network), shrink the
 layer before them and slice exactly (extract then scatter); a recurrent
-layer's hidden size stays whole. DepL rounds with bytes as modelled run in
-``tests/test_user_zoo_extra.py`` (``bilinear_net``, ``bilstm_net``).
+layer's hidden size stays whole; a weight two einsums share is refused in
+one line naming the layer. DepL rounds with bytes as modelled run in
+``tests/test_user_zoo_extra.py`` (``bilinear_net``, ``bilstm_net``, ``einsum_net``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from depl_fl.errors import ScenarioError
 from depl_fl.task import extra_pruners
 from depl_fl.task.models import get_state
 from depl_fl.task.slicing import extract, scatter
-from depl_fl.task.subnets import UserNetwork, full_network, network_layout
+from depl_fl.task.subnets import UserNetwork, check_variants, full_network, network_layout
 from depl_fl.task.torch_pruning_guard import torch_pruning
 from tests.torch_threads import one_thread  # noqa: F401 (autouse)
 from tests.zoo_checks import check_derived_variants
@@ -81,6 +83,55 @@ class Fused(nn.Module):
         return self.fc(F.relu(self.fuse(a, b)))
 
 
+class Einsum(nn.Module):
+    """A conv's channels mapped by ``torch.einsum`` with a bare ``weight``, in one of several spellings."""
+
+    def __init__(self, spelling: str = "bchw,oc->bohw", residual: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 16, 3, padding=1)
+        self.spelling, self.residual = spelling, residual
+        transposed = spelling in ("btc,co->bto",)
+        self.weight = nn.Parameter(torch.randn(*((16, 24) if transposed else (24, 16))) * 0.2)
+        self.side = nn.Conv2d(1, 24, 3, padding=1) if residual else None
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.conv(x))
+        if self.spelling == "btc,co->bto":  # tokens: the map's positions as a sequence
+            return self.fc(torch.einsum(self.spelling, h.flatten(2).transpose(1, 2), self.weight).mean(1))
+        if self.spelling == "oc,bchw->bohw":
+            y = torch.einsum(self.spelling, self.weight, h)
+        elif self.spelling == "bchw,oc->bhwo":
+            y = torch.einsum(self.spelling, h, self.weight).permute(0, 3, 1, 2)
+        else:
+            y = torch.einsum(self.spelling, h, self.weight)
+        if self.side is not None:
+            y = y + self.side(x)  # a group reaching the einsum's outputs
+        return self.fc(F.relu(y).mean((2, 3)))
+
+
+class Mixer(nn.Module):
+    """A 1x1 channel mix by ``torch.einsum`` with its own bare weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 16) * 0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return torch.einsum("bchw,oc->bohw", x, self.weight)
+
+
+class SharedMixer(nn.Module):
+    """One :class:`Mixer` applied twice: its weight reads the conv's channels and its own outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.mix, self.fc = nn.Conv2d(1, 16, 3, padding=1), Mixer(), nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.fc(F.relu(self.mix(F.relu(self.mix(F.relu(self.conv(x)))))).mean((2, 3)))
+
+
 def _net(name: str, cls: type[nn.Module], *args: object, **kwargs: object) -> UserNetwork:
     return UserNetwork(functools.partial(cls, *args, **kwargs), (1, 8, 8), name)
 
@@ -111,6 +162,16 @@ class RowsIntoLSTM(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return self.lstm(F.relu(self.conv(x)).permute(0, 2, 1, 3).flatten(2))[0][:, -1]
+
+
+#: Einsums on a bare weight: the roots compressed, the weight's shape at p50.
+EINSUM = {
+    "einsum": (_net("einsum", Einsum), ("conv",), (24, 8)),
+    "einsum_weight_first": (_net("einsum_weight_first", Einsum, "oc,bchw->bohw"), ("conv",), (24, 8)),
+    "einsum_channels_last": (_net("einsum_channels_last", Einsum, "bchw,oc->bhwo"), ("conv",), (24, 8)),
+    "einsum_tokens": (_net("einsum_tokens", Einsum, "btc,co->bto"), ("conv",), (8, 24)),
+    "einsum_plus_conv": (_net("einsum_plus_conv", Einsum, residual=True), ("conv", "side"), (12, 8)),
+}
 
 
 def _input_columns_sliced(lstm: nn.LSTM, dropped: Sequence[int]) -> int:
@@ -180,11 +241,20 @@ def test_torch_pruning_prunes_both_inputs_of_a_layer_with_one_function():
         assert (net.conv2 in pruned) is not separate
 
 
+def test_torch_pruning_ties_an_einsums_input_channels_to_its_reader():
+    """The conv's group reaches the einsum's reader (``fc`` reads 24 einsum outputs, not 16 conv channels)."""
+    tp = torch_pruning()
+    net = Einsum()
+    dg = tp.DependencyGraph().build_dependency(net, example_inputs=torch.randn(1, 1, 8, 8), verbose=False)
+    group = dg.get_pruning_group(net.conv, tp.prune_conv_out_channels, [0, 1])
+    assert any(item.dep.target.module is net.fc for item in group.items)
+
+
 # --- the tracing stand-ins ---
 
 
-@pytest.mark.parametrize("net", [ConvRows(), ConvRows("GRU", packed=True), Fused("flat")],
-                         ids=["bilstm", "packed_gru", "bilinear"])
+@pytest.mark.parametrize("net", [ConvRows(), ConvRows("GRU", packed=True), Fused("flat"), Einsum()],
+                         ids=["bilstm", "packed_gru", "bilinear", "einsum"])
 def test_while_tracing_the_layers_compute_what_they_compute_outside(net):
     x = torch.randn(2, 1, 8, 8, requires_grad=True)
     want = net.eval()(x)
@@ -193,6 +263,22 @@ def test_while_tracing_the_layers_compute_what_they_compute_outside(net):
     assert got.grad_fn is not None
     torch.testing.assert_close(got, want)  # a recurrent kernel without gradients rounds otherwise
     assert all("forward" not in vars(m) for m in net.modules())  # the layers' own forward again
+    assert torch.einsum is torch.functional.einsum
+
+
+@pytest.mark.parametrize(("equation", "weight", "dims"), [
+    ("bchw,oc->bohw", 1, (1, 0)), ("oc,bchw->bohw", 0, (1, 0)), ("btc,co->bto", 1, (0, 1)),
+    ("b c, o c -> b o", 1, (1, 0)), ("bchw,oc->bhwo", 1, (1, 0)),
+    ("bchw,oc->bohw", 0, None),      # the data operand is no matrix
+    ("bc,oc", 1, None),              # implicit output
+    ("...c,oc->...o", 1, None),      # ellipsis
+    ("bc,oc->boc", 1, None),         # c not summed: no linear map
+    ("bc,cc->bc", 1, None),          # a repeated index (a diagonal)
+    ("bch,oc->bo", 1, None),         # sums another index of the data too
+    ("bc,oc,od->bd", 1, None),       # three operands
+])
+def test_an_einsum_is_a_linear_map_only_when_its_weight_sums_one_index_and_makes_one(equation, weight, dims):
+    assert extra_pruners.linear_einsum(equation, weight) == dims
 
 
 # --- variants: derived, checked, exact ---
@@ -230,8 +316,9 @@ def test_each_input_of_a_bilinear_layer_follows_its_own_branch(name):
     assert network_layout(net).sub_shapes(0.5)["fuse.weight"] == (32, 8, second // 2)
 
 
-@pytest.mark.parametrize("net", [RECURRENT["bilstm"], RECURRENT["bigru"], BILINEAR["bilinear_flat"][0]],
-                         ids=["bilstm", "bigru", "bilinear"])
+@pytest.mark.parametrize("net", [RECURRENT["bilstm"], RECURRENT["bigru"], BILINEAR["bilinear_flat"][0],
+                                 EINSUM["einsum_plus_conv"][0]],
+                         ids=["bilstm", "bigru", "bilinear", "einsum"])
 def test_extract_then_scatter_restores_the_state_exactly(net):
     layout = network_layout(net)
     full = get_state(full_network(net, seed=2))
@@ -243,3 +330,20 @@ def test_extract_then_scatter_restores_the_state_exactly(net):
         np.testing.assert_array_equal(restored[key], arr)
     onto_zeros = scatter({k: np.zeros_like(v) for k, v in full.items()}, sub, structure)
     assert any(not np.array_equal(onto_zeros[k], full[k]) for k in full)  # the dropped coordinates stay 0
+
+
+@pytest.mark.parametrize("name", list(EINSUM))
+def test_the_conv_before_an_einsum_on_a_bare_weight_is_compressed_and_its_variants_pass_the_check(name):
+    net, roots, weight = EINSUM[name]
+    check_derived_variants(net, roots)
+    assert network_layout(net).sub_shapes(0.5)["weight"] == weight
+
+
+def test_a_weight_two_einsums_share_is_left_to_the_check_which_refuses_it_naming_the_layer():
+    """Its input and output channels are one group (a map applied to its own outputs): never sliced apart."""
+    net = _net("shared_mixer", SharedMixer)
+    with pytest.raises(ScenarioError) as err:
+        check_variants(net, network_layout(net), (0.0, 0.5))
+    assert "\n" not in str(err.value)
+    assert "layer 'conv' loses output channels" in str(err.value)
+    assert "raised in layer 'mix' (Mixer)" in str(err.value)

@@ -237,7 +237,7 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutpu
             dg = _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False,
                                                           forward_fn=forward,
                                                           customized_pruners=extra_pruners.customized_pruners(model))
-        extra_pruners.separate_bilinear_inputs(dg, layers)
+        extra_pruners.rewire(dg, layers)
         return dg
     except Exception as exc:  # a network torch-pruning cannot trace
         raise ScenarioError(f"model {type(model).__name__}: torch-pruning cannot trace it "
@@ -355,10 +355,10 @@ def _pruned_size(dg: Any, item: Any) -> int | None:
     target = item.dep.target
     if _is_parameter(item):
         return int(target.module.shape[target.pruning_dim])
-    if not isinstance(target.module, nn.Module) or not _own_entries(target.module):
-        return None
     if (width := extra_pruners.pruned_width(target.module, item.dep.handler)) is not None:
         return width
+    if not isinstance(target.module, nn.Module) or not _own_entries(target.module):
+        return None
     size = (dg.get_out_channels(target) if dg.is_out_channel_pruning_fn(item.dep.handler)
             else dg.get_in_channels(target))
     return None if size is None else int(size)
@@ -589,6 +589,9 @@ def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ())
             if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
                 name, is_reader = dg._param_to_name[module], False
                 entries = [("", item.dep.target.pruning_dim)]
+            elif (axis := extra_pruners.parameter_axis(module, item.dep.handler)) is not None:
+                (name, dim), is_reader = axis, bool(dg.is_in_channel_pruning_fn(item.dep.handler))
+                entries = [("", dim)]  # a bare weight used through torch.einsum
             elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
                 continue  # an operation (add, concat, flatten) or a parameter-free layer
             else:
