@@ -65,6 +65,7 @@ class HiddenSizeKept(RuntimeError):
     """Raised if a group would prune a recurrent layer's hidden size, which DepL keeps whole."""
 
 
+@functools.cache
 def recurrent_pruner() -> Any:
     """A torch-pruning pruner of a recurrent layer's input features (LSTM, GRU, RNN; any depth, direction)."""
 
@@ -93,6 +94,7 @@ def recurrent_pruner() -> Any:
     return RecurrentInputPruner()
 
 
+@functools.cache
 def bilinear_pruner() -> Any:
     """A torch-pruning pruner of an ``nn.Bilinear``: outputs, first input, second input."""
 
@@ -160,7 +162,7 @@ def _joined(out: torch.Tensor, first: torch.Tensor, second: torch.Tensor | None 
 
 @dataclass
 class TracedLayers:
-    """What :func:`traced_as_layers` records: the autograd nodes that :func:`rewired` gives pruners."""
+    """What :func:`traced_as_layers` records: the autograd nodes that :func:`rewire` gives pruners."""
 
     second_inputs: dict[nn.Module, list[Any]] = field(default_factory=dict)
     #: Per bare parameter used through ``torch.einsum`` as a linear map: its links' autograd nodes.
