@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -290,6 +291,15 @@ def traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     ``torch.einsum`` on a bare parameter of ``model`` used as a linear map
     (:func:`linear_einsum`), called as ``torch.einsum``.
     """
+    with _EINSUM_SWAP:  # one swap at a time: a second would restore the first's stand-in
+        yield from _traced_as_layers(model)
+
+
+#: Held while ``torch.einsum`` is swapped for a stand-in (graphs built in several threads).
+_EINSUM_SWAP = threading.RLock()
+
+
+def _traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     record = TracedLayers()
     patched = []
     original_einsum = torch.einsum

@@ -232,7 +232,7 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutpu
 
     try:
         # Every tensor returned (an auxiliary output's layers included); recurrent and bilinear
-        # layers read their inputs directly (depl_fl.task.extra_pruners).
+        # layers and einsum weights read their inputs directly (depl_fl.task.extra_pruners).
         with raw_outputs(), extra_pruners.traced_as_layers(model) as layers:
             dg = _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False,
                                                           forward_fn=forward,
