@@ -110,10 +110,11 @@ The first six can be pruned structurally; only their output was not one tensor. 
    `x.view(-1, 32 * 4 * 4)`, so `conv2` is kept whole instead of failing every client.
 4. **A pruned forward that breaks inside a layer names it**: `...; raised in layer 'lstm'
    (LSTM)`, `raised in layer 'fuse' (Bilinear)`, `raised in layer 'fc' (Linear)` (the einsum's
-   reader). These three stay refused (one line, exit 2): torch-pruning 1.6.1 maps a
+   reader). These three stayed refused then (one line, exit 2): torch-pruning 1.6.1 maps a
    bidirectional LSTM's input through the concatenation of its two directions and slices 20 of
    64 input columns where 32 go; it has no pruner for `nn.Bilinear`; it does not see a weight
-   used through `torch.einsum`. Each is the only prunable group of its network.
+   used through `torch.einsum`. Each is the only prunable group of its network. They train
+   since the change below.
 5. **A Flower app's own `train` and `test`** (`depl_fl/task/user_update.py`) get the sub-network
    without the logits hook: a loop written for `net(x)["logits"]` or `(logits, aux)` runs as
    written.
@@ -129,6 +130,47 @@ Cost: the training-mode probes add about one batch-of-two forward per trace and 
 variant. ResNet-18 at 32x32, variants 0, 0.5, 0.75, derivation and Check in a fresh process,
 one thread, five interleaved runs on the shared 2-core machine: median 1.01 s before, 1.21 s
 after.
+
+## Recurrent layers, `nn.Bilinear` and einsum weights: DepL's own pruners
+
+`bilstm_net`, `bilinear_net` and `einsum_net` were refused as in item 4 until this change
+(`depl_fl/task/extra_pruners.py`, wired into the graph DepL builds in `depl_fl/task/subnets.py`):
+
+1. **Each such layer reads its inputs directly in torch-pruning's graph.** While the graph is
+   built, every `nn.LSTM`, `nn.GRU`, `nn.RNN` and `nn.Bilinear` computes its output without
+   gradients and hands it on joined to each input by one elementwise reduction, so torch-pruning
+   links the layer to the tensors it reads instead of walking into the graph the layer builds
+   inside (where a bidirectional LSTM's concatenation of its directions sent the conv's
+   channels to the wrong input columns). The outputs are unchanged.
+2. **DepL's pruners** (torch-pruning's `customized_pruners`, one per layer class the network
+   uses) slice the weights that read the inputs: a recurrent layer's first-layer input weights,
+   both directions, any depth, packed sequences, `proj_size`; its hidden size stays whole (a
+   group that would prune it is kept whole). A bilinear layer's weight along each input's own
+   dimension, one pruning function per input: torch-pruning prunes every input of a layer with
+   one function, which tied the two branches into one group (`bilinear_net` now compresses
+   `conv` and `mlp` apart, `fuse.weight` 32x16x24 to 32x8x12 at p50). DepL's probe of the
+   entries and dimensions a pruning function removes reads them as for any layer, so the
+   layout, extract-then-scatter and the Check are unchanged.
+3. **`torch.einsum` with one bare parameter that is a linear map** (parsed from the equation:
+   two operands, an explicit output, no ellipsis; the weight sums one index with the other
+   operand and makes one output index) is handled the same way: its weight is sliced along the
+   summed index when the channels before it are dropped, and along the made index when a group
+   reaches its output (`"bchw,oc->bohw"`, `"oc,bchw->bohw"`, `"btc,co->bto"`, a channels-last
+   output permuted back, an einsum added to a conv's output, in `tests/test_extra_pruners.py`).
+   `einsum_net`'s `mix` goes from 24x16 to 24x8 at p50. Never a silent mis-slice: a weight two
+   einsum calls use (a map applied to its own outputs) is left as torch-pruning traces it,
+   and the Check refuses it in one line naming the layer; any einsum spelled another way
+   (`from torch import einsum`, three operands) is traced as before and the Check decides.
+4. **Canary tests** (`tests/test_extra_pruners.py`) pin torch-pruning 1.6.1 as worked around:
+   alone it still slices 20 (two layers) or 28 (one layer) of a bidirectional LSTM's input
+   columns where 32 go (a one-direction LSTM: 32, right); it has no pruner for `nn.GRU`,
+   `nn.RNN`, `nn.Bilinear`; it looks customized pruners up by the exact class; it prunes both
+   inputs of a layer with one function; it ties an einsum's input channels to its reader.
+
+Kept as before: `rgb_only_net` (the user's network does not fit the data).
+
+Cost: ResNet-18's derivation (no such layer) as before; see `python
+benchmarks/byom_derivation_bench.py --repeats 3` in `benchmarks/results/byom_zoo/extra_pruners.md`.
 """  # noqa: E501 (markdown table rows)
 
 

@@ -5,9 +5,11 @@ returns a tuple, a dict or an output object (:mod:`depl_fl.task.network_outputs`
 the derivation and the Check on networks with auxiliary outputs (the layers
 feeding them lose their channels with the layers they read, in the training
 mode an auxiliary head runs in; one that reads a hard-coded width in training
-keeps its channels whole); DepL rounds in process with bytes as modelled; and
-the networks refused in one line, naming the layer where the pruned forward
-breaks, with exit status 2.
+keeps its channels whole); DepL rounds in process with bytes as modelled
+(``nn.Bilinear``, a bidirectional LSTM and an einsum on a bare weight among
+them, :mod:`depl_fl.task.extra_pruners`); and the network refused in one line
+with exit status 2 (a pruned forward that breaks inside a layer names it:
+``tests/test_extra_pruners.py``).
 """
 
 from __future__ import annotations
@@ -55,12 +57,12 @@ WORKING = {
     "unfold_net": ("conv",),                         # patch whole: reshaped to a fixed 16-channel map
     "param_dict_scale_net": ("conv1", "conv2"),      # the ParameterDict/ParameterList vectors sliced
     "upsampled_input_net": ("conv1", "conv2"),
+    "bilinear_net": ("conv", "mlp"),                 # each branch feeds one input of nn.Bilinear
+    "bilstm_net": ("conv",),                         # the LSTM's input columns follow; its hidden size whole
+    "einsum_net": ("conv1",),                        # the einsum's weight follows on the index it sums over
 }
-#: Refused networks: what the one-line refusal says (the layer where the pruned forward breaks).
+#: Refused networks: what the one-line refusal says.
 REFUSED = {
-    "einsum_net": "the forward breaks once layer 'conv1' loses output channels",
-    "bilinear_net": "raised in layer 'fuse' (Bilinear)",
-    "bilstm_net": "raised in layer 'lstm' (LSTM)",
     "rgb_only_net": "its forward fails on an input of shape (1, 8, 8) in evaluation mode (RuntimeError: "
                     "Given groups=1, weight of size [16, 3, 3, 3], expected input[1, 1, 8, 8]",
 }
@@ -189,7 +191,8 @@ def test_per_channel_vectors_are_sliced_and_a_scalar_parameter_travels_whole():
 
 
 @pytest.mark.parametrize("name", ["dict_output_net", "hf_output_net", "googlenet_aux_net",
-                                  "domain_adversarial_net", "temperature_scale_net"])
+                                  "domain_adversarial_net", "temperature_scale_net", "bilinear_net",
+                                  "bilstm_net", "einsum_net"])
 def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
     from strategies.depl_strategy import arrays_to_state
     from tests.test_byom_rounds import N, _run
@@ -217,7 +220,7 @@ def test_a_refused_network_fails_the_check_in_one_line(name):
     assert "\n" not in str(err.value) and REFUSED[name] in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["bilstm_net", "rgb_only_net"])
+@pytest.mark.parametrize("name", ["rgb_only_net"])
 def test_a_refused_network_exits_2_before_the_first_round(name, tmp_path):
     lines, _ = refused_job(f"{MODULE}:{name}", [], tmp_path)
     assert len(lines) == 1 and REFUSED[name] in lines[0]

@@ -12,10 +12,10 @@ dilated convs after reflection and zero padding with per-channel PReLU,
 Mish/SELU/LocalResponseNorm/Dropout2d/AlphaDropout, ``nn.Unflatten``, a
 Conv1d over the rows, a stem that repeats a gray input to RGB, a block
 applied twice, ``F.unfold`` patches, an ``nn.ParameterDict`` of scales,
-``F.interpolate`` of the input;
-and networks refused in one line: a 1x1 conv written with ``torch.einsum`` on
-a bare parameter, ``nn.Bilinear``, a bidirectional two-layer LSTM after a
-conv, and a stem that ignores ``in_channels``
+``F.interpolate`` of the input, two branches fused by ``nn.Bilinear``, a
+bidirectional two-layer LSTM after a conv, a 1x1 conv written with
+``torch.einsum`` on a bare parameter;
+and a network refused in one line: a stem that ignores ``in_channels``
 (``tests/test_user_zoo_extra.py``, ``benchmarks/byom_unseen_zoo.py``).
 
 Each is a factory ``NAME(num_classes=K, in_channels=C)`` for the bundled 8x8 digits.
@@ -411,7 +411,7 @@ class UpsampledInputNet(nn.Module):
 
 
 class EinsumNet(nn.Module):
-    """A 1x1 conv written as ``torch.einsum("bchw,oc->bohw", x, w)`` on a bare parameter (refused)."""
+    """A 1x1 conv as ``torch.einsum("bchw,oc->bohw", x, w)`` on a bare parameter (its input sliced)."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()
@@ -425,7 +425,7 @@ class EinsumNet(nn.Module):
 
 
 class BilinearNet(nn.Module):
-    """A conv branch and an MLP branch fused by ``nn.Bilinear`` (refused: torch-pruning cannot slice it)."""
+    """A conv branch and an MLP branch fused by ``nn.Bilinear`` (each branch compressed, the fusion whole)."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()
@@ -440,7 +440,7 @@ class BilinearNet(nn.Module):
 
 
 class BiLSTMNet(nn.Module):
-    """A conv stem whose rows feed a two-layer bidirectional LSTM (refused: its input is not sliced)."""
+    """A conv stem whose rows feed a two-layer bidirectional LSTM (input sliced, hidden size whole)."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()

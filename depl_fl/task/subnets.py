@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from depl_fl.errors import ScenarioError
+from depl_fl.task import extra_pruners
 from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.block_views import block_view_hint
 from depl_fl.task.geometry import TaskGeometry
@@ -230,9 +231,14 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutpu
         return _every_output(net, inputs, training)
 
     try:
-        with raw_outputs():  # every tensor returned, an auxiliary output's layers included
-            return _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False,
-                                                            forward_fn=forward)
+        # Every tensor returned (an auxiliary output's layers included); recurrent and bilinear
+        # layers and einsum weights read their inputs directly (depl_fl.task.extra_pruners).
+        with raw_outputs(), extra_pruners.traced_as_layers(model) as layers:
+            dg = _tp().DependencyGraph().build_dependency(model, example_inputs=x, verbose=False,
+                                                          forward_fn=forward,
+                                                          customized_pruners=extra_pruners.customized_pruners(model))
+        extra_pruners.rewire(dg, layers)
+        return dg
     except Exception as exc:  # a network torch-pruning cannot trace
         raise ScenarioError(f"model {type(model).__name__}: torch-pruning cannot trace it "
                             f"({_first_line(exc)})") from None
@@ -349,6 +355,8 @@ def _pruned_size(dg: Any, item: Any) -> int | None:
     target = item.dep.target
     if _is_parameter(item):
         return int(target.module.shape[target.pruning_dim])
+    if (width := extra_pruners.pruned_width(target.module, item.dep.handler)) is not None:
+        return width
     if not isinstance(target.module, nn.Module) or not _own_entries(target.module):
         return None
     size = (dg.get_out_channels(target) if dg.is_out_channel_pruning_fn(item.dep.handler)
@@ -366,9 +374,12 @@ def _tracked(dg: Any, group: Any) -> bool:
     sizes happen to match is caught by the Check step (:func:`check_variants`).
     So is a group split along its channels (``torch.chunk``, ``torch.split``:
     a GLU gate, ShuffleNetV2's halves), whose pieces torch-pruning 1.6.1 does
-    not prune consistently, and one through a depthwise convolution with a
-    channel multiplier (:func:`_multiplier_conv`).
+    not prune consistently, one through a depthwise convolution with a
+    channel multiplier (:func:`_multiplier_conv`), and one that would prune a
+    recurrent layer's hidden size (:func:`depl_fl.task.extra_pruners.keeps_whole`).
     """
+    if extra_pruners.keeps_whole(dg, group):
+        return False
     for item in group.items:
         if item.dep.target.type == _tp().ops.OPTYPE.SPLIT or _multiplier_conv(item.dep.target.module):
             return False
@@ -578,6 +589,9 @@ def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ())
             if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
                 name, is_reader = dg._param_to_name[module], False
                 entries = [("", item.dep.target.pruning_dim)]
+            elif (axis := extra_pruners.parameter_axis(module, item.dep.handler)) is not None:
+                (name, dim), is_reader = axis, bool(dg.is_in_channel_pruning_fn(item.dep.handler))
+                entries = [("", dim)]  # a bare weight used through torch.einsum
             elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
                 continue  # an operation (add, concat, flatten) or a parameter-free layer
             else:

@@ -1,0 +1,467 @@
+"""What torch-pruning 1.6.1 lacks or mis-traces: recurrent layers, ``nn.Bilinear``, ``torch.einsum`` weights.
+
+torch-pruning traces a network through autograd and walks into the graph a
+layer builds inside its forward. A bidirectional or multi-layer
+``nn.LSTM`` (``nn.GRU``, ``nn.RNN``) concatenates its directions inside, so
+the channels of the layer before it reach its input through that
+concatenation's index mapping and the wrong input columns are sliced
+(``tests/test_extra_pruners.py`` pins it); it has no pruner for ``nn.GRU``,
+``nn.RNN`` or ``nn.Bilinear`` at all (the last is traced as an elementwise
+operation that ties its two inputs and its output into one channel group),
+and it takes ``torch.einsum("bchw,oc->bohw", x, w)`` on a bare parameter for
+elementwise operations too (the conv's channels then reach the einsum's
+reader).
+
+While DepL builds the dependency graph (:func:`traced_as_layers`), each such
+layer (and each einsum whose bare weight is a linear map,
+:func:`linear_einsum`) computes its output without gradients and hands it
+on joined to each input by one elementwise reduction, so the graph links the
+layer straight to the tensors it reads; :func:`rewire` then gives those
+links their pruning functions. The pruners slice the weights that read the
+inputs: a recurrent layer's first-layer input weights (both directions), a
+bilinear layer's weight along the first or the second input's dimension
+(one pruning function per input, ``prune_in2_channels``), an einsum's weight
+along the index it sums over (and along the index it makes when a group
+reaches the output). A recurrent layer's hidden size is kept whole
+(:func:`keeps_whole`); a bilinear layer's and an einsum's outputs are
+pruned only by a group that reaches them (neither is a root). What the
+graph still gets wrong, the Check (:func:`depl_fl.task.subnets.check_variants`)
+keeps whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from depl_fl.task.torch_pruning_guard import torch_pruning
+
+#: Recurrent layers whose input side DepL prunes (their hidden size stays whole).
+RECURRENT_TYPES = (nn.RNNBase,)
+
+
+def _base_pruner() -> type:
+    return torch_pruning().pruner.function.BasePruningFunc
+
+
+def _keep(width: int, idxs: Sequence[int]) -> list[int]:
+    return sorted(set(range(width)) - set(int(i) for i in idxs))
+
+
+def _sliced(layer: nn.Module, name: str, keep: list[int], dim: int) -> None:
+    weight = getattr(layer, name)
+    index = torch.as_tensor(keep, dtype=torch.long, device=weight.device)
+    setattr(layer, name, nn.Parameter(torch.index_select(weight.detach(), dim, index),
+                                      requires_grad=weight.requires_grad))
+
+
+class HiddenSizeKept(RuntimeError):
+    """Raised if a group would prune a recurrent layer's hidden size, which DepL keeps whole."""
+
+
+@functools.cache
+def recurrent_pruner() -> Any:
+    """A torch-pruning pruner of a recurrent layer's input features (LSTM, GRU, RNN; any depth, direction)."""
+
+    class RecurrentInputPruner(_base_pruner()):
+        TARGET_MODULES = RECURRENT_TYPES
+
+        def prune_out_channels(self, layer: nn.RNNBase, idxs: Sequence[int]) -> nn.Module:
+            raise HiddenSizeKept(f"{type(layer).__name__}: DepL keeps a recurrent layer's hidden size whole")
+
+        def prune_in_channels(self, layer: nn.RNNBase, idxs: Sequence[int]) -> nn.Module:
+            keep = _keep(layer.input_size, idxs)
+            # Only the first layer reads the input; deeper layers and the reverse direction's
+            # recurrence read hidden states, which stay whole.
+            for suffix in ("", "_reverse") if layer.bidirectional else ("",):
+                _sliced(layer, f"weight_ih_l0{suffix}", keep, 1)
+            layer.input_size = len(keep)
+            return layer
+
+        def get_out_channels(self, layer: nn.RNNBase) -> int:
+            width = layer.proj_size if getattr(layer, "proj_size", 0) else layer.hidden_size
+            return width * (2 if layer.bidirectional else 1)
+
+        def get_in_channels(self, layer: nn.RNNBase) -> int:
+            return layer.input_size
+
+    return RecurrentInputPruner()
+
+
+@functools.cache
+def bilinear_pruner() -> Any:
+    """A torch-pruning pruner of an ``nn.Bilinear``: outputs, first input, second input."""
+
+    class BilinearPruner(_base_pruner()):
+        TARGET_MODULES = nn.Bilinear
+
+        def prune_out_channels(self, layer: nn.Bilinear, idxs: Sequence[int]) -> nn.Module:
+            keep = _keep(layer.out_features, idxs)
+            _sliced(layer, "weight", keep, 0)
+            if layer.bias is not None:
+                _sliced(layer, "bias", keep, 0)
+            layer.out_features = len(keep)
+            return layer
+
+        def prune_in_channels(self, layer: nn.Bilinear, idxs: Sequence[int]) -> nn.Module:
+            """The first input's features (``weight[:, i, :]``)."""
+            keep = _keep(layer.in1_features, idxs)
+            _sliced(layer, "weight", keep, 1)
+            layer.in1_features = len(keep)
+            return layer
+
+        def prune_in2_channels(self, layer: nn.Bilinear, idxs: Sequence[int]) -> nn.Module:
+            """The second input's features (``weight[:, :, j]``)."""
+            keep = _keep(layer.in2_features, idxs)
+            _sliced(layer, "weight", keep, 2)
+            layer.in2_features = len(keep)
+            return layer
+
+        def get_out_channels(self, layer: nn.Bilinear) -> int:
+            return layer.out_features
+
+        def get_in_channels(self, layer: nn.Bilinear) -> int:
+            return layer.in1_features
+
+    return BilinearPruner()
+
+
+def customized_pruners(model: nn.Module) -> dict[type, Any]:
+    """The pruners for ``build_dependency(customized_pruners=...)``: one per layer class ``model`` uses.
+
+    torch-pruning looks a customized pruner up by the layer's exact class, so
+    a subclass of ``nn.LSTM`` gets its own entry.
+    """
+    recurrent, bilinear = recurrent_pruner(), bilinear_pruner()
+    found: dict[type, Any] = {}
+    for module in model.modules():
+        if isinstance(module, RECURRENT_TYPES):
+            found.setdefault(type(module), recurrent)
+        elif isinstance(module, nn.Bilinear):
+            found.setdefault(type(module), bilinear)
+    return found
+
+
+def _link(x: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """``x`` summed (an elementwise operation to torch-pruning: indices pass unchanged), else a zero."""
+    if x is None or not x.requires_grad:
+        return torch.zeros((), dtype=like.dtype, device=like.device)
+    return x.sum()
+
+
+def _joined(out: torch.Tensor, first: torch.Tensor, second: torch.Tensor | None = None) -> torch.Tensor:
+    """``out`` exactly, its autograd node reading the inputs that need gradients (``addcmul``, value 0)."""
+    return torch.addcmul(out.detach(), _link(first, out), _link(second, out), value=0)
+
+
+@dataclass
+class TracedLayers:
+    """What :func:`traced_as_layers` records: the autograd nodes that :func:`rewire` gives pruners."""
+
+    second_inputs: dict[nn.Module, list[Any]] = field(default_factory=dict)
+    #: Per bare parameter used through ``torch.einsum`` as a linear map: its links' autograd nodes.
+    einsums: dict[EinsumWeight, list[Any]] = field(default_factory=dict)
+
+
+def _recurrent_forward(module: nn.RNNBase) -> Any:
+    original = type(module).forward
+
+    def forward(input: Any, hx: Any = None) -> Any:  # noqa: A002 (torch's name)
+        data = input.data if isinstance(input, nn.utils.rnn.PackedSequence) else input
+        if not data.requires_grad:
+            return original(module, input, hx)
+        with torch.no_grad():
+            out, state = original(module, input, hx)
+        if isinstance(out, nn.utils.rnn.PackedSequence):
+            return out._replace(data=_joined(out.data, data)), state
+        return _joined(out, data), state
+
+    return forward
+
+
+def _bilinear_forward(module: nn.Bilinear, record: TracedLayers) -> Any:
+    original = type(module).forward
+
+    def forward(input1: torch.Tensor, input2: torch.Tensor) -> torch.Tensor:
+        if not (input1.requires_grad or input2.requires_grad):
+            return original(module, input1, input2)
+        with torch.no_grad():
+            out = original(module, input1, input2)
+        joined = _joined(out, input1, input2)
+        if input2.requires_grad:
+            record.second_inputs.setdefault(module, []).append(joined.grad_fn.next_functions[2][0])
+        return joined
+
+    return forward
+
+
+@dataclass(frozen=True, eq=False)
+class EinsumWeight:
+    """A bare parameter that ``torch.einsum`` uses as a linear map: ``owner.attr``, state entry ``entry``.
+
+    ``in_dim`` is contracted with one axis of the other operand, ``out_dim``
+    becomes an axis of the output.
+    """
+
+    entry: str
+    owner: nn.Module
+    attr: str
+    in_dim: int
+    out_dim: int
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return getattr(self.owner, self.attr)
+
+
+def linear_einsum(equation: str, weight: int) -> tuple[int, int] | None:
+    """``(in_dim, out_dim)`` when operand ``weight`` of a two-operand ``equation`` is a linear map, else None.
+
+    A linear map: a matrix whose one index is summed with one index of the
+    other operand (and appears nowhere else) and whose other index is an
+    output index the other operand lacks; every other index of the other
+    operand is kept, none repeated (``"bchw,oc->bohw"``, ``"btc,co->bto"``).
+    An implicit output or an ellipsis is none.
+    """
+    text = equation.replace(" ", "")
+    if "->" not in text or "." in text:
+        return None
+    inputs, out = text.split("->")
+    terms = inputs.split(",")
+    if len(terms) != 2 or weight not in (0, 1):
+        return None
+    w, data = terms[weight], terms[1 - weight]
+    if len(w) != 2 or any(len(set(t)) != len(t) for t in (w, data, out)):
+        return None
+    summed = [i for i, s in enumerate(w) if s in data and s not in out]
+    made = [i for i, s in enumerate(w) if s in out and s not in data]
+    if len(summed) != 1 or len(made) != 1 or set(out) != (set(data) - {w[summed[0]]}) | {w[made[0]]}:
+        return None
+    return summed[0], made[0]
+
+
+def _bare_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Module, str]]:
+    """Parameters of modules torch-pruning has no pruner for (the user's own), by id: entry, owner, name."""
+    ops = torch_pruning().ops
+    found = {}
+    for prefix, module in model.named_modules():
+        if ops.module2type(module) != ops.OPTYPE.ELEMENTWISE or isinstance(module, (*RECURRENT_TYPES,
+                                                                                   nn.Bilinear)):
+            continue
+        for name, param in module.named_parameters(recurse=False):
+            found.setdefault(id(param), (f"{prefix}.{name}" if prefix else name, module, name))
+    return found
+
+
+def _einsum(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
+    def einsum(equation: Any, *operands: Any) -> Any:
+        tensors = tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+            else operands
+        weights = [i for i, t in enumerate(tensors) if isinstance(t, nn.Parameter) and id(t) in bare]
+        dims = linear_einsum(equation, weights[0]) if isinstance(equation, str) and len(weights) == 1 \
+            and len(tensors) == 2 else None
+        if dims is None or not all(t.requires_grad for t in tensors):
+            return original(equation, *operands)
+        entry, owner, attr = bare[id(tensors[weights[0]])]
+        with torch.no_grad():
+            out = original(equation, *operands)
+        joined = _joined(out, tensors[1 - weights[0]])
+        key = next((k for k in record.einsums if k.entry == entry), None) or EinsumWeight(entry, owner, attr,
+                                                                                         *dims)
+        record.einsums.setdefault(key, []).append(joined.grad_fn)
+        return joined
+
+    return einsum
+
+
+@contextlib.contextmanager
+def traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
+    """Within: ``model``'s recurrent and bilinear layers read their inputs directly in the autograd graph.
+
+    Their outputs are unchanged (computed by their own forward, without
+    gradients). A layer whose input needs no gradient (it reads the
+    network's input) runs as it is: no channel group reaches it. So does
+    ``torch.einsum`` on a bare parameter of ``model`` used as a linear map
+    (:func:`linear_einsum`), called as ``torch.einsum``.
+    """
+    with _EINSUM_SWAP:  # one swap at a time: a second would restore the first's stand-in
+        yield from _traced_as_layers(model)
+
+
+#: Held while ``torch.einsum`` is swapped for a stand-in (graphs built in several threads).
+_EINSUM_SWAP = threading.RLock()
+
+
+def _traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
+    record = TracedLayers()
+    patched = []
+    original_einsum = torch.einsum
+    torch.einsum = _einsum(original_einsum, _bare_parameters(model), record)
+    for module in model.modules():
+        if isinstance(module, RECURRENT_TYPES):
+            module.forward = _recurrent_forward(module)
+        elif isinstance(module, nn.Bilinear):
+            module.forward = _bilinear_forward(module, record)
+        else:
+            continue
+        patched.append(module)
+    try:
+        yield record
+    finally:
+        torch.einsum = original_einsum
+        for module in patched:
+            del module.forward
+
+
+@functools.cache
+def _second_input_link() -> tuple[type, Any]:
+    """The class of a bilinear layer's second-input link node, and its pruner (counts ``in2_features``)."""
+    ops = torch_pruning().ops
+
+    class SecondInputLink(ops._ElementWiseOp):
+        """torch-pruning's elementwise link node before a bilinear layer's second input."""
+
+    class SecondInputLinkPruner(ops.ElementWisePruner):
+        def get_out_channels(self, link: Any) -> int:
+            return int(link.bilinear.in2_features)
+
+        get_in_channels = get_out_channels
+
+    return SecondInputLink, SecondInputLinkPruner()
+
+
+def separate_bilinear_inputs(dg: Any, record: TracedLayers) -> None:
+    """Give each bilinear layer's second input its own pruning function in the graph ``dg``.
+
+    torch-pruning prunes every input of a layer with one ``prune_in_channels``,
+    so a channel group reaching one input would also prune the other's
+    producer. The edges to and from the second input's link node use
+    :meth:`BilinearPruner.prune_in2_channels` instead, and the link node
+    counts the second input's features, so that a flatten feeding it maps
+    channels with the right stride (torch-pruning infers a reshape's width
+    from the layer it feeds).
+    """
+    link_class, link_pruner = _second_input_link()
+    dg.CUSTOMIZED_PRUNERS[link_class] = link_pruner
+    nodes = {node.grad_fn: node for node in dg.module2node.values()}
+    for module, links in record.second_inputs.items():
+        layer = dg.module2node.get(module)
+        if layer is None:
+            continue
+        pruner = dg.get_pruner_of_module(module)
+        first, second = pruner.prune_in_channels, pruner.prune_in2_channels
+        dg._in_channel_pruning_fn.add(second)
+        for link in (nodes.get(fn) for fn in links):
+            if link is None:
+                continue
+            link.module.__class__ = link_class
+            object.__setattr__(link.module, "bilinear", module)  # a reference, not a child module
+            for dep in link.dependencies:
+                if dep.target is layer and dep.handler == first:
+                    dep.handler = second
+            for dep in layer.dependencies:
+                if dep.target is link and dep.trigger == first:
+                    dep.trigger = second
+
+
+@functools.cache
+def _einsum_link() -> tuple[type, Any]:
+    """The class of an einsum's link node, and the pruner slicing its bare weight."""
+    ops = torch_pruning().ops
+
+    class EinsumLink(ops._ElementWiseOp):
+        """torch-pruning's node of a ``torch.einsum`` using a bare parameter as a linear map."""
+
+    class EinsumWeightPruner(_base_pruner()):
+        TARGET_MODULES = EinsumLink
+
+        def prune_out_channels(self, link: Any, idxs: Sequence[int]) -> Any:
+            weight = link.einsum
+            kept = _keep(weight.weight.shape[weight.out_dim], idxs)
+            _sliced(weight.owner, weight.attr, kept, weight.out_dim)
+            return link
+
+        def prune_in_channels(self, link: Any, idxs: Sequence[int]) -> Any:
+            weight = link.einsum
+            kept = _keep(weight.weight.shape[weight.in_dim], idxs)
+            _sliced(weight.owner, weight.attr, kept, weight.in_dim)
+            return link
+
+        def get_out_channels(self, link: Any) -> int:
+            return int(link.einsum.weight.shape[link.einsum.out_dim])
+
+        def get_in_channels(self, link: Any) -> int:
+            return int(link.einsum.weight.shape[link.einsum.in_dim])
+
+    return EinsumLink, EinsumWeightPruner()
+
+
+def link_einsum_weights(dg: Any, record: TracedLayers) -> None:
+    """Make each einsum's link node in ``dg`` a layer: its weight's ``in_dim`` reads, ``out_dim`` writes.
+
+    The node torch-pruning made of the stand-in (an elementwise operation,
+    which would tie the einsum's input channels to its outputs) gets the
+    pruner of :func:`_einsum_link`. A weight used by more than one einsum
+    call (a shared map, or a second forward in training mode) is left as
+    torch-pruning traces it: its input channels stay tied to its outputs,
+    and the Check keeps that group whole.
+    """
+    link_class, pruner = _einsum_link()
+    dg.CUSTOMIZED_PRUNERS[link_class] = pruner
+    dg._in_channel_pruning_fn.add(pruner.prune_in_channels)
+    dg._out_channel_pruning_fn.add(pruner.prune_out_channels)
+    nodes = {node.grad_fn: node for node in dg.module2node.values()}
+    for weight, grad_fns in record.einsums.items():
+        if len(grad_fns) != 1 or grad_fns[0] not in nodes:
+            continue
+        link = nodes[grad_fns[0]]
+        link.module.__class__ = link_class
+        object.__setattr__(link.module, "einsum", weight)  # a reference, not a child module
+        for dep in link.dependencies:
+            dep.trigger = pruner.prune_in_channels if dep.target in link.inputs else pruner.prune_out_channels
+        for other in (*link.inputs, *link.outputs):
+            for dep in other.dependencies:
+                if dep.target is link:
+                    dep.handler = (pruner.prune_in_channels if other in link.inputs
+                                   else pruner.prune_out_channels)
+
+
+def rewire(dg: Any, record: TracedLayers) -> None:
+    """Give the nodes :func:`traced_as_layers` recorded their pruning functions in ``dg``."""
+    separate_bilinear_inputs(dg, record)
+    link_einsum_weights(dg, record)
+
+
+def parameter_axis(module: Any, handler: Any) -> tuple[str, int] | None:
+    """``(state entry, dimension)`` a pruning function of an einsum's link node slices, else None."""
+    if not isinstance(module, _einsum_link()[0]):
+        return None
+    weight = module.einsum
+    return weight.entry, (weight.in_dim if handler.__name__ == "prune_in_channels" else weight.out_dim)
+
+
+def pruned_width(module: Any, handler: Any) -> int | None:
+    """The width a pruning function of this module shrinks, where torch-pruning's own count is not it.
+
+    A bilinear layer's second input (torch-pruning counts a layer's input
+    channels once), an einsum's weight dimension; None for any other.
+    """
+    if isinstance(module, nn.Bilinear) and getattr(handler, "__name__", "") == "prune_in2_channels":
+        return int(module.in2_features)
+    if (axis := parameter_axis(module, handler)) is not None:
+        return int(module.einsum.weight.shape[axis[1]])
+    return None
+
+
+def keeps_whole(dg: Any, group: Any) -> bool:
+    """Whether ``group`` would prune a recurrent layer's hidden size (kept whole by DepL)."""
+    return any(isinstance(item.dep.target.module, RECURRENT_TYPES)
+               and dg.is_out_channel_pruning_fn(item.dep.handler) for item in group.items)
+

@@ -1,0 +1,349 @@
+"""Recurrent layers, ``nn.Bilinear``, einsum weights: pruned on their input side (``extra_pruners``).
+
+Grouped by what they protect: canaries pinning the torch-pruning 1.6.1
+behaviour DepL works around or relies on (they fail the day it changes);
+the tracing stand-ins leave the outputs unchanged; the variants of networks
+with a GRU, an RNN, LSTMs of every shape, bilinear fusions and einsums on a
+bare weight derive, pass the Check (the sub-network computes the silenced full network), shrink the
+layer before them and slice exactly (extract then scatter); a recurrent
+layer's hidden size stays whole; a weight two einsums share is refused in
+one line naming the layer. DepL rounds with bytes as modelled run in
+``tests/test_user_zoo_extra.py`` (``bilinear_net``, ``bilstm_net``, ``einsum_net``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depl_fl.errors import ScenarioError
+from depl_fl.task import extra_pruners
+from depl_fl.task.models import get_state
+from depl_fl.task.slicing import extract, scatter
+from depl_fl.task.subnets import UserNetwork, check_variants, full_network, network_layout
+from depl_fl.task.torch_pruning_guard import torch_pruning
+from tests.torch_threads import one_thread  # noqa: F401 (autouse)
+from tests.zoo_checks import check_derived_variants
+
+
+class ConvRows(nn.Module):
+    """A conv stem whose map rows (8 channels x 8 columns) feed a recurrent layer, the last step a head."""
+
+    def __init__(self, kind: str = "LSTM", *, layers: int = 2, bidirectional: bool = True,
+                 batch_first: bool = True, proj_size: int = 0, packed: bool = False,
+                 hidden_linear: bool = False, residual: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1)
+        extra = {"proj_size": proj_size} if proj_size else {}
+        self.rnn = getattr(nn, kind)(64, 16, num_layers=layers, batch_first=batch_first,
+                                     bidirectional=bidirectional, **extra)
+        width = (proj_size or 16) * (2 if bidirectional else 1)
+        self.batch_first, self.packed = batch_first, packed
+        self.skip = nn.Linear(64, width) if residual else None
+        self.mid = nn.Linear(width, 12) if hidden_linear else None
+        self.fc = nn.Linear(12 if hidden_linear else width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        rows = F.relu(self.conv(x)).permute(0, 2, 1, 3).flatten(2)
+        seq = rows if self.batch_first else rows.transpose(0, 1)
+        if self.packed:
+            lengths = torch.full((rows.shape[0],), rows.shape[1])
+            out, _ = self.rnn(nn.utils.rnn.pack_padded_sequence(seq, lengths, batch_first=True))
+            out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        else:
+            out, _ = self.rnn(seq)
+        last = out[:, -1] if self.batch_first else out[-1]
+        if self.skip is not None:
+            last = last + self.skip(rows.mean(1))  # a group reaching the recurrent layer's outputs
+        if self.mid is not None:
+            last = F.relu(self.mid(last))
+        return self.fc(last)
+
+
+class Fused(nn.Module):
+    """A conv's pooled channels fused by ``nn.Bilinear`` with themselves or with a second conv's flat map."""
+
+    def __init__(self, second: str = "same") -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(1, 4, 3, stride=2, padding=1)
+        self.second = second
+        self.fuse = nn.Bilinear(16, 16 if second == "same" else 64, 32)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        a = F.relu(self.conv(x)).mean((2, 3))
+        b = a if self.second == "same" else F.relu(self.conv2(x)).flatten(1)
+        return self.fc(F.relu(self.fuse(a, b)))
+
+
+class Einsum(nn.Module):
+    """A conv's channels mapped by ``torch.einsum`` with a bare ``weight``, in one of several spellings."""
+
+    def __init__(self, spelling: str = "bchw,oc->bohw", residual: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 16, 3, padding=1)
+        self.spelling, self.residual = spelling, residual
+        transposed = spelling in ("btc,co->bto",)
+        self.weight = nn.Parameter(torch.randn(*((16, 24) if transposed else (24, 16))) * 0.2)
+        self.side = nn.Conv2d(1, 24, 3, padding=1) if residual else None
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.conv(x))
+        if self.spelling == "btc,co->bto":  # tokens: the map's positions as a sequence
+            return self.fc(torch.einsum(self.spelling, h.flatten(2).transpose(1, 2), self.weight).mean(1))
+        if self.spelling == "oc,bchw->bohw":
+            y = torch.einsum(self.spelling, self.weight, h)
+        elif self.spelling == "bchw,oc->bhwo":
+            y = torch.einsum(self.spelling, h, self.weight).permute(0, 3, 1, 2)
+        else:
+            y = torch.einsum(self.spelling, h, self.weight)
+        if self.side is not None:
+            y = y + self.side(x)  # a group reaching the einsum's outputs
+        return self.fc(F.relu(y).mean((2, 3)))
+
+
+class Mixer(nn.Module):
+    """A 1x1 channel mix by ``torch.einsum`` with its own bare weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 16) * 0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return torch.einsum("bchw,oc->bohw", x, self.weight)
+
+
+class SharedMixer(nn.Module):
+    """One :class:`Mixer` applied twice: its weight reads the conv's channels and its own outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.mix, self.fc = nn.Conv2d(1, 16, 3, padding=1), Mixer(), nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.fc(F.relu(self.mix(F.relu(self.mix(F.relu(self.conv(x)))))).mean((2, 3)))
+
+
+def _net(name: str, cls: type[nn.Module], *args: object, **kwargs: object) -> UserNetwork:
+    return UserNetwork(functools.partial(cls, *args, **kwargs), (1, 8, 8), name)
+
+
+#: Recurrent networks: the conv before the recurrent layer is compressed in each.
+RECURRENT = {
+    "bilstm": _net("bilstm", ConvRows),
+    "lstm": _net("lstm", ConvRows, layers=1, bidirectional=False),
+    "lstm_sequence_first": _net("lstm_sequence_first", ConvRows, batch_first=False),
+    "lstm_projected": _net("lstm_projected", ConvRows, proj_size=8),
+    "lstm_packed": _net("lstm_packed", ConvRows, packed=True),
+    "bigru": _net("bigru", ConvRows, "GRU"),
+    "rnn": _net("rnn", ConvRows, "RNN", layers=3, bidirectional=False),
+}
+#: Bilinear fusions: the roots compressed.
+BILINEAR = {
+    "bilinear_same": (_net("bilinear_same", Fused, "same"), ("conv",)),
+    "bilinear_flat": (_net("bilinear_flat", Fused, "flat"), ("conv", "conv2")),
+}
+
+
+class RowsIntoLSTM(nn.Module):
+    """A conv whose map rows feed ``lstm``; the output is the last step (for torch-pruning alone)."""
+
+    def __init__(self, lstm: nn.LSTM) -> None:
+        super().__init__()
+        self.conv, self.lstm = nn.Conv2d(1, 8, 3, padding=1), lstm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return self.lstm(F.relu(self.conv(x)).permute(0, 2, 1, 3).flatten(2))[0][:, -1]
+
+
+#: Einsums on a bare weight: the roots compressed, the weight's shape at p50.
+EINSUM = {
+    "einsum": (_net("einsum", Einsum), ("conv",), (24, 8)),
+    "einsum_weight_first": (_net("einsum_weight_first", Einsum, "oc,bchw->bohw"), ("conv",), (24, 8)),
+    "einsum_channels_last": (_net("einsum_channels_last", Einsum, "bchw,oc->bhwo"), ("conv",), (24, 8)),
+    "einsum_tokens": (_net("einsum_tokens", Einsum, "btc,co->bto"), ("conv",), (8, 24)),
+    "einsum_plus_conv": (_net("einsum_plus_conv", Einsum, residual=True), ("conv", "side"), (12, 8)),
+}
+
+
+def _input_columns_sliced(lstm: nn.LSTM, dropped: Sequence[int]) -> int:
+    """Input columns torch-pruning alone slices from ``lstm`` when the conv before it loses ``dropped``."""
+    tp = torch_pruning()
+    net = RowsIntoLSTM(lstm)
+    before = lstm.input_size
+    dg = tp.DependencyGraph().build_dependency(net, example_inputs=torch.randn(1, 1, 8, 8), verbose=False)
+    dg.get_pruning_group(net.conv, tp.prune_conv_out_channels, list(dropped)).prune()
+    return before - lstm.input_size
+
+
+# --- canaries: torch-pruning 1.6.1 as DepL works around it ---
+
+
+def test_torch_pruning_alone_slices_the_wrong_input_columns_of_a_bidirectional_lstm():
+    """Dropping 4 of the conv's 8 channels must drop 4 x 8 = 32 input columns; it drops 20 (28 for one layer).
+
+    The day this fails, torch-pruning traces recurrent layers right and the
+    stand-in forward of :func:`extra_pruners.traced_as_layers` may go.
+    """
+    dropped = [4, 5, 6, 7]
+    assert _input_columns_sliced(nn.LSTM(64, 16, batch_first=True), dropped) == 32  # one direction: right
+    for layers in (1, 2):
+        lstm = nn.LSTM(64, 16, num_layers=layers, batch_first=True, bidirectional=True)
+        assert _input_columns_sliced(lstm, dropped) != 32
+
+
+def test_torch_pruning_has_no_pruner_for_a_gru_an_rnn_or_a_bilinear_layer():
+    """It traces them as elementwise operations (tying their inputs to their outputs)."""
+    ops = torch_pruning().ops
+    for layer in (nn.GRU(4, 4), nn.RNN(4, 4), nn.Bilinear(2, 3, 4)):
+        assert ops.module2type(layer) == ops.OPTYPE.ELEMENTWISE
+    assert ops.module2type(nn.LSTM(4, 4)) == ops.OPTYPE.LSTM
+
+
+def test_torch_pruning_looks_a_customized_pruner_up_by_the_exact_layer_class():
+    """Why :func:`extra_pruners.customized_pruners` names every recurrent class a network uses."""
+
+    class MyLSTM(nn.LSTM):
+        pass
+
+    dg = torch_pruning().DependencyGraph()
+    pruner = extra_pruners.recurrent_pruner()
+    dg.register_customized_layer(nn.LSTM, pruner)
+    assert dg.get_pruner_of_module(nn.LSTM(4, 4)) is pruner
+    assert dg.get_pruner_of_module(MyLSTM(4, 4)) is not pruner
+    layers = nn.ModuleList([MyLSTM(4, 4), nn.GRU(4, 4), nn.Bilinear(2, 2, 2)])
+    found = extra_pruners.customized_pruners(layers)
+    assert set(found) == {MyLSTM, nn.GRU, nn.Bilinear}
+
+
+def test_torch_pruning_prunes_both_inputs_of_a_layer_with_one_function():
+    """Without :func:`extra_pruners.separate_bilinear_inputs` the two branches of a fusion form one group."""
+    tp = torch_pruning()
+    for separate in (False, True):
+        net = Fused("flat")
+        with extra_pruners.traced_as_layers(net) as layers:
+            dg = tp.DependencyGraph().build_dependency(
+                net, example_inputs=torch.randn(1, 1, 8, 8), verbose=False,
+                customized_pruners=extra_pruners.customized_pruners(net))
+        if separate:
+            extra_pruners.separate_bilinear_inputs(dg, layers)
+        group = dg.get_pruning_group(net.conv, tp.prune_conv_out_channels, [0, 1])
+        pruned = {item.dep.target.module for item in group.items
+                  if dg.is_out_channel_pruning_fn(item.dep.handler)}
+        assert (net.conv2 in pruned) is not separate
+
+
+def test_torch_pruning_ties_an_einsums_input_channels_to_its_reader():
+    """The conv's group reaches the einsum's reader (``fc`` reads 24 einsum outputs, not 16 conv channels)."""
+    tp = torch_pruning()
+    net = Einsum()
+    dg = tp.DependencyGraph().build_dependency(net, example_inputs=torch.randn(1, 1, 8, 8), verbose=False)
+    group = dg.get_pruning_group(net.conv, tp.prune_conv_out_channels, [0, 1])
+    assert any(item.dep.target.module is net.fc for item in group.items)
+
+
+# --- the tracing stand-ins ---
+
+
+@pytest.mark.parametrize("net", [ConvRows(), ConvRows("GRU", packed=True), Fused("flat"), Einsum()],
+                         ids=["bilstm", "packed_gru", "bilinear", "einsum"])
+def test_while_tracing_the_layers_compute_what_they_compute_outside(net):
+    x = torch.randn(2, 1, 8, 8, requires_grad=True)
+    want = net.eval()(x)
+    with extra_pruners.traced_as_layers(net):
+        got = net(x)
+    assert got.grad_fn is not None
+    torch.testing.assert_close(got, want)  # a recurrent kernel without gradients rounds otherwise
+    assert all("forward" not in vars(m) for m in net.modules())  # the layers' own forward again
+    assert torch.einsum is torch.functional.einsum
+
+
+@pytest.mark.parametrize(("equation", "weight", "dims"), [
+    ("bchw,oc->bohw", 1, (1, 0)), ("oc,bchw->bohw", 0, (1, 0)), ("btc,co->bto", 1, (0, 1)),
+    ("b c, o c -> b o", 1, (1, 0)), ("bchw,oc->bhwo", 1, (1, 0)),
+    ("bchw,oc->bohw", 0, None),      # the data operand is no matrix
+    ("bc,oc", 1, None),              # implicit output
+    ("...c,oc->...o", 1, None),      # ellipsis
+    ("bc,oc->boc", 1, None),         # c not summed: no linear map
+    ("bc,cc->bc", 1, None),          # a repeated index (a diagonal)
+    ("bch,oc->bo", 1, None),         # sums another index of the data too
+    ("bc,oc,od->bd", 1, None),       # three operands
+])
+def test_an_einsum_is_a_linear_map_only_when_its_weight_sums_one_index_and_makes_one(equation, weight, dims):
+    assert extra_pruners.linear_einsum(equation, weight) == dims
+
+
+# --- variants: derived, checked, exact ---
+
+
+@pytest.mark.parametrize("name", list(RECURRENT))
+def test_the_conv_before_a_recurrent_layer_is_compressed_and_its_variants_pass_the_check(name):
+    net = RECURRENT[name]
+    check_derived_variants(net, ("conv",))
+    shapes = network_layout(net).sub_shapes(0.5)
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[type(full_network(net).rnn).__name__]
+    assert shapes["conv.weight"] == (4, 1, 3, 3)
+    assert shapes["rnn.weight_ih_l0"] == (gates * 16, 32)  # 4 channels x 8 columns read
+    assert shapes["rnn.weight_hh_l0"] == network_layout(net).sub_shapes(0.0)["rnn.weight_hh_l0"]
+    if "rnn.weight_ih_l1" in shapes:  # deeper layers read the (whole) hidden states
+        assert shapes["rnn.weight_ih_l1"] == network_layout(net).sub_shapes(0.0)["rnn.weight_ih_l1"]
+
+
+def test_a_recurrent_layers_hidden_size_is_kept_whole():
+    """A linear layer after it is compressed; one whose outputs add to the layer's outputs is not."""
+    after = _net("lstm_then_linear", ConvRows, hidden_linear=True)
+    check_derived_variants(after, ("conv", "mid"))
+    assert network_layout(after).sub_shapes(0.5)["mid.weight"] == (6, 32)
+    added = _net("lstm_plus_linear", ConvRows, residual=True)
+    check_derived_variants(added, ("conv",))
+    assert network_layout(added).sub_shapes(0.5)["skip.weight"] == (32, 32)
+
+
+@pytest.mark.parametrize("name", list(BILINEAR))
+def test_each_input_of_a_bilinear_layer_follows_its_own_branch(name):
+    net, roots = BILINEAR[name]
+    check_derived_variants(net, roots)
+    second = 16 if name == "bilinear_same" else 64
+    assert network_layout(net).sub_shapes(0.0)["fuse.weight"] == (32, 16, second)
+    assert network_layout(net).sub_shapes(0.5)["fuse.weight"] == (32, 8, second // 2)
+
+
+@pytest.mark.parametrize("net", [RECURRENT["bilstm"], RECURRENT["bigru"], BILINEAR["bilinear_flat"][0],
+                                 EINSUM["einsum_plus_conv"][0]],
+                         ids=["bilstm", "bigru", "bilinear", "einsum"])
+def test_extract_then_scatter_restores_the_state_exactly(net):
+    layout = network_layout(net)
+    full = get_state(full_network(net, seed=2))
+    structure = layout.structure(full, 0.5)
+    sub = extract(full, structure)
+    assert {k: v.shape for k, v in sub.items()} == layout.sub_shapes(0.5)
+    restored = scatter(full, sub, structure)
+    for key, arr in full.items():
+        np.testing.assert_array_equal(restored[key], arr)
+    onto_zeros = scatter({k: np.zeros_like(v) for k, v in full.items()}, sub, structure)
+    assert any(not np.array_equal(onto_zeros[k], full[k]) for k in full)  # the dropped coordinates stay 0
+
+
+@pytest.mark.parametrize("name", list(EINSUM))
+def test_the_conv_before_an_einsum_on_a_bare_weight_is_compressed_and_its_variants_pass_the_check(name):
+    net, roots, weight = EINSUM[name]
+    check_derived_variants(net, roots)
+    assert network_layout(net).sub_shapes(0.5)["weight"] == weight
+
+
+def test_a_weight_two_einsums_share_is_left_to_the_check_which_refuses_it_naming_the_layer():
+    """Its input and output channels are one group (a map applied to its own outputs): never sliced apart."""
+    net = _net("shared_mixer", SharedMixer)
+    with pytest.raises(ScenarioError) as err:
+        check_variants(net, network_layout(net), (0.0, 0.5))
+    assert "\n" not in str(err.value)
+    assert "layer 'conv' loses output channels" in str(err.value)
+    assert "raised in layer 'mix' (Mixer)" in str(err.value)
