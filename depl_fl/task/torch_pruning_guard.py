@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from depl_fl.task import torch_pruning_speed
+
 #: While :func:`prunable_groups` builds a graph's groups: the longest index list a mapping may return.
 _INDEX_LIMIT: list[int] = []
 
@@ -62,6 +64,7 @@ def torch_pruning() -> ModuleType:
     import torch_pruning as tp
     from torch_pruning.dependency import index_mapping
 
+    torch_pruning_speed.install(tp)  # first: the cap below guards the fast flatten mapping
     update = index_mapping.update_reshape_index_mapping
     if not getattr(update, "depl_guarded", False):
         index_mapping.update_reshape_index_mapping = _guarded(update)
