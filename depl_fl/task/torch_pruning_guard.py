@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from depl_fl.task import torch_pruning_speed
+from depl_fl.task.failed_roots import FailedRoots
 
 #: While :func:`prunable_groups` builds a graph's groups: the longest index list a mapping may return.
 _INDEX_LIMIT: list[int] = []
@@ -94,25 +95,27 @@ def prunable_groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple
     if limit is not None:
         _INDEX_LIMIT.append(limit)
     try:
-        yield from _groups(dg, ignored_layers, root_module_types)
+        yield from _groups(dg, ignored_layers, root_module_types, FailedRoots(dg, limit))
     finally:
         if limit is not None:
             _INDEX_LIMIT.pop()
 
 
-def _groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...]) -> Iterator[Any]:
+def _groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...],
+            failed: FailedRoots) -> Iterator[Any]:
     visited: set[Any] = set()
     ignored = list(ignored_layers) + list(dg.IGNORED_LAYERS_IN_TRACING)
     for module in list(dg.module2node.keys()):
         if module in ignored or not isinstance(module, tuple(root_module_types)) or module in visited:
             continue
         pruner = dg.get_pruner_of_module(module)
-        if pruner is None or pruner.get_out_channels(module) is None:
+        if pruner is None or pruner.get_out_channels(module) is None or failed.known(module):
             continue
         try:
             group = dg.get_pruning_group(module, pruner.prune_out_channels,
                                          list(range(pruner.get_out_channels(module))))
         except (IndexError, ZeroDivisionError, ValueError):  # torch-pruning's index mapping: skip the root
+            failed.add(module)
             continue
         prunable = True
         for dep, _ in group:

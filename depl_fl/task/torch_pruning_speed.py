@@ -143,21 +143,89 @@ def _split_size(split: Any, node: Any, ch: Any) -> Any:
     return ch
 
 
+class _Limited:
+    """torch-pruning's channel walks with their step limit, exactly: memoized where the limit is not reached.
+
+    A walk from a node whose steps fit below the limit is read from the
+    memo; one that reaches it runs torch-pruning's own steps here, node by
+    node, each child again read from the memo when it fits. Entering past
+    the limit is torch-pruning's own function (its warning included).
+    """
+
+    def __init__(self, graph: Any, memo: dict, ops: ModuleType, limit: int) -> None:
+        self.graph, self.ops, self.limit = graph, ops, limit
+        self.walker = _Walker(graph, memo, ops, limit + 1)
+
+    def enter(self, node: Any, outward: bool, depth: list) -> Any:
+        """``infer_out_channels_recursively`` (``outward``) or ``infer_in_channels_recursively``."""
+        if depth[0] > self.limit:
+            return _OWN[outward](self.graph, node, depth)
+        try:
+            answer, steps = self.walker.walk(node, outward)
+        except Exception:  # noqa: BLE001 (too long, or failing: the steps below meet it as torch-pruning does)
+            pass
+        else:
+            if depth[0] + steps <= self.limit:
+                depth[0] += steps
+                return answer
+        return (self._out if outward else self._in)(node, depth)
+
+    def _step(self, node: Any, outward: bool, depth: list) -> Any:
+        depth[0] += 1
+        return self.enter(node, outward, depth)
+
+    def _out(self, node: Any, depth: list) -> Any:
+        ch = self.graph.get_out_channels(node)
+        if ch is not None:
+            return ch
+        ch = 0
+        for in_node in node.inputs:
+            if node.type == self.ops.OPTYPE.CONCAT:
+                sub_ch = self._step(in_node, True, depth)
+                if sub_ch is None:
+                    return None
+                ch += sub_ch
+            elif in_node.type == self.ops.OPTYPE.SPLIT and in_node.module.split_sizes is not None:
+                ch = _split_size(in_node, node, ch)
+            else:
+                ch = self._step(in_node, True, depth)
+        return None if ch == 0 else ch
+
+    def _in(self, node: Any, depth: list) -> Any:
+        ch = self.graph.get_in_channels(node)
+        if ch is not None:
+            return ch
+        ch = 0
+        for out_node in node.outputs:
+            if node.type == self.ops.OPTYPE.SPLIT:
+                sub_ch = self._step(out_node, False, depth)
+                if sub_ch is None:
+                    return None
+                ch += sub_ch
+            if out_node.type == self.ops.OPTYPE.CONCAT:
+                concat_output_channels = self.enter(out_node, False, depth)
+                siblings = [s for in_node in out_node.inputs if in_node != node
+                            if (s := self.enter(in_node, True, depth)) is not None]
+                if concat_output_channels is None or len(siblings) == 0:
+                    return None
+                return concat_output_channels - sum(siblings)
+            ch = self._step(out_node, False, depth)
+        return None if ch == 0 else ch
+
+
+#: torch-pruning's own channel walks, by direction (``True``: output channels).
+_OWN: dict[bool, Callable[..., Any]] = {}
+
+
 def _memoized(walk: Callable[..., Any], outward: bool, shape_infer: ModuleType,
               ops: ModuleType) -> Callable[..., Any]:
+    _OWN[outward] = walk
+
     @functools.wraps(walk)
     def memoized(graph: Any, node: Any, recursive_depth: list) -> Any:
         if not _MEMOS or not _FAST[-1]:
             return walk(graph, node, recursive_depth)
-        limit = _limit(shape_infer)
-        try:
-            answer, steps = _Walker(graph, _MEMOS[-1], ops, limit + 1).walk(node, outward)
-        except Exception:  # too long, or failing: torch-pruning's own walk raises it or stops before it
-            return walk(graph, node, recursive_depth)
-        if recursive_depth[0] + steps > limit:  # torch-pruning stops on the way: its walk answers
-            return walk(graph, node, recursive_depth)
-        recursive_depth[0] += steps
-        return answer
+        return _Limited(graph, _MEMOS[-1], ops, _limit(shape_infer)).enter(node, outward, recursive_depth)
 
     memoized.depl_memoized = True  # type: ignore[attr-defined]
     return memoized
@@ -192,11 +260,12 @@ def _read(graph: Any) -> _Read | None:
     try:
         for node in graph.module2node.values():
             module = node.module
+            attributes = getattr(module, "__dict__", {})  # torch-pruning's operations keep them there
             out_channels, in_channels = graph.get_out_channels(node), graph.get_in_channels(node)
             channels[node] = (out_channels, in_channels)
             modules.append(module)
             values.append((node, out_channels, in_channels, node.enable_index_mapping,
-                           *(_frozen(getattr(module, key, None)) for key in _SIZES),
+                           *(_frozen(attributes.get(key)) for key in _SIZES),
                            tuple(m for dep in node.dependencies for m in dep.index_mapping)))
     except Exception:  # noqa: BLE001 (a layer torch-pruning cannot size: its own update decides)
         return None
@@ -236,9 +305,9 @@ def _one_memo_per_update(update: Callable[..., Any]) -> Callable[..., Any]:
         try:
             with _channels_read_once(graph, read):
                 result = update(graph)
+                setattr(graph, _LAST_READ, _read(graph))
         finally:
             _MEMOS.pop()
-        setattr(graph, _LAST_READ, _read(graph))
         return result
 
     with_memo.depl_memoized = True  # type: ignore[attr-defined]
@@ -301,6 +370,16 @@ def _without_collection(get_group: Callable[..., Any]) -> Callable[..., Any]:
 
     paused.depl_memoized = True  # type: ignore[attr-defined]
     return paused
+
+
+def fast() -> bool:
+    """Whether the fast paths run (outside :func:`as_released`)."""
+    return _FAST[-1]
+
+
+def last_read(graph: Any) -> Any:
+    """What ``graph``'s last index-mapping update read (a new object after each update that ran), or None."""
+    return getattr(graph, _LAST_READ, None)
 
 
 @contextlib.contextmanager
