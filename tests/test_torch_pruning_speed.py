@@ -258,3 +258,48 @@ def test_canary_the_update_reads_what_the_fast_path_watches():
 
 #: sha256 (first 16 hex digits) of torch-pruning 1.6.1's index-mapping steps and channel getters.
 UPDATE_STEPS = "a75efa5183efd5a4"
+
+
+@pytest.mark.parametrize("net", [NETWORKS[0], NETWORKS[4]], ids=_ids)
+def test_the_groups_kept_whole_are_those_torch_prunings_own_code_keeps(net):
+    """The Check tries groups on fresh traces (a root left out in one is skipped in the next)."""
+    from depl_fl.task.geometry import with_compressions
+    from depl_fl.task.subnets import kept_whole
+
+    cut = with_compressions(net, (0.25, 0.5, 0.75))
+    fast = kept_whole.__wrapped__(cut)
+    with torch_pruning_speed.as_released():
+        released = kept_whole.__wrapped__(cut)
+    assert fast == released
+
+
+def test_a_root_left_out_is_skipped_in_the_next_graph_traced_alike():
+    from depl_fl.task import failed_roots
+
+    net = NETWORKS[0]
+    first = _groups_seen(net)
+    model, x = _model(net)
+    dg = _graph(model, x)
+    memory = failed_roots.FailedRoots(dg, index_limit(model, x[0].numel()))
+    left_out = [m for m in dg.module2node if memory.known(m)]
+    assert left_out, "the Swin copy has roots left out at the index cap"
+    assert _groups_seen(net) == first
+    with torch_pruning_speed.as_released():
+        assert not any(memory.known(m) for m in left_out)  # torch-pruning's own walk runs again
+        assert _groups_seen(net) == first
+
+
+def test_graphs_traced_otherwise_do_not_share_a_signature():
+    from depl_fl.task.failed_roots import graph_signature
+
+    model, x = _model(NETWORKS[0])
+    dg = _graph(model, x)
+    again = _graph(*_model(NETWORKS[0]))
+    assert graph_signature(dg, 100) == graph_signature(again, 100)
+    assert graph_signature(dg, 100) != graph_signature(dg, 101)  # another index cap
+    module, handler = _first_root(again)
+    again.get_pruning_group(module, handler, [0]).prune()
+    from torch_pruning.dependency import index_mapping
+
+    index_mapping.update_index_mapping(again)
+    assert graph_signature(dg, 100) != graph_signature(again, 100)  # one channel fewer
