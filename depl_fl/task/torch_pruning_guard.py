@@ -91,6 +91,8 @@ def prunable_groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple
     channels are kept whole unless another group prunes them, instead of
     failing the whole network. With ``limit`` (:func:`index_limit`), a root
     whose flatten index mapping compounds past it is left out the same way.
+    A root left out in an earlier graph of the same signature (a copy traced
+    alike, :mod:`depl_fl.task.failed_roots`) is left out without its walk.
     """
     if limit is not None:
         _INDEX_LIMIT.append(limit)

@@ -1,23 +1,32 @@
-"""torch-pruning 1.6.1's index-mapping update, made fast with the same results.
+"""torch-pruning 1.6.1's group walk and index-mapping update, made fast with the same results.
 
 ``DependencyGraph.get_pruning_group`` reruns ``update_index_mapping`` over the
 whole graph on every call, and each reshape or expand node there sizes its
 channels with ``infer_out_channels_recursively`` /
 ``infer_in_channels_recursively``: walks without memory that revisit every
 branch of every residual add, millions of calls on a windowed attention
-(torchvision's Swin Transformer), a second per group.
+(torchvision's Swin Transformer), a second per group. Four changes, none to
+what torch-pruning computes:
 
-Within one update no channel count changes, so each walk's outcome from a
-node is a function of the node alone: its answer and how many steps it
-takes (each recursive call counts one step on a counter the caller shares;
-torch-pruning gives up, returning ``None``, once the counter passes
-``MAX_RECURSION_DEPTH``). :func:`infer_out_channels` and
-:func:`infer_in_channels` read both from a memo filled once per update,
-advance the caller's counter by the steps, and hand any walk that would
-pass the limit (or fail) to torch-pruning's own code, so every answer, every
-counter and every warning is what torch-pruning computes. The flatten index
-mapping builds its (often very long) index lists with the same values in
-the same order, in C (:func:`flatten_indices`).
+- Within one update no channel count changes, so a walk's outcome from a
+  node is a function of the node alone: its answer and how many steps it
+  takes (each recursive call counts one step on a counter the caller
+  shares; torch-pruning gives up, returning ``None``, once the counter
+  passes ``MAX_RECURSION_DEPTH``). Both are memoized per update
+  (:class:`_Walker`); a walk that would pass the limit runs torch-pruning's
+  steps node by node (:class:`_Limited`), so every answer, every counter and
+  every warning is torch-pruning's. Channel counts are read once per update.
+- An update whose inputs (channel counts, split and concatenation sizes, the
+  mappings in place: :class:`_Read`) are those the last update left would
+  write what it wrote then, so it is skipped: a graph's group walk updates
+  once, pruning reruns it.
+- The flatten index mapping builds its (often very long) index lists with
+  the same values in the same order in C (:func:`flatten_indices`,
+  :func:`unflatten_indices`).
+- No cyclic garbage collection inside ``get_pruning_group``: its millions of
+  short-lived indices made the collector run thousands of times.
+
+:func:`as_released` turns them off, to compare with torch-pruning's own code.
 """
 
 from __future__ import annotations
