@@ -45,11 +45,13 @@ from typing import Any
 _FAST: list[bool] = [True]
 
 #: Per running ``update_index_mapping`` (innermost last): node walk -> (answer, steps) or ``None``
-#: (more steps than the limit allows from any start, or a walk that failed).
+#: (more steps than the limit allows from any start, or a walk that failed); limited walk from a
+#: node and counter -> (answer, counter after).
 _MEMOS: list[dict[tuple[str, Any], tuple[Any, int] | None]] = []
 
 
 _IDX, _ROOT = operator.itemgetter(0), operator.itemgetter(1)
+_UNSEEN = object()
 
 
 class _TooLong(Exception):
@@ -162,22 +164,31 @@ class _Limited:
     """
 
     def __init__(self, graph: Any, memo: dict, ops: ModuleType, limit: int) -> None:
-        self.graph, self.ops, self.limit = graph, ops, limit
+        self.graph, self.ops, self.limit, self.memo = graph, ops, limit, memo
         self.walker = _Walker(graph, memo, ops, limit + 1)
 
     def enter(self, node: Any, outward: bool, depth: list) -> Any:
         """``infer_out_channels_recursively`` (``outward``) or ``infer_in_channels_recursively``."""
         if depth[0] > self.limit:
             return _OWN[outward](self.graph, node, depth)
-        try:
-            answer, steps = self.walker.walk(node, outward)
-        except Exception:  # noqa: BLE001 (too long, or failing: the steps below meet it as torch-pruning does)
-            pass
-        else:
-            if depth[0] + steps <= self.limit:
-                depth[0] += steps
-                return answer
-        return (self._out if outward else self._in)(node, depth)
+        found = self.memo.get(("out" if outward else "in", node), _UNSEEN)
+        if found is _UNSEEN:
+            try:
+                found = self.walker.walk(node, outward)
+            except Exception:  # noqa: BLE001 (too long, or failing: the steps below meet it as torch-pruning does)
+                found = None
+        if found is not None and depth[0] + found[1] <= self.limit:
+            depth[0] += found[1]
+            return found[0]
+        # Within one update a limited walk is a function of its node and its counter at entry too
+        # (only the warnings it repeats, which Python shows once, are not repeated).
+        key = ("limited", outward, node, depth[0])
+        if key in self.memo:
+            answer, depth[0] = self.memo[key]
+            return answer
+        answer = (self._out if outward else self._in)(node, depth)
+        self.memo[key] = (answer, depth[0])
+        return answer
 
     def _step(self, node: Any, outward: bool, depth: list) -> Any:
         depth[0] += 1
