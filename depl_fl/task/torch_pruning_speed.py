@@ -14,8 +14,10 @@ what torch-pruning computes:
   shares; torch-pruning gives up, returning ``None``, once the counter
   passes ``MAX_RECURSION_DEPTH``). Both are memoized per update
   (:class:`_Walker`); a walk that would pass the limit runs torch-pruning's
-  steps node by node (:class:`_Limited`), so every answer, every counter and
-  every warning is torch-pruning's. Channel counts are read once per update.
+  steps node by node (:class:`_Limited`), memoized by node and counter, so
+  every answer and every counter is torch-pruning's (a warning it would
+  repeat, which Python shows once, is not repeated). Channel counts are
+  read once per update.
 - An update whose inputs (channel counts, split and concatenation sizes, the
   mappings in place: :class:`_Read`) are those the last update left would
   write what it wrote then, so it is skipped: a graph's group walk updates
@@ -47,7 +49,7 @@ _FAST: list[bool] = [True]
 #: Per running ``update_index_mapping`` (innermost last): node walk -> (answer, steps) or ``None``
 #: (more steps than the limit allows from any start, or a walk that failed); limited walk from a
 #: node and counter -> (answer, counter after).
-_MEMOS: list[dict[tuple[str, Any], tuple[Any, int] | None]] = []
+_MEMOS: list[dict[tuple, tuple[Any, int] | None]] = []
 
 
 _IDX, _ROOT = operator.itemgetter(0), operator.itemgetter(1)
