@@ -303,3 +303,23 @@ def test_graphs_traced_otherwise_do_not_share_a_signature():
 
     index_mapping.update_index_mapping(again)
     assert graph_signature(dg, 100) != graph_signature(again, 100)  # one channel fewer
+
+
+def test_the_memory_of_left_out_roots_stays_out_of_a_graph_whose_update_fails(monkeypatch):
+    from torch_pruning.dependency import index_mapping
+
+    from depl_fl.task.failed_roots import FailedRoots
+
+    model, x = _model(NETWORKS[4])
+    dg = _graph(model, x)
+    memory = FailedRoots(dg, 100)
+
+    def failing(_graph):
+        raise IndexError("a split's index mapping")
+
+    monkeypatch.setattr(index_mapping, "update_index_mapping", failing)
+    module, _ = _first_root(dg)
+    assert not memory.known(module)  # no exception: the walk meets it and leaves the root out, as before
+    memory.add(module)
+    monkeypatch.undo()
+    assert not memory.known(module)  # off for this graph

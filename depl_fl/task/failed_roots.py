@@ -88,15 +88,21 @@ class FailedRoots:
         self._stamp: Any = None
         self._signature: str | None = None
         self._failed: set[int] = set()
+        self._off = False
 
     def _current(self) -> str | None:
         from torch_pruning.dependency import index_mapping
 
-        if not torch_pruning_speed.fast():
+        if self._off or not torch_pruning_speed.fast():
             return None
-        index_mapping.update_index_mapping(self._dg)
+        try:
+            index_mapping.update_index_mapping(self._dg)
+        except Exception:  # noqa: BLE001 (the walk meets it, as before, and leaves the root out)
+            self._off = True
+            return None
         stamp = torch_pruning_speed.last_read(self._dg)
-        if stamp is None:
+        if stamp is None:  # unreadable: off for this graph, so that no question costs an update
+            self._off = True
             return None
         if stamp is not self._stamp:
             self._stamp, self._signature = stamp, graph_signature(self._dg, self._limit)
