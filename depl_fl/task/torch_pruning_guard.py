@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from depl_fl.task import torch_pruning_speed
+from depl_fl.task.failed_roots import FailedRoots
+
 #: While :func:`prunable_groups` builds a graph's groups: the longest index list a mapping may return.
 _INDEX_LIMIT: list[int] = []
 
@@ -62,6 +65,7 @@ def torch_pruning() -> ModuleType:
     import torch_pruning as tp
     from torch_pruning.dependency import index_mapping
 
+    torch_pruning_speed.install(tp)  # first: the cap below guards the fast flatten mapping
     update = index_mapping.update_reshape_index_mapping
     if not getattr(update, "depl_guarded", False):
         index_mapping.update_reshape_index_mapping = _guarded(update)
@@ -87,29 +91,33 @@ def prunable_groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple
     channels are kept whole unless another group prunes them, instead of
     failing the whole network. With ``limit`` (:func:`index_limit`), a root
     whose flatten index mapping compounds past it is left out the same way.
+    A root left out in an earlier graph of the same signature (a copy traced
+    alike, :mod:`depl_fl.task.failed_roots`) is left out without its walk.
     """
     if limit is not None:
         _INDEX_LIMIT.append(limit)
     try:
-        yield from _groups(dg, ignored_layers, root_module_types)
+        yield from _groups(dg, ignored_layers, root_module_types, FailedRoots(dg, limit))
     finally:
         if limit is not None:
             _INDEX_LIMIT.pop()
 
 
-def _groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...]) -> Iterator[Any]:
+def _groups(dg: Any, ignored_layers: list[Any], root_module_types: tuple[type, ...],
+            failed: FailedRoots) -> Iterator[Any]:
     visited: set[Any] = set()
     ignored = list(ignored_layers) + list(dg.IGNORED_LAYERS_IN_TRACING)
     for module in list(dg.module2node.keys()):
         if module in ignored or not isinstance(module, tuple(root_module_types)) or module in visited:
             continue
         pruner = dg.get_pruner_of_module(module)
-        if pruner is None or pruner.get_out_channels(module) is None:
+        if pruner is None or pruner.get_out_channels(module) is None or failed.known(module):
             continue
         try:
             group = dg.get_pruning_group(module, pruner.prune_out_channels,
                                          list(range(pruner.get_out_channels(module))))
         except (IndexError, ZeroDivisionError, ValueError):  # torch-pruning's index mapping: skip the root
+            failed.add(module)
             continue
         prunable = True
         for dep, _ in group:
