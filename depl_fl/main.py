@@ -60,16 +60,19 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 
     ``train.device`` is resolved first (``auto`` recorded as what it became) and,
     with ``simulation.client_num_gpus``, checked against this machine
-    (:func:`depl_fl.runs.device_choice.resolve_job_devices`): before pilots or
-    any simulation start.
+    (:func:`depl_fl.runs.device_choice.resolve_job_devices`); the network (a
+    user's factory) is built and its forwards checked: before pilots or any
+    simulation start.
     """
     from depl_fl.runs.device_choice import resolve_job_devices
     from depl_fl.task.losses import check_loss, loss_spec
     from depl_fl.task.partitions import geometry
+    from depl_fl.task.subnets import check_network
 
     cfg = resolve_job_devices(cfg)
     geo = geometry(cfg)
-    check_loss(loss_spec(cfg), geo.num_classes, geo)  # before pilots or any simulation start
+    check_network(geo)  # a user's factory: one line before pilots or any simulation start
+    check_loss(loss_spec(cfg), geo.num_classes, geo)
     joins = None
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
         from strategies.ray_cluster import find_cluster
