@@ -36,7 +36,7 @@ from omegaconf import DictConfig
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.processes import descendants, hand_to_reaper
-from depl_fl.runs.job_end import record_job_end, signals_held
+from depl_fl.runs.job_end import deferred_while_held, record_job_end, signals_held
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, prepare, to_plain
@@ -220,6 +220,7 @@ def _stop_on_signals(out_dir: str | Path, sweeping: bool | None = None) -> None:
     in_sweep = _IN_SWEEP[0]
     _ignore_signals_at_exit()
 
+    @deferred_while_held  # the final write and its recorded status land together, before the signal
     def handler(signum: int, frame: Any) -> None:
         _interrupted(out_dir, 128 + signum, in_sweep)
 
