@@ -36,7 +36,7 @@ from omegaconf import DictConfig
 from depl_fl.console import log_to
 from depl_fl.errors import DeplError, InfeasibleError, ScenarioError
 from depl_fl.processes import descendants, hand_to_reaper
-from depl_fl.runs.job_end import record_job_end, signals_held
+from depl_fl.runs.job_end import deferred_while_held, record_job_end, signals_held
 from depl_fl.runs.mode_keys import HYDRA_JOB
 from depl_fl.runs.results import mark_stopped
 from depl_fl.runs.runconfig import conf_dir, prepare, to_plain
@@ -60,16 +60,19 @@ def run_job(cfg: Mapping[str, Any], out_dir: str | Path) -> Path:
 
     ``train.device`` is resolved first (``auto`` recorded as what it became) and,
     with ``simulation.client_num_gpus``, checked against this machine
-    (:func:`depl_fl.runs.device_choice.resolve_job_devices`): before pilots or
-    any simulation start.
+    (:func:`depl_fl.runs.device_choice.resolve_job_devices`); the network (a
+    user's factory) is built and its forwards checked: before pilots or any
+    simulation start.
     """
     from depl_fl.runs.device_choice import resolve_job_devices
     from depl_fl.task.losses import check_loss, loss_spec
     from depl_fl.task.partitions import geometry
+    from depl_fl.task.subnets import check_network
 
     cfg = resolve_job_devices(cfg)
     geo = geometry(cfg)
-    check_loss(loss_spec(cfg), geo.num_classes, geo)  # before pilots or any simulation start
+    check_network(geo)  # a user's factory: one line before pilots or any simulation start
+    check_loss(loss_spec(cfg), geo.num_classes, geo)
     joins = None
     if cfg["simulation"]["backend"] == "ray" and cfg["simulation"].get("ray_address"):
         from strategies.ray_cluster import find_cluster
@@ -217,6 +220,7 @@ def _stop_on_signals(out_dir: str | Path, sweeping: bool | None = None) -> None:
     in_sweep = _IN_SWEEP[0]
     _ignore_signals_at_exit()
 
+    @deferred_while_held  # the final write and its recorded status land together, before the signal
     def handler(signum: int, frame: Any) -> None:
         _interrupted(out_dir, 128 + signum, in_sweep)
 

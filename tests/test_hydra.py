@@ -101,6 +101,28 @@ def test_bad_values_are_one_line_errors(override, message):
     assert "\n" not in str(info.value)
 
 
+def _leaves(node, prefix=""):
+    for key, value in node.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+#: The default job's switches and numbers, with a value of the wrong type for each; the cluster
+#: table's numbers are checked where the scenario is built (tests/test_bad_input.py).
+WRONG_TYPED = [(key, "maybe" if isinstance(value, bool) else "abc")
+               for key, value in _leaves(compose_config([]))
+               if isinstance(value, (bool, int, float)) and not key.startswith("clusters.")]
+
+
+@pytest.mark.parametrize("key,value", WRONG_TYPED, ids=[k for k, _ in WRONG_TYPED])
+def test_a_wrong_typed_value_of_any_key_is_a_one_line_error(key, value):
+    with pytest.raises(ScenarioError, match=re.escape(key)) as info:
+        compose_config([f"{key}={value}"])
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["profile.explore.rounds=50"], r"config profile.explore.rounds: must be at most "
                                     r"profile.explore.max_rounds \(40\), got 50"),

@@ -323,3 +323,30 @@ def test_a_signal_while_a_finished_job_exits_leaves_its_exit_status(tmp_path):
     proc = subprocess.run([sys.executable, "-c", SIGNAL_AT_EXIT, str(tmp_path)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_signal_another_thread_receives_waits_for_the_held_final_write():
+    """The system may hand Ctrl-C to any thread that does not block it; Python then runs the handler
+    in the main thread at once. The final write and its recorded status must still land together."""
+    import threading
+
+    from depl_fl.runs.job_end import deferred_while_held, signals_held
+
+    order: list[str] = []
+    handler = deferred_while_held(lambda signum, frame: order.append("handler"))
+    previous = signal.signal(signal.SIGTERM, handler)
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait)
+    other.start()
+    try:
+        with signals_held():
+            order.append("write")
+            signal.pthread_kill(other.ident, signal.SIGTERM)  # a thread that does not hold it
+            time.sleep(0.2)  # the main thread passes many bytecodes: an undeferred handler runs here
+            order.append("record")
+        time.sleep(0.2)
+    finally:
+        idle.set()
+        other.join()
+        signal.signal(signal.SIGTERM, previous)
+    assert order == ["write", "record", "handler"]

@@ -212,6 +212,28 @@ def test_a_bad_factory_is_a_one_line_error():
         build_network("None", 10, 1, 8)  # model=custom without a factory
 
 
+@pytest.mark.parametrize("backend", ["ray", "inprocess"])
+@pytest.mark.parametrize("factory, message", [
+    ("no_such_pkg.mod:Net", "cannot import no_such_pkg"),
+    ("tests.user_nets:Nope", "has no attribute Nope"),
+])
+def test_a_bad_factory_is_refused_before_the_simulation_starts(monkeypatch, tmp_path, backend, factory,
+                                                                message):
+    import depl_fl.main as main
+    import strategies.inprocess_grid as inprocess_grid
+    from depl_fl.runs.runconfig import compose_config
+
+    def started(*args, **kwargs):
+        raise AssertionError("the simulation started")
+
+    monkeypatch.setattr(main, "_start_ray", started)
+    monkeypatch.setattr(inprocess_grid, "InProcessGrid", started)
+    cfg = compose_config(["model=custom", f"model.factory={factory}", "num_clients=2",
+                          f"simulation={backend}", f"profile.cache_dir={tmp_path / 'cache'}"])
+    with pytest.raises(ScenarioError, match=message):
+        main.run_job(cfg, tmp_path / "out")
+
+
 def test_a_user_network_without_geometry_arguments_goes_through_the_same_path():
     from tests.user_nets import MobileNetV2Tiny
 

@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, StrictBool, model_validator
 from depl_fl.contract.plan import MAX_DEADLINE_S
 from depl_fl.contract.schema import (
     Count,
+    Finite,
     NonNegative,
     NonNegativeCount,
     Positive,
@@ -111,6 +112,8 @@ class _Profile(Schema):
     switch_rounds: NonNegativeCount = 1
     switch_at: list[Count] | None = None
     subset_fractions: list[_Fraction] | None
+    data_exponent_mean: Finite = 0.5
+    data_exponent_std: Finite = 0.5
     spread_horizon: Count | None = None
 
     @model_validator(mode="after")
@@ -138,6 +141,7 @@ class _Profile(Schema):
 
 
 class _Tracking(Schema):
+    enabled: StrictBool = True
     margin: NonNegative
     ahead_margin: NonNegative | None
     every_rounds: Count | None
@@ -161,6 +165,11 @@ class _Server(Schema):
     round_timeout_s: _Timeout
     round_timeout_factor: NonNegative | None = None
     round_timeout_slack_s: _Timeout | None = None
+
+
+class _Output(Schema):
+    plot: StrictBool = True
+    dir: Annotated[str, Field(strict=True)] | None = None
 
 
 class _Planner(Schema):
@@ -244,6 +253,7 @@ class _Config(Schema):
     simulation: _Simulation
     clusters: _Clusters
     cost: _Cost | None = None
+    output: _Output | None = None
 
 
 def validate_config(cfg: Mapping[str, Any]) -> None:

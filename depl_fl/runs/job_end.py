@@ -12,12 +12,18 @@ so that a signal lands before both or after both.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 _ENDED: dict[str, int] = {}
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+#: Blocks of :func:`signals_held` running now, in any thread, and the stop signals that came meanwhile.
+_HOLDING = [0]
+_HELD: list[int] = []
+_HOLD_LOCK = threading.RLock()  # reentrant: the handler may run in the main thread while it holds it
 
 
 def _key(out_dir: str | Path) -> str:
@@ -36,9 +42,39 @@ def job_end_status(out_dir: str | Path) -> int | None:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM for the calling thread while the block runs; deliver them after it."""
+    """Hold Ctrl-C and SIGTERM while the block runs; deliver them after it.
+
+    Blocking them in the calling thread is not enough: the system hands a
+    signal to any thread that does not block it, and Python then runs the
+    handler in the main thread at once, inside the block. Handlers wrapped by
+    :func:`deferred_while_held` therefore keep such a signal until the last
+    block ends, which raises it again.
+    """
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    with _HOLD_LOCK:
+        _HOLDING[0] += 1
     try:
         yield
     finally:
+        with _HOLD_LOCK:
+            _HOLDING[0] -= 1
+            pending = [] if _HOLDING[0] else list(_HELD)
+            if not _HOLDING[0]:
+                _HELD.clear()
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum in pending:
+            signal.raise_signal(signum)
+
+
+def deferred_while_held(handler: Callable[[int, Any], None]) -> Callable[[int, Any], None]:
+    """``handler`` for a stop signal, run after every :func:`signals_held` block now running has ended."""
+
+    def deferring(signum: int, frame: Any) -> None:
+        with _HOLD_LOCK:
+            if _HOLDING[0]:
+                if signum not in _HELD:
+                    _HELD.append(signum)
+                return
+        handler(signum, frame)
+
+    return deferring

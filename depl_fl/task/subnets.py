@@ -746,6 +746,18 @@ def widths_of(net: Network) -> tuple[float, ...]:
     return tuple(net.compressions) or (PROBE_COMPRESSION,)
 
 
+def check_network(net: Network) -> None:
+    """Build ``net``'s full network and check its forwards, as every later use does (cached per process).
+
+    Raises
+    ------
+    ScenarioError
+        A factory that does not import, raises or returns no ``nn.Module``, or a
+        forward that fails on the example input or returns no ``(batch, K)`` logits.
+    """
+    _base(net)
+
+
 def _base(net: Network) -> nn.Module:
     """The full network built once per process (seed 0) and checked once; copies serve every later use."""
     return _plain_base(plain_network(net))
