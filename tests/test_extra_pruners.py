@@ -173,6 +173,24 @@ class WeightFirstMatmul(nn.Module):
         return self.fc(F.relu(torch.matmul(self.weight, h)).flatten(1))
 
 
+class SharedBiasLinear(nn.Module):
+    """Two bare weights applied by ``F.linear`` to two convs' pooled channels, with one bare ``bias``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.conv2, self.fc = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(1, 8, 3, padding=1), \
+            nn.Linear(24, 10)
+        self.weight = nn.Parameter(torch.randn(24, 16) * 0.2)
+        self.weight2 = nn.Parameter(torch.randn(24, 8) * 0.2)
+        self.bias = nn.Parameter(torch.randn(24) * 0.1)
+        self.side = nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        a, b = F.relu(self.conv(x)).mean((2, 3)), F.relu(self.conv2(x)).mean((2, 3))
+        y = F.linear(a, self.weight, self.bias) + self.side(b)  # a group reaching the first map's outputs
+        return self.fc(F.relu(y) + F.relu(F.linear(b, self.weight2, self.bias)))
+
+
 class PenalizedMatmul(nn.Module):
     """A bare ``weight`` used with ``@`` and also read whole (its mean added to the logits)."""
 
@@ -466,6 +484,13 @@ def test_the_conv_before_a_bare_weight_in_a_matmul_is_compressed_and_its_variant
     assert shapes["weight"] == weight
     if bias is not None:
         assert shapes["bias"] == bias
+
+
+def test_a_bare_bias_two_linear_maps_share_follows_the_one_group_both_outputs_join():
+    net = _net("shared_bias_linear", SharedBiasLinear)
+    check_derived_variants(net, ("conv", "conv2", "side"))
+    shapes = network_layout(net).sub_shapes(0.5)
+    assert (shapes["weight"], shapes["weight2"], shapes["bias"]) == ((12, 8), (12, 4), (12,))
 
 
 @pytest.mark.parametrize("name", ["linear_bias", "at", "tokens_at"])

@@ -484,7 +484,10 @@ def link_mapped_weights(dg: Any, record: TracedLayers) -> None:
     shared map, or a second forward in training mode), or whose weight or
     bias the graph meets elsewhere too (any other use), is left as
     torch-pruning traces it: its input channels stay tied to its outputs,
-    and the Check keeps that group whole or refuses it.
+    and the Check keeps that group whole or refuses it. A bias two maps
+    share is sliced by each map's output group: the layout refuses two
+    different groups on one coordinate, and the Check a map whose outputs
+    stay whole while its bias loses entries.
     """
     link_class, pruner = _map_link()
     dg.CUSTOMIZED_PRUNERS[link_class] = pruner
