@@ -1,14 +1,17 @@
-"""Recurrent layers, ``nn.Bilinear``, einsum weights: pruned on their input side (``extra_pruners``).
+"""Recurrent layers, ``nn.Bilinear``, einsum and matmul weights pruned on their input side.
 
 Grouped by what they protect: canaries pinning the torch-pruning 1.6.1
 behaviour DepL works around or relies on (they fail the day it changes);
 the tracing stand-ins leave the outputs unchanged; the variants of networks
-with a GRU, an RNN, LSTMs of every shape, bilinear fusions and einsums on a
-bare weight derive, pass the Check (the sub-network computes the silenced full network), shrink the
-layer before them and slice exactly (extract then scatter); a recurrent
-layer's hidden size stays whole; a weight two einsums share is refused in
-one line naming the layer. DepL rounds with bytes as modelled run in
-``tests/test_user_zoo_extra.py`` (``bilinear_net``, ``bilstm_net``, ``einsum_net``).
+with a GRU, an RNN, LSTMs of every shape, bilinear fusions, einsums and
+``F.linear``/``torch.matmul``/``@``/``torch.mm`` on a bare weight derive,
+pass the Check (the sub-network computes the silenced full network), shrink
+the layer before them and slice exactly (extract then scatter); a recurrent
+layer's hidden size stays whole; a weight two einsums (or two matmuls) share,
+given first or read whole elsewhere too is refused in one line. DepL rounds
+with bytes as modelled run in ``tests/test_user_zoo_extra.py``
+(``bilinear_net``, ``bilstm_net``, ``einsum_net``) and
+``tests/test_user_zoo.py`` (``parameter_matmul_net``).
 """
 
 from __future__ import annotations
@@ -110,6 +113,97 @@ class Einsum(nn.Module):
         return self.fc(F.relu(y).mean((2, 3)))
 
 
+class Matmul(nn.Module):
+    """A conv's pooled channels (or its map positions as tokens) mapped by a bare ``weight`` in one spelling.
+
+    ``linear``/``linear_bias`` call ``F.linear`` (weight ``[24, 16]``, the
+    second a bare ``bias`` too); ``matmul``, ``at``, ``mm`` and ``tokens_at``
+    use ``torch.matmul``, ``@``, ``torch.mm`` and ``@`` on tokens (weight
+    ``[16, 24]``).
+    """
+
+    def __init__(self, spelling: str = "at", residual: bool = False) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 16, 3, padding=1)
+        self.spelling = spelling
+        linear = spelling.startswith("linear")
+        self.weight = nn.Parameter(torch.randn(*((24, 16) if linear else (16, 24))) * 0.2)
+        self.bias = nn.Parameter(torch.randn(24) * 0.1) if spelling == "linear_bias" else None
+        self.side = nn.Linear(16, 24) if residual else None
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.conv(x))
+        if self.spelling == "tokens_at":
+            return self.fc(F.relu(h.flatten(2).transpose(1, 2) @ self.weight).mean(1))
+        pooled = h.mean((2, 3))
+        y = {"linear": lambda: F.linear(pooled, self.weight),
+             "linear_bias": lambda: F.linear(pooled, self.weight, self.bias),
+             "matmul": lambda: torch.matmul(pooled, self.weight),
+             "at": lambda: pooled @ self.weight,
+             "mm": lambda: torch.mm(pooled, self.weight)}[self.spelling]()
+        if self.side is not None:
+            y = y + self.side(pooled)  # a group reaching the map's outputs
+        return self.fc(F.relu(y))
+
+
+class TwiceMatmul(nn.Module):
+    """One bare square ``weight`` applied twice with ``@`` (to the conv's channels, then to its outputs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 16, 3, padding=1), nn.Linear(16, 10)
+        self.weight = nn.Parameter(torch.randn(16, 16) * 0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.conv(x)).mean((2, 3))
+        return self.fc(F.relu(F.relu(h @ self.weight) @ self.weight))
+
+
+class WeightFirstMatmul(nn.Module):
+    """A bare ``weight`` ``[24, 16]`` first in ``torch.matmul``: a map on the data's second-to-last axis."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 16, 3, padding=1), nn.Linear(24 * 8, 10)
+        self.weight = nn.Parameter(torch.randn(24, 16) * 0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = F.relu(self.conv(x)).mean(3)  # [b, 16, 8]
+        return self.fc(F.relu(torch.matmul(self.weight, h)).flatten(1))
+
+
+class SharedBiasLinear(nn.Module):
+    """Two bare weights applied by ``F.linear`` to two convs' pooled channels, with one bare ``bias``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.conv2, self.fc = nn.Conv2d(1, 16, 3, padding=1), nn.Conv2d(1, 8, 3, padding=1), \
+            nn.Linear(24, 10)
+        self.weight = nn.Parameter(torch.randn(24, 16) * 0.2)
+        self.weight2 = nn.Parameter(torch.randn(24, 8) * 0.2)
+        self.bias = nn.Parameter(torch.randn(24) * 0.1)
+        self.side = nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        a, b = F.relu(self.conv(x)).mean((2, 3)), F.relu(self.conv2(x)).mean((2, 3))
+        y = F.linear(a, self.weight, self.bias) + self.side(b)  # a group reaching the first map's outputs
+        return self.fc(F.relu(y) + F.relu(F.linear(b, self.weight2, self.bias)))
+
+
+class PenalizedMatmul(nn.Module):
+    """A bare ``weight`` used with ``@`` and also read whole (its mean added to the logits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 16, 3, padding=1), nn.Linear(24, 10)
+        self.weight = nn.Parameter(torch.randn(16, 24) * 0.2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        y = self.fc(F.relu(F.relu(self.conv(x)).mean((2, 3)) @ self.weight))
+        return y + self.weight.mean()
+
+
 class Mixer(nn.Module):
     """A 1x1 channel mix by ``torch.einsum`` with its own bare weight."""
 
@@ -171,6 +265,18 @@ EINSUM = {
     "einsum_channels_last": (_net("einsum_channels_last", Einsum, "bchw,oc->bhwo"), ("conv",), (24, 8)),
     "einsum_tokens": (_net("einsum_tokens", Einsum, "btc,co->bto"), ("conv",), (8, 24)),
     "einsum_plus_conv": (_net("einsum_plus_conv", Einsum, residual=True), ("conv", "side"), (12, 8)),
+}
+
+
+#: A bare weight used through F.linear or a matmul: the roots compressed, the weight's (and bias') p50 shape.
+MATMUL = {
+    "linear": (_net("linear", Matmul, "linear"), ("conv",), (24, 8), None),
+    "linear_bias": (_net("linear_bias", Matmul, "linear_bias", residual=True), ("conv", "side"), (12, 8),
+                    (12,)),
+    "matmul": (_net("matmul", Matmul, "matmul"), ("conv",), (8, 24), None),
+    "at": (_net("at", Matmul, "at"), ("conv",), (8, 24), None),
+    "mm": (_net("mm", Matmul, "mm", residual=True), ("conv", "side"), (8, 12), None),
+    "tokens_at": (_net("tokens_at", Matmul, "tokens_at"), ("conv",), (8, 24), None),
 }
 
 
@@ -250,20 +356,51 @@ def test_torch_pruning_ties_an_einsums_input_channels_to_its_reader():
     assert any(item.dep.target.module is net.fc for item in group.items)
 
 
+@pytest.mark.parametrize("spelling", ["linear", "at"])
+def test_torch_pruning_ties_a_bare_matmul_weights_input_channels_to_its_reader(spelling):
+    """As for an einsum: the conv's group reaches ``fc``, which reads the 24 outputs of the product."""
+    tp = torch_pruning()
+    net = Matmul(spelling)
+    dg = tp.DependencyGraph().build_dependency(net, example_inputs=torch.randn(1, 1, 8, 8), verbose=False)
+    group = dg.get_pruning_group(net.conv, tp.prune_conv_out_channels, [0, 1])
+    assert any(item.dep.target.module is net.fc for item in group.items)
+
+
 # --- the tracing stand-ins ---
 
 
-@pytest.mark.parametrize("net", [ConvRows(), ConvRows("GRU", packed=True), Fused("flat"), Einsum()],
-                         ids=["bilstm", "packed_gru", "bilinear", "einsum"])
+@pytest.mark.parametrize("net", [ConvRows(), ConvRows("GRU", packed=True), Fused("flat"), Einsum(),
+                                 *(Matmul(spelling, residual=True)
+                                   for spelling in ("linear_bias", "matmul", "at", "mm", "tokens_at"))],
+                         ids=["bilstm", "packed_gru", "bilinear", "einsum", "linear", "matmul", "at", "mm",
+                              "tokens_at"])
 def test_while_tracing_the_layers_compute_what_they_compute_outside(net):
+    functions = (torch.einsum, F.linear, torch.matmul, torch.mm)
     x = torch.randn(2, 1, 8, 8, requires_grad=True)
     want = net.eval()(x)
-    with extra_pruners.traced_as_layers(net):
+    with extra_pruners.traced_as_layers(net) as layers:
         got = net(x)
     assert got.grad_fn is not None
     torch.testing.assert_close(got, want)  # a recurrent kernel without gradients rounds otherwise
     assert all("forward" not in vars(m) for m in net.modules())  # the layers' own forward again
     assert torch.einsum is torch.functional.einsum
+    assert (torch.einsum, F.linear, torch.matmul, torch.mm) == functions
+    assert "__matmul__" not in vars(torch.Tensor)  # inherited again
+    if isinstance(net, Matmul):
+        assert [(w.entry, len(fns)) for w, fns in layers.linear_maps.items()] == [("weight", 1)]
+
+
+def test_a_matmul_outside_the_model_or_on_a_weight_given_first_runs_as_it_is():
+    """Only a bare parameter of the model, second (``x @ w``), on the last axis of a batch is a linear map."""
+    net = WeightFirstMatmul()
+    x = torch.randn(2, 1, 8, 8, requires_grad=True)
+    outside = nn.Parameter(torch.randn(16, 4))
+    with extra_pruners.traced_as_layers(net) as layers:
+        net(x)
+        torch.randn(3, 16, requires_grad=True) @ outside
+        F.linear(torch.randn(16, requires_grad=True), net.weight)  # one vector, no batch
+        torch.randn(3, 24) @ net.weight  # data without gradients: no group reaches it
+    assert [len(fns) for fns in layers.linear_maps.values()] == []
 
 
 @pytest.mark.parametrize(("equation", "weight", "dims"), [
@@ -337,6 +474,45 @@ def test_the_conv_before_an_einsum_on_a_bare_weight_is_compressed_and_its_varian
     net, roots, weight = EINSUM[name]
     check_derived_variants(net, roots)
     assert network_layout(net).sub_shapes(0.5)["weight"] == weight
+
+
+@pytest.mark.parametrize("name", list(MATMUL))
+def test_the_conv_before_a_bare_weight_in_a_matmul_is_compressed_and_its_variants_pass_the_check(name):
+    net, roots, weight, bias = MATMUL[name]
+    check_derived_variants(net, roots)
+    shapes = network_layout(net).sub_shapes(0.5)
+    assert shapes["weight"] == weight
+    if bias is not None:
+        assert shapes["bias"] == bias
+
+
+def test_a_bare_bias_two_linear_maps_share_follows_the_one_group_both_outputs_join():
+    net = _net("shared_bias_linear", SharedBiasLinear)
+    check_derived_variants(net, ("conv", "conv2", "side"))
+    shapes = network_layout(net).sub_shapes(0.5)
+    assert (shapes["weight"], shapes["weight2"], shapes["bias"]) == ((12, 8), (12, 4), (12,))
+
+
+@pytest.mark.parametrize("name", ["linear_bias", "at", "tokens_at"])
+def test_extract_then_scatter_restores_a_bare_matmul_weight_exactly(name):
+    test_extract_then_scatter_restores_the_state_exactly(MATMUL[name][0])
+
+
+@pytest.mark.parametrize(("net", "reason"), [
+    (_net("twice_matmul", TwiceMatmul), "the forward breaks once layer 'conv' loses output channels "
+                                        "(RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+                                        "(1x8 and 16x16))"),
+    (_net("weight_first", WeightFirstMatmul), "no layer's output channels can be pruned"),
+    # read whole elsewhere too: left to torch-pruning (not sliced by the map's pruner), so the forward breaks
+    (_net("penalized_matmul", PenalizedMatmul), "the forward breaks once layer 'conv' loses output channels "
+                                                "(RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+                                                "(1x8 and 16x24))"),
+], ids=["twice", "weight_first", "penalized"])
+def test_a_bare_weight_not_used_once_as_a_linear_map_is_refused_in_one_line(net, reason):
+    """Used twice, given first, or read whole elsewhere too: never sliced apart, the Check refuses it."""
+    with pytest.raises(ScenarioError) as err:
+        check_variants(net, network_layout(net), (0.0, 0.5))
+    assert "\n" not in str(err.value) and reason in str(err.value)
 
 
 def test_a_weight_two_einsums_share_is_left_to_the_check_which_refuses_it_naming_the_layer():

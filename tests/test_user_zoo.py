@@ -51,6 +51,7 @@ WORKING = {
     "mixer_net_square": ("blocks.0.token_up", "blocks.0.channel_up", "blocks.1.token_up",
                          "blocks.1.channel_up"),     # the patch width whole: it equals the token count
     "aux_head_net": ("conv",),                       # (logits, aux_logits) in training: both heads whole
+    "parameter_matmul_net": ("inp",),                # the bare weight's rows follow (`@` on a bare parameter)
 }
 
 
@@ -113,11 +114,12 @@ def test_what_stays_whole_in_attention_networks():
 
 
 def test_pruned_readers_of_unusual_layers():
-    """A ConvTranspose2d, an LSTM's input columns and a layer applied twice lose their channels."""
+    """A ConvTranspose2d, an LSTM's input columns, a layer applied twice, a bare `@` weight lose channels."""
     assert network_layout(_geo("unet_tiny")).sub_shapes(0.5)["up.weight"] == (12, 6, 2, 2)
     assert network_layout(_geo("conv_lstm_net")).sub_shapes(0.5)["lstm.weight_ih_l0"] == (96, 32)
     assert network_layout(_geo("loop_tied_net")).sub_shapes(0.5)["tied.weight"] == (16, 16)
     assert network_layout(_geo("token_linear_net")).sub_shapes(0.5)["token_mlp.weight"] == (16, 8)
+    assert network_layout(_geo("parameter_matmul_net")).sub_shapes(0.5)["weight"] == (16, 24)
 
 
 @pytest.mark.parametrize("name", list(WORKING))
@@ -149,7 +151,6 @@ REFUSED = {
     "row_lstm": "no layer's output channels can be pruned",
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
-    "parameter_matmul_net": "no layer's output channels can be pruned",
     "shared_weight_net": "model tests.user_nets:shared_weight_net: a.weight and b.weight are one parameter",
     "fixed_width_net": "logits of shape (batch, 10) for the dataset's 10 classes, got (1, 3)",
 }

@@ -1,4 +1,4 @@
-"""What torch-pruning 1.6.1 lacks or mis-traces: recurrent layers, ``nn.Bilinear``, ``torch.einsum`` weights.
+"""What torch-pruning 1.6.1 lacks or mis-traces: recurrent layers, ``nn.Bilinear``, bare weights in products.
 
 torch-pruning traces a network through autograd and walks into the graph a
 layer builds inside its forward. A bidirectional or multi-layer
@@ -8,22 +8,24 @@ concatenation's index mapping and the wrong input columns are sliced
 (``tests/test_extra_pruners.py`` pins it); it has no pruner for ``nn.GRU``,
 ``nn.RNN`` or ``nn.Bilinear`` at all (the last is traced as an elementwise
 operation that ties its two inputs and its output into one channel group),
-and it takes ``torch.einsum("bchw,oc->bohw", x, w)`` on a bare parameter for
-elementwise operations too (the conv's channels then reach the einsum's
-reader).
+and it takes ``torch.einsum("bchw,oc->bohw", x, w)``, ``F.linear(x, w)`` or
+``x @ w`` on a bare parameter for elementwise operations too (the channels
+before then reach the product's reader).
 
 While DepL builds the dependency graph (:func:`traced_as_layers`), each such
 layer (and each einsum whose bare weight is a linear map,
-:func:`linear_einsum`) computes its output without gradients and hands it
+:func:`linear_einsum`, and each ``F.linear``, ``torch.matmul``, ``@`` or
+``torch.mm`` applying a bare matrix to the last axis of a tensor) computes
+its output without gradients and hands it
 on joined to each input by one elementwise reduction, so the graph links the
 layer straight to the tensors it reads; :func:`rewire` then gives those
 links their pruning functions. The pruners slice the weights that read the
 inputs: a recurrent layer's first-layer input weights (both directions), a
 bilinear layer's weight along the first or the second input's dimension
-(one pruning function per input, ``prune_in2_channels``), an einsum's weight
-along the index it sums over (and along the index it makes when a group
-reaches the output). A recurrent layer's hidden size is kept whole
-(:func:`keeps_whole`); a bilinear layer's and an einsum's outputs are
+(one pruning function per input, ``prune_in2_channels``), a mapped weight
+along the index it sums over (and along the index it makes, with a bare
+bias, when a group reaches the output). A recurrent layer's hidden size is
+kept whole (:func:`keeps_whole`); a bilinear layer's and a map's outputs are
 pruned only by a group that reaches them (neither is a root). What the
 graph still gets wrong, the Check (:func:`depl_fl.task.subnets.check_variants`)
 keeps whole.
@@ -166,8 +168,8 @@ class TracedLayers:
     """What :func:`traced_as_layers` records: the autograd nodes that :func:`rewire` gives pruners."""
 
     second_inputs: dict[nn.Module, list[Any]] = field(default_factory=dict)
-    #: Per bare parameter used through ``torch.einsum`` as a linear map: its links' autograd nodes.
-    einsums: dict[EinsumWeight, list[Any]] = field(default_factory=dict)
+    #: Per bare parameter used as a linear map (``torch.einsum``, a matmul): its links' autograd nodes.
+    linear_maps: dict[MappedWeight, list[Any]] = field(default_factory=dict)
 
 
 def _recurrent_forward(module: nn.RNNBase) -> Any:
@@ -203,11 +205,12 @@ def _bilinear_forward(module: nn.Bilinear, record: TracedLayers) -> Any:
 
 
 @dataclass(frozen=True, eq=False)
-class EinsumWeight:
-    """A bare parameter that ``torch.einsum`` uses as a linear map: ``owner.attr``, state entry ``entry``.
+class MappedWeight:
+    """A bare parameter used as a linear map: ``owner.attr``, state entry ``entry``.
 
     ``in_dim`` is contracted with one axis of the other operand, ``out_dim``
-    becomes an axis of the output.
+    becomes an axis of the output; ``bias`` (``(entry, owner, attr)``) is a
+    bare vector added along ``out_dim`` (``F.linear``'s third argument).
     """
 
     entry: str
@@ -215,10 +218,17 @@ class EinsumWeight:
     attr: str
     in_dim: int
     out_dim: int
+    bias: tuple[str, nn.Module, str] | None = None
 
     @property
     def weight(self) -> torch.Tensor:
         return getattr(self.owner, self.attr)
+
+    @property
+    def parameters(self) -> tuple[torch.Tensor, ...]:
+        """The weight, and the bias if any."""
+        bias = () if self.bias is None else (getattr(self.bias[1], self.bias[2]),)
+        return (self.weight, *bias)
 
 
 def linear_einsum(equation: str, weight: int) -> tuple[int, int] | None:
@@ -260,6 +270,18 @@ def _bare_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Module, str]]:
     return found
 
 
+def _recorded(record: TracedLayers, bare: dict[int, tuple[str, nn.Module, str]], out: torch.Tensor,
+              data: torch.Tensor, weight: nn.Parameter, dims: tuple[int, int],
+              bias: nn.Parameter | None = None) -> torch.Tensor:
+    """``out`` joined to ``data``, its link recorded as a use of ``weight`` (one key per state entry)."""
+    joined = _joined(out, data)
+    entry, owner, attr = bare[id(weight)]
+    key = next((k for k in record.linear_maps if k.entry == entry), None) or MappedWeight(
+        entry, owner, attr, *dims, bias=None if bias is None else bare[id(bias)])
+    record.linear_maps.setdefault(key, []).append(joined.grad_fn)
+    return joined
+
+
 def _einsum(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
     def einsum(equation: Any, *operands: Any) -> Any:
         tensors = tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
@@ -269,16 +291,50 @@ def _einsum(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: 
             and len(tensors) == 2 else None
         if dims is None or not all(t.requires_grad for t in tensors):
             return original(equation, *operands)
-        entry, owner, attr = bare[id(tensors[weights[0]])]
         with torch.no_grad():
             out = original(equation, *operands)
-        joined = _joined(out, tensors[1 - weights[0]])
-        key = next((k for k in record.einsums if k.entry == entry), None) or EinsumWeight(entry, owner, attr,
-                                                                                         *dims)
-        record.einsums.setdefault(key, []).append(joined.grad_fn)
-        return joined
+        return _recorded(record, bare, out, tensors[1 - weights[0]], tensors[weights[0]], dims)
 
     return einsum
+
+
+def _is_bare(t: Any, bare: dict[int, tuple[str, nn.Module, str]]) -> bool:
+    return isinstance(t, nn.Parameter) and id(t) in bare
+
+
+def _maps_last_axis(data: Any, weight: Any, in_dim: int, bare: dict[int, tuple[str, nn.Module, str]]) -> bool:
+    """Whether ``weight`` (bare, a matrix) maps the last axis of ``data`` (a batch of vectors, not bare)."""
+    return (_is_bare(weight, bare) and weight.dim() == 2 and isinstance(data, torch.Tensor)
+            and not _is_bare(data, bare) and data.dim() >= 2 and data.shape[-1] == weight.shape[in_dim]
+            and data.requires_grad and weight.requires_grad)
+
+
+def _linear(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
+    """``F.linear(x, w, b)`` with a bare ``w`` ``[out, in]`` (and a bare ``b`` or none)."""
+
+    def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002 (torch's name)
+        bare_bias = bias is None or (_is_bare(bias, bare) and bias is not weight
+                                     and bias.shape == weight.shape[:1])
+        if not bare_bias or not _maps_last_axis(input, weight, 1, bare):
+            return original(input, weight, bias)
+        with torch.no_grad():
+            out = original(input, weight, bias)
+        return _recorded(record, bare, out, input, weight, (1, 0), bias)
+
+    return linear
+
+
+def _matmul(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
+    """``torch.matmul(x, w)``, ``x @ w``, ``torch.mm(x, w)`` with a bare ``w`` ``[in, out]`` second."""
+
+    def matmul(input: Any, other: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 (torch's name)
+        if args or kwargs or not _maps_last_axis(input, other, 0, bare):
+            return original(input, other, *args, **kwargs)
+        with torch.no_grad():
+            out = original(input, other)
+        return _recorded(record, bare, out, input, other, (0, 1))
+
+    return matmul
 
 
 @contextlib.contextmanager
@@ -289,21 +345,31 @@ def traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     gradients). A layer whose input needs no gradient (it reads the
     network's input) runs as it is: no channel group reaches it. So does
     ``torch.einsum`` on a bare parameter of ``model`` used as a linear map
-    (:func:`linear_einsum`), called as ``torch.einsum``.
+    (:func:`linear_einsum`), called as ``torch.einsum``, and a bare matrix
+    applied to the last axis of a tensor as ``torch.nn.functional.linear``
+    (weight ``[out, in]``, bias bare or none), ``torch.matmul``, ``@`` or
+    ``torch.mm`` (weight ``[in, out]``, second). Any other use runs as it is.
     """
-    with _EINSUM_SWAP:  # one swap at a time: a second would restore the first's stand-in
+    with _FUNCTION_SWAP:  # one swap at a time: a second would restore the first's stand-ins
         yield from _traced_as_layers(model)
 
 
-#: Held while ``torch.einsum`` is swapped for a stand-in (graphs built in several threads).
-_EINSUM_SWAP = threading.RLock()
+#: Held while torch's functions are swapped for stand-ins (graphs built in several threads).
+_FUNCTION_SWAP = threading.RLock()
+
+#: Where each swapped function lives, its name, and its stand-in's maker.
+_SWAPPED = ((torch, "einsum", _einsum), (torch.nn.functional, "linear", _linear), (torch, "matmul", _matmul),
+            (torch, "mm", _matmul), (torch.Tensor, "__matmul__", _matmul))
 
 
 def _traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     record = TracedLayers()
     patched = []
-    original_einsum = torch.einsum
-    torch.einsum = _einsum(original_einsum, _bare_parameters(model), record)
+    bare = _bare_parameters(model)
+    # What each place held itself (``Tensor.__matmul__`` is inherited: deleting the stand-in restores it).
+    own = [(place, name, vars(place).get(name)) for place, name, _ in _SWAPPED]
+    for place, name, stand_in in _SWAPPED:
+        setattr(place, name, stand_in(getattr(place, name), bare, record))
     for module in model.modules():
         if isinstance(module, RECURRENT_TYPES):
             module.forward = _recurrent_forward(module)
@@ -315,7 +381,11 @@ def _traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     try:
         yield record
     finally:
-        torch.einsum = original_einsum
+        for place, name, held in own:
+            if held is None:
+                delattr(place, name)
+            else:
+                setattr(place, name, held)
         for module in patched:
             del module.forward
 
@@ -372,58 +442,65 @@ def separate_bilinear_inputs(dg: Any, record: TracedLayers) -> None:
 
 
 @functools.cache
-def _einsum_link() -> tuple[type, Any]:
-    """The class of an einsum's link node, and the pruner slicing its bare weight."""
+def _map_link() -> tuple[type, Any]:
+    """The class of a linear map's link node, and the pruner slicing its bare weight (and bias)."""
     ops = torch_pruning().ops
 
-    class EinsumLink(ops._ElementWiseOp):
-        """torch-pruning's node of a ``torch.einsum`` using a bare parameter as a linear map."""
+    class LinearMapLink(ops._ElementWiseOp):
+        """torch-pruning's node of a bare parameter used as a linear map (``torch.einsum``, a matmul)."""
 
-    class EinsumWeightPruner(_base_pruner()):
-        TARGET_MODULES = EinsumLink
+    class MappedWeightPruner(_base_pruner()):
+        TARGET_MODULES = LinearMapLink
 
         def prune_out_channels(self, link: Any, idxs: Sequence[int]) -> Any:
-            weight = link.einsum
+            weight = link.mapped
             kept = _keep(weight.weight.shape[weight.out_dim], idxs)
             _sliced(weight.owner, weight.attr, kept, weight.out_dim)
+            if weight.bias is not None:
+                _sliced(weight.bias[1], weight.bias[2], kept, 0)
             return link
 
         def prune_in_channels(self, link: Any, idxs: Sequence[int]) -> Any:
-            weight = link.einsum
+            weight = link.mapped
             kept = _keep(weight.weight.shape[weight.in_dim], idxs)
             _sliced(weight.owner, weight.attr, kept, weight.in_dim)
             return link
 
         def get_out_channels(self, link: Any) -> int:
-            return int(link.einsum.weight.shape[link.einsum.out_dim])
+            return int(link.mapped.weight.shape[link.mapped.out_dim])
 
         def get_in_channels(self, link: Any) -> int:
-            return int(link.einsum.weight.shape[link.einsum.in_dim])
+            return int(link.mapped.weight.shape[link.mapped.in_dim])
 
-    return EinsumLink, EinsumWeightPruner()
+    return LinearMapLink, MappedWeightPruner()
 
 
-def link_einsum_weights(dg: Any, record: TracedLayers) -> None:
-    """Make each einsum's link node in ``dg`` a layer: its weight's ``in_dim`` reads, ``out_dim`` writes.
+def link_mapped_weights(dg: Any, record: TracedLayers) -> None:
+    """Make each linear map's link node in ``dg`` a layer: its weight's ``in_dim`` reads, ``out_dim`` writes.
 
     The node torch-pruning made of the stand-in (an elementwise operation,
-    which would tie the einsum's input channels to its outputs) gets the
-    pruner of :func:`_einsum_link`. A weight used by more than one einsum
-    call (a shared map, or a second forward in training mode) is left as
+    which would tie the map's input channels to its outputs) gets the
+    pruner of :func:`_map_link`. A weight used by more than one call (a
+    shared map, or a second forward in training mode), or whose weight or
+    bias the graph meets elsewhere too (any other use), is left as
     torch-pruning traces it: its input channels stay tied to its outputs,
-    and the Check keeps that group whole.
+    and the Check keeps that group whole or refuses it. A bias two maps
+    share is sliced by each map's output group: the layout refuses two
+    different groups on one coordinate, and the Check a map whose outputs
+    stay whole while its bias loses entries.
     """
-    link_class, pruner = _einsum_link()
+    link_class, pruner = _map_link()
     dg.CUSTOMIZED_PRUNERS[link_class] = pruner
     dg._in_channel_pruning_fn.add(pruner.prune_in_channels)
     dg._out_channel_pruning_fn.add(pruner.prune_out_channels)
     nodes = {node.grad_fn: node for node in dg.module2node.values()}
-    for weight, grad_fns in record.einsums.items():
-        if len(grad_fns) != 1 or grad_fns[0] not in nodes:
+    for weight, grad_fns in record.linear_maps.items():
+        if len(grad_fns) != 1 or grad_fns[0] not in nodes or any(
+                any(p is other for other in dg.module2node) for p in weight.parameters):
             continue
         link = nodes[grad_fns[0]]
         link.module.__class__ = link_class
-        object.__setattr__(link.module, "einsum", weight)  # a reference, not a child module
+        object.__setattr__(link.module, "mapped", weight)  # a reference, not a child module
         for dep in link.dependencies:
             dep.trigger = pruner.prune_in_channels if dep.target in link.inputs else pruner.prune_out_channels
         for other in (*link.inputs, *link.outputs):
@@ -436,27 +513,33 @@ def link_einsum_weights(dg: Any, record: TracedLayers) -> None:
 def rewire(dg: Any, record: TracedLayers) -> None:
     """Give the nodes :func:`traced_as_layers` recorded their pruning functions in ``dg``."""
     separate_bilinear_inputs(dg, record)
-    link_einsum_weights(dg, record)
+    link_mapped_weights(dg, record)
 
 
-def parameter_axis(module: Any, handler: Any) -> tuple[str, int] | None:
-    """``(state entry, dimension)`` a pruning function of an einsum's link node slices, else None."""
-    if not isinstance(module, _einsum_link()[0]):
+def parameter_axes(module: Any, handler: Any) -> list[tuple[str, int]] | None:
+    """``(state entry, dimension)`` pairs a pruning function of a linear map's link node slices, else None.
+
+    The weight's ``in_dim`` for its input channels; its ``out_dim`` and the
+    bias (if any) for its outputs.
+    """
+    if not isinstance(module, _map_link()[0]):
         return None
-    weight = module.einsum
-    return weight.entry, (weight.in_dim if handler.__name__ == "prune_in_channels" else weight.out_dim)
+    weight = module.mapped
+    if handler.__name__ == "prune_in_channels":
+        return [(weight.entry, weight.in_dim)]
+    return [(weight.entry, weight.out_dim), *(() if weight.bias is None else ((weight.bias[0], 0),))]
 
 
 def pruned_width(module: Any, handler: Any) -> int | None:
     """The width a pruning function of this module shrinks, where torch-pruning's own count is not it.
 
     A bilinear layer's second input (torch-pruning counts a layer's input
-    channels once), an einsum's weight dimension; None for any other.
+    channels once), a linear map's weight dimension; None for any other.
     """
     if isinstance(module, nn.Bilinear) and getattr(handler, "__name__", "") == "prune_in2_channels":
         return int(module.in2_features)
-    if (axis := parameter_axis(module, handler)) is not None:
-        return int(module.einsum.weight.shape[axis[1]])
+    if (axes := parameter_axes(module, handler)) is not None:
+        return int(module.mapped.weight.shape[axes[0][1]])
     return None
 
 

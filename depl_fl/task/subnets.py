@@ -585,13 +585,14 @@ def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ())
         root = _root_name(dg, group, names, order)
         width, multiple, blocks = _tied_shape(group)
         for item in group.items:
-            module = item.dep.target.module
+            module, axes = item.dep.target.module, None
             if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
                 name, is_reader = dg._param_to_name[module], False
                 entries = [("", item.dep.target.pruning_dim)]
-            elif (axis := extra_pruners.parameter_axis(module, item.dep.handler)) is not None:
-                (name, dim), is_reader = axis, bool(dg.is_in_channel_pruning_fn(item.dep.handler))
-                entries = [("", dim)]  # a bare weight used through torch.einsum
+            elif (axes := extra_pruners.parameter_axes(module, item.dep.handler)) is not None:
+                # a bare weight (and bias) used as a linear map: entries named in full
+                name, is_reader = axes[0][0], bool(dg.is_in_channel_pruning_fn(item.dep.handler))
+                entries = axes
             elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
                 continue  # an operation (add, concat, flatten) or a parameter-free layer
             else:
@@ -601,7 +602,7 @@ def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ())
                     probed[key] = _probe(module, handler, list(item.idxs), name)
                 entries, is_reader = probed[key], bool(dg.is_in_channel_pruning_fn(handler))
             for entry, dim in entries:
-                full = ".".join(part for part in (name, entry) if part)
+                full = entry if axes is not None else ".".join(part for part in (name, entry) if part)
                 size = shapes[full][dim]
                 owner = owners.setdefault((full, dim), np.full(size, -1, dtype=np.int64))
                 ids = offset + np.asarray(item.root_idxs, dtype=np.int64) % width
