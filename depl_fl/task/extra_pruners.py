@@ -257,7 +257,11 @@ def linear_einsum(equation: str, weight: int) -> tuple[int, int] | None:
     return summed[0], made[0]
 
 
-def _bare_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Module, str]]:
+#: Bare parameters by ``id``: (state entry, owning module, attribute name).
+BareParameters = dict[int, tuple[str, nn.Module, str]]
+
+
+def _bare_parameters(model: nn.Module) -> BareParameters:
     """Parameters of modules torch-pruning has no pruner for (the user's own), by id: entry, owner, name."""
     ops = torch_pruning().ops
     found = {}
@@ -270,7 +274,7 @@ def _bare_parameters(model: nn.Module) -> dict[int, tuple[str, nn.Module, str]]:
     return found
 
 
-def _recorded(record: TracedLayers, bare: dict[int, tuple[str, nn.Module, str]], out: torch.Tensor,
+def _recorded(record: TracedLayers, bare: BareParameters, out: torch.Tensor,
               data: torch.Tensor, weight: nn.Parameter, dims: tuple[int, int],
               bias: nn.Parameter | None = None) -> torch.Tensor:
     """``out`` joined to ``data``, its link recorded as a use of ``weight`` (one key per state entry)."""
@@ -282,7 +286,7 @@ def _recorded(record: TracedLayers, bare: dict[int, tuple[str, nn.Module, str]],
     return joined
 
 
-def _einsum(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
+def _einsum(original: Any, bare: BareParameters, record: TracedLayers) -> Any:
     def einsum(equation: Any, *operands: Any) -> Any:
         tensors = tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
             else operands
@@ -298,18 +302,18 @@ def _einsum(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: 
     return einsum
 
 
-def _is_bare(t: Any, bare: dict[int, tuple[str, nn.Module, str]]) -> bool:
+def _is_bare(t: Any, bare: BareParameters) -> bool:
     return isinstance(t, nn.Parameter) and id(t) in bare
 
 
-def _maps_last_axis(data: Any, weight: Any, in_dim: int, bare: dict[int, tuple[str, nn.Module, str]]) -> bool:
+def _maps_last_axis(data: Any, weight: Any, in_dim: int, bare: BareParameters) -> bool:
     """Whether ``weight`` (bare, a matrix) maps the last axis of ``data`` (a batch of vectors, not bare)."""
     return (_is_bare(weight, bare) and weight.dim() == 2 and isinstance(data, torch.Tensor)
             and not _is_bare(data, bare) and data.dim() >= 2 and data.shape[-1] == weight.shape[in_dim]
             and data.requires_grad and weight.requires_grad)
 
 
-def _linear(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
+def _linear(original: Any, bare: BareParameters, record: TracedLayers) -> Any:
     """``F.linear(x, w, b)`` with a bare ``w`` ``[out, in]`` (and a bare ``b`` or none)."""
 
     def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002 (torch's name)
@@ -324,7 +328,7 @@ def _linear(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: 
     return linear
 
 
-def _matmul(original: Any, bare: dict[int, tuple[str, nn.Module, str]], record: TracedLayers) -> Any:
+def _matmul(original: Any, bare: BareParameters, record: TracedLayers) -> Any:
     """``torch.matmul(x, w)``, ``x @ w``, ``torch.mm(x, w)`` with a bare ``w`` ``[in, out]`` second."""
 
     def matmul(input: Any, other: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 (torch's name)
