@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from depl_fl.console import PROG, OneLineParser, parse_or_status
+from depl_fl.console import PROG, SLOW_STEP_S, OneLineParser, notice_if_slow, parse_or_status
 from depl_fl.errors import INVALID_PLAN_STATUS, DeplError, InfeasibleError, ScenarioError
 
 MIN_TRAJECTORIES = 20000
@@ -158,8 +158,14 @@ def _relaxed_plan(plan: Any, scenario: Any, targets: Any, args: argparse.Namespa
     longer = relaxed_targets(plan, targets)
     if longer is None:
         return None
-    return make_plan(scenario, longer, method=args.method, eta=args.eta,
-                     guarantee=args.guarantee or "gaussian", seed=args.seed)
+    with notice_if_slow(_progress, f"{PROG}: no dependable plan within {targets.deadline_s:g} s; still "
+                        f"planning within {longer.deadline_s:g} s to say whether a longer deadline helps"):
+        return make_plan(scenario, longer, method=args.method, eta=args.eta,
+                         guarantee=args.guarantee or "gaussian", seed=args.seed)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -176,8 +182,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from depl_fl.planner import make_plan
 
     try:
-        plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
-                         guarantee=args.guarantee or "gaussian", seed=args.seed)
+        slow = f"{PROG}: still searching for a dependable plan after {SLOW_STEP_S:g} s"
+        with notice_if_slow(_progress, slow):
+            plan = make_plan(scenario, targets, method=args.method, eta=args.eta,
+                             guarantee=args.guarantee or "gaussian", seed=args.seed)
     except MemoryError:
         raise ScenarioError(f"{args.scenario}: out of memory while planning: the expanded graph is too "
                             f"large at --eta {args.eta if args.eta is not None else 'auto'} (extreme "

@@ -9,9 +9,11 @@ Logger hierarchy: every logger of the project is named ``depl_fl.<part>``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, NoReturn
 
 PROG = "depl-fl"
@@ -67,3 +69,34 @@ def log_to(stream: IO[str] | None = None, *, level: int = logging.INFO,
         logger.addHandler(handler)
         logger.propagate = False
     return logger
+
+
+#: Seconds a step may run before :func:`notice_if_slow` says it is still running.
+SLOW_STEP_S = 10.0
+
+
+@contextlib.contextmanager
+def notice_if_slow(say: Callable[[str], object], message: str,
+                   after_s: float = SLOW_STEP_S) -> Iterator[None]:
+    """Say ``message`` once if the block is still running after ``after_s`` seconds.
+
+    A planner search for an unreachable target can run for tens of seconds before
+    its one-line answer; a user who sees nothing meanwhile cannot tell it from a
+    hang. A fast block prints nothing, so the usual output stays as it is.
+
+    Parameters
+    ----------
+    say : callable
+        Writes one line (``logger.info``, or a print to stderr).
+    message : str
+        The line, said from a timer thread while the block runs.
+    after_s : float
+        Seconds before it is said.
+    """
+    timer = threading.Timer(after_s, say, args=(message,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

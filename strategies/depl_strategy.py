@@ -42,6 +42,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, Met
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
+from depl_fl.console import SLOW_STEP_S, notice_if_slow
 from depl_fl.contract.plan import (
     Plan,
     RoundDecision,
@@ -443,7 +444,9 @@ class DepLStrategy(FedAvg):
         if plan is None:
             if self.plan_fn is None:
                 raise ScenarioError("DepLStrategy needs a plan or a plan_fn")
-            plan = self.plan_fn(self.scenario, self.targets, self._initial_start())
+            with notice_if_slow(LOG.info, f"planning: still searching for a dependable plan of "
+                                f"{len(self.scenario.clients)} clients after {SLOW_STEP_S:g} s"):
+                plan = self.plan_fn(self.scenario, self.targets, self._initial_start())
         # A feasible empty plan: the target is already met (e.g. by the exploration rounds).
         if not plan.feasible or (not plan.rounds and self.profiler is None):
             knobs = ("target.loss, target.prob, target.deadline_s or target.max_rounds"
@@ -489,6 +492,9 @@ class DepLStrategy(FedAvg):
         longer = relaxed_targets(plan, self.targets)
         if self.plan_fn is None or longer is None:
             return None
+        LOG.info("planning: no dependable plan %s (%s); planning again within %g s to say whether a "
+                 "longer deadline helps", self.targets.limits_text(),
+                 shortfall_text(plan, self.targets.target_prob), longer.deadline_s)
         return self.plan_fn(self.scenario, longer, self._initial_start())
 
     def _met_plan(self, met_round: int) -> Plan:

@@ -95,3 +95,22 @@ def test_an_inprocess_job_logs_its_results_line_as_a_ray_job_does(tmp_path: Path
     with caplog.at_level(logging.INFO, logger=ROOT_LOGGER):
         assert run_job(cfg, tmp_path) == written
     assert f"results: {written}" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_slow_step_is_announced_once_and_a_fast_one_not_at_all() -> None:
+    import threading
+
+    from depl_fl.console import notice_if_slow
+
+    said: list[str] = []
+    announced = threading.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        announced.set()
+
+    with notice_if_slow(say, "still planning", after_s=0.01):
+        assert announced.wait(timeout=30), "the notice never came while the block ran"
+    with notice_if_slow(say, "fast step", after_s=3600):
+        pass
+    assert said == ["still planning"]
