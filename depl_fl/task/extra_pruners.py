@@ -24,11 +24,18 @@ inputs: a recurrent layer's first-layer input weights (both directions), a
 bilinear layer's weight along the first or the second input's dimension
 (one pruning function per input, ``prune_in2_channels``), a mapped weight
 along the index it sums over (and along the index it makes, with a bare
-bias, when a group reaches the output). A recurrent layer's hidden size is
-kept whole (:func:`keeps_whole`); a bilinear layer's and a map's outputs are
-pruned only by a group that reaches them (neither is a root). What the
-graph still gets wrong, the Check (:func:`depl_fl.task.subnets.check_variants`)
-keeps whole.
+bias, when a group reaches the output). A bilinear layer's and a map's
+outputs are pruned only by a group that reaches them (neither is a root).
+
+A recurrent layer's hidden size is a group of its own, rooted at the layer
+(``nn.RNNBase`` has one ``hidden_size`` for every layer and direction): its
+output features ``j`` and ``H + j`` (bidirectional) are hidden unit ``j``,
+which owns its gate rows and columns in every layer and direction
+(:func:`hidden_axes`); the final state (``h_n``, ``c_n``) is joined to the
+output while tracing, so its readers lose the same units. A projected
+layer's (``proj_size > 0``) and one given an initial state (``hx``) keep
+their hidden size whole (:func:`keeps_whole`). What the graph still gets
+wrong, the Check (:func:`depl_fl.task.subnets.check_variants`) keeps whole.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, t
 
 LOG = logging.getLogger("depl_fl.subnets")
 
-#: Layer types whose output channels root a pruning group.
+#: Layer types whose output channels root a pruning group (and a recurrent layer's hidden size:
+#: :data:`depl_fl.task.extra_pruners.RECURRENT_TYPES`, see :func:`_groups`).
 ROOT_TYPES = (nn.modules.conv._ConvNd, nn.Linear)
 
 
@@ -377,7 +378,8 @@ def _tracked(dg: Any, group: Any) -> bool:
     a GLU gate, ShuffleNetV2's halves), whose pieces torch-pruning 1.6.1 does
     not prune consistently, one through a depthwise convolution with a
     channel multiplier (:func:`_multiplier_conv`), and one that would prune a
-    recurrent layer's hidden size (:func:`depl_fl.task.extra_pruners.keeps_whole`).
+    recurrent layer's hidden size DepL keeps whole (projected, or given an
+    initial state: :func:`depl_fl.task.extra_pruners.keeps_whole`).
     """
     if extra_pruners.keeps_whole(dg, group):
         return False
