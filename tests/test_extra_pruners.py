@@ -106,6 +106,23 @@ class StateHead(nn.Module):
         return self.fc(torch.cat([h[-2], h[-1]], 1) if directions == 2 else h[-1])
 
 
+class PixelRows(nn.Module):
+    """The image's rows straight into a two-layer bidirectional recurrent layer, its output or state read."""
+
+    def __init__(self, kind: str = "LSTM", *, final_state: bool = False) -> None:
+        super().__init__()
+        self.rnn = getattr(nn, kind)(8, 16, num_layers=2, batch_first=True, bidirectional=True)
+        self.final_state = final_state
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        out, state = self.rnn(x[:, 0])
+        if not self.final_state:
+            return self.head(out[:, -1])
+        h = state[0] if isinstance(state, tuple) else state
+        return self.head(torch.cat([h[-2], h[-1]], 1))
+
+
 class RowsWithInitialState(nn.Module):
     """The image's rows through a GRU given a zero initial state, a linear head: nothing else to prune."""
 
@@ -297,6 +314,11 @@ FINAL_STATE = {
     "state_gru_without_bias": _net("state_gru_without_bias", StateHead, "GRU", bias=False),
     "state_relu_rnn": _net("state_relu_rnn", StateHead, "RNN", nonlinearity="relu"),
     "state_bilstm": _net("state_bilstm", StateHead, bidirectional=True),
+}
+#: Straight from the pixels (no gradient reaches the layer's input): its hidden size alone.
+PIXEL_ROWS = {
+    "pixel_bilstm": _net("pixel_bilstm", PixelRows),
+    "pixel_bigru_state": _net("pixel_bigru_state", PixelRows, "GRU", final_state=True),
 }
 #: Bilinear fusions: the roots compressed.
 BILINEAR = {
@@ -539,6 +561,15 @@ def test_the_readers_of_a_recurrent_layers_final_state_follow_its_hidden_size(na
     assert ("rnn.bias_ih_l0" in half) is ("without_bias" not in name)
     small = build_skeleton(net, 0.5).rnn
     assert small.hidden_size == 8 and type(small) is type(full_network(net).rnn)
+
+
+@pytest.mark.parametrize("name", list(PIXEL_ROWS))
+def test_a_deep_bidirectional_layer_reading_the_pixels_has_its_hidden_size_compressed(name):
+    """Its own graph fails torch-pruning's trace; joined to a copy of the input, the layer is one node."""
+    net = PIXEL_ROWS[name]
+    check_derived_variants(net, ("rnn",))
+    assert network_layout(net).sub_shapes(0.5)["head.weight"] == (10, 16)
+    assert build_skeleton(net, 0.5).rnn.hidden_size == 8
 
 
 def test_a_hidden_unit_owns_its_gate_rows_and_columns_in_every_layer_and_direction():

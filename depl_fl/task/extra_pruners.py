@@ -264,10 +264,10 @@ def _recurrent_forward(module: nn.RNNBase, record: TracedLayers) -> Any:
         data = input.data if isinstance(input, nn.utils.rnn.PackedSequence) else input
         if hx is not None:  # a state from elsewhere is as wide as the hidden size the caller made it
             record.fixed_hidden.add(module)
-        if not data.requires_grad:
-            return original(module, input, hx)
         with torch.no_grad():
             out, state = original(module, input, hx)
+        if not data.requires_grad:  # the network's input: a copy of it as a leaf anchors the layer's node
+            data = data.detach().requires_grad_()
         packed = isinstance(out, nn.utils.rnn.PackedSequence)
         joined = _joined(out.data if packed else out, data)
         # The final state's hidden features are the output's (one direction's): its readers join the
@@ -437,13 +437,16 @@ def traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     """Within: ``model``'s recurrent and bilinear layers read their inputs directly in the autograd graph.
 
     Their outputs are unchanged (computed by their own forward, without
-    gradients). A layer whose input needs no gradient (it reads the
-    network's input) runs as it is: no channel group reaches it. So does
-    ``torch.einsum`` on a bare parameter of ``model`` used as a linear map
-    (:func:`linear_einsum`), called as ``torch.einsum``, and a bare matrix
-    applied to the last axis of a tensor as ``torch.nn.functional.linear``
-    (weight ``[out, in]``, bias bare or none), ``torch.matmul``, ``@`` or
-    ``torch.mm`` (weight ``[in, out]``, second). Any other use runs as it is.
+    gradients). So do ``torch.einsum`` on a bare parameter of ``model`` used
+    as a linear map (:func:`linear_einsum`), called as ``torch.einsum``, and
+    a bare matrix applied to the last axis of a tensor as
+    ``torch.nn.functional.linear`` (weight ``[out, in]``, bias bare or none),
+    ``torch.matmul``, ``@`` or ``torch.mm`` (weight ``[in, out]``, second).
+    Any other use runs as it is, and so does a bilinear layer or a product
+    whose inputs need no gradient (the network's input): no channel group
+    reaches it. A recurrent layer reading such an input is joined to a copy
+    of it, so that its hidden size still roots a group (torch-pruning fails
+    to walk a deep bidirectional layer's own graph).
     """
     with _FUNCTION_SWAP:  # one swap at a time: a second would restore the first's stand-ins
         yield from _traced_as_layers(model)
