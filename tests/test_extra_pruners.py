@@ -1,4 +1,4 @@
-"""Recurrent layers, ``nn.Bilinear``, einsum and matmul weights pruned on their input side.
+"""Recurrent layers (input side and hidden size), ``nn.Bilinear``, einsum and matmul weights pruned.
 
 Grouped by what they protect: canaries pinning the torch-pruning 1.6.1
 behaviour DepL works around or relies on (they fail the day it changes);
@@ -7,11 +7,14 @@ with a GRU, an RNN, LSTMs of every shape, bilinear fusions, einsums and
 ``F.linear``/``torch.matmul``/``@``/``torch.mm`` on a bare weight derive,
 pass the Check (the sub-network computes the silenced full network), shrink
 the layer before them and slice exactly (extract then scatter); a recurrent
-layer's hidden size stays whole; a weight two einsums (or two matmuls) share,
+layer's hidden size is one group (every layer and direction; the final
+state's readers follow), kept whole when projected, given an initial state,
+or read through ``pad_packed_sequence``; a weight two einsums (or two matmuls) share,
 given first or read whole elsewhere too is refused in one line. DepL rounds
 with bytes as modelled run in ``tests/test_user_zoo_extra.py``
 (``bilinear_net``, ``bilstm_net``, ``einsum_net``) and
-``tests/test_user_zoo.py`` (``parameter_matmul_net``).
+``tests/test_user_zoo.py`` (``parameter_matmul_net``, ``conv_lstm_net``,
+``row_lstm``, ``row_gru``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task import extra_pruners
 from depl_fl.task.models import get_state
 from depl_fl.task.slicing import extract, scatter
-from depl_fl.task.subnets import UserNetwork, check_variants, full_network, network_layout
+from depl_fl.task.subnets import (
+    UserNetwork,
+    build_skeleton,
+    check_variants,
+    full_network,
+    kept_whole,
+    network_layout,
+)
 from depl_fl.task.torch_pruning_guard import torch_pruning
 from tests.torch_threads import one_thread  # noqa: F401 (autouse)
 from tests.zoo_checks import check_derived_variants
@@ -67,6 +77,62 @@ class ConvRows(nn.Module):
         if self.mid is not None:
             last = F.relu(self.mid(last))
         return self.fc(last)
+
+
+class StateHead(nn.Module):
+    """A conv stem whose rows feed a two-layer recurrent layer, the final state (not the outputs) to the head.
+
+    ``initial``: the layer is given a zero initial state made in the forward.
+    """
+
+    def __init__(self, kind: str = "LSTM", *, bidirectional: bool = False, initial: bool = False,
+                 **options: object) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1)
+        self.rnn = getattr(nn, kind)(64, 16, num_layers=2, batch_first=True, bidirectional=bidirectional,
+                                     **options)
+        self.initial = initial
+        self.fc = nn.Linear(32 if bidirectional else 16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        rows = F.relu(self.conv(x)).permute(0, 2, 1, 3).flatten(2)
+        directions = 2 if self.rnn.bidirectional else 1
+        if self.initial:
+            h0 = torch.zeros(2 * directions, x.shape[0], 16)
+            _, state = self.rnn(rows, (h0, h0) if isinstance(self.rnn, nn.LSTM) else h0)
+        else:
+            _, state = self.rnn(rows)
+        h = state[0] if isinstance(state, tuple) else state
+        return self.fc(torch.cat([h[-2], h[-1]], 1) if directions == 2 else h[-1])
+
+
+class PixelRows(nn.Module):
+    """The image's rows straight into a two-layer bidirectional recurrent layer, its output or state read."""
+
+    def __init__(self, kind: str = "LSTM", *, final_state: bool = False) -> None:
+        super().__init__()
+        self.rnn = getattr(nn, kind)(8, 16, num_layers=2, batch_first=True, bidirectional=True)
+        self.final_state = final_state
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        out, state = self.rnn(x[:, 0])
+        if not self.final_state:
+            return self.head(out[:, -1])
+        h = state[0] if isinstance(state, tuple) else state
+        return self.head(torch.cat([h[-2], h[-1]], 1))
+
+
+class RowsWithInitialState(nn.Module):
+    """The image's rows through a GRU given a zero initial state, a linear head: nothing else to prune."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn, self.head = nn.GRU(8, 16, batch_first=True), nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        out, _ = self.rnn(x[:, 0], torch.zeros(1, x.shape[0], 16))
+        return self.head(out[:, -1])
 
 
 class Fused(nn.Module):
@@ -230,7 +296,8 @@ def _net(name: str, cls: type[nn.Module], *args: object, **kwargs: object) -> Us
     return UserNetwork(functools.partial(cls, *args, **kwargs), (1, 8, 8), name)
 
 
-#: Recurrent networks: the conv before the recurrent layer is compressed in each.
+#: Recurrent networks: the conv before the recurrent layer is compressed in each; so is its hidden size
+#: unless projected or read through ``pad_packed_sequence`` (:data:`HIDDEN_KEPT_WHOLE`).
 RECURRENT = {
     "bilstm": _net("bilstm", ConvRows),
     "lstm": _net("lstm", ConvRows, layers=1, bidirectional=False),
@@ -239,6 +306,19 @@ RECURRENT = {
     "lstm_packed": _net("lstm_packed", ConvRows, packed=True),
     "bigru": _net("bigru", ConvRows, "GRU"),
     "rnn": _net("rnn", ConvRows, "RNN", layers=3, bidirectional=False),
+}
+HIDDEN_KEPT_WHOLE = ("lstm_projected", "lstm_packed")
+#: The final state read by the head (an LSTM's, a GRU's without biases, a ReLU RNN's, both directions').
+FINAL_STATE = {
+    "state_lstm": _net("state_lstm", StateHead),
+    "state_gru_without_bias": _net("state_gru_without_bias", StateHead, "GRU", bias=False),
+    "state_relu_rnn": _net("state_relu_rnn", StateHead, "RNN", nonlinearity="relu"),
+    "state_bilstm": _net("state_bilstm", StateHead, bidirectional=True),
+}
+#: Straight from the pixels (no gradient reaches the layer's input): its hidden size alone.
+PIXEL_ROWS = {
+    "pixel_bilstm": _net("pixel_bilstm", PixelRows),
+    "pixel_bigru_state": _net("pixel_bigru_state", PixelRows, "GRU", final_state=True),
 }
 #: Bilinear fusions: the roots compressed.
 BILINEAR = {
@@ -304,6 +384,25 @@ def test_torch_pruning_alone_slices_the_wrong_input_columns_of_a_bidirectional_l
     for layers in (1, 2):
         lstm = nn.LSTM(64, 16, num_layers=layers, batch_first=True, bidirectional=True)
         assert _input_columns_sliced(lstm, dropped) != 32
+
+
+def test_torch_pruning_reaches_a_recurrent_layers_output_readers_from_its_first_returned_item():
+    """A layer's node is the first item of the tuple it returns; pruning its hidden size reaches the head.
+
+    DepL's hidden-size group relies on both: here ``fc`` reads the final
+    state ``h_n``, joined to the output (:func:`extra_pruners.traced_as_layers`).
+    """
+    tp = torch_pruning()
+    net = StateHead()
+    with extra_pruners.traced_as_layers(net) as layers:
+        dg = tp.DependencyGraph().build_dependency(
+            net, example_inputs=torch.randn(1, 1, 8, 8), verbose=False,
+            customized_pruners=extra_pruners.customized_pruners(net))
+    extra_pruners.rewire(dg, layers)
+    pruner = extra_pruners.recurrent_pruner()
+    group = dg.get_pruning_group(net.rnn, pruner.prune_out_channels, [2, 5])
+    readers = [item for item in group.items if item.dep.target.module is net.fc]
+    assert [(dg.is_in_channel_pruning_fn(r.dep.handler), list(r.idxs)) for r in readers] == [(True, [2, 5])]
 
 
 def test_torch_pruning_has_no_pruner_for_a_gru_an_rnn_or_a_bilinear_layer():
@@ -422,26 +521,144 @@ def test_an_einsum_is_a_linear_map_only_when_its_weight_sums_one_index_and_makes
 
 
 @pytest.mark.parametrize("name", list(RECURRENT))
-def test_the_conv_before_a_recurrent_layer_is_compressed_and_its_variants_pass_the_check(name):
+def test_the_conv_before_a_recurrent_layer_and_its_hidden_size_are_compressed_and_pass_the_check(name):
     net = RECURRENT[name]
-    check_derived_variants(net, ("conv",))
-    shapes = network_layout(net).sub_shapes(0.5)
-    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[type(full_network(net).rnn).__name__]
-    assert shapes["conv.weight"] == (4, 1, 3, 3)
-    assert shapes["rnn.weight_ih_l0"] == (gates * 16, 32)  # 4 channels x 8 columns read
-    assert shapes["rnn.weight_hh_l0"] == network_layout(net).sub_shapes(0.0)["rnn.weight_hh_l0"]
-    if "rnn.weight_ih_l1" in shapes:  # deeper layers read the (whole) hidden states
-        assert shapes["rnn.weight_ih_l1"] == network_layout(net).sub_shapes(0.0)["rnn.weight_ih_l1"]
+    hidden_whole = name in HIDDEN_KEPT_WHOLE
+    check_derived_variants(net, ("conv",) if hidden_whole else ("conv", "rnn"))
+    full, half = network_layout(net).sub_shapes(0.0), network_layout(net).sub_shapes(0.5)
+    rnn = full_network(net).rnn
+    gates, directions = extra_pruners.gates(rnn), extra_pruners.directions(rnn)
+    hidden = 16 if hidden_whole else 8
+    width = rnn.proj_size or hidden
+    assert half["conv.weight"] == (4, 1, 3, 3)
+    assert half["rnn.weight_ih_l0"] == (gates * hidden, 32)  # 4 channels x 8 columns read
+    assert half["rnn.weight_hh_l0"] == (gates * hidden, width)
+    if "rnn.weight_ih_l1" in half:  # deeper layers read every direction's kept units
+        assert half["rnn.weight_ih_l1"] == (gates * hidden, width * directions)
+    assert half["fc.weight"] == (10, width * directions)
+    assert build_skeleton(net, 0.5).rnn.hidden_size == hidden
+    if hidden_whole:
+        assert all(half[k] == full[k] for k in full if k.startswith("rnn.") and "_ih_l0" not in k)
 
 
-def test_a_recurrent_layers_hidden_size_is_kept_whole():
-    """A linear layer after it is compressed; one whose outputs add to the layer's outputs is not."""
+def test_a_linear_layer_after_a_recurrent_layer_or_added_to_its_outputs_is_compressed_with_it():
+    """One after it is its own group; one whose outputs add to the layer's outputs joins the hidden units."""
     after = _net("lstm_then_linear", ConvRows, hidden_linear=True)
-    check_derived_variants(after, ("conv", "mid"))
-    assert network_layout(after).sub_shapes(0.5)["mid.weight"] == (6, 32)
+    check_derived_variants(after, ("conv", "rnn", "mid"))
+    assert network_layout(after).sub_shapes(0.5)["mid.weight"] == (6, 16)
     added = _net("lstm_plus_linear", ConvRows, residual=True)
-    check_derived_variants(added, ("conv",))
-    assert network_layout(added).sub_shapes(0.5)["skip.weight"] == (32, 32)
+    check_derived_variants(added, ("conv", "rnn"))
+    assert network_layout(added).sub_shapes(0.5)["skip.weight"] == (16, 32)
+
+
+@pytest.mark.parametrize("name", list(FINAL_STATE))
+def test_the_readers_of_a_recurrent_layers_final_state_follow_its_hidden_size(name):
+    net = FINAL_STATE[name]
+    check_derived_variants(net, ("conv", "rnn"))
+    half = network_layout(net).sub_shapes(0.5)
+    directions = 2 if name == "state_bilstm" else 1
+    assert half["fc.weight"] == (10, 8 * directions)
+    assert ("rnn.bias_ih_l0" in half) is ("without_bias" not in name)
+    small = build_skeleton(net, 0.5).rnn
+    assert small.hidden_size == 8 and type(small) is type(full_network(net).rnn)
+
+
+@pytest.mark.parametrize("name", list(PIXEL_ROWS))
+def test_a_deep_bidirectional_layer_reading_the_pixels_has_its_hidden_size_compressed(name):
+    """Its own graph fails torch-pruning's trace; joined to a copy of the input, the layer is one node."""
+    net = PIXEL_ROWS[name]
+    check_derived_variants(net, ("rnn",))
+    assert network_layout(net).sub_shapes(0.5)["head.weight"] == (10, 16)
+    assert build_skeleton(net, 0.5).rnn.hidden_size == 8
+
+
+def test_a_hidden_unit_owns_its_gate_rows_and_columns_in_every_layer_and_direction():
+    net = RECURRENT["bilstm"]
+    owners = {(ax.entry, ax.dim): ax.owner for ax in network_layout(net).axes}
+    group = next(g for g in network_layout(net).groups if g.root == "rnn")
+    assert (group.width, group.blocks) == (16, 2)
+    unit = group.offset + np.arange(16)
+    for suffix in ("", "_reverse"):
+        for layer in ("l0", "l1"):
+            for entry in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                np.testing.assert_array_equal(owners[(f"rnn.{entry}_{layer}{suffix}", 0)], np.tile(unit, 4))
+            np.testing.assert_array_equal(owners[(f"rnn.weight_hh_{layer}{suffix}", 1)], unit)
+        np.testing.assert_array_equal(owners[(f"rnn.weight_ih_l1{suffix}", 1)], np.tile(unit, 2))
+    np.testing.assert_array_equal(owners[("fc.weight", 1)], np.tile(unit, 2))  # features j and 16 + j
+
+
+@pytest.mark.parametrize(("kind", "options"), [("LSTM", {}), ("GRU", {}), ("RNN", {}),
+                                               ("RNN", {"nonlinearity": "relu"}), ("LSTM", {"bias": False}),
+                                               ("GRU", {"bidirectional": True, "num_layers": 2})],
+                         ids=["lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_without_bias", "bigru"])
+def test_a_hidden_unit_whose_gate_rows_are_zero_stays_exactly_zero(kind, options):
+    """Why dropping a unit is sound: its state is 0 at every step once its gate rows are zero.
+
+    Columns left as they are: an LSTM's cell gets ``0.5 c + 0.5 tanh(0)``, a
+    GRU's state ``0.5 tanh(0) + 0.5 h``, an RNN's ``tanh(0)`` or ``relu(0)``;
+    each starts at 0.
+    """
+    torch.manual_seed(0)
+    layer = getattr(nn, kind)(5, 6, batch_first=True, **options)
+    dropped = np.array([1, 4])
+    with torch.no_grad():
+        for axis in extra_pruners.hidden_axes(layer):
+            if not axis.reads:
+                np.moveaxis(getattr(layer, axis.entry).numpy(), axis.dim, 0)[
+                    axis.coordinates(dropped).ravel()] = 0
+        out, state = layer(torch.randn(3, 7, 5) * 3)
+    features = np.concatenate([dropped + 6 * d for d in range(extra_pruners.directions(layer))])
+    assert torch.count_nonzero(out[..., features]) == 0
+    for s in state if isinstance(state, tuple) else (state,):
+        assert torch.count_nonzero(s[..., dropped]) == 0
+    assert torch.count_nonzero(out) > 0
+
+
+def test_the_pruner_drops_a_units_rows_and_columns_in_every_layer_and_direction():
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    before = {k: v.detach().clone() for k, v in lstm.named_parameters()}
+    extra_pruners.recurrent_pruner().prune_out_channels(lstm, [1, 5])  # unit 1 in both directions
+    kept, rows = [0, 2, 3], [g * 4 + j for g in range(4) for j in (0, 2, 3)]
+    assert lstm.hidden_size == 3
+    torch.testing.assert_close(lstm.weight_ih_l0_reverse, before["weight_ih_l0_reverse"][rows])
+    torch.testing.assert_close(lstm.weight_hh_l1, before["weight_hh_l1"][rows][:, kept])
+    both_directions = kept + [4 + j for j in kept]
+    torch.testing.assert_close(lstm.weight_ih_l1, before["weight_ih_l1"][rows][:, both_directions])
+    torch.testing.assert_close(lstm.bias_hh_l0, before["bias_hh_l0"][rows])
+    assert lstm(torch.randn(2, 1, 3))[0].shape == (2, 1, 6)
+
+
+@pytest.mark.parametrize(("layer", "idxs", "message"), [
+    (nn.LSTM(3, 4, bidirectional=True), [1], r"features \[1\] drop a hidden unit in one direction only"),
+    (nn.LSTM(3, 4, proj_size=2), [1], "DepL keeps a projected recurrent layer's hidden size whole"),
+], ids=["one_direction", "projected"])
+def test_the_pruner_refuses_a_hidden_size_it_cannot_drop_consistently(layer, idxs, message):
+    with pytest.raises(extra_pruners.HiddenSizeKept, match=message):
+        extra_pruners.recurrent_pruner().prune_out_channels(layer, idxs)
+
+
+def test_a_hidden_size_given_an_initial_state_is_kept_whole():
+    """The state made in the forward is as wide as the whole hidden size: the conv alone is compressed."""
+    net = _net("initial_state", StateHead, initial=True)
+    check_derived_variants(net, ("conv",))
+    assert build_skeleton(net, 0.5).rnn.hidden_size == 16
+
+
+def test_a_hidden_size_read_through_pad_packed_sequence_is_kept_whole_with_one_warning_line():
+    """torch-pruning loses the channels in pad_packed_sequence's copy: the Check keeps the group whole."""
+    (kept,) = kept_whole(RECURRENT["lstm_packed"])
+    assert kept.layer == "rnn"
+    assert kept.reason() == ("the forward breaks once it loses output channels (RuntimeError: mat1 and mat2 "
+                             "shapes cannot be multiplied (1x16 and 32x10); raised in layer 'fc' (Linear))")
+
+
+def test_a_network_whose_only_width_is_a_hidden_size_kept_whole_is_refused_in_one_line():
+    net = _net("rows_into_an_initial_state", RowsWithInitialState)
+    with pytest.raises(ScenarioError) as err:
+        check_variants(net, network_layout(net), (0.0, 0.5))
+    assert str(err.value) == ("model rows_into_an_initial_state: no layer's output channels can be pruned, "
+                              "so every compressed variant would be the full network; "
+                              "use model.compressions=[0]")
 
 
 @pytest.mark.parametrize("name", list(BILINEAR))

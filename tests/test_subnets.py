@@ -467,7 +467,7 @@ def test_a_grouped_convolution_keeps_equal_blocks_and_whole_group_norm_groups(co
 
 
 def test_a_network_without_prunable_channels_is_refused_in_one_line():
-    geo = TaskGeometry("tests.user_nets:row_gru", 10, 1, 8)
+    geo = TaskGeometry("tests.user_nets:row_projected_lstm", 10, 1, 8)
     layout = network_layout(geo)
     assert layout.groups == ()
     check_variants(geo, layout, (0.0,))               # the full network alone is fine

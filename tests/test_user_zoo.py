@@ -36,7 +36,9 @@ WORKING = {
     "token_linear_net": ("conv", "token_mlp"),
     "loop_tied_net": ("inp", "blocks.0.0", "blocks.1.0", "blocks.2.0"),          # the tied layer: stream
     "channel_buffer_net": ("conv1", "conv2"),                                    # the buffer sliced
-    "conv_lstm_net": ("conv",),                                                  # the LSTM's input columns
+    "conv_lstm_net": ("conv", "lstm"),                        # the LSTM's input columns and hidden size
+    "row_lstm": ("rnn",),                                     # the hidden size alone: the rows are pixels
+    "row_gru": ("rnn",),
     "detach_net": ("conv1", "conv2"),
     "detached_layer_net": ("conv2",),                # conv1's output leaves the graph: conv1 whole
     "no_grad_layer_net": ("conv2",),                 # the frozen no_grad layer and the one before whole
@@ -114,9 +116,12 @@ def test_what_stays_whole_in_attention_networks():
 
 
 def test_pruned_readers_of_unusual_layers():
-    """A ConvTranspose2d, an LSTM's input columns, a layer applied twice, a bare `@` weight lose channels."""
+    """A ConvTranspose2d, an LSTM's input columns and hidden units, a layer applied twice, a bare `@` weight
+    lose channels."""
     assert network_layout(_geo("unet_tiny")).sub_shapes(0.5)["up.weight"] == (12, 6, 2, 2)
-    assert network_layout(_geo("conv_lstm_net")).sub_shapes(0.5)["lstm.weight_ih_l0"] == (96, 32)
+    assert network_layout(_geo("conv_lstm_net")).sub_shapes(0.5)["lstm.weight_ih_l0"] == (48, 32)
+    assert network_layout(_geo("conv_lstm_net")).sub_shapes(0.5)["lstm.weight_hh_l0"] == (48, 12)
+    assert network_layout(_geo("row_lstm")).sub_shapes(0.5)["head.weight"] == (10, 12)
     assert network_layout(_geo("loop_tied_net")).sub_shapes(0.5)["tied.weight"] == (16, 16)
     assert network_layout(_geo("token_linear_net")).sub_shapes(0.5)["token_mlp.weight"] == (16, 8)
     assert network_layout(_geo("parameter_matmul_net")).sub_shapes(0.5)["weight"] == (16, 24)
@@ -148,7 +153,7 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
 
 #: Refused networks: the reason each one-line refusal names.
 REFUSED = {
-    "row_lstm": "no layer's output channels can be pruned",
+    "row_projected_lstm": "no layer's output channels can be pruned",  # a projected hidden size: whole
     "non_persistent_buffer_net": "the forward breaks once layer 'conv1' loses output channels",
     "transpose_tied_net": "the forward breaks once layer 'enc' loses output channels",
     "shared_weight_net": "model tests.user_nets:shared_weight_net: a.weight and b.weight are one parameter",

@@ -58,7 +58,7 @@ WORKING = {
     "param_dict_scale_net": ("conv1", "conv2"),      # the ParameterDict/ParameterList vectors sliced
     "upsampled_input_net": ("conv1", "conv2"),
     "bilinear_net": ("conv", "mlp"),                 # each branch feeds one input of nn.Bilinear
-    "bilstm_net": ("conv",),                         # the LSTM's input columns follow; its hidden size whole
+    "bilstm_net": ("conv", "lstm"),                  # the LSTM's input columns follow; its hidden units too
     "einsum_net": ("conv1",),                        # the einsum's weight follows on the index it sums over
 }
 #: Refused networks: what the one-line refusal says.

@@ -458,13 +458,14 @@ def channel_shuffle_net(num_classes: int = 10, in_channels: int = 1) -> nn.Modul
 
 class RowRNN(nn.Module):
     """The image's rows as a sequence through a recurrent layer straight from the pixels, a linear head:
-    no convolution or linear channel to prune."""
+    the recurrent layer's hidden size is the only width to prune (none with ``proj_size``)."""
 
     def __init__(self, cell: type[nn.RNNBase], hidden: int, num_classes: int = 10,
-                 in_channels: int = 1) -> None:
+                 in_channels: int = 1, proj_size: int = 0) -> None:
         super().__init__()
-        self.rnn = cell(in_channels * 8, hidden, batch_first=True)
-        self.head = nn.Linear(hidden, num_classes)
+        extra = {"proj_size": proj_size} if proj_size else {}
+        self.rnn = cell(in_channels * 8, hidden, batch_first=True, **extra)
+        self.head = nn.Linear(proj_size or hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         b, c, h, w = x.shape
@@ -475,6 +476,11 @@ class RowRNN(nn.Module):
 def row_gru(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
     """The rows through a GRU of 16 units (8x8 inputs)."""
     return RowRNN(nn.GRU, 16, num_classes, in_channels)
+
+
+def row_projected_lstm(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """The rows through an LSTM of 24 units projected to 12 (8x8 inputs): its hidden size is kept whole."""
+    return RowRNN(nn.LSTM, 24, num_classes, in_channels, proj_size=12)
 
 
 # ---- a zoo of layer patterns users bring (8x8 digits, one channel)

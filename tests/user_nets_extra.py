@@ -440,7 +440,7 @@ class BilinearNet(nn.Module):
 
 
 class BiLSTMNet(nn.Module):
-    """A conv stem whose rows feed a two-layer bidirectional LSTM (input sliced, hidden size whole)."""
+    """A conv stem whose rows feed a two-layer bidirectional LSTM (input columns and hidden units sliced)."""
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1) -> None:
         super().__init__()

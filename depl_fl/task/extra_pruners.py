@@ -24,11 +24,18 @@ inputs: a recurrent layer's first-layer input weights (both directions), a
 bilinear layer's weight along the first or the second input's dimension
 (one pruning function per input, ``prune_in2_channels``), a mapped weight
 along the index it sums over (and along the index it makes, with a bare
-bias, when a group reaches the output). A recurrent layer's hidden size is
-kept whole (:func:`keeps_whole`); a bilinear layer's and a map's outputs are
-pruned only by a group that reaches them (neither is a root). What the
-graph still gets wrong, the Check (:func:`depl_fl.task.subnets.check_variants`)
-keeps whole.
+bias, when a group reaches the output). A bilinear layer's and a map's
+outputs are pruned only by a group that reaches them (neither is a root).
+
+A recurrent layer's hidden size is a group of its own, rooted at the layer
+(``nn.RNNBase`` has one ``hidden_size`` for every layer and direction): its
+output features ``j`` and ``H + j`` (bidirectional) are hidden unit ``j``,
+which owns its gate rows and columns in every layer and direction
+(:func:`hidden_axes`); the final state (``h_n``, ``c_n``) is joined to the
+output while tracing, so its readers lose the same units. A projected
+layer's (``proj_size > 0``) and one given an initial state (``hx``) keep
+their hidden size whole (:func:`keeps_whole`). What the graph still gets
+wrong, the Check (:func:`depl_fl.task.subnets.check_variants`) keeps whole.
 """
 
 from __future__ import annotations
@@ -40,13 +47,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from depl_fl.task.torch_pruning_guard import torch_pruning
 
-#: Recurrent layers whose input side DepL prunes (their hidden size stays whole).
+#: Recurrent layers whose input features and hidden size DepL prunes.
 RECURRENT_TYPES = (nn.RNNBase,)
+
+#: Gates per hidden unit: the rows ``g * hidden_size + j`` of unit ``j`` in each weight and bias.
+GATES = {"LSTM": 4, "GRU": 3}
 
 
 def _base_pruner() -> type:
@@ -65,36 +76,108 @@ def _sliced(layer: nn.Module, name: str, keep: list[int], dim: int) -> None:
 
 
 class HiddenSizeKept(RuntimeError):
-    """Raised if a group would prune a recurrent layer's hidden size, which DepL keeps whole."""
+    """Raised if a group would prune a hidden size DepL keeps whole (:func:`keeps_whole`)."""
+
+
+def gates(layer: nn.RNNBase) -> int:
+    """Rows per hidden unit in each of ``layer``'s weights and biases: 4 (LSTM), 3 (GRU), 1 (RNN)."""
+    return GATES.get(layer.mode.split("_")[0], 1)
+
+
+def directions(layer: nn.RNNBase) -> int:
+    return 2 if layer.bidirectional else 1
+
+
+def hidden_units(layer: nn.RNNBase, features: Sequence[int]) -> np.ndarray:
+    """The hidden units behind output features ``features`` (``j`` and ``H + j`` are unit ``j``)."""
+    return np.unique(np.asarray(features, dtype=np.int64) % int(layer.hidden_size))
+
+
+@dataclass(frozen=True)
+class HiddenAxis:
+    """One dimension of one entry of a recurrent layer that a hidden unit owns coordinates along.
+
+    ``step`` and ``count``: unit ``j`` owns coordinates ``j + k * step`` for
+    ``k < count`` (a weight's gate rows: ``step`` the hidden size, ``count``
+    the gates; a deeper layer's input columns: one per direction).
+    """
+
+    entry: str
+    dim: int
+    reads: bool
+    step: int
+    count: int
+
+    def coordinates(self, units: np.ndarray) -> np.ndarray:
+        """``(len(units), count)`` coordinates the units own along :attr:`dim`."""
+        return units[:, None] + self.step * np.arange(self.count, dtype=np.int64)[None, :]
+
+
+def hidden_axes(layer: nn.RNNBase) -> list[HiddenAxis]:
+    """Every coordinate a hidden unit owns in ``layer`` (what the pruner's ``prune_out_channels`` slices).
+
+    In every layer ``l`` and direction: the unit's gate rows of
+    ``weight_ih_l{l}``, ``weight_hh_l{l}``, ``bias_ih_l{l}``, ``bias_hh_l{l}``;
+    its column of ``weight_hh_l{l}`` (read); in layers ``l >= 1`` its input
+    columns of ``weight_ih_l{l}`` (read; one per direction of the layer below).
+    """
+    hidden, rows = int(layer.hidden_size), gates(layer)
+    found = []
+    for lay in range(int(layer.num_layers)):
+        for suffix in ("", "_reverse")[:directions(layer)]:
+            for kind in ("ih", "hh"):
+                found.append(HiddenAxis(f"weight_{kind}_l{lay}{suffix}", 0, False, hidden, rows))
+                if layer.bias:
+                    found.append(HiddenAxis(f"bias_{kind}_l{lay}{suffix}", 0, False, hidden, rows))
+            found.append(HiddenAxis(f"weight_hh_l{lay}{suffix}", 1, True, hidden, 1))
+            if lay >= 1:
+                found.append(HiddenAxis(f"weight_ih_l{lay}{suffix}", 1, True, hidden, directions(layer)))
+    return found
 
 
 @functools.cache
 def recurrent_pruner() -> Any:
-    """A torch-pruning pruner of a recurrent layer's input features (LSTM, GRU, RNN; any depth, direction)."""
+    """A torch-pruning pruner of a recurrent layer's input features and hidden size (LSTM, GRU, RNN)."""
 
-    class RecurrentInputPruner(_base_pruner()):
+    class RecurrentPruner(_base_pruner()):
         TARGET_MODULES = RECURRENT_TYPES
 
         def prune_out_channels(self, layer: nn.RNNBase, idxs: Sequence[int]) -> nn.Module:
-            raise HiddenSizeKept(f"{type(layer).__name__}: DepL keeps a recurrent layer's hidden size whole")
+            """Drop the hidden units behind output features ``idxs``, in every layer and direction.
+
+            ``idxs`` must name every direction's feature of each unit it drops
+            (``j`` and ``H + j``): the output reader loses exactly those.
+            """
+            if getattr(layer, "proj_size", 0):
+                raise HiddenSizeKept(f"{type(layer).__name__}: DepL keeps a projected recurrent layer's "
+                                     "hidden size whole")
+            units = hidden_units(layer, idxs)
+            if len(units) * directions(layer) != len(set(int(i) for i in idxs)):
+                raise HiddenSizeKept(f"{type(layer).__name__}: features {sorted(idxs)} drop a hidden unit "
+                                     "in one direction only")
+            hidden = int(layer.hidden_size)
+            kept = np.setdiff1d(np.arange(hidden), units)
+            for axis in hidden_axes(layer):
+                _sliced(layer, axis.entry, axis.coordinates(kept).T.ravel().tolist(), axis.dim)
+            layer.hidden_size = len(kept)
+            return layer
 
         def prune_in_channels(self, layer: nn.RNNBase, idxs: Sequence[int]) -> nn.Module:
             keep = _keep(layer.input_size, idxs)
-            # Only the first layer reads the input; deeper layers and the reverse direction's
-            # recurrence read hidden states, which stay whole.
-            for suffix in ("", "_reverse") if layer.bidirectional else ("",):
+            # Only the first layer reads the input; deeper layers and the recurrences read hidden states.
+            for suffix in ("", "_reverse")[:directions(layer)]:
                 _sliced(layer, f"weight_ih_l0{suffix}", keep, 1)
             layer.input_size = len(keep)
             return layer
 
         def get_out_channels(self, layer: nn.RNNBase) -> int:
             width = layer.proj_size if getattr(layer, "proj_size", 0) else layer.hidden_size
-            return width * (2 if layer.bidirectional else 1)
+            return width * directions(layer)
 
         def get_in_channels(self, layer: nn.RNNBase) -> int:
             return layer.input_size
 
-    return RecurrentInputPruner()
+    return RecurrentPruner()
 
 
 @functools.cache
@@ -170,20 +253,28 @@ class TracedLayers:
     second_inputs: dict[nn.Module, list[Any]] = field(default_factory=dict)
     #: Per bare parameter used as a linear map (``torch.einsum``, a matmul): its links' autograd nodes.
     linear_maps: dict[MappedWeight, list[Any]] = field(default_factory=dict)
+    #: Recurrent layers given an initial state (``hx``): their hidden size is kept whole.
+    fixed_hidden: set[nn.Module] = field(default_factory=set)
 
 
-def _recurrent_forward(module: nn.RNNBase) -> Any:
+def _recurrent_forward(module: nn.RNNBase, record: TracedLayers) -> Any:
     original = type(module).forward
 
     def forward(input: Any, hx: Any = None) -> Any:  # noqa: A002 (torch's name)
         data = input.data if isinstance(input, nn.utils.rnn.PackedSequence) else input
-        if not data.requires_grad:
-            return original(module, input, hx)
+        if hx is not None:  # a state from elsewhere is as wide as the hidden size the caller made it
+            record.fixed_hidden.add(module)
         with torch.no_grad():
             out, state = original(module, input, hx)
-        if isinstance(out, nn.utils.rnn.PackedSequence):
-            return out._replace(data=_joined(out.data, data)), state
-        return _joined(out, data), state
+        if not data.requires_grad:  # the network's input: a copy of it as a leaf anchors the layer's node
+            data = data.detach().requires_grad_()
+        packed = isinstance(out, nn.utils.rnn.PackedSequence)
+        joined = _joined(out.data if packed else out, data)
+        # The final state's hidden features are the output's (one direction's): its readers join the
+        # hidden size's group.
+        state = tuple(_joined(s, joined) for s in state) if isinstance(state, tuple) \
+            else _joined(state, joined)
+        return (out._replace(data=joined) if packed else joined), state
 
     return forward
 
@@ -346,13 +437,16 @@ def traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
     """Within: ``model``'s recurrent and bilinear layers read their inputs directly in the autograd graph.
 
     Their outputs are unchanged (computed by their own forward, without
-    gradients). A layer whose input needs no gradient (it reads the
-    network's input) runs as it is: no channel group reaches it. So does
-    ``torch.einsum`` on a bare parameter of ``model`` used as a linear map
-    (:func:`linear_einsum`), called as ``torch.einsum``, and a bare matrix
-    applied to the last axis of a tensor as ``torch.nn.functional.linear``
-    (weight ``[out, in]``, bias bare or none), ``torch.matmul``, ``@`` or
-    ``torch.mm`` (weight ``[in, out]``, second). Any other use runs as it is.
+    gradients). So do ``torch.einsum`` on a bare parameter of ``model`` used
+    as a linear map (:func:`linear_einsum`), called as ``torch.einsum``, and
+    a bare matrix applied to the last axis of a tensor as
+    ``torch.nn.functional.linear`` (weight ``[out, in]``, bias bare or none),
+    ``torch.matmul``, ``@`` or ``torch.mm`` (weight ``[in, out]``, second).
+    Any other use runs as it is, and so does a bilinear layer or a product
+    whose inputs need no gradient (the network's input): no channel group
+    reaches it. A recurrent layer reading such an input is joined to a copy
+    of it, so that its hidden size still roots a group (torch-pruning fails
+    to walk a deep bidirectional layer's own graph).
     """
     with _FUNCTION_SWAP:  # one swap at a time: a second would restore the first's stand-ins
         yield from _traced_as_layers(model)
@@ -376,7 +470,7 @@ def _traced_as_layers(model: nn.Module) -> Iterator[TracedLayers]:
         setattr(place, name, stand_in(getattr(place, name), bare, record))
     for module in model.modules():
         if isinstance(module, RECURRENT_TYPES):
-            module.forward = _recurrent_forward(module)
+            module.forward = _recurrent_forward(module, record)
         elif isinstance(module, nn.Bilinear):
             module.forward = _bilinear_forward(module, record)
         else:
@@ -515,9 +609,14 @@ def link_mapped_weights(dg: Any, record: TracedLayers) -> None:
 
 
 def rewire(dg: Any, record: TracedLayers) -> None:
-    """Give the nodes :func:`traced_as_layers` recorded their pruning functions in ``dg``."""
+    """Give the nodes :func:`traced_as_layers` recorded their pruning functions in ``dg``.
+
+    The recurrent layers whose hidden size stays whole are noted on ``dg``
+    for :func:`keeps_whole`.
+    """
     separate_bilinear_inputs(dg, record)
     link_mapped_weights(dg, record)
+    dg.depl_fixed_hidden = frozenset(record.fixed_hidden)
 
 
 def parameter_axes(module: Any, handler: Any) -> list[tuple[str, int]] | None:
@@ -548,7 +647,30 @@ def pruned_width(module: Any, handler: Any) -> int | None:
 
 
 def keeps_whole(dg: Any, group: Any) -> bool:
-    """Whether ``group`` would prune a recurrent layer's hidden size (kept whole by DepL)."""
-    return any(isinstance(item.dep.target.module, RECURRENT_TYPES)
-               and dg.is_out_channel_pruning_fn(item.dep.handler) for item in group.items)
+    """Whether ``group`` would prune a recurrent layer's hidden size that DepL keeps whole.
 
+    A projected layer's (``proj_size > 0``: its outputs are the projection's)
+    and a layer's given an initial state ``hx`` (made elsewhere as wide as the
+    hidden size).
+    """
+    fixed = getattr(dg, "depl_fixed_hidden", frozenset())
+    return any(isinstance(module := item.dep.target.module, RECURRENT_TYPES)
+               and dg.is_out_channel_pruning_fn(item.dep.handler)
+               and (getattr(module, "proj_size", 0) or module in fixed) for item in group.items)
+
+
+def ties_directions(dg: Any, group: Any) -> int:
+    """The directions of the bidirectional recurrent layers whose hidden size ``group`` prunes (1 without).
+
+    Their output features ``j`` and ``H + j`` are one hidden unit, dropped together.
+    """
+    return 2 if any(isinstance(module := item.dep.target.module, RECURRENT_TYPES) and module.bidirectional
+                    and dg.is_out_channel_pruning_fn(item.dep.handler) for item in group.items) else 1
+
+
+def hidden_axes_of(dg: Any, item: Any) -> list[HiddenAxis] | None:
+    """The coordinates a group item's hidden units own (:func:`hidden_axes`) when it prunes a hidden size."""
+    module = item.dep.target.module
+    if isinstance(module, RECURRENT_TYPES) and dg.is_out_channel_pruning_fn(item.dep.handler):
+        return hidden_axes(module)
+    return None

@@ -53,7 +53,8 @@ from depl_fl.task.traced_buffers import buffers_as_parameters, buffers_traced, t
 
 LOG = logging.getLogger("depl_fl.subnets")
 
-#: Layer types whose output channels root a pruning group.
+#: Layer types whose output channels root a pruning group (and a recurrent layer's hidden size:
+#: :data:`depl_fl.task.extra_pruners.RECURRENT_TYPES`, see :func:`_groups`).
 ROOT_TYPES = (nn.modules.conv._ConvNd, nn.Linear)
 
 
@@ -263,7 +264,8 @@ def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tu
         raise
     outputs = output_layers(model, x, training)
     limit = index_limit(model, x[0].numel())
-    groups = [g for g in prunable_groups(dg, list(outputs), ROOT_TYPES, limit)
+    roots = (*ROOT_TYPES, *extra_pruners.RECURRENT_TYPES)  # a recurrent layer's hidden size too
+    groups = [g for g in prunable_groups(dg, list(outputs), roots, limit)
               if len(g[0].idxs) >= 2 and _tracked(dg, g)]
     attention = attention_modules(groups, ROOT_TYPES)
     names = {module: name for name, module in model.named_modules()}
@@ -376,7 +378,8 @@ def _tracked(dg: Any, group: Any) -> bool:
     a GLU gate, ShuffleNetV2's halves), whose pieces torch-pruning 1.6.1 does
     not prune consistently, one through a depthwise convolution with a
     channel multiplier (:func:`_multiplier_conv`), and one that would prune a
-    recurrent layer's hidden size (:func:`depl_fl.task.extra_pruners.keeps_whole`).
+    recurrent layer's hidden size DepL keeps whole (projected, or given an
+    initial state: :func:`depl_fl.task.extra_pruners.keeps_whole`).
     """
     if extra_pruners.keeps_whole(dg, group):
         return False
@@ -423,33 +426,49 @@ def _multiplier_conv(module: Any) -> bool:
     return cin != cout and groups in (cin, cout)
 
 
-def _group_blocks(group: Any) -> int:
+def _group_blocks(group: Any, dg: Any) -> int:
     """Channels tied into one: the least common multiple of the grouped convolutions' groups.
 
     A grouped convolution reads (or writes) each of its G channel blocks with
     its own slice of one weight, so a variant must drop the same positions in
-    every block (:class:`depl_fl.task.slicing.ChannelGroup`).
+    every block (:class:`depl_fl.task.slicing.ChannelGroup`); so does a
+    bidirectional recurrent layer's hidden size (two blocks: one unit's
+    features ``j`` and ``H + j``, :func:`depl_fl.task.extra_pruners.ties_directions`,
+    given the graph ``dg``).
     """
-    blocks = 1
+    blocks = extra_pruners.ties_directions(dg, group)
     for item in group.items:
         blocks = math.lcm(blocks, _conv_blocks(item.dep.target.module))
     return blocks
 
 
-def _tied_shape(group: Any) -> tuple[int, int, int]:
-    """``(tied width, tied multiple, blocks)`` of a torch-pruning group.
+def _tied_shape(group: Any, dg: Any) -> tuple[int, int, int]:
+    """``(tied width, tied multiple, blocks)`` of a torch-pruning group of the graph ``dg``.
 
     A GroupNorm of G groups needs ``kept x blocks`` divisible by G.
     """
-    blocks = _group_blocks(group)
+    blocks = _group_blocks(group, dg)
     multiple = _group_multiple(group)
     return len(group[0].idxs) // blocks, multiple // math.gcd(multiple, blocks), blocks
 
 
-def _kept_channels(group: Any, compression: float) -> int:
+def _kept_channels(group: Any, dg: Any, compression: float) -> int:
     """Channels of the torch-pruning ``group`` a variant keeps (see :func:`_tied_shape`)."""
-    width, multiple, blocks = _tied_shape(group)
+    width, multiple, blocks = _tied_shape(group, dg)
     return kept_width(width, compression, multiple) * blocks
+
+
+def _dropped(group: Any, dg: Any, kept: int, current: int) -> list[int]:
+    """Positions ``group`` drops to go from ``current`` to ``kept`` channels: the last ones.
+
+    The last ones of every block where a bidirectional recurrent layer ties
+    the blocks (its pruner drops a unit's features in both directions); a
+    grouped convolution's blocks are left to torch-pruning, which takes the
+    last positions overall as it always has.
+    """
+    blocks = _group_blocks(group, dg) if extra_pruners.ties_directions(dg, group) > 1 else 1
+    now, per = current // blocks, kept // blocks
+    return [b * now + c for b in range(blocks) for c in range(per, now)]
 
 
 def _own_entries(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -577,51 +596,91 @@ def derive_layout(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ())
     order = {name: i for i, name in enumerate(names.values())}
     # Groups in network order, each named by its first producing layer (readable, deterministic).
     groups = sorted(groups, key=lambda g: order[_root_name(dg, g, names, order)])
-    owners: dict[tuple[str, int], np.ndarray] = {}
-    reads: dict[tuple[str, int], bool] = {}
+    found = _Owners({}, {}, shapes)
     out_groups, offset = [], 0
     probed: dict[tuple[Any, ...], list[tuple[str, int]]] = {}
     for group in groups:
         root = _root_name(dg, group, names, order)
-        width, multiple, blocks = _tied_shape(group)
+        width, multiple, blocks = _tied_shape(group, dg)
         for item in group.items:
-            module, axes = item.dep.target.module, None
-            if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
-                name, is_reader = dg._param_to_name[module], False
-                entries = [("", item.dep.target.pruning_dim)]
-            elif (axes := extra_pruners.parameter_axes(module, item.dep.handler)) is not None:
-                # a bare weight (and bias) used as a linear map: entries named in full
-                name, is_reader = axes[0][0], bool(dg.is_in_channel_pruning_fn(item.dep.handler))
-                entries = axes
-            elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
-                continue  # an operation (add, concat, flatten) or a parameter-free layer
-            else:
-                name, handler = names[module], item.dep.handler
-                key = _probe_key(module, handler)
-                if key not in probed:
-                    probed[key] = _probe(module, handler, list(item.idxs), name)
-                entries, is_reader = probed[key], bool(dg.is_in_channel_pruning_fn(handler))
-            for entry, dim in entries:
-                full = entry if axes is not None else ".".join(part for part in (name, entry) if part)
-                size = shapes[full][dim]
-                owner = owners.setdefault((full, dim), np.full(size, -1, dtype=np.int64))
-                ids = offset + np.asarray(item.root_idxs, dtype=np.int64) % width
-                where = np.asarray(item.idxs, dtype=np.int64)
-                if is_reader and _conv_blocks(module) > 1:
-                    where = where % size  # a grouped convolution reads every block with one weight slice
-                clash = (owner[where] >= 0) & (owner[where] != ids)
-                if np.any(clash):
-                    raise ScenarioError(f"layer {name!r}: {entry} dimension {dim} is shared by two "
-                                        "channel groups in a way DepL cannot slice")
-                owner[where] = ids
-                reads[(full, dim)] = reads.get((full, dim), False) or is_reader
+            ids = offset + np.asarray(item.root_idxs, dtype=np.int64) % width
+            _place(dg, item, ids, names, probed, found)
         out_groups.append(ChannelGroup(root, width, offset, multiple, blocks))
         offset += width
-    axes = tuple(Axis(entry, dim, owner, reads[(entry, dim)])
-                 for (entry, dim), owner in sorted(owners.items()))
+    axes = tuple(Axis(entry, dim, owner, found.reads[(entry, dim)])
+                 for (entry, dim), owner in sorted(found.owners.items()))
     _refuse_sliced_ties(model, {ax.entry for ax in axes})
     kept = tuple(sorted(keep, key=lambda name: (order.get(name, len(order)), name)))
     return SubnetLayout(shapes, dtypes, tuple(out_groups), axes, kept)
+
+
+@dataclass
+class _Owners:
+    """What :func:`derive_layout` gathers: per (entry, dimension) the owner of every coordinate, and
+    whether the entry reads the channels there; the entries' shapes."""
+
+    owners: dict[tuple[str, int], np.ndarray]
+    reads: dict[tuple[str, int], bool]
+    shapes: dict[str, tuple[int, ...]]
+
+    def own(self, entry: str, dim: int, where: np.ndarray, ids: np.ndarray, is_reader: bool,
+            named: tuple[str, str]) -> None:
+        """Record channels ``ids`` as the owners of coordinates ``where`` of ``entry``'s dimension ``dim``.
+
+        ``named``: the layer and its entry as a refusal names them.
+
+        Raises
+        ------
+        ScenarioError
+            When a coordinate already belongs to another channel.
+        """
+        owner = self.owners.setdefault((entry, dim), np.full(self.shapes[entry][dim], -1, dtype=np.int64))
+        clash = (owner[where] >= 0) & (owner[where] != ids)
+        if np.any(clash):
+            raise ScenarioError(f"layer {named[0]!r}: {named[1]} dimension {dim} is shared by two "
+                                "channel groups in a way DepL cannot slice")
+        owner[where] = ids
+        self.reads[(entry, dim)] = self.reads.get((entry, dim), False) or is_reader
+
+
+def _place(dg: Any, item: Any, ids: np.ndarray, names: dict[nn.Module, str],
+           probed: dict[tuple[Any, ...], list[tuple[str, int]]], found: _Owners) -> None:
+    """Record the coordinates the group member ``item`` slices as owned by its channels ``ids``.
+
+    Which entries and dimensions: a recurrent layer's hidden units own their
+    gate rows and columns (:func:`depl_fl.task.extra_pruners.hidden_axes`), a
+    bare weight its map's axes, any other layer what probing its pruning
+    function shows (:func:`_probe`, once per :func:`_probe_key`).
+    """
+    module, axes = item.dep.target.module, None
+    if (hidden := extra_pruners.hidden_axes_of(dg, item)) is not None:
+        units = np.asarray(item.idxs, dtype=np.int64) % int(module.hidden_size)
+        for axis in hidden:
+            where = axis.coordinates(units)
+            found.own(f"{names[module]}.{axis.entry}", axis.dim, where.ravel(),
+                      np.repeat(ids, where.shape[1]), axis.reads, (names[module], axis.entry))
+        return
+    if _is_parameter(item):  # a layer scale or a per-channel buffer: sliced along its pruning dim
+        name, is_reader = dg._param_to_name[module], False
+        entries = [("", item.dep.target.pruning_dim)]
+    elif (axes := extra_pruners.parameter_axes(module, item.dep.handler)) is not None:
+        # a bare weight (and bias) used as a linear map: entries named in full
+        name, is_reader = axes[0][0], bool(dg.is_in_channel_pruning_fn(item.dep.handler))
+        entries = axes
+    elif not isinstance(module, nn.Module) or module not in names or not _own_entries(module):
+        return  # an operation (add, concat, flatten) or a parameter-free layer
+    else:
+        name, handler = names[module], item.dep.handler
+        key = _probe_key(module, handler)
+        if key not in probed:
+            probed[key] = _probe(module, handler, list(item.idxs), name)
+        entries, is_reader = probed[key], bool(dg.is_in_channel_pruning_fn(handler))
+    for entry, dim in entries:
+        full = entry if axes is not None else ".".join(part for part in (name, entry) if part)
+        where = np.asarray(item.idxs, dtype=np.int64)
+        if is_reader and _conv_blocks(module) > 1:
+            where = where % found.shapes[full][dim]  # a grouped convolution reads every block with one slice
+        found.own(full, dim, where, ids, is_reader, (name, entry))
 
 
 def _refuse_sliced_ties(model: nn.Module, sliced: set[str]) -> None:
@@ -816,10 +875,10 @@ class _PrunedCopy:
     def prune(self, root: str, compression: float) -> None:
         """Cut the group rooted at ``root`` to the channels variant ``compression`` keeps."""
         group = self._roots[root]
-        k = _kept_channels(group, compression)
+        k = _kept_channels(group, self._dg, compression)
         if k < self._current[root]:
             self._dg.get_pruning_group(group[0].dep.target.module, group[0].dep.handler,
-                                       list(range(k, self._current[root]))).prune()
+                                       _dropped(group, self._dg, k, self._current[root])).prune()
             self._current[root] = k
 
     def prune_all(self, compression: float) -> None:
@@ -1341,8 +1400,8 @@ def _breaking_layer(geo: Network, layout: SubnetLayout) -> str | None:
         if not match:
             continue
         g = match[0]
-        width, dropped_width = group.width * group.blocks, group.multiple * group.blocks
-        dropped = list(range(width - dropped_width, width))
+        width = group.width * group.blocks
+        dropped = _dropped(g, dg, width - group.multiple * group.blocks, width)
         dg.get_pruning_group(g[0].dep.target.module, g[0].dep.handler, dropped).prune()
         try:
             with torch.no_grad():
