@@ -144,8 +144,8 @@ after.
    channels to the wrong input columns). The outputs are unchanged.
 2. **DepL's pruners** (torch-pruning's `customized_pruners`, one per layer class the network
    uses) slice the weights that read the inputs: a recurrent layer's first-layer input weights,
-   both directions, any depth, packed sequences, `proj_size`; its hidden size stays whole (a
-   group that would prune it is kept whole). A bilinear layer's weight along each input's own
+   both directions, any depth, packed sequences, `proj_size`; its hidden size is a group of its
+   own (kept whole when projected, given an initial state, or read through a packed sequence). A bilinear layer's weight along each input's own
    dimension, one pruning function per input: torch-pruning prunes every input of a layer with
    one function, which tied the two branches into one group (`bilinear_net` now compresses
    `conv` and `mlp` apart, `fuse.weight` 32x16x24 to 32x8x12 at p50). DepL's probe of the
