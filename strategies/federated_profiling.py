@@ -90,6 +90,7 @@ what the profile cost when it was made.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -244,6 +245,8 @@ class FederatedProfiler:
         self.rates_from_prior: list[str] = []
         #: Why the exploration ended the job (the divergence stop), else ``None``: no profile, no plan.
         self.stop_reason: str | None = None
+        #: The last fit and its inputs' fingerprint (:meth:`_fit`).
+        self._last_fit: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
     #: What a checkpoint keeps of a profiler: a resumed job reports the rounds it paid for, and
     #: one killed during the exploration continues it (``progress``).
@@ -781,8 +784,14 @@ class FederatedProfiler:
     # -------------------------------------------------------------- fitting
     def _fit(self, observations: Sequence[Any], fresh_loss: float,
              properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        return self.finish_fit(self.measured_fit(observations, fresh_loss, properties), properties,
-                               plan_regime_of(self.cfg))
+        # The value stop fits the profile after a round; when it ends the exploration there, the
+        # final fit has the same inputs (the rounds only ever grow), so that fit is reused.
+        inputs = (len(observations), len(self.records), fresh_loss, data_fingerprint(properties))
+        if self._last_fit is None or self._last_fit[0] != inputs:
+            fitted = self.finish_fit(self.measured_fit(observations, fresh_loss, properties), properties,
+                                     plan_regime_of(self.cfg))
+            self._last_fit = (inputs, fitted)
+        return copy.deepcopy(self._last_fit[1])
 
     def measured_fit(self, observations: Sequence[Any], fresh_loss: float,
                      properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

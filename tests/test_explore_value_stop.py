@@ -50,6 +50,25 @@ def jobs(tmp_path_factory):
             _run(tmp, "plain", "profile.explore.stop_when_met=false"))
 
 
+def test_the_fit_that_ended_the_exploration_is_the_profile_the_job_plans_on(tmp_path, monkeypatch):
+    """The value stop fits the profile after a round; when it stops there, the final fit has the same
+    inputs and is not computed again (each fit is over a new set of observations)."""
+    from strategies.federated_profiling import FederatedProfiler
+
+    fitted_over: list[int] = []
+    measured_fit = FederatedProfiler.measured_fit
+
+    def counted(self, observations, fresh_loss, properties):
+        fitted_over.append(len(observations))
+        return measured_fit(self, observations, fresh_loss, properties)
+
+    monkeypatch.setattr(FederatedProfiler, "measured_fit", counted)
+    doc = _run(tmp_path, "value-fits", "profile.explore.value_stop=true")
+    assert doc["summary"]["profile_value_round"] is not None  # the value stop ended the exploration
+    assert len(fitted_over) == len(doc["profile"]["values"]) >= 1
+    assert len(set(fitted_over)) == len(fitted_over), fitted_over
+
+
 @pytest.fixture(scope="module")
 def prior_job(jobs, tmp_path_factory):
     """A federation of four clients with the plain job's profile (its results.json) as the prior."""
