@@ -223,6 +223,26 @@ def test_data_exponents_are_recovered_from_two_sample_fractions(a, b):
     assert fitted_b == pytest.approx(b, abs=0.15)
 
 
+@pytest.mark.parametrize("seed, min_points", [(5, 10), (6, 4), (7, 2)])
+def test_the_exponent_search_scores_every_pair_as_a_fit_of_its_own_would(seed, min_points):
+    """The search computes each model's levels once; every pair must score as a separate fit does."""
+    from depl_fl.tracking.estimation import _run_log_likelihood, fit_run_profile
+
+    observations = simulate(n_traj=12, rounds=6, seed=seed, fractions=(0.3, 0.6, 1.0), a=0.4, b=0.6)
+    grid = (0.0, 0.3, 0.65, 1.0, 1.4)
+    runs = [[o for o in observations if o.model == m and not o.is_switch] for m in ("full", "p75")]
+
+    def score(a: float, b: float) -> float:
+        return sum(_run_log_likelihood(own, fit_run_profile(own, data_exponent_mean=a, data_exponent_std=b,
+                                                            min_points_per_level=min_points), a, b)
+                   for own in runs)
+
+    scores = {(a, b): score(a, b) for a in grid for b in grid}
+    best = max(scores, key=lambda pair: (scores[pair], -grid.index(pair[0]), -grid.index(pair[1])))
+    assert fit_data_exponents(observations, ["full", "p75"], exponent_grid=grid,
+                              min_points_per_level=min_points) == best
+
+
 def test_data_exponents_need_two_sample_fractions():
     observations = simulate(n_traj=20, rounds=5, seed=3, fractions=(1.0,))
     with pytest.raises(ScenarioError, match="two different sample fractions"):

@@ -264,7 +264,17 @@ def fit_run_profile(observations: Sequence[LossObservation], levels: Sequence[fl
         raise ScenarioError("profile: cannot fit a run profile without observations")
     a, b = float(data_exponent_mean), float(data_exponent_std)
     loss, y, s = run_arrays(observations, a, b)
-    n = len(loss)
+    grid, phi = _run_levels(loss, levels, max_levels, min_points_per_level)
+    return _fit_on_levels(loss, y, s, grid, phi, std_floor)
+
+
+def _run_levels(loss: np.ndarray, levels: Sequence[float] | None, max_levels: int,
+                min_points_per_level: int) -> tuple[np.ndarray, np.ndarray]:
+    """The levels of a run profile fitted at the losses ``loss`` and their hat basis.
+
+    They depend on the losses only, not on the data exponents, so a search over
+    the exponents (:func:`fit_data_exponents`) computes them once.
+    """
     if levels is None:
         grid = _auto_levels(loss, max_levels, min_points_per_level)
     else:
@@ -272,8 +282,14 @@ def fit_run_profile(observations: Sequence[LossObservation], levels: Sequence[fl
         if grid.size == 0 or not np.all(np.isfinite(grid)):
             raise ScenarioError("profile: levels must be a non-empty list of finite numbers, "
                                 f"got {list(levels)}")
-    grid = _prune_levels(loss, _strictly_ascending(grid), min(min_points_per_level, n))
-    phi = hat_basis(loss, grid)
+    grid = _prune_levels(loss, _strictly_ascending(grid), min(min_points_per_level, len(loss)))
+    return grid, hat_basis(loss, grid)
+
+
+def _fit_on_levels(loss: np.ndarray, y: np.ndarray, s: np.ndarray, grid: np.ndarray, phi: np.ndarray,
+                   std_floor: float) -> RunProfile:
+    """:func:`fit_run_profile` on given levels ``grid`` with hat basis ``phi`` (see there)."""
+    n = len(loss)
     k = len(grid)
     pooled_mean = np.full(k, float(np.average(y, weights=1.0 / s**2)))
 
@@ -517,9 +533,19 @@ def _run_profile_doc(profile: RunProfile) -> dict[str, Any]:
 def _run_log_likelihood(observations: Sequence[LossObservation], profile: RunProfile,
                         a: float, b: float) -> float:
     """Gaussian log-likelihood of run rounds under the contract's run semantics."""
+    return _log_likelihood(*_round_arrays(observations), profile, a, b)
+
+
+def _round_arrays(observations: Sequence[LossObservation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Loss before, decrease and sample fraction of each round."""
     loss = np.array([o.loss_before for o in observations], dtype=float)
     dec = np.array([o.loss_before - o.loss_after for o in observations], dtype=float)
     r = np.array([o.sample_fraction for o in observations], dtype=float)
+    return loss, dec, r
+
+
+def _log_likelihood(loss: np.ndarray, dec: np.ndarray, r: np.ndarray, profile: RunProfile,
+                    a: float, b: float) -> float:
     mean = profile.mean_at(loss) * r**a
     std = profile.std_at(loss) * r ** (-b)
     return float(np.sum(-np.log(std) - 0.5 * ((dec - mean) / std) ** 2))
@@ -570,16 +596,18 @@ def fit_data_exponents(observations: Iterable[LossObservation], model_ids: Itera
     if len(fractions) < 2:
         raise ScenarioError("profile: the data exponents need run rounds with at least two different "
                             "sample fractions (pilots over client subsets)")
+    # A model's levels and hat basis depend on its losses only: computed once, not per (a, b).
+    # (the arrays are run_arrays' and _run_log_likelihood's, the same arithmetic)
+    rounds = {m: _round_arrays(own) for m, own in per_model.items()}
+    bases = {m: _run_levels(loss, None, max_levels, min_points_per_level)
+             for m, (loss, _, _) in rounds.items()}
     best: tuple[float, float, float] | None = None
     for a in grid:
         for b in grid:
             total = 0.0
-            for own in per_model.values():
-                profile = fit_run_profile(own, max_levels=max_levels,
-                                          min_points_per_level=min_points_per_level,
-                                          std_floor=std_floor, data_exponent_mean=a,
-                                          data_exponent_std=b)
-                total += _run_log_likelihood(own, profile, a, b)
+            for m, (loss, dec, r) in rounds.items():
+                profile = _fit_on_levels(loss, dec / r**a, r ** (-(a + b)), *bases[m], std_floor)
+                total += _log_likelihood(loss, dec, r, profile, a, b)
             if best is None or total > best[0]:
                 best = (total, a, b)
     assert best is not None
