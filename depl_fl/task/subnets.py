@@ -45,6 +45,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task import extra_pruners
 from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.block_views import block_view_hint
+from depl_fl.task.compiled_modules import eager, refuse_compiled
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.network_outputs import logits_of, output_tensors, raw_outputs, use_logits
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
@@ -300,7 +301,8 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
     ``torch.nn.utils.parametrize`` parametrization) keep the weight as
     ``parametrizations.weight.original*`` entries, the older
     ``torch.nn.utils.weight_norm``/``spectral_norm`` as ``weight_g``/``weight_v``
-    or ``weight_orig`` with a hook. torch-pruning 1.6.1 does not prune these
+    or ``weight_orig`` with a hook, ``torch.nn.utils.prune`` as ``weight_orig``
+    and a ``weight_mask`` buffer with a hook. torch-pruning 1.6.1 does not prune these
     entries, so the channels such a layer reads and writes are kept whole
     (:func:`_groups`), as a frozen layer's; the other groups are compressed
     when torch-pruning can trace the network. When every group meets one
@@ -308,16 +310,37 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
     naming the layer, and ``model.compressions=[0]`` trains it.
     """
     from torch.nn.utils import parametrize
-    from torch.nn.utils.spectral_norm import SpectralNorm
-    from torch.nn.utils.weight_norm import WeightNorm
 
     found = []
     for name, module in model.named_modules():
         hooks = module._forward_pre_hooks.values()
-        if parametrize.is_parametrized(module) or any(isinstance(h, (WeightNorm, SpectralNorm))
-                                                      for h in hooks):
+        if parametrize.is_parametrized(module) or any(isinstance(h, _weight_hooks()) for h in hooks):
             found.append(name)
     return found
+
+
+def _weight_hooks() -> tuple[type, ...]:
+    """Forward pre-hooks that compute a layer's weight from other entries: the legacy weight and spectral
+    norms, ``torch.nn.utils.prune``'s mask."""
+    from torch.nn.utils.prune import BasePruningMethod
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    return WeightNorm, SpectralNorm, BasePruningMethod
+
+
+def _reparametrization_remedy(model: nn.Module, layer: str) -> str:
+    """How the user removes the reparametrization of ``layer`` (a prune mask or a parametrization)."""
+    from torch.nn.utils.prune import BasePruningMethod
+
+    hooks = model.get_submodule(layer)._forward_pre_hooks.values()
+    if any(isinstance(h, BasePruningMethod) for h in hooks):
+        return (f"layer {layer!r} has a torch.nn.utils.prune mask (weight_orig, weight_mask), which "
+                "torch-pruning cannot slice, so the channels it reads and writes are kept whole; make it "
+                "permanent with torch.nn.utils.prune.remove(module, 'weight') to compress")
+    return (f"layer {layer!r} has a reparametrized weight, a weight or spectral norm, which "
+            "torch-pruning cannot slice, so the channels it reads and writes are kept whole; remove it "
+            "with torch.nn.utils.parametrize.remove_parametrizations to compress")
 
 
 def _refresh_hooked_weights(model: nn.Module, x: torch.Tensor) -> None:
@@ -328,11 +351,7 @@ def _refresh_hooked_weights(model: nn.Module, x: torch.Tensor) -> None:
     autograd graph, and a module holding it cannot be deep-copied. An
     evaluation-mode forward (no power iteration) replaces it by a leaf.
     """
-    from torch.nn.utils.spectral_norm import SpectralNorm
-    from torch.nn.utils.weight_norm import WeightNorm
-
-    if any(isinstance(h, (WeightNorm, SpectralNorm)) for m in model.modules()
-           for h in m._forward_pre_hooks.values()):
+    if any(isinstance(h, _weight_hooks()) for m in model.modules() for h in m._forward_pre_hooks.values()):
         was_training = model.training
         try:
             with torch.no_grad():
@@ -760,6 +779,8 @@ def full_network(net: Network, seed: int | None = None) -> nn.Module:
                 raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
         else:
             model = build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
+        model = eager(model)
+        refuse_compiled(model, _name(net))
         _materialise_lazy(model, input_shape_of(net))
     return use_logits(model)
 
@@ -1211,9 +1232,7 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
                 f"{first.layer!r} loses output channels{first.where()} ({first.problem}){also}, so every "
                 f"compressed variant would be the full network; {first.hint}, or use model.compressions=[0]")
         layers = reparametrized_layers(_base(geo))
-        why = (f" (layer {layers[0]!r} has a reparametrized weight, a weight or spectral norm, which "
-               "torch-pruning cannot slice, so the channels it reads and writes are kept whole; remove it "
-               "with torch.nn.utils.parametrize.remove_parametrizations to compress)") if layers else ""
+        why = f" ({_reparametrization_remedy(_base(geo), layers[0])})" if layers else ""
         raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned{why}, so every "
                             "compressed variant would be the full network; use model.compressions=[0]")
     if kept and compressed:
