@@ -1,4 +1,4 @@
-"""A fourth zoo of networks users bring (``tests/user_nets_fourth.py``): common code patterns, compiled networks.
+"""A fourth zoo of user networks (``tests/user_nets_fourth.py``): common code patterns, compiled networks.
 
 Grouped by what they protect: the derivation and the Check on networks the
 other zoos lack (GroupNorm and pre-activation ResNets, RepVGG, GhostNet,
@@ -45,9 +45,8 @@ WORKING = {
     "add_module_loop_net": ("conv0", "conv1", "conv2"),
     "embedding_head_net": ("conv1", "conv2", "neck"),
     "coord_conv_net": ("conv1", "conv2"),
-    "inception_resnet_net": ("stem.0", "blocks.0.b0", "blocks.0.b1.0", "blocks.0.b1.2", "blocks.0.b2.0",
-                             "blocks.0.b2.2", "blocks.0.b2.4", "blocks.1.b0", "blocks.1.b1.0", "blocks.1.b1.2",
-                             "blocks.1.b2.0", "blocks.1.b2.2", "blocks.1.b2.4"),
+    "inception_resnet_net": ("stem.0", *(f"blocks.{i}.{layer}" for i in (0, 1) for layer in (
+        "b0", "b1.0", "b1.2", "b2.0", "b2.2", "b2.4"))),
     "compiled_net": ("conv1", "conv2", "fc1"),              # the eager module torch.compile wraps
     "mask_pruned_net": ("conv2", "conv3"),                  # conv1 whole: its prune mask
 }
@@ -56,10 +55,17 @@ REFUSED = {
     "scripted_block_net": "layer 'block' is compiled by torch.jit (RecursiveScriptModule), whose layers DepL "
                           "can neither trace nor slice; give DepL the eager module",
     "scripted_net": "the network is compiled by torch.jit (RecursiveScriptModule)",
-    "eca_net": "no layer's output channels can be pruned, so every compressed variant would be the full "
-               "network; use model.compressions=[0]",
-    "glu_net": "no layer's output channels can be pruned, so every compressed variant would be the full "
-               "network; use model.compressions=[0]",
+    # ECA's Conv1d mixes neighbouring channels: a sub-network is not the network with channels silenced
+    "eca_net": "no layer's output channels can be pruned (the output channels of layer 'conv1' stay whole: "
+               "torch-pruning ties its 16 channels to the 1 of layer 'eca1.conv' (Conv1d): they reach it "
+               "mixed along another axis or moved by a transpose, and so do those of 1 other layer), so "
+               "every compressed variant would be the full network; use model.compressions=[0]",
+    # F.glu halves the channels: torch-pruning 1.6.1 maps the 2C outputs straight onto the C inputs after it
+    "glu_net": "no layer's output channels can be pruned (the output channels of layer 'conv1' stay whole: "
+               "layer 'conv2' (Conv2d) has 16 where they are 32: they reach it split (a GLU), mixed along "
+               "another axis (a Conv1d over the channels) or moved by a transpose, and so do those of 2 "
+               "other layers), so every compressed variant would be the full network; use "
+               "model.compressions=[0]",
     "functional_conv_net": "no convolution or linear layer to prune",
 }
 
@@ -97,7 +103,7 @@ def test_a_compiled_submodule_is_replaced_by_its_module():
 
 
 def test_a_prune_masked_layer_keeps_its_entries_whole():
-    """``weight_orig`` and ``weight_mask`` travel whole, the layer's output channels too; conv2 reads them all."""
+    """``weight_orig`` and ``weight_mask`` travel whole, the layer's output channels too: conv2 reads all."""
     shapes = network_layout(_geo("mask_pruned_net")).sub_shapes(0.5)
     assert shapes["conv1.weight_orig"] == shapes["conv1.weight_mask"] == (16, 1, 3, 3)
     assert shapes["conv2.weight"] == (12, 16, 3, 3)
@@ -106,7 +112,8 @@ def test_a_prune_masked_layer_keeps_its_entries_whole():
 # --- DepL rounds in process: a compressed and a full round, bytes as modelled ---
 
 
-@pytest.mark.parametrize("name", ["pytorch_mnist_net", "group_norm_resnet", "compiled_net", "mask_pruned_net"])
+@pytest.mark.parametrize("name", ["pytorch_mnist_net", "group_norm_resnet", "compiled_net",
+                                  "mask_pruned_net"])
 def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
     from strategies.depl_strategy import arrays_to_state
     from tests.test_byom_rounds import N, _run
@@ -153,7 +160,7 @@ def test_a_prune_mask_on_every_group_names_its_remedy():
         check_variants(net, network_layout(net), (0.0, 0.5))
 
 
-@pytest.mark.parametrize("name", ["scripted_block_net", "scripted_net"])
+@pytest.mark.parametrize("name", ["scripted_block_net", "scripted_net", "eca_net"])
 def test_a_refused_network_exits_2_before_the_first_round(name, tmp_path):
     lines, _ = refused_job(f"{MODULE}:{name}", [], tmp_path)
     assert len(lines) == 1 and REFUSED[name] in lines[0]

@@ -246,14 +246,17 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutpu
                             f"({_first_line(exc)})") from None
 
 
-def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tuple[Any, list[Any]]:
+def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = (),
+            untracked: list[tuple[str, str]] | None = None) -> tuple[Any, list[Any]]:
     """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
 
     Channels an attention reads or writes are kept whole
     (:func:`depl_fl.task.attention_layers.attention_modules`), and so are a
     frozen layer's (:func:`_frozen`), a reparametrized layer's
-    (:func:`reparametrized_layers`) and those of the groups rooted at a layer
-    named in ``keep`` (:func:`kept_whole`).
+    (:func:`reparametrized_layers`), those of the groups rooted at a layer
+    named in ``keep`` (:func:`kept_whole`) and those torch-pruning traces to
+    a size they do not fit (:func:`_untracked_by`; appended to ``untracked``
+    as ``(root, reason)`` when given).
     """
     reparametrized = {model.get_submodule(name) for name in reparametrized_layers(model)}
     training = training_outputs(model, x)
@@ -266,11 +269,19 @@ def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tu
     outputs = output_layers(model, x, training)
     limit = index_limit(model, x[0].numel())
     roots = (*ROOT_TYPES, *extra_pruners.RECURRENT_TYPES)  # a recurrent layer's hidden size too
-    groups = [g for g in prunable_groups(dg, list(outputs), roots, limit)
-              if len(g[0].idxs) >= 2 and _tracked(dg, g)]
-    attention = attention_modules(groups, ROOT_TYPES)
     names = {module: name for name, module in model.named_modules()}
     order = {name: i for i, name in enumerate(names.values())}
+    groups = []
+    for group in prunable_groups(dg, list(outputs), roots, limit):
+        if len(group[0].idxs) < 2:
+            if untracked is not None and (tied := _tied_to_narrower(dg, group, names)) is not None:
+                untracked.append(tied)
+            continue
+        if (why := _untracked_by(dg, group, names)) is None:
+            groups.append(group)
+        elif untracked is not None:
+            untracked.append((_root_name(dg, group, names, order), why))
+    attention = attention_modules(groups, ROOT_TYPES)
 
     def whole(group: Any) -> bool:
         return (any(item.dep.target.module in attention or item.dep.target.module in reparametrized
@@ -385,8 +396,8 @@ def _pruned_size(dg: Any, item: Any) -> int | None:
     return None if size is None else int(size)
 
 
-def _tracked(dg: Any, group: Any) -> bool:
-    """Whether every member's indices fit the dimension it prunes.
+def _untracked_by(dg: Any, group: Any, names: dict[nn.Module, str]) -> str | None:
+    """Why a member's indices do not fit the dimension it prunes, in words; None when every member's fit.
 
     torch-pruning follows channels through views and permutations as if they
     stayed on one axis; a transpose that moves another axis under a layer (an
@@ -398,17 +409,47 @@ def _tracked(dg: Any, group: Any) -> bool:
     not prune consistently, one through a depthwise convolution with a
     channel multiplier (:func:`_multiplier_conv`), and one that would prune a
     recurrent layer's hidden size DepL keeps whole (projected, or given an
-    initial state: :func:`depl_fl.task.extra_pruners.keeps_whole`).
+    initial state: :func:`depl_fl.task.extra_pruners.keeps_whole`). ``names``
+    names the layers in the reason.
     """
     if extra_pruners.keeps_whole(dg, group):
-        return False
+        return "they are a recurrent layer's hidden size, projected or given an initial state"
     for item in group.items:
-        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT or _multiplier_conv(item.dep.target.module):
-            return False
+        module = item.dep.target.module
+        name = repr(names[module]) if module in names else type(module).__name__
+        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT:
+            return "they are split (torch.chunk, torch.split), which torch-pruning 1.6.1 mis-slices"
+        if _multiplier_conv(module):
+            return f"layer {name} is a depthwise convolution with a channel multiplier"
         size = _pruned_size(dg, item)
         if size is not None and len(item.idxs) and max(item.idxs) >= size:
-            return False
-    return True
+            return (f"layer {name} ({type(module).__name__}) has {size} where they are {len(item.idxs)}: "
+                    "they reach it split (a GLU), mixed along another axis (a Conv1d over the channels) or "
+                    "moved by a transpose")
+    return None
+
+
+def _tied_to_narrower(dg: Any, group: Any, names: dict[nn.Module, str]) -> tuple[str, str] | None:
+    """``(layer, reason)`` when a one-channel ``group`` holds a wider layer's output channels, else None.
+
+    torch-pruning traces a tensor mixed along the channels by a one-channel
+    layer (ECA's Conv1d over the pooled channels) and broadcast back as one
+    channel, so the wider layer roots no group of its own.
+    """
+    for item in group.items:
+        module, size = item.dep.target.module, _pruned_size(dg, item)
+        if (isinstance(module, ROOT_TYPES) and module in names and size is not None
+                and size > len(item.idxs) and dg.is_out_channel_pruning_fn(item.dep.handler)):
+            narrow = group[0].dep.target.module
+            return names[module], (f"torch-pruning ties its {size} channels to the {len(item.idxs)} of layer "
+                                   f"{names.get(narrow, type(narrow).__name__)!r} ({type(narrow).__name__}): "
+                                   "they reach it mixed along another axis or moved by a transpose")
+    return None
+
+
+def _tracked(dg: Any, group: Any) -> bool:
+    """Whether every member's indices fit the dimension it prunes (:func:`_untracked_by`)."""
+    return _untracked_by(dg, group, {}) is None
 
 
 def _group_multiple(group: Any) -> int:
@@ -1232,7 +1273,7 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
                 f"{first.layer!r} loses output channels{first.where()} ({first.problem}){also}, so every "
                 f"compressed variant would be the full network; {first.hint}, or use model.compressions=[0]")
         layers = reparametrized_layers(_base(geo))
-        why = f" ({_reparametrization_remedy(_base(geo), layers[0])})" if layers else ""
+        why = f" ({_reparametrization_remedy(_base(geo), layers[0])})" if layers else _untracked_why(geo)
         raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned{why}, so every "
                             "compressed variant would be the full network; use model.compressions=[0]")
     if kept and compressed:
@@ -1240,6 +1281,22 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
     prepare_skeletons(geo, tuple(compressions))
     with one_thread():
         _check_variants(geo, layout, compressions, seed)
+
+
+def _untracked_why(net: Network) -> str:
+    """Why the first group torch-pruning traces to sizes its channels do not fit stays whole, or ""."""
+    net = plain_network(net)
+    x = example_batch(input_shape_of(net))
+    model, untracked = _copied(_base(net), x).eval(), []
+    with one_thread(), buffers_as_parameters(model, x):
+        _groups(model, x, (), untracked)
+    if not untracked:
+        return ""
+    order = {name: i for i, (name, _) in enumerate(_base(net).named_modules())}
+    untracked.sort(key=lambda found: order.get(found[0], len(order)))
+    more = len(untracked) - 1
+    others = f", and so do those of {more} other layer{'s' if more > 1 else ''}" if more else ""
+    return f" (the output channels of layer {untracked[0][0]!r} stay whole: {untracked[0][1]}{others})"
 
 
 #: What to change when a pruned forward fails (a size written into the forward).
