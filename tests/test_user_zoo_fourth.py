@@ -57,8 +57,9 @@ REFUSED = {
     "scripted_net": "the network is compiled by torch.jit (RecursiveScriptModule)",
     # ECA's Conv1d mixes neighbouring channels: a sub-network is not the network with channels silenced
     "eca_net": "no layer's output channels can be pruned (the output channels of layer 'conv1' stay whole: "
-               "torch-pruning ties its 16 channels to the 1 of layer 'eca1.conv' (Conv1d): they reach it "
-               "mixed along another axis or moved by a transpose, and so do those of 1 other layer), so "
+               "torch-pruning ties its 16 channels to the 1 of layer 'eca1.conv' (Conv1d): its one channel "
+               "broadcast over them (a spatial gate), or they reach it mixed along another axis or moved by "
+               "a transpose, and so do those of 1 other layer), so "
                "every compressed variant would be the full network; use model.compressions=[0]",
     # F.glu halves the channels: torch-pruning 1.6.1 maps the 2C outputs straight onto the C inputs after it
     "glu_net": "no layer's output channels can be pruned (the output channels of layer 'conv1' stay whole: "

@@ -432,9 +432,10 @@ def _untracked_by(dg: Any, group: Any, names: dict[nn.Module, str]) -> str | Non
 def _tied_to_narrower(dg: Any, group: Any, names: dict[nn.Module, str]) -> tuple[str, str] | None:
     """``(layer, reason)`` when a one-channel ``group`` holds a wider layer's output channels, else None.
 
-    torch-pruning traces a tensor mixed along the channels by a one-channel
-    layer (ECA's Conv1d over the pooled channels) and broadcast back as one
-    channel, so the wider layer roots no group of its own.
+    torch-pruning ties a one-channel tensor broadcast over the channels (a
+    spatial gate, CBAM's) or a tensor mixed along the channels by a
+    one-channel layer (ECA's Conv1d over the pooled channels) to the wider
+    layer's channels, so that layer roots no group of its own.
     """
     for item in group.items:
         module, size = item.dep.target.module, _pruned_size(dg, item)
@@ -443,7 +444,8 @@ def _tied_to_narrower(dg: Any, group: Any, names: dict[nn.Module, str]) -> tuple
             narrow = group[0].dep.target.module
             return names[module], (f"torch-pruning ties its {size} channels to the {len(item.idxs)} of layer "
                                    f"{names.get(narrow, type(narrow).__name__)!r} ({type(narrow).__name__}): "
-                                   "they reach it mixed along another axis or moved by a transpose")
+                                   "its one channel broadcast over them (a spatial gate), or they reach it "
+                                   "mixed along another axis or moved by a transpose")
     return None
 
 
