@@ -67,7 +67,9 @@ REFUSED = {
                "another axis (a Conv1d over the channels) or moved by a transpose, and so do those of 2 "
                "other layers), so every compressed variant would be the full network; use "
                "model.compressions=[0]",
-    "functional_conv_net": "no convolution or linear layer to prune",
+    "functional_conv_net": "no layer's output channels can be pruned (it has no convolution or linear layer: "
+                           "DepL compresses the channels such layers make, and a bare parameter used through "
+                           "torch.nn.functional only follows them)",
 }
 
 
@@ -129,6 +131,22 @@ def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
     final = arrays_to_state(result.arrays)
     assert set(final) == set(init)
     assert any(not np.array_equal(final[k], init[k]) for k in init if init[k].dtype.kind == "f")
+
+
+@pytest.mark.parametrize("name", ["functional_conv_net", "glu_net"])
+def test_a_network_refused_compressed_trains_whole(name):
+    """``model.compressions=[0]``: the full variant passes the Check, a local update trains every weight."""
+    from depl_fl.task.local_update import local_update
+    from depl_fl.task.models import get_state
+
+    geo = _geo(name)
+    check_variants(geo, network_layout(geo), (0.0,))
+    full = get_state(full_network(geo, seed=0))
+    rng = np.random.default_rng(0)
+    x, y = rng.random((24, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 24)
+    result = local_update(full, geo, 0.0, x, y, epochs=1, lr=0.05, batch_size=8, seed=0)
+    assert np.isfinite(result.train_loss) and result.kept_state.keys() == full.keys()
+    assert all(not np.array_equal(result.kept_state[k], full[k]) for k in full)
 
 
 # --- refused in one line, exit status 2 ---

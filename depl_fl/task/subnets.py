@@ -85,14 +85,12 @@ def example_batch(sample_shape: tuple[int, ...], batch: int = 1) -> torch.Tensor
     return torch.randn(batch, *sample_shape, generator=gen)
 
 
-def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
-    """The layer producing the network's logits (the last convolution or linear layer run)."""
-    return output_layers(model, x)[0]
-
-
 def output_layers(model: nn.Module, x: torch.Tensor,
                   training: TrainingOutputs | None = None) -> list[nn.Module]:
     """The layers whose widths the network's outputs show: the logits' layer first, then auxiliary ones.
+
+    None when no convolution or linear layer runs (weights used through
+    ``torch.nn.functional`` on bare parameters only).
 
     The logits come from the last convolution or linear layer run (or the one
     producing them). A forward returning more (``(logits, aux_logits)``, a
@@ -113,8 +111,8 @@ def output_layers(model: nn.Module, x: torch.Tensor,
     finally:
         for h in handles:
             h.remove()
-    if not ran:
-        raise ScenarioError(f"model {type(model).__name__}: no convolution or linear layer to prune")
+    if not ran:  # no layer to root a group at: the network trains whole (check_variants says so)
+        return []
     logits = logits_of(out)
     layers = [next((m for m, produced in reversed(ran) if produced is logits), ran[-1][0])]
     returned = output_tensors(out)
@@ -1275,7 +1273,8 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
                 f"{first.layer!r} loses output channels{first.where()} ({first.problem}){also}, so every "
                 f"compressed variant would be the full network; {first.hint}, or use model.compressions=[0]")
         layers = reparametrized_layers(_base(geo))
-        why = f" ({_reparametrization_remedy(_base(geo), layers[0])})" if layers else _untracked_why(geo)
+        why = (f" ({_reparametrization_remedy(_base(geo), layers[0])})" if layers
+               else _untracked_why(geo) or _no_layer_why(geo))
         raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned{why}, so every "
                             "compressed variant would be the full network; use model.compressions=[0]")
     if kept and compressed:
@@ -1283,6 +1282,14 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
     prepare_skeletons(geo, tuple(compressions))
     with one_thread():
         _check_variants(geo, layout, compressions, seed)
+
+
+def _no_layer_why(net: Network) -> str:
+    """Why a network without a convolution or linear layer has no group, or ""."""
+    if any(isinstance(m, ROOT_TYPES) for m in _base(net).modules()):
+        return ""
+    return (" (it has no convolution or linear layer: DepL compresses the channels such layers make, and "
+            "a bare parameter used through torch.nn.functional only follows them)")
 
 
 def _untracked_why(net: Network) -> str:
