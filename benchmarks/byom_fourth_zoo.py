@@ -34,6 +34,7 @@ NETWORKS = {
     "cbam_net": "CBAM: one MLP on avg and max pooling, a 7x7 conv on `[mean, max]` over channels",
     "selective_kernel_net": "selective kernels: `torch.stack` of two branches, a softmax over them",
     "functional_conv_net": "`F.conv2d`/`F.linear` on the module's own bare parameters",
+    "functional_conv_net@full": "the same network trained whole (`model.compressions=[0]`)",
     "shufflenet_v2_net": "ShuffleNetV2 units: `x.chunk(2, dim=1)`, `nn.ChannelShuffle(2)`",
     "glu_net": "`F.glu(conv(x), dim=1)` and `nn.GLU` on a linear",
     "pixel_unshuffle_net": "`nn.PixelUnshuffle(2)` on the input and on a feature map",
@@ -50,19 +51,23 @@ NETWORKS = {
     "inception_resnet_net": "Inception-ResNet-A: three branches concatenated, 1x1 conv, scaled residual",
 }
 
+#: A network's own overrides (``NAME@label``: the same network under them).
+OVERRIDES = {"functional_conv_net@full": ("model.compressions=[0]",)}
+
 #: What trying these networks found and changed (the table is measured after the change).
 FINDINGS = """
 ## What these networks found, and what changed
 
 Before this change (the same jobs on the commit before it, `python benchmarks/byom_fourth_zoo.py
 --networks ...` from a checkout of that commit with `tests/user_nets_fourth.py` and this script
-copied in), five networks did not run as they do now:
+copied in), six networks did not run as they do now:
 
 | network | before |
 |---|---|
 | `scripted_block_net` | exit 1 with a traceback (`TypeError: contains(): incompatible function arguments`, reading a `RecursiveScriptModule`'s buffers while tracing) |
 | `scripted_net` | exit 1 with a traceback (`RuntimeError: register_forward_hook is not supported on ScriptModules`) |
 | `compiled_net` | refused, wrongly: `no convolution or linear layer to prune` (no forward hook sees the layers a `torch.compile` wrapper runs), with a traceback from torch's compiler in stderr |
+| `functional_conv_net` | refused even with `model.compressions=[0]` (`no convolution or linear layer to prune`): it could not be trained at all |
 | `eca_net`, `glu_net` | refused without a reason: `no layer's output channels can be pruned, so every compressed variant would be the full network; use model.compressions=[0]` |
 
 `mask_pruned_net` trained before too (the same sizes), its masked stem kept whole by the Check
@@ -87,6 +92,9 @@ Fixed, in general:
    whole and what torch-pruning traced them to (a layer of another width after `F.glu`, a
    one-channel Conv1d or gate they are tied to, a split, a recurrent hidden size DepL keeps
    whole), and how many other layers are in that case.
+5. **A network with no convolution or linear layer** (its weights bare parameters used through
+   `F.conv2d`/`F.linear`) has no group to compress instead of failing the derivation: it trains
+   whole with `model.compressions=[0]`, and compressed variants are refused saying why.
 
 Refused, and why that is right or what is missing:
 
@@ -99,7 +107,8 @@ Refused, and why that is right or what is missing:
   done. Refused with compressions, naming the layers.
 - `functional_conv_net`: convs on bare parameters through `F.conv2d` are not layers DepL can
   root a channel group at (a bare weight through `F.linear`, `matmul` or `einsum` is sliced
-  only as the reader of a group). Refused with compressions in one line.
+  only as the reader of a group): a gap. Refused with compressions in one line; trains whole
+  with `model.compressions=[0]` (as do `eca_net` and `glu_net`).
 - `scripted_block_net`, `scripted_net`: TorchScript, as above.
 
 Kept whole (one warning line or silently), the rest compressed: `ghost_net`'s second ghost module
@@ -113,8 +122,10 @@ Cost: ResNet-18's derivation unchanged (`python benchmarks/byom_derivation_bench
 --networks resnet18` on the shared 2-core machine at load 4.9, old vs new code interleaved: 12
 groups and the same sizes; median CPU 1.31 s before, 1.36 s after; wall 4.09 s / 4.13 s).
 
-`eca_net`'s row was measured again (`python benchmarks/byom_fourth_zoo.py --networks eca_net`, the
-other rows kept from the JSON) once its refusal named the one-channel gate case.
+`eca_net`'s and `functional_conv_net`'s rows were measured again (`python
+benchmarks/byom_fourth_zoo.py --networks eca_net functional_conv_net functional_conv_net@full`, the
+other rows kept from the JSON) once their refusals changed (the one-channel gate case; no layer at
+all) and the whole network trained.
 """  # noqa: E501 (markdown table rows)
 
 
@@ -148,7 +159,8 @@ def main() -> None:
             else {}
         with tempfile.TemporaryDirectory() as tmp:
             for i, name in enumerate(args.networks or list(NETWORKS)):
-                saved[name] = summarise(name, run_job(name, Path(tmp) / f"job{i}", MODULE))
+                job = run_job(name, Path(tmp) / f"job{i}", MODULE, OVERRIDES.get(name, ()))
+                saved[name] = summarise(name, job)
                 print(name, saved[name]["outcome"], saved[name]["max_deviation"], flush=True)
         rows = [saved[n] for n in NETWORKS if n in saved]
         OUT.mkdir(parents=True, exist_ok=True)
