@@ -89,7 +89,7 @@ def output_layers(model: nn.Module, x: torch.Tensor,
                   training: TrainingOutputs | None = None) -> list[nn.Module]:
     """The layers whose widths the network's outputs show: the logits' layer first, then auxiliary ones.
 
-    None when no convolution or linear layer runs (weights used through
+    Empty when no convolution or linear layer runs (weights used through
     ``torch.nn.functional`` on bare parameters only).
 
     The logits come from the last convolution or linear layer run (or the one
@@ -329,8 +329,10 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
 
 
 def _weight_hooks() -> tuple[type, ...]:
-    """Forward pre-hooks that compute a layer's weight from other entries: the legacy weight and spectral
-    norms, ``torch.nn.utils.prune``'s mask."""
+    """Forward pre-hooks that compute a layer's weight from other entries.
+
+    The legacy ``torch.nn.utils.weight_norm``/``spectral_norm`` and ``torch.nn.utils.prune``'s mask.
+    """
     from torch.nn.utils.prune import BasePruningMethod
     from torch.nn.utils.spectral_norm import SpectralNorm
     from torch.nn.utils.weight_norm import WeightNorm
