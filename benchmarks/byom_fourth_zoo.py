@@ -120,7 +120,8 @@ spreads each channel over four), `unpool_net`'s `enc` and `mid` (MaxUnpool2d's i
 
 Cost: ResNet-18's derivation unchanged (`python benchmarks/byom_derivation_bench.py --repeats 3
 --networks resnet18` on the shared 2-core machine at load 4.9, old vs new code interleaved: 12
-groups and the same sizes; median CPU 1.31 s before, 1.36 s after; wall 4.09 s / 4.13 s).
+groups and the same sizes; median CPU 1.31 s before, 1.36 s after; wall 4.09 s / 4.13 s; again on the
+final commit at load 4.2: CPU 1.26 s / 1.33 s, wall 2.13 s / 1.49 s: within the machine's noise).
 
 `eca_net`'s and `functional_conv_net`'s rows were measured again (`python
 benchmarks/byom_fourth_zoo.py --networks eca_net functional_conv_net functional_conv_net@full`, the
