@@ -52,8 +52,9 @@ NETWORKS = {
 }
 
 
-def table(rows: list[dict]) -> list[str]:
-    """The markdown table: one row per network."""
+def table(rows: list[dict], exercises: dict[str, str] | None = None) -> list[str]:
+    """The markdown table: one row per network (what each exercises: ``exercises``, else :data:`NETWORKS`)."""
+    exercises = NETWORKS if exercises is None else exercises
     lines = ["| network | exercises | outcome | variants' bytes | rounds (compressed) | bytes measured vs "
              "modelled | refusal |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -64,7 +65,7 @@ def table(rows: list[dict]) -> list[str]:
             bytes_ = ("equal in every round" if r["all_rounds_exact"] else "") + \
                 f" (largest deviation {100 * r['max_deviation']:.2f}%)"
         outcome = r["outcome"] + (" **traceback**" if r["traceback"] else "")
-        lines.append(f"| `{r['network']}` | {NETWORKS.get(r['network'], '')} | {outcome} | {sizes} "
+        lines.append(f"| `{r['network']}` | {exercises.get(r['network'], '')} | {outcome} | {sizes} "
                      f"| {r['rounds']} ({r['compressed_rounds']}) | {bytes_.strip()} "
                      f"| {r['message'].replace('|', '/')} |")
     return lines

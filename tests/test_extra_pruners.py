@@ -656,9 +656,10 @@ def test_a_network_whose_only_width_is_a_hidden_size_kept_whole_is_refused_in_on
     net = _net("rows_into_an_initial_state", RowsWithInitialState)
     with pytest.raises(ScenarioError) as err:
         check_variants(net, network_layout(net), (0.0, 0.5))
-    assert str(err.value) == ("model rows_into_an_initial_state: no layer's output channels can be pruned, "
-                              "so every compressed variant would be the full network; "
-                              "use model.compressions=[0]")
+    assert str(err.value) == ("model rows_into_an_initial_state: no layer's output channels can be pruned "
+                              "(the output channels of layer 'rnn' stay whole: they are a recurrent layer's "
+                              "hidden size, projected or given an initial state), so every compressed "
+                              "variant would be the full network; use model.compressions=[0]")
 
 
 @pytest.mark.parametrize("name", list(BILINEAR))

@@ -45,6 +45,7 @@ from depl_fl.errors import ScenarioError
 from depl_fl.task import extra_pruners
 from depl_fl.task.attention_layers import attention_modules
 from depl_fl.task.block_views import block_view_hint
+from depl_fl.task.compiled_modules import eager, refuse_compiled
 from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.network_outputs import logits_of, output_tensors, raw_outputs, use_logits
 from depl_fl.task.slicing import Axis, ChannelGroup, SubnetLayout, extract, kept_width, silence
@@ -84,14 +85,12 @@ def example_batch(sample_shape: tuple[int, ...], batch: int = 1) -> torch.Tensor
     return torch.randn(batch, *sample_shape, generator=gen)
 
 
-def output_layer(model: nn.Module, x: torch.Tensor) -> nn.Module:
-    """The layer producing the network's logits (the last convolution or linear layer run)."""
-    return output_layers(model, x)[0]
-
-
 def output_layers(model: nn.Module, x: torch.Tensor,
                   training: TrainingOutputs | None = None) -> list[nn.Module]:
     """The layers whose widths the network's outputs show: the logits' layer first, then auxiliary ones.
+
+    Empty when no convolution or linear layer runs (weights used through
+    ``torch.nn.functional`` on bare parameters only).
 
     The logits come from the last convolution or linear layer run (or the one
     producing them). A forward returning more (``(logits, aux_logits)``, a
@@ -112,8 +111,8 @@ def output_layers(model: nn.Module, x: torch.Tensor,
     finally:
         for h in handles:
             h.remove()
-    if not ran:
-        raise ScenarioError(f"model {type(model).__name__}: no convolution or linear layer to prune")
+    if not ran:  # no layer to root a group at: the network trains whole (check_variants says so)
+        return []
     logits = logits_of(out)
     layers = [next((m for m, produced in reversed(ran) if produced is logits), ran[-1][0])]
     returned = output_tensors(out)
@@ -245,14 +244,17 @@ def _dependency_graph(model: nn.Module, x: torch.Tensor, training: TrainingOutpu
                             f"({_first_line(exc)})") from None
 
 
-def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tuple[Any, list[Any]]:
+def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = (),
+            untracked: list[tuple[str, str]] | None = None) -> tuple[Any, list[Any]]:
     """The dependency graph and its prunable groups (output layer ignored, width >= 2, no attention).
 
     Channels an attention reads or writes are kept whole
     (:func:`depl_fl.task.attention_layers.attention_modules`), and so are a
     frozen layer's (:func:`_frozen`), a reparametrized layer's
-    (:func:`reparametrized_layers`) and those of the groups rooted at a layer
-    named in ``keep`` (:func:`kept_whole`).
+    (:func:`reparametrized_layers`), those of the groups rooted at a layer
+    named in ``keep`` (:func:`kept_whole`) and those torch-pruning traces to
+    a size they do not fit (:func:`_untracked_by`; appended to ``untracked``
+    as ``(root, reason)`` when given).
     """
     reparametrized = {model.get_submodule(name) for name in reparametrized_layers(model)}
     training = training_outputs(model, x)
@@ -265,11 +267,19 @@ def _groups(model: nn.Module, x: torch.Tensor, keep: Collection[str] = ()) -> tu
     outputs = output_layers(model, x, training)
     limit = index_limit(model, x[0].numel())
     roots = (*ROOT_TYPES, *extra_pruners.RECURRENT_TYPES)  # a recurrent layer's hidden size too
-    groups = [g for g in prunable_groups(dg, list(outputs), roots, limit)
-              if len(g[0].idxs) >= 2 and _tracked(dg, g)]
-    attention = attention_modules(groups, ROOT_TYPES)
     names = {module: name for name, module in model.named_modules()}
     order = {name: i for i, name in enumerate(names.values())}
+    groups = []
+    for group in prunable_groups(dg, list(outputs), roots, limit):
+        if len(group[0].idxs) < 2:
+            if untracked is not None and (tied := _tied_to_narrower(dg, group, names)) is not None:
+                untracked.append(tied)
+            continue
+        if (why := _untracked_by(dg, group, names)) is None:
+            groups.append(group)
+        elif untracked is not None:
+            untracked.append((_root_name(dg, group, names, order), why))
+    attention = attention_modules(groups, ROOT_TYPES)
 
     def whole(group: Any) -> bool:
         return (any(item.dep.target.module in attention or item.dep.target.module in reparametrized
@@ -300,7 +310,8 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
     ``torch.nn.utils.parametrize`` parametrization) keep the weight as
     ``parametrizations.weight.original*`` entries, the older
     ``torch.nn.utils.weight_norm``/``spectral_norm`` as ``weight_g``/``weight_v``
-    or ``weight_orig`` with a hook. torch-pruning 1.6.1 does not prune these
+    or ``weight_orig`` with a hook, ``torch.nn.utils.prune`` as ``weight_orig``
+    and a ``weight_mask`` buffer with a hook. torch-pruning 1.6.1 does not prune these
     entries, so the channels such a layer reads and writes are kept whole
     (:func:`_groups`), as a frozen layer's; the other groups are compressed
     when torch-pruning can trace the network. When every group meets one
@@ -308,16 +319,39 @@ def reparametrized_layers(model: nn.Module) -> list[str]:
     naming the layer, and ``model.compressions=[0]`` trains it.
     """
     from torch.nn.utils import parametrize
-    from torch.nn.utils.spectral_norm import SpectralNorm
-    from torch.nn.utils.weight_norm import WeightNorm
 
     found = []
     for name, module in model.named_modules():
         hooks = module._forward_pre_hooks.values()
-        if parametrize.is_parametrized(module) or any(isinstance(h, (WeightNorm, SpectralNorm))
-                                                      for h in hooks):
+        if parametrize.is_parametrized(module) or any(isinstance(h, _weight_hooks()) for h in hooks):
             found.append(name)
     return found
+
+
+def _weight_hooks() -> tuple[type, ...]:
+    """Forward pre-hooks that compute a layer's weight from other entries.
+
+    The legacy ``torch.nn.utils.weight_norm``/``spectral_norm`` and ``torch.nn.utils.prune``'s mask.
+    """
+    from torch.nn.utils.prune import BasePruningMethod
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    return WeightNorm, SpectralNorm, BasePruningMethod
+
+
+def _reparametrization_remedy(model: nn.Module, layer: str) -> str:
+    """How the user removes the reparametrization of ``layer`` (a prune mask or a parametrization)."""
+    from torch.nn.utils.prune import BasePruningMethod
+
+    hooks = model.get_submodule(layer)._forward_pre_hooks.values()
+    if any(isinstance(h, BasePruningMethod) for h in hooks):
+        return (f"layer {layer!r} has a torch.nn.utils.prune mask (weight_orig, weight_mask), which "
+                "torch-pruning cannot slice, so the channels it reads and writes are kept whole; make it "
+                "permanent with torch.nn.utils.prune.remove(module, 'weight') to compress")
+    return (f"layer {layer!r} has a reparametrized weight, a weight or spectral norm, which "
+            "torch-pruning cannot slice, so the channels it reads and writes are kept whole; remove it "
+            "with torch.nn.utils.parametrize.remove_parametrizations to compress")
 
 
 def _refresh_hooked_weights(model: nn.Module, x: torch.Tensor) -> None:
@@ -328,11 +362,7 @@ def _refresh_hooked_weights(model: nn.Module, x: torch.Tensor) -> None:
     autograd graph, and a module holding it cannot be deep-copied. An
     evaluation-mode forward (no power iteration) replaces it by a leaf.
     """
-    from torch.nn.utils.spectral_norm import SpectralNorm
-    from torch.nn.utils.weight_norm import WeightNorm
-
-    if any(isinstance(h, (WeightNorm, SpectralNorm)) for m in model.modules()
-           for h in m._forward_pre_hooks.values()):
+    if any(isinstance(h, _weight_hooks()) for m in model.modules() for h in m._forward_pre_hooks.values()):
         was_training = model.training
         try:
             with torch.no_grad():
@@ -366,8 +396,8 @@ def _pruned_size(dg: Any, item: Any) -> int | None:
     return None if size is None else int(size)
 
 
-def _tracked(dg: Any, group: Any) -> bool:
-    """Whether every member's indices fit the dimension it prunes.
+def _untracked_by(dg: Any, group: Any, names: dict[nn.Module, str]) -> str | None:
+    """Why a member's indices do not fit the dimension it prunes, in words; None when every member's fit.
 
     torch-pruning follows channels through views and permutations as if they
     stayed on one axis; a transpose that moves another axis under a layer (an
@@ -379,17 +409,49 @@ def _tracked(dg: Any, group: Any) -> bool:
     not prune consistently, one through a depthwise convolution with a
     channel multiplier (:func:`_multiplier_conv`), and one that would prune a
     recurrent layer's hidden size DepL keeps whole (projected, or given an
-    initial state: :func:`depl_fl.task.extra_pruners.keeps_whole`).
+    initial state: :func:`depl_fl.task.extra_pruners.keeps_whole`). ``names``
+    names the layers in the reason.
     """
     if extra_pruners.keeps_whole(dg, group):
-        return False
+        return "they are a recurrent layer's hidden size, projected or given an initial state"
     for item in group.items:
-        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT or _multiplier_conv(item.dep.target.module):
-            return False
+        module = item.dep.target.module
+        name = repr(names[module]) if module in names else type(module).__name__
+        if item.dep.target.type == _tp().ops.OPTYPE.SPLIT:
+            return "they are split (torch.chunk, torch.split), which torch-pruning 1.6.1 mis-slices"
+        if _multiplier_conv(module):
+            return f"layer {name} is a depthwise convolution with a channel multiplier"
         size = _pruned_size(dg, item)
         if size is not None and len(item.idxs) and max(item.idxs) >= size:
-            return False
-    return True
+            return (f"layer {name} ({type(module).__name__}) has {size} where they are {len(item.idxs)}: "
+                    "they reach it split (a GLU), mixed along another axis (a Conv1d over the channels) or "
+                    "moved by a transpose")
+    return None
+
+
+def _tied_to_narrower(dg: Any, group: Any, names: dict[nn.Module, str]) -> tuple[str, str] | None:
+    """``(layer, reason)`` when a one-channel ``group`` holds a wider layer's output channels, else None.
+
+    torch-pruning ties a one-channel tensor broadcast over the channels (a
+    spatial gate, CBAM's) or a tensor mixed along the channels by a
+    one-channel layer (ECA's Conv1d over the pooled channels) to the wider
+    layer's channels, so that layer roots no group of its own.
+    """
+    for item in group.items:
+        module, size = item.dep.target.module, _pruned_size(dg, item)
+        if (isinstance(module, ROOT_TYPES) and module in names and size is not None
+                and size > len(item.idxs) and dg.is_out_channel_pruning_fn(item.dep.handler)):
+            narrow = group[0].dep.target.module
+            return names[module], (f"torch-pruning ties its {size} channels to the {len(item.idxs)} of layer "
+                                   f"{names.get(narrow, type(narrow).__name__)!r} ({type(narrow).__name__}): "
+                                   "its one channel broadcast over them (a spatial gate), or they reach it "
+                                   "mixed along another axis or moved by a transpose")
+    return None
+
+
+def _tracked(dg: Any, group: Any) -> bool:
+    """Whether every member's indices fit the dimension it prunes (:func:`_untracked_by`)."""
+    return _untracked_by(dg, group, {}) is None
 
 
 def _group_multiple(group: Any) -> int:
@@ -760,6 +822,8 @@ def full_network(net: Network, seed: int | None = None) -> nn.Module:
                 raise ScenarioError(f"{net.name}: build() returned {type(model).__name__}, not an nn.Module")
         else:
             model = build_network(net.arch, net.num_classes, net.in_channels, net.image_size, seed=seed)
+        model = eager(model)
+        refuse_compiled(model, _name(net))
         _materialise_lazy(model, input_shape_of(net))
     return use_logits(model)
 
@@ -1211,9 +1275,8 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
                 f"{first.layer!r} loses output channels{first.where()} ({first.problem}){also}, so every "
                 f"compressed variant would be the full network; {first.hint}, or use model.compressions=[0]")
         layers = reparametrized_layers(_base(geo))
-        why = (f" (layer {layers[0]!r} has a reparametrized weight, a weight or spectral norm, which "
-               "torch-pruning cannot slice, so the channels it reads and writes are kept whole; remove it "
-               "with torch.nn.utils.parametrize.remove_parametrizations to compress)") if layers else ""
+        why = (f" ({_reparametrization_remedy(_base(geo), layers[0])})" if layers
+               else _untracked_why(geo) or _no_layer_why(geo))
         raise ScenarioError(f"model {_name(geo)}: no layer's output channels can be pruned{why}, so every "
                             "compressed variant would be the full network; use model.compressions=[0]")
     if kept and compressed:
@@ -1221,6 +1284,30 @@ def check_variants(geo: Network, layout: SubnetLayout, compressions: tuple[float
     prepare_skeletons(geo, tuple(compressions))
     with one_thread():
         _check_variants(geo, layout, compressions, seed)
+
+
+def _no_layer_why(net: Network) -> str:
+    """Why a network without a convolution or linear layer has no group, or ""."""
+    if any(isinstance(m, ROOT_TYPES) for m in _base(net).modules()):
+        return ""
+    return (" (it has no convolution or linear layer: DepL compresses the channels such layers make, and "
+            "a bare parameter used through torch.nn.functional only follows them)")
+
+
+def _untracked_why(net: Network) -> str:
+    """Why the first group torch-pruning traces to sizes its channels do not fit stays whole, or ""."""
+    net = plain_network(net)
+    x = example_batch(input_shape_of(net))
+    model, untracked = _copied(_base(net), x).eval(), []
+    with one_thread(), buffers_as_parameters(model, x):
+        _groups(model, x, (), untracked)
+    if not untracked:
+        return ""
+    order = {name: i for i, (name, _) in enumerate(_base(net).named_modules())}
+    untracked.sort(key=lambda found: order.get(found[0], len(order)))
+    more = len(untracked) - 1
+    others = f", and so do those of {more} other layer{'s' if more > 1 else ''}" if more else ""
+    return f" (the output channels of layer {untracked[0][0]!r} stay whole: {untracked[0][1]}{others})"
 
 
 #: What to change when a pruned forward fails (a size written into the forward).
