@@ -78,7 +78,7 @@ def _key(rounds) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _switches(key: list[tuple[str, tuple[str, ...]]]) -> int:
-    return sum(a[0] != b[0] for a, b in zip(key, key[1:]))
+    return sum(a[0] != b[0] for a, b in zip(key, key[1:], strict=False))
 
 
 def _loop_gain(loss: dict[str, Any]) -> float:
@@ -130,16 +130,18 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
     for r in rows:
         lines.append(
             f"| {r['seed']} | {r['pi']:g} | {r['loop_mean']:+.4f} | {'yes' if r['reproduced'] else 'no'} | "
-            f"{r['rounds']} ({r['switches']}) / {_num(r['new_rounds'], 'd')} ({_num(r['new_switches'], 'd')}) | "
+            f"{r['rounds']} ({r['switches']}) / "
+            f"{_num(r['new_rounds'], 'd')} ({_num(r['new_switches'], 'd')}) | "
             f"{r['energy_j']:.1f} / {_num(r['new_energy_j'], '.1f')} | {_num(r['quantile'], '.3f')} / "
             f"{_num(r['new_quantile'], '.3f')} | {r['loss']:.3f} | {_num(r['new_loss'], '.3f')} |")
     ok = [r for r in rows if r["reproduced"] and r["new_rounds"] is not None]
     changed = [r for r in ok if r["new_rounds"] != r["rounds"] or r["new_switches"] != r["switches"]]
     if ok:
-        lines += ["", f"Reproduced with a plan both ways: {len(ok)} of {len(rows)}; plans changed: {len(changed)}. "
-                  f"Mean rounds job / other {np.mean([r['rounds'] for r in ok]):.1f} / "
+        lines += ["", f"Reproduced with a plan both ways: {len(ok)} of {len(rows)}; plans changed: "
+                  f"{len(changed)}. Mean rounds job / other {np.mean([r['rounds'] for r in ok]):.1f} / "
                   f"{np.mean([r['new_rounds'] for r in ok]):.1f}; mean planned J "
-                  f"{np.mean([r['energy_j'] for r in ok]):.1f} / {np.mean([r['new_energy_j'] for r in ok]):.1f}."]
+                  f"{np.mean([r['energy_j'] for r in ok]):.1f} / "
+                  f"{np.mean([r['new_energy_j'] for r in ok]):.1f}."]
     return "\n".join(lines) + "\n"
 
 

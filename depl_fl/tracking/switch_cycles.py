@@ -55,7 +55,7 @@ def least_cycle_mean(jumps: Mapping[tuple[str, str], float]) -> float | None:
             first, rest = combo[0], combo[1:]
             for order in itertools.permutations(rest):  # each cycle once per direction, from its least node
                 cycle = (first, *order, first)
-                edges = list(zip(cycle, cycle[1:]))
+                edges = list(zip(cycle, cycle[1:], strict=False))
                 if all(e in jumps for e in edges):
                     mean = sum(float(jumps[e]) for e in edges) / len(edges)
                     best = mean if best is None else min(best, mean)
