@@ -8,9 +8,9 @@ same network without training it, so their jumps cannot lower the loss
 between them; measured, both can be negative. The planner then harvests the
 measurement error: a static plan alternates the variants every round and
 counts the loop's "gain" as training. On a user's residual network with the
-digits CNN's constants, the four static plans of 21-30 rounds that missed
-their own predicted 0.9-quantile each alternated in 20-26 of their rounds, all
-with a measured loop gain of 0.03-0.06 a round trip
+digits CNN's constants, the four static plans of 21-34 rounds that ended above
+their own predicted 0.9-quantile each switched in 20-31 of their rounds, all
+with a measured gain of 0.03-0.06 a round trip
 (``benchmarks/switch_cycle_replan.py``).
 
 The correction. Every measured jump mean is raised by the same least amount
