@@ -3,8 +3,8 @@
 Protects :mod:`depl_fl.tracking.switch_cycles` (the least cycle mean, the common
 shift that leaves no cycle a gain, jumps without a gaining cycle untouched),
 ``profile.plan_regime.switch_cycles`` (checked in one line, exit 2 from a job;
-``measured`` keys the profile cache as before; every network with constants of
-its own reads the jumps as measured) and its use in the profile a plan is made
+``measured`` keys the profile cache as before; a user's network reads the jumps
+without a cycle's gain, every bundled network as measured) and its use in the profile a plan is made
 on (:func:`depl_fl.orchestration.profile_fit.with_plan_regime`).
 """
 
@@ -106,13 +106,15 @@ def test_switch_cycles_is_checked_in_one_line_and_measured_keys_the_cache_as_bef
         != profile_key(cfg)
 
 
-def test_every_network_with_constants_of_its_own_reads_the_jumps_as_measured() -> None:
-    for model in ("digits_cnn", "digits_cnn_all", "digits_resnet", "synthetic_mlp"):
+def test_a_users_network_reads_the_jumps_without_cycle_gain_every_bundled_one_as_measured() -> None:
+    for model in ("digits_cnn", "digits_cnn_all", "digits_resnet", "synthetic_mlp", "alexnet_like",
+                  "mobilenet_like"):
         cfg = compose_config([f"model={model}"])
         assert cfg["profile"]["plan_regime"]["switch_cycles"] == "measured", model
-    custom = compose_config(["model=custom", "model.factory=tests.user_nets:mlp",
-                             "profile.plan_regime.switch_cycles=no_gain"])
-    assert custom["profile"]["plan_regime"]["switch_cycles"] == "no_gain"
+    user = ["model=custom", "model.factory=tests.user_nets:mlp"]
+    assert compose_config(user)["profile"]["plan_regime"]["switch_cycles"] == "no_gain"
+    override = compose_config([*user, "profile.plan_regime.switch_cycles=measured"])
+    assert override["profile"]["plan_regime"]["switch_cycles"] == "measured"
 
 
 def test_a_job_with_a_bad_switch_cycles_exits_2_in_one_line(tmp_path: Path) -> None:
