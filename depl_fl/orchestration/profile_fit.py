@@ -99,7 +99,8 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
     (docs/MODELS.md); a job the rise caps ends with no dependable plan and names
     the probability it can reach. ``rates`` (``{model: c}``) gives a variant's curve rate read
     elsewhere (another federation's trajectory, :mod:`depl_fl.orchestration.prior_regime`); its
-    curve still starts at its own last loss.
+    curve still starts at its own last loss. With ``regime.switch_cycles`` ``"no_gain"`` the measured
+    switch jumps are raised until no cycle of switches gains (:mod:`depl_fl.tracking.switch_cycles`).
     """
     from depl_fl.tracking.learning_curve import plan_regime_run, ratio_factor
     from depl_fl.tracking.noise import sem_coefficient
@@ -132,9 +133,24 @@ def with_plan_regime(fitted: Mapping[str, Any], trajectories: Mapping[str, tuple
         out["judged_error"] = regime.judged_error_factor * coefficient
     if "max_uncovered" in out:
         out["max_uncovered"] = 0.0
+    if regime.switch_cycles == "no_gain" and out.get("switch"):
+        out["switch"] = switch_jumps_without_cycle_gain(out["switch"])
     LOG.info("loss profile: plan regime from the exploration's last losses (floor %.3g, %.3g local steps, "
              "oscillation %.3g, judged error %.3g)", regime.floor, steps, oscillation,
              out.get("judged_error", 0.0))
+    return out
+
+
+def switch_jumps_without_cycle_gain(switch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``switch`` with every mean raised until no cycle of switches gains
+    (:func:`depl_fl.tracking.switch_cycles.without_cycle_gain`), the shift logged when there is one."""
+    from depl_fl.tracking.switch_cycles import without_cycle_gain
+
+    out = without_cycle_gain(switch)
+    shift = max((float(a["mean"]) - float(b["mean"]) for a, b in zip(out, switch, strict=True)), default=0.0)
+    if shift > 0.0:
+        LOG.info("loss profile: the measured switch jumps gain %.3g a switch around a cycle: every jump "
+                 "raised by that much", shift)
     return out
 
 

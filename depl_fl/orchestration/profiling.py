@@ -61,7 +61,8 @@ PROFILE_VERSION = 9
 #: Plan-regime keys whose value before the key existed hashes like a section without the key (caches
 #: stay valid; ``rate_at_full: always``, the default, keys anew: it reads a capped exploration's rate
 #: at ``r = 1``).
-REGIME_DEFAULTS: dict[str, Any] = {"explored_oscillation": None, "anchor": "last", "rate_at_full": "cheapest"}
+REGIME_DEFAULTS: dict[str, Any] = {"explored_oscillation": None, "anchor": "last", "rate_at_full": "cheapest",
+                                   "switch_cycles": "measured"}
 
 
 def profile_key(cfg: Mapping[str, Any]) -> str:
@@ -71,7 +72,8 @@ def profile_key(cfg: Mapping[str, Any]) -> str:
     # through the profile.plan_regime values it gives.
     model = {k: v for k, v in cfg["model"].items() if not (k == "loss" and v is None) and k != "regime"}
     # plan_regime.explored_oscillation null (the constant oscillation), anchor last (the last measured
-    # loss) and rate_at_full cheapest (the rate as before the option) hash like a section without them.
+    # loss), rate_at_full cheapest (the rate as before the option) and switch_cycles measured (the jumps
+    # as measured) hash like a section without them.
     # train.device cpu (the default) hashes like a train section without the key: a profile measured
     # before the option was measured on the CPU.
     train = {k: v for k, v in cfg["train"].items() if not (k == "device" and v == "cpu")}

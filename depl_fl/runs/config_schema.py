@@ -92,6 +92,8 @@ class _PlanRegime(Schema):
     anchor: Literal["last", "trend"] = "last"
     # absent: a configuration recorded before the option, whose jobs converted the cheapest clusters' only
     rate_at_full: Literal["always", "cheapest"] = "cheapest"
+    # absent: a configuration recorded before the option, whose plans read the jumps as measured
+    switch_cycles: Literal["measured", "no_gain"] = "measured"
 
     @model_validator(mode="after")
     def _steps_range(self) -> _PlanRegime:

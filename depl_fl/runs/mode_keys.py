@@ -114,7 +114,7 @@ _PILOT_KEYS = ("profile.seeds", "profile.rounds", "profile.switch_rounds", "prof
                "profile.subset_fractions", "profile.spread_horizon")
 _REGIME_CONSTANTS = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
                      "reference_steps", "steps_min", "steps_max", "judged_error_factor", "oscillation_dof",
-                     "rate_window", "explored_oscillation", "anchor")
+                     "rate_window", "explored_oscillation", "anchor", "switch_cycles")
 _MISSING = object()
 
 #: ``depl-fl plan`` options read by some planning methods only -> the methods that read them.

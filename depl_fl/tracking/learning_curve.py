@@ -68,6 +68,8 @@ REGIME_TOP = 1.25
 MIN_RATE = 1e-6
 #: Where a plan's learning curve starts (:attr:`PlanRegime.anchor`).
 ANCHORS = ("last", "trend")
+#: What a plan reads of the measured switch jumps (:attr:`PlanRegime.switch_cycles`).
+SWITCH_CYCLES = ("measured", "no_gain")
 #: Which explorations' rate a plan reads at ``r = 1`` (:attr:`PlanRegime.rate_at_full`).
 RATE_AT_FULL = ("always", "cheapest")
 #: :attr:`PlanRegime.rate_at_full` where none is given (a configuration recorded before the option:
@@ -126,6 +128,11 @@ class PlanRegime:
         beyond (the growth with the steps is measured only there). None: no
         bound on that side (a section recorded before the option: the power
         law at any steps, as then).
+    switch_cycles : str
+        The measured switch jumps a plan reads: ``"measured"``, as measured;
+        ``"no_gain"``, every mean raised by the least common amount that leaves
+        no cycle of switches (a switch and the switch back) a net gain
+        (:mod:`depl_fl.tracking.switch_cycles`). Not given: ``"measured"``.
     """
 
     power: float
@@ -142,6 +149,7 @@ class PlanRegime:
     rate_at_full: str = RATE_AT_FULL_BEFORE
     steps_min: float | None = None
     steps_max: float | None = None
+    switch_cycles: str = "measured"
 
     def __post_init__(self) -> None:
         if not (self.power > 1.0 and math.isfinite(self.power)):
@@ -166,6 +174,9 @@ class PlanRegime:
         if self.anchor not in ANCHORS:
             raise ScenarioError(f"profile.plan_regime.anchor: must be one of {', '.join(ANCHORS)}, "
                                 f"got {self.anchor!r}")
+        if self.switch_cycles not in SWITCH_CYCLES:
+            raise ScenarioError("profile.plan_regime.switch_cycles: must be one of "
+                                f"{', '.join(SWITCH_CYCLES)}, got {self.switch_cycles!r}")
         if self.rate_at_full not in RATE_AT_FULL:
             raise ScenarioError("profile.plan_regime.rate_at_full: must be one of "
                                 f"{', '.join(RATE_AT_FULL)}, got {self.rate_at_full!r}")
@@ -174,7 +185,7 @@ class PlanRegime:
     def from_config(cls, raw: Mapping[str, Any]) -> PlanRegime:
         """The constants of a ``profile.plan_regime`` config section (extra keys ignored; without
         ``rate_at_full``, a section recorded before it: :data:`RATE_AT_FULL_BEFORE`; without
-        ``steps_min`` / ``steps_max``: no bound on the steps)."""
+        ``steps_min`` / ``steps_max``: no bound on the steps; without ``switch_cycles``: ``measured``)."""
         names = ("power", "floor", "rate_exponent", "noise_exponent", "oscillation", "steps_exponent",
                  "reference_steps", "judged_error_factor")
         missing = [n for n in names if raw.get(n) is None]
@@ -187,7 +198,8 @@ class PlanRegime:
         except (TypeError, ValueError):
             raise ScenarioError("profile.plan_regime: every constant must be a number") from None
         return cls(**values, anchor=str(raw.get("anchor") or "last"),
-                   rate_at_full=str(raw.get("rate_at_full") or RATE_AT_FULL_BEFORE))
+                   rate_at_full=str(raw.get("rate_at_full") or RATE_AT_FULL_BEFORE),
+                   switch_cycles=str(raw.get("switch_cycles") or "measured"))
 
     def oscillation_at(self, local_steps: float) -> float:
         """``o (steps / reference_steps)**gamma``: the oscillation coefficient for ``local_steps``."""
