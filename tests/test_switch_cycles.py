@@ -43,6 +43,36 @@ def test_the_least_cycle_mean_of_two_and_three_variants() -> None:
     assert least_cycle_mean({}) is None
 
 
+def _every_cycle_mean(jumps: dict[tuple[str, str], float]) -> float | None:
+    """The reference: every simple cycle listed, its mean taken, the least kept."""
+    import itertools
+
+    nodes = sorted({n for edge in jumps for n in edge})
+    means = []
+    for size in range(2, len(nodes) + 1):
+        for first, *rest in itertools.combinations(nodes, size):
+            for order in itertools.permutations(rest):
+                cycle = (first, *order, first)
+                edges = list(zip(cycle, cycle[1:], strict=False))
+                if all(e in jumps for e in edges):
+                    means.append(sum(jumps[e] for e in edges) / len(edges))
+    return min(means) if means else None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_least_cycle_mean_is_that_of_every_cycle_listed(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    nodes = [f"v{i}" for i in range(rng.randint(2, 6))]
+    jumps = {(a, b): rng.uniform(-0.1, 0.1) for a in nodes for b in nodes if a != b and rng.random() < 0.6}
+    expected = _every_cycle_mean(jumps)
+    found = least_cycle_mean(jumps)
+    assert (found is None) == (expected is None), (jumps, found, expected)
+    if expected is not None:
+        assert found == pytest.approx(expected, abs=1e-12)
+
+
 def test_the_shift_removes_exactly_the_gain_of_the_best_cycle() -> None:
     switch = _switch(("full", "p50", -0.0247), ("p50", "full", -0.0162))
     out = without_cycle_gain(switch)

@@ -26,14 +26,13 @@ jumps; the spreads stay as measured.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 
 def least_cycle_mean(jumps: Mapping[tuple[str, str], float]) -> float | None:
-    """The smallest mean jump over the simple directed cycles of the switch graph.
+    """The smallest mean jump over the directed cycles of the switch graph (Karp's algorithm).
 
     Parameters
     ----------
@@ -45,20 +44,29 @@ def least_cycle_mean(jumps: Mapping[tuple[str, str], float]) -> float | None:
     float or None
         ``min over cycles C of sum(jumps on C) / len(C)``; None when the
         allowed switches form no cycle. The minimum over every closed walk is
-        attained on a simple cycle, so simple cycles suffice; a job's variants
-        are few (two by default), so they are enumerated.
+        attained on a simple cycle. Karp's minimum mean cycle takes
+        ``O(V E)`` steps, where listing the cycles grows factorially with the
+        variants.
     """
     nodes = sorted({n for edge in jumps for n in edge})
+    n = len(nodes)
+    index = {node: i for i, node in enumerate(nodes)}
+    edges = [(index[a], index[b], float(w)) for (a, b), w in jumps.items()]
+    inf = math.inf
+    # walks[k][v]: the least total jump of a walk of exactly k switches ending at v, from any start
+    walks = [[0.0] * n]
+    for _ in range(n):
+        last, step = walks[-1], [inf] * n
+        for a, b, w in edges:
+            if last[a] + w < step[b]:
+                step[b] = last[a] + w
+        walks.append(step)
     best: float | None = None
-    for size in range(2, len(nodes) + 1):
-        for combo in itertools.combinations(nodes, size):
-            first, rest = combo[0], combo[1:]
-            for order in itertools.permutations(rest):  # each cycle once per direction, from its least node
-                cycle = (first, *order, first)
-                edges = list(zip(cycle, cycle[1:], strict=False))
-                if all(e in jumps for e in edges):
-                    mean = sum(float(jumps[e]) for e in edges) / len(edges)
-                    best = mean if best is None else min(best, mean)
+    for v in range(n):
+        if walks[n][v] == inf:
+            continue
+        worst = max((walks[n][v] - walks[k][v]) / (n - k) for k in range(n) if walks[k][v] < inf)
+        best = worst if best is None else min(best, worst)
     return best
 
 
