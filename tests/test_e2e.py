@@ -67,8 +67,9 @@ def test_impossible_target_is_one_line(tmp_path):
     # A loss of 0 is out of reach at any deadline: the line says more deadline does not make a plan.
     assert "4x the deadline reaches" in err[0] and "more deadline alone does not make one" in err[0]
     # The second search (the longer deadline) is announced, so a slow answer does not look like a hang.
-    assert re.search(r"planning: no dependable plan within \S+ s and 2 rounds \(max_rounds\) \(best reachable "
-                     r"probability [0-9.e-]+\); planning again within \S+ s", proc.stdout), proc.stdout[-2000:]
+    announced = (r"planning: no dependable plan within \S+ s and 2 rounds \(max_rounds\) \(best "
+                 r"reachable probability [0-9.e-]+\); planning again within \S+ s")
+    assert re.search(announced, proc.stdout), proc.stdout[-2000:]
     assert "Traceback" not in proc.stderr
 
 

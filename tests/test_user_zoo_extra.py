@@ -29,7 +29,7 @@ from depl_fl.task.slicing import extract
 from depl_fl.task.subnets import build_skeleton, check_variants, full_network, network_layout
 from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
-from tests.zoo_checks import check_derived_variants, check_rounds_as_modelled
+from tests.zoo_checks import check_compressed_and_full_round, check_derived_variants
 
 MODULE = "tests.user_nets_extra"
 
@@ -194,19 +194,7 @@ def test_per_channel_vectors_are_sliced_and_a_scalar_parameter_travels_whole():
                                   "domain_adversarial_net", "temperature_scale_net", "bilinear_net",
                                   "bilstm_net", "einsum_net"])
 def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
-    from strategies.depl_strategy import arrays_to_state
-    from tests.test_byom_rounds import N, _run
-
-    _, _, docs, strategy, _, init, result = _run(
-        name, model=["model=custom", f"model.factory={MODULE}:{name}"])
-    records = strategy.controller.records
-    assert [r["model"] for r in records] == ["p50", "full"]
-    assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
-    sizes = check_rounds_as_modelled(records, docs, N)
-    assert sizes["p50"] < sizes["full"]
-    final = arrays_to_state(result.arrays)
-    assert set(final) == set(init)
-    assert any(not np.array_equal(final[k], init[k]) for k in init if init[k].dtype.kind == "f")
+    check_compressed_and_full_round(f"{MODULE}:{name}")
 
 
 # --- refused in one line, naming the layer, exit status 2 ---

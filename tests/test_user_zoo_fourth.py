@@ -22,7 +22,7 @@ from depl_fl.task.geometry import TaskGeometry
 from depl_fl.task.subnets import check_variants, full_network, network_layout
 from tests.refused_job import refused_job
 from tests.torch_threads import one_thread  # noqa: F401,E402 (autouse)
-from tests.zoo_checks import check_derived_variants, check_rounds_as_modelled
+from tests.zoo_checks import check_compressed_and_full_round, check_derived_variants
 
 MODULE = "tests.user_nets_fourth"
 
@@ -118,19 +118,7 @@ def test_a_prune_masked_layer_keeps_its_entries_whole():
 @pytest.mark.parametrize("name", ["pytorch_mnist_net", "group_norm_resnet", "compiled_net",
                                   "mask_pruned_net"])
 def test_a_compressed_and_a_full_round_train_with_bytes_as_modelled(name):
-    from strategies.depl_strategy import arrays_to_state
-    from tests.test_byom_rounds import N, _run
-
-    _, _, docs, strategy, _, init, result = _run(
-        name, model=["model=custom", f"model.factory={MODULE}:{name}"])
-    records = strategy.controller.records
-    assert [r["model"] for r in records] == ["p50", "full"]
-    assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
-    sizes = check_rounds_as_modelled(records, docs, N)
-    assert sizes["p50"] < sizes["full"]
-    final = arrays_to_state(result.arrays)
-    assert set(final) == set(init)
-    assert any(not np.array_equal(final[k], init[k]) for k in init if init[k].dtype.kind == "f")
+    check_compressed_and_full_round(f"{MODULE}:{name}")
 
 
 @pytest.mark.parametrize("name", ["functional_conv_net", "glu_net"])

@@ -35,3 +35,21 @@ def check_rounds_as_modelled(records: Sequence[Mapping[str, Any]], docs: Sequenc
         assert rec["bytes_down"] == rec["modelled_bytes_down"] == sizes[rec["model"]] * clients
         assert rec["bytes_up"] == rec["modelled_bytes_up"] == sizes[rec["model"]] * clients
     return sizes
+
+
+def check_compressed_and_full_round(factory: str) -> None:
+    """One p50 and one full DepL round of the user network ``factory`` (``MODULE:NAME``) in process:
+    every client replies, bytes as modelled, p50 smaller than full, and the global float state moved."""
+    from strategies.depl_strategy import arrays_to_state
+    from tests.test_byom_rounds import N, _run
+
+    name = factory.rsplit(":", 1)[1]
+    _, _, docs, strategy, _, init, result = _run(name, model=["model=custom", f"model.factory={factory}"])
+    records = strategy.controller.records
+    assert [r["model"] for r in records] == ["p50", "full"]
+    assert all(r["replied"] == ["c0", "c1", "c2"] and not r["rejected"] for r in records)
+    sizes = check_rounds_as_modelled(records, docs, N)
+    assert sizes["p50"] < sizes["full"]
+    final = arrays_to_state(result.arrays)
+    assert set(final) == set(init)
+    assert any(not np.array_equal(final[k], init[k]) for k in init if init[k].dtype.kind == "f")
