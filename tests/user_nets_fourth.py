@@ -29,6 +29,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tests.user_nets_extra import _factory  # the same (num_classes, in_channels) factory
+
 
 class PyTorchMNISTNet(nn.Module):
     """PyTorch's ``examples/mnist`` net at 8x8: valid convs, ``F.max_pool2d``, dropout, ``F.log_softmax``.
@@ -577,14 +579,6 @@ class InceptionResNetNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
-
-
-def _factory(cls: type[nn.Module]) -> Any:
-    def build(num_classes: int = 10, in_channels: int = 1) -> nn.Module:
-        return cls(num_classes, in_channels)
-
-    build.__doc__ = f"Factory of :class:`{cls.__name__}`."
-    return build
 
 
 pytorch_mnist_net = _factory(PyTorchMNISTNet)
